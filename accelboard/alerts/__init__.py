@@ -1,0 +1,1 @@
+"""Alerts: regressions, drift and production signals, their triage, and the emails about them."""

@@ -1,0 +1,1 @@
+"""forms of the alerts app (none yet)."""

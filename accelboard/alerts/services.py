@@ -1,0 +1,1 @@
+"""services of the alerts app (none yet)."""

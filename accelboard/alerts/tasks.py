@@ -1,0 +1,1 @@
+"""tasks of the alerts app (none yet)."""

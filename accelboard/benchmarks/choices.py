@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class Precision(models.TextChoices):
+    FP32 = "fp32", "FP32"
+    BF16 = "bf16", "BF16"
+    FP16 = "fp16", "FP16"
+    FP8 = "fp8", "FP8"
+    INT8 = "int8", "INT8"
+    INT4 = "int4", "INT4"
+    FP4 = "fp4", "FP4"
+
+
+class Direction(models.TextChoices):
+    HIGHER = "higher", "Higher is better"
+    LOWER = "lower", "Lower is better"
+
+
+class Scenario(models.TextChoices):
+    OFFLINE = "offline", "Offline"
+    SERVER = "server", "Server"
+    SINGLE_STREAM = "single-stream", "SingleStream"
+    MULTI_STREAM = "multi-stream", "MultiStream"
+    INTERACTIVE = "interactive", "Interactive"
+    CHAT = "chat", "Chat serving"
+    BATCH = "batch", "Batch"
+    TRAINING = "training", "Training"
+
+
+class UploadSource(models.TextChoices):
+    WEB = "web", "Upload page"
+    CLI = "cli", "CLI"
+    API = "api", "API"
+    AGENT = "agent", "Agent"
+    DEMO = "demo", "Demo generator"

@@ -1,0 +1,1 @@
+"""forms of the benchmarks app (none yet)."""

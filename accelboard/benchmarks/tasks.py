@@ -1,0 +1,1 @@
+"""tasks of the benchmarks app (none yet)."""

@@ -1,0 +1,69 @@
+"""The Celery application and its one beat schedule.
+
+Tasks take ids and primitives (JSON serializer only). The beat schedule is built in code; every
+entry can be re-timed or disabled with an env var ``ACCELBOARD_BEAT_<NAME>`` holding a crontab
+("*/5 * * * *") or ``off``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from celery.schedules import crontab
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "accelboard.settings")
+
+app = Celery("accelboard")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+def _polling_interval_for_sqla() -> None:
+    """kombu's SQLAlchemy transport passes transport options to ``create_engine``, so the
+    polling interval has to be set on the transport class itself."""
+    try:
+        from django.conf import settings
+        from kombu.transport import sqlalchemy as sqla_transport
+
+        sqla_transport.Transport.polling_interval = float(settings.CELERY_BROKER_POLLING_INTERVAL)
+    except Exception:  # noqa: BLE001 - only tuning; the transport works without it
+        return
+
+
+_polling_interval_for_sqla()
+
+
+# name -> (task, default crontab fields, expires seconds, why)
+BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
+    # Partitions must exist before samples for tomorrow arrive; hourly is cheap and self-healing.
+    "telemetry-partitions": ("accelboard.fleet.tasks.telemetry_partitions_maintain", "7 * * * *", 3000),
+    # Minute rollups feed the live host pages; refreshing each minute keeps them at most ~1 min behind.
+    "telemetry-rollups": ("accelboard.fleet.tasks.telemetry_rollups_refresh", "* * * * *", 50),
+}
+
+
+def _crontab(expr: str) -> crontab:
+    minute, hour, day_of_month, month_of_year, day_of_week = expr.split()
+    return crontab(
+        minute=minute, hour=hour, day_of_month=day_of_month, month_of_year=month_of_year, day_of_week=day_of_week
+    )
+
+
+def build_beat_schedule(environ: dict[str, str] | None = None) -> dict[str, dict]:
+    environ = dict(os.environ if environ is None else environ)
+    schedule: dict[str, dict] = {}
+    for name, (task, default, expires) in BEAT_ENTRIES.items():
+        var = "ACCELBOARD_BEAT_" + name.upper().replace("-", "_")
+        expr = environ.get(var, default).strip()
+        if expr.lower() in {"off", "disabled", "none", ""}:
+            continue
+        if len(expr.split()) != 5:
+            from .env import ConfigError
+
+            raise ConfigError(f"{var}={expr!r} is not a crontab with five fields (or 'off')")
+        schedule[name] = {"task": task, "schedule": _crontab(expr), "options": {"expires": expires}}
+    return schedule
+
+
+app.conf.beat_schedule = build_beat_schedule()

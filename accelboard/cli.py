@@ -1,0 +1,30 @@
+"""The ``accelboard`` command: Django's management commands with accelboard's settings.
+
+``accelboard demo``, ``accelboard token create ...``, ``accelboard migrate``: every management
+command is reachable. Configuration errors are printed as one line naming the variable, exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "accelboard.settings")
+    argv = list(sys.argv if argv is None else argv)
+    argv[0] = "accelboard"
+    from accelboard.env import ConfigError
+
+    try:
+        from django.core.management import execute_from_command_line
+
+        execute_from_command_line(argv)
+    except ConfigError as exc:
+        print(f"accelboard: configuration error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

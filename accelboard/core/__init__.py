@@ -1,0 +1,1 @@
+"""Teams, membership and roles, job-run bookkeeping, configuration checks and shared plumbing."""

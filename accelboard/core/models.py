@@ -1,0 +1,56 @@
+"""Teams and who belongs to them, and the record of every background job run."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from .choices import JobStatus, Role
+
+
+class Team(models.Model):
+    name = models.CharField(max_length=120, unique=True)
+    slug = models.SlugField(max_length=64, unique=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.ENGINEER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="membership_team_user_unique")]
+        ordering = ["team__name", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.get_role_display()})"
+
+
+class JobRun(models.Model):
+    """One execution of a background job: what ran, when, how long, how many rows, what failed."""
+
+    name = models.CharField(max_length=120, db_index=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.STARTED)
+    started_at = models.DateTimeField(db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    rows = models.BigIntegerField(null=True, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["name", "-started_at"], name="jobrun_name_started")]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.status} at {self.started_at:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,74 @@
+"""Writes for teams, membership and job bookkeeping."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from .choices import JobStatus, Role
+from .models import JobRun, Membership, Team
+
+
+def team_create(*, name: str, slug: str | None = None, description: str = "") -> Team:
+    team, _ = Team.objects.get_or_create(
+        slug=slug or slugify(name), defaults={"name": name, "description": description}
+    )
+    return team
+
+
+def membership_set(*, team: Team, user: Any, role: str) -> Membership:
+    if role not in Role.values:
+        raise ValueError(f"role must be one of {', '.join(Role.values)}, not {role!r}")
+    membership, _ = Membership.objects.update_or_create(team=team, user=user, defaults={"role": role})
+    return membership
+
+
+def user_create(*, username: str, password: str, email: str = "", is_staff: bool = False) -> Any:
+    User = get_user_model()
+    user, created = User.objects.get_or_create(username=username, defaults={"email": email, "is_staff": is_staff})
+    if created:
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    return user
+
+
+class JobHandle:
+    """What a running job can report back: rows touched and free-form details."""
+
+    def __init__(self) -> None:
+        self.rows: int | None = None
+        self.detail: dict[str, Any] = {}
+
+
+@contextmanager
+def job_run_record(*, name: str, task_id: str = "") -> Iterator[JobHandle]:
+    """Record a job's start, end, duration, rows and error in ``JobRun`` (kept even on failure)."""
+    started = time.perf_counter()
+    run = JobRun.objects.create(name=name, task_id=task_id or "", started_at=timezone.now())
+    handle = JobHandle()
+    try:
+        yield handle
+    except Exception as exc:
+        JobRun.objects.filter(pk=run.pk).update(
+            status=JobStatus.FAILED,
+            finished_at=timezone.now(),
+            duration_ms=(time.perf_counter() - started) * 1000,
+            error=f"{type(exc).__name__}: {exc}",
+            detail=handle.detail,
+        )
+        raise
+    with transaction.atomic():
+        JobRun.objects.filter(pk=run.pk).update(
+            status=JobStatus.SUCCEEDED,
+            finished_at=timezone.now(),
+            duration_ms=(time.perf_counter() - started) * 1000,
+            rows=handle.rows,
+            detail=handle.detail,
+        )

@@ -1,0 +1,1 @@
+"""tasks of the core app (none yet)."""

@@ -1,0 +1,1 @@
+"""The price book (effective-dated accelerator, electricity and carbon prices) and cost reports."""

@@ -1,0 +1,1 @@
+"""forms of the costs app (none yet)."""

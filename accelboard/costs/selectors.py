@@ -1,0 +1,1 @@
+"""selectors of the costs app (none yet)."""

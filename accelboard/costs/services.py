@@ -1,0 +1,1 @@
+"""services of the costs app (none yet)."""

@@ -1,0 +1,1 @@
+"""tasks of the costs app (none yet)."""

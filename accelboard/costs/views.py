@@ -1,0 +1,1 @@
+"""views of the costs app (none yet)."""

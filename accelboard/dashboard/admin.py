@@ -1,0 +1,1 @@
+"""admin of the dashboard app (none yet)."""

@@ -1,0 +1,80 @@
+"""Plotly figures built in Python from plain DataFrames (no ORM here).
+
+Each function returns a figure as a JSON-able dict; templates hand it to plotly.js through
+``json_script``, never by building JavaScript strings.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+# One colour per accelerator type, stable across pages.
+PALETTE = ["#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2", "#4b5563", "#db2777"]
+
+_LAYOUT: dict[str, Any] = {
+    "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+    "height": 340,
+    "hovermode": "x unified",
+    "legend": {"orientation": "h", "y": -0.2},
+    "plot_bgcolor": "#ffffff",
+    "paper_bgcolor": "#ffffff",
+    "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
+}
+
+
+def figure_json(fig: go.Figure) -> dict[str, Any]:
+    """A figure as plain JSON data (numpy arrays turned into lists by plotly's encoder)."""
+    return json.loads(fig.to_json())
+
+
+def fleet_utilisation_figure(frame: pd.DataFrame) -> dict[str, Any]:
+    """Mean GPU utilisation per hour, one line per accelerator type."""
+    fig = go.Figure()
+    for i, (name, rows) in enumerate(frame.groupby("accelerator_type", sort=True)):
+        fig.add_trace(
+            go.Scatter(
+                x=rows["bucket"],
+                y=rows["gpu_util"].astype(float).round(1),
+                mode="lines",
+                name=str(name),
+                line={"color": PALETTE[i % len(PALETTE)], "width": 1.5},
+                hovertemplate="%{y:.1f}%<extra>" + str(name) + "</extra>",
+            )
+        )
+    fig.update_layout(
+        **_LAYOUT,
+        title={"text": "GPU utilisation by accelerator type (hourly mean)", "x": 0.01},
+        yaxis={"title": "GPU utilisation (%)", "range": [0, 100], "gridcolor": "#e5e7eb"},
+        xaxis={"title": "Time (UTC)", "gridcolor": "#f3f4f6"},
+    )
+    return figure_json(fig)
+
+
+def fleet_energy_figure(frame: pd.DataFrame) -> dict[str, Any]:
+    """Energy per day (kWh), stacked by accelerator type."""
+    fig = go.Figure()
+    if not frame.empty:
+        daily = frame.assign(day=pd.to_datetime(frame["bucket"], utc=True).dt.floor("D"))
+        daily = daily.groupby(["day", "accelerator_type"], as_index=False)["energy_kwh"].sum()
+        for i, (name, rows) in enumerate(daily.groupby("accelerator_type", sort=True)):
+            fig.add_trace(
+                go.Bar(
+                    x=rows["day"],
+                    y=rows["energy_kwh"].astype(float).round(1),
+                    name=str(name),
+                    marker_color=PALETTE[i % len(PALETTE)],
+                    hovertemplate="%{y:,.1f} kWh<extra>" + str(name) + "</extra>",
+                )
+            )
+    fig.update_layout(
+        **_LAYOUT,
+        barmode="stack",
+        title={"text": "GPU energy per day", "x": 0.01},
+        yaxis={"title": "Energy (kWh)", "gridcolor": "#e5e7eb"},
+        xaxis={"title": "Day (UTC)"},
+    )
+    return figure_json(fig)

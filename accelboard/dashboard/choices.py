@@ -1,0 +1,1 @@
+"""choices of the dashboard app (none yet)."""

@@ -1,0 +1,1 @@
+"""forms of the dashboard app (none yet)."""

@@ -1,0 +1,1 @@
+"""The dashboard app keeps no tables of its own."""

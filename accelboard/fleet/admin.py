@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from .models import Accelerator, AcceleratorType, Host, Site, TelemetryRollup, TelemetrySample
+
+
+@admin.register(AcceleratorType)
+class AcceleratorTypeAdmin(admin.ModelAdmin):
+    list_display = ["name", "vendor", "architecture", "memory_bytes", "board_power_w"]
+    list_filter = ["vendor"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+
+
+@admin.register(Site)
+class SiteAdmin(admin.ModelAdmin):
+    list_display = ["name", "provider", "region"]
+    list_filter = ["provider"]
+
+
+class AcceleratorInline(admin.TabularInline):
+    model = Accelerator
+    extra = 0
+    fields = ["index", "uuid", "name", "accelerator_type", "memory_bytes", "power_limit_w", "last_seen_at"]
+    readonly_fields = ["last_seen_at"]
+
+
+@admin.register(Host)
+class HostAdmin(admin.ModelAdmin):
+    list_display = ["hostname", "team", "site", "provider", "region", "instance_type", "simulated", "last_seen_at"]
+    list_filter = ["provider", "team", "simulated"]
+    search_fields = ["hostname", "instance_type"]
+    inlines = [AcceleratorInline]
+
+
+@admin.register(Accelerator)
+class AcceleratorAdmin(admin.ModelAdmin):
+    list_display = ["uuid", "host", "index", "name", "accelerator_type", "power_limit_w", "last_seen_at"]
+    list_filter = ["accelerator_type", "host__team"]
+    search_fields = ["uuid", "serial", "host__hostname"]
+    list_select_related = ["host", "accelerator_type"]
+
+
+@admin.register(TelemetrySample)
+class TelemetrySampleAdmin(admin.ModelAdmin):
+    """Read-only: raw samples arrive through the API only."""
+
+    list_display = ["time", "accelerator_id", "power_w", "energy_mj", "gpu_util", "temperature_c"]
+    show_full_result_count = False
+    list_per_page = 100
+
+    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(TelemetryRollup)
+class TelemetryRollupAdmin(admin.ModelAdmin):
+    list_display = ["bucket", "width_s", "accelerator", "samples", "power_avg_w", "energy_j", "gpu_util_avg"]
+    list_filter = ["width_s"]
+    list_select_related = ["accelerator__host"]
+    show_full_result_count = False
+
+    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+        return False

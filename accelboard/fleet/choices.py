@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class Vendor(models.TextChoices):
+    NVIDIA = "nvidia", "NVIDIA"
+    AMD = "amd", "AMD"
+    GOOGLE = "google", "Google"
+    INTEL = "intel", "Intel"
+    OTHER = "other", "Other"
+
+
+class Provider(models.TextChoices):
+    ON_PREM = "on-prem", "On-premises"
+    AWS = "aws", "AWS"
+    GCP = "gcp", "Google Cloud"
+    AZURE = "azure", "Azure"
+    LAMBDA = "lambda", "Lambda"
+    OTHER = "other", "Other"
+
+
+class RollupWidth(models.IntegerChoices):
+    MINUTE = 60, "1 minute"
+    HOUR = 3600, "1 hour"

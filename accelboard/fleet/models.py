@@ -1,0 +1,182 @@
+"""Accelerator types, sites, hosts, accelerators (keyed by UUID), raw telemetry and its rollups.
+
+Raw telemetry lives in a PostgreSQL table range-partitioned by day (created by migration 0002,
+not by Django): the ORM model below is unmanaged and used only for reads in the admin and in
+tests. Writes go through COPY (``services.telemetry_copy``); charts read the rollups.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from .choices import Provider, RollupWidth, Vendor
+
+
+class AcceleratorType(models.Model):
+    """A kind of accelerator as priced and compared: "H100 SXM 80GB", "L4", "MI300X"."""
+
+    name = models.CharField(max_length=80, unique=True)
+    slug = models.SlugField(max_length=80, unique=True)
+    vendor = models.CharField(max_length=16, choices=Vendor.choices, default=Vendor.NVIDIA)
+    architecture = models.CharField(max_length=40, blank=True)
+    memory_bytes = models.BigIntegerField(null=True, blank=True)
+    board_power_w = models.FloatField(null=True, blank=True, help_text="Board power limit (TDP), W")
+    # Substrings of the NVML / system-JSON name that identify this type ("H100 80GB HBM3", "H100-SXM").
+    match_names = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Site(models.Model):
+    """Where hosts run: a data centre (on-prem) or a cloud provider's region."""
+
+    name = models.CharField(max_length=80, unique=True)
+    provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.ON_PREM)
+    region = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Host(models.Model):
+    hostname = models.CharField(max_length=255, unique=True)
+    team = models.ForeignKey("core.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="hosts")
+    site = models.ForeignKey(Site, null=True, blank=True, on_delete=models.SET_NULL, related_name="hosts")
+    provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.ON_PREM)
+    region = models.CharField(max_length=40, blank=True)
+    instance_type = models.CharField(max_length=60, blank=True)
+    driver_version = models.CharField(max_length=40, blank=True)
+    cuda_version = models.CharField(max_length=20, blank=True)
+    agent_version = models.CharField(max_length=20, blank=True)
+    simulated = models.BooleanField(default=False, help_text="Telemetry comes from a simulated agent")
+    facts = models.JSONField(default=dict, blank=True)
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        ordering = ["hostname"]
+
+    def __str__(self) -> str:
+        return self.hostname
+
+
+class Accelerator(models.Model):
+    """One physical GPU (or MIG instance), keyed by its UUID: never by index."""
+
+    uuid = models.CharField(max_length=96, unique=True)
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="accelerators")
+    accelerator_type = models.ForeignKey(
+        AcceleratorType, null=True, blank=True, on_delete=models.SET_NULL, related_name="accelerators"
+    )
+    index = models.PositiveSmallIntegerField(default=0, help_text="NVML index at last report (informative only)")
+    name = models.CharField(max_length=120, blank=True, help_text="Model name as the driver reports it")
+    serial = models.CharField(max_length=64, blank=True)
+    memory_bytes = models.BigIntegerField(null=True, blank=True)
+    power_limit_w = models.FloatField(null=True, blank=True)
+    driver_version = models.CharField(max_length=40, blank=True)
+    mig_mode = models.BooleanField(default=False)
+    parent_uuid = models.CharField(max_length=96, blank=True, help_text="The physical GPU of a MIG instance")
+    # Signals the agent found unsupported on this GPU ("power_instant", "ecc", ...).
+    unsupported = models.JSONField(default=list, blank=True)
+    # The newest sample as the agent sent it, for the live host grid (no scan of raw telemetry).
+    last_state = models.JSONField(default=dict, blank=True)
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["host__hostname", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.host.hostname}#{self.index} {self.name or self.uuid}"
+
+
+TELEMETRY_COLUMNS = (
+    "time",
+    "host_id",
+    "accelerator_id",
+    "power_w",
+    "energy_mj",
+    "gpu_util",
+    "mem_util",
+    "mem_used_bytes",
+    "mem_total_bytes",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "temperature_c",
+    "throttle_reasons",
+    "ecc_errors",
+    "xid_errors",
+)
+
+
+class TelemetrySample(models.Model):
+    """One NVML reading of one GPU. Partitioned by ``time`` (daily); see migration 0002."""
+
+    id = models.BigIntegerField(primary_key=True)
+    time = models.DateTimeField()
+    host = models.ForeignKey(Host, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    accelerator = models.ForeignKey(Accelerator, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    power_w = models.FloatField(null=True, help_text="W")
+    energy_mj = models.BigIntegerField(null=True, help_text="Energy counter, mJ since driver load")
+    gpu_util = models.FloatField(null=True, help_text="%")
+    mem_util = models.FloatField(null=True, help_text="%")
+    mem_used_bytes = models.BigIntegerField(null=True)
+    mem_total_bytes = models.BigIntegerField(null=True)
+    sm_clock_mhz = models.FloatField(null=True)
+    mem_clock_mhz = models.FloatField(null=True)
+    temperature_c = models.FloatField(null=True)
+    throttle_reasons = models.BigIntegerField(null=True, help_text="NVML clocks-event reason bitmask")
+    ecc_errors = models.BigIntegerField(null=True)
+    xid_errors = models.IntegerField(null=True)
+
+    class Meta:
+        managed = False
+        db_table = "fleet_telemetrysample"
+        ordering = ["-time"]
+
+
+class TelemetryRollup(models.Model):
+    """Per-GPU aggregates over a fixed bucket (1 minute or 1 hour), kept by Celery.
+
+    ``energy_j`` sums the energy counter's non-negative deltas attributed to the bucket of the later
+    sample (a counter that went down started a new segment and contributes nothing); where a GPU
+    has no counter it falls back to integrating power over the time between samples.
+    """
+
+    width_s = models.PositiveIntegerField(choices=RollupWidth.choices)
+    bucket = models.DateTimeField()
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="+")
+    accelerator = models.ForeignKey(Accelerator, on_delete=models.CASCADE, related_name="rollups")
+    samples = models.IntegerField()
+    power_avg_w = models.FloatField(null=True)
+    power_max_w = models.FloatField(null=True)
+    energy_j = models.FloatField(null=True)
+    gpu_util_avg = models.FloatField(null=True)
+    gpu_util_max = models.FloatField(null=True)
+    mem_util_avg = models.FloatField(null=True)
+    mem_used_avg_bytes = models.FloatField(null=True)
+    mem_used_max_bytes = models.BigIntegerField(null=True)
+    mem_total_bytes = models.BigIntegerField(null=True)
+    temperature_max_c = models.FloatField(null=True)
+    sm_clock_avg_mhz = models.FloatField(null=True)
+    mem_clock_avg_mhz = models.FloatField(null=True)
+    throttled_samples = models.IntegerField(default=0)
+    ecc_errors_max = models.BigIntegerField(null=True)
+    xid_errors_max = models.IntegerField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["width_s", "accelerator", "bucket"], name="rollup_width_gpu_bucket")
+        ]
+        indexes = [
+            models.Index(fields=["width_s", "bucket"], name="rollup_width_bucket"),
+            models.Index(fields=["width_s", "host", "bucket"], name="rollup_width_host_bucket"),
+        ]
+        ordering = ["-bucket"]

@@ -1,0 +1,1 @@
+"""Production inference metrics: what serving engines report per interval, per model variant and host."""

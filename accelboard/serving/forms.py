@@ -1,0 +1,1 @@
+"""forms of the serving app (none yet)."""

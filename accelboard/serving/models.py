@@ -1,0 +1,41 @@
+"""Serving metrics per interval. Latencies in ms; token and request counts are per interval."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from .choices import Engine
+
+
+class InferenceMetric(models.Model):
+    team = models.ForeignKey("core.Team", on_delete=models.CASCADE, related_name="inference_metrics")
+    host = models.ForeignKey("fleet.Host", on_delete=models.CASCADE, related_name="inference_metrics")
+    variant = models.ForeignKey("benchmarks.ModelVariant", on_delete=models.PROTECT, related_name="inference_metrics")
+    engine = models.CharField(max_length=16, choices=Engine.choices, default=Engine.VLLM)
+    # The GPUs serving this model on the host, by UUID, to join with their energy.
+    accelerator_uuids = models.JSONField(default=list, blank=True)
+    interval_start = models.DateTimeField()
+    interval_s = models.PositiveIntegerField()
+    requests = models.BigIntegerField(default=0)
+    errors = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    generated_tokens = models.BigIntegerField(default=0)
+    ttft_p50_ms = models.FloatField(null=True, blank=True)
+    ttft_p99_ms = models.FloatField(null=True, blank=True)
+    itl_p50_ms = models.FloatField(null=True, blank=True)
+    itl_p99_ms = models.FloatField(null=True, blank=True)
+    e2e_p50_ms = models.FloatField(null=True, blank=True)
+    e2e_p99_ms = models.FloatField(null=True, blank=True)
+    # Prometheus-style cumulative buckets per histogram: {"ttft": [[le_seconds, count], ...]}
+    histograms = models.JSONField(default=dict, blank=True)
+    batch_id = models.CharField(max_length=64, blank=True, help_text="Client id of the request that sent it")
+
+    class Meta:
+        ordering = ["-interval_start"]
+        constraints = [
+            models.UniqueConstraint(fields=["host", "variant", "interval_start"], name="inference_host_variant_start")
+        ]
+        indexes = [models.Index(fields=["team", "interval_start"], name="inference_team_start")]
+
+    def __str__(self) -> str:
+        return f"{self.variant} on {self.host} at {self.interval_start:%Y-%m-%d %H:%M}"

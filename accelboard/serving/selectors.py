@@ -1,0 +1,1 @@
+"""selectors of the serving app (none yet)."""

@@ -1,0 +1,1 @@
+"""services of the serving app (none yet)."""

@@ -1,0 +1,1 @@
+"""tasks of the serving app (none yet)."""

