@@ -46,7 +46,11 @@ BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
 def _crontab(expr: str) -> crontab:
     minute, hour, day_of_month, month_of_year, day_of_week = expr.split()
     return crontab(
-        minute=minute, hour=hour, day_of_month=day_of_month, month_of_year=month_of_year, day_of_week=day_of_week
+        minute=minute,
+        hour=hour,
+        day_of_month=day_of_month,
+        month_of_year=month_of_year,
+        day_of_week=day_of_week,
     )
 
 

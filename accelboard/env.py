@@ -95,7 +95,9 @@ def parse_database_url(name: str, url: str) -> dict[str, object]:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise ConfigError(f"{name} is malformed ({exc}); expected postgresql://user:password@host:5432/dbname") from None
+        raise ConfigError(
+            f"{name} is malformed ({exc}); expected postgresql://user:password@host:5432/dbname"
+        ) from None
     if parts.scheme not in _DB_SCHEMES:
         raise ConfigError(
             f"{name} has scheme {parts.scheme!r}; accelboard needs PostgreSQL "

@@ -17,7 +17,9 @@ class Alert(models.Model):
     series = models.ForeignKey(
         "benchmarks.Series", null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
     )
-    host = models.ForeignKey("fleet.Host", null=True, blank=True, on_delete=models.CASCADE, related_name="alerts")
+    host = models.ForeignKey(
+        "fleet.Host", null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
+    )
     # What identifies "the same change": a second detector pass or worker must not open a twin.
     dedupe_key = models.CharField(max_length=200, unique=True)
     # Evidence

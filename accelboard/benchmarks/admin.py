@@ -43,7 +43,15 @@ class MetricInline(admin.TabularInline):
 
 @admin.register(BenchmarkRun)
 class BenchmarkRunAdmin(admin.ModelAdmin):
-    list_display = ["started_at", "workload", "accelerator_type", "accelerator_count", "git_commit", "branch", "team"]
+    list_display = [
+        "started_at",
+        "workload",
+        "accelerator_type",
+        "accelerator_count",
+        "git_commit",
+        "branch",
+        "team",
+    ]
     list_filter = ["team", "accelerator_type", "uploaded_via", "source_format", "valid"]
     search_fields = ["git_commit", "branch", "uuid"]
     list_select_related = ["workload__variant__model", "accelerator_type", "team"]

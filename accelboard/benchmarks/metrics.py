@@ -43,7 +43,21 @@ _SPECS = [
 
 METRICS: dict[str, MetricSpec] = {spec.name: spec for spec in _SPECS}
 
-UNITS = {"samples/s", "tokens/s", "requests/s", "ms", "s", "W", "J", "kWh", "bytes", "score", "%", "gCO2e", "count"}
+UNITS = {
+    "samples/s",
+    "tokens/s",
+    "requests/s",
+    "ms",
+    "s",
+    "W",
+    "J",
+    "kWh",
+    "bytes",
+    "score",
+    "%",
+    "gCO2e",
+    "count",
+}
 
 
 def metric_spec(name: str) -> MetricSpec | None:

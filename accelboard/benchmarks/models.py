@@ -19,7 +19,9 @@ class Model(models.Model):
 
     name = models.CharField(max_length=120, unique=True)
     family = models.CharField(max_length=60, blank=True)
-    task = models.CharField(max_length=60, blank=True, help_text="llm, vision, speech, diffusion, embedding...")
+    task = models.CharField(
+        max_length=60, blank=True, help_text="llm, vision, speech, diffusion, embedding..."
+    )
     parameters_b = models.FloatField(null=True, blank=True, help_text="Parameters, billions")
     reference_variant = models.ForeignKey(
         "ModelVariant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -72,7 +74,9 @@ class Workload(models.Model):
 
     class Meta:
         ordering = ["variant__model__name", "variant__name", "scenario", "batch_size"]
-        constraints = [models.UniqueConstraint(fields=["team", "identity"], name="workload_team_identity_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "identity"], name="workload_team_identity_unique")
+        ]
 
     def __str__(self) -> str:
         parts = [str(self.variant), self.get_scenario_display()]
@@ -90,14 +94,18 @@ def _raw_upload_path(instance: BenchmarkRun, filename: str) -> str:
 
 
 class BenchmarkRun(models.Model):
-    uuid = models.UUIDField(default=uuid.uuid4, unique=True, help_text="Client id: a retried upload is one run")
+    uuid = models.UUIDField(
+        default=uuid.uuid4, unique=True, help_text="Client id: a retried upload is one run"
+    )
     team = models.ForeignKey("core.Team", on_delete=models.CASCADE, related_name="runs")
     workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="runs")
     accelerator_type = models.ForeignKey(
         "fleet.AcceleratorType", null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
     )
     accelerator_count = models.PositiveSmallIntegerField(default=1)
-    host = models.ForeignKey("fleet.Host", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    host = models.ForeignKey(
+        "fleet.Host", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
     driver_version = models.CharField(max_length=40, blank=True)
     cuda_version = models.CharField(max_length=20, blank=True)
     started_at = models.DateTimeField(db_index=True)
@@ -110,7 +118,9 @@ class BenchmarkRun(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     uploaded_via = models.CharField(max_length=8, choices=UploadSource.choices, default=UploadSource.API)
-    source_format = models.CharField(max_length=40, default="accelboard", help_text="Importer that read the file")
+    source_format = models.CharField(
+        max_length=40, default="accelboard", help_text="Importer that read the file"
+    )
     raw_file = models.FileField(upload_to=_raw_upload_path, blank=True)
     raw_filename = models.CharField(max_length=255, blank=True)
     # Where each field came from: {"batch_size": "file:mlperf_log_detail.txt", "accelerator": "user"}
@@ -168,7 +178,9 @@ class MetricValue(models.Model):
     direction = models.CharField(max_length=8, choices=Direction.choices)
     # Repeated measurements within the run (for significance tests and noise estimates).
     samples = models.JSONField(default=list, blank=True)
-    raw_value = models.CharField(max_length=80, blank=True, help_text="As the file wrote it, before normalising")
+    raw_value = models.CharField(
+        max_length=80, blank=True, help_text="As the file wrote it, before normalising"
+    )
     raw_unit = models.CharField(max_length=16, blank=True)
     source = models.CharField(max_length=200, blank=True, help_text="file:path/key the value was read from")
     # Denormalised from the run so that a series' history is one index range scan.

@@ -32,7 +32,9 @@ def membership_set(*, team: Team, user: Any, role: str) -> Membership:
 
 def user_create(*, username: str, password: str, email: str = "", is_staff: bool = False) -> Any:
     User = get_user_model()
-    user, created = User.objects.get_or_create(username=username, defaults={"email": email, "is_staff": is_staff})
+    user, created = User.objects.get_or_create(
+        username=username, defaults={"email": email, "is_staff": is_staff}
+    )
     if created:
         user.set_password(password)
         user.save(update_fields=["password"])

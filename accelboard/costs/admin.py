@@ -8,8 +8,17 @@ from .models import AcceleratorPrice, ElectricityPrice
 @admin.register(AcceleratorPrice)
 class AcceleratorPriceAdmin(admin.ModelAdmin):
     list_display = [
-        "accelerator_type", "accelerator_count", "provider", "region", "instance_type",
-        "pricing_model", "price_per_hour", "currency", "valid_from", "valid_to", "fetched_on",
+        "accelerator_type",
+        "accelerator_count",
+        "provider",
+        "region",
+        "instance_type",
+        "pricing_model",
+        "price_per_hour",
+        "currency",
+        "valid_from",
+        "valid_to",
+        "fetched_on",
     ]
     list_filter = ["provider", "pricing_model", "accelerator_type"]
     search_fields = ["instance_type", "region", "source"]

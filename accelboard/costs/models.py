@@ -12,12 +12,16 @@ from .choices import PricingModel
 class AcceleratorPrice(models.Model):
     """The price of an instance (or of accelerators on-prem), per hour, for a validity window."""
 
-    accelerator_type = models.ForeignKey("fleet.AcceleratorType", on_delete=models.PROTECT, related_name="prices")
+    accelerator_type = models.ForeignKey(
+        "fleet.AcceleratorType", on_delete=models.PROTECT, related_name="prices"
+    )
     accelerator_count = models.PositiveSmallIntegerField(default=1)
     provider = models.CharField(max_length=16, choices=Provider.choices)
     region = models.CharField(max_length=40, blank=True)
     instance_type = models.CharField(max_length=60, blank=True)
-    pricing_model = models.CharField(max_length=12, choices=PricingModel.choices, default=PricingModel.ON_DEMAND)
+    pricing_model = models.CharField(
+        max_length=12, choices=PricingModel.choices, default=PricingModel.ON_DEMAND
+    )
     price_per_hour = models.DecimalField(max_digits=12, decimal_places=4, help_text="For the whole instance")
     currency = models.CharField(max_length=3, default="USD")
     # On-prem amortisation inputs (price_per_hour derived from them).
@@ -30,7 +34,9 @@ class AcceleratorPrice(models.Model):
 
     class Meta:
         ordering = ["accelerator_type__name", "provider", "region", "pricing_model", "-valid_from"]
-        indexes = [models.Index(fields=["accelerator_type", "provider", "region"], name="price_type_provider_region")]
+        indexes = [
+            models.Index(fields=["accelerator_type", "provider", "region"], name="price_type_provider_region")
+        ]
 
     def __str__(self) -> str:
         return (

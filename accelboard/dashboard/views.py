@@ -49,11 +49,16 @@ PLANNED = {
         "Costs",
         "Monthly spend by team, project, model, accelerator type and provider, with drill-down and exports.",
     ),
-    "alerts": ("Alerts", "Regression, drift and production alerts with triage: acknowledge, dismiss, mark expected."),
+    "alerts": (
+        "Alerts",
+        "Regression, drift and production alerts with triage: acknowledge, dismiss, mark expected.",
+    ),
     "hosts": ("Hosts", "The fleet as a live grid of hosts and GPUs, and per-host telemetry from rollups."),
 }
 
 
 def planned(request: HttpRequest, area: str) -> HttpResponse:
     title, description = PLANNED[area]
-    return render(request, "dashboard/planned.html", {"title": title, "description": description, "area": area})
+    return render(
+        request, "dashboard/planned.html", {"title": title, "description": description, "area": area}
+    )

@@ -28,7 +28,16 @@ class AcceleratorInline(admin.TabularInline):
 
 @admin.register(Host)
 class HostAdmin(admin.ModelAdmin):
-    list_display = ["hostname", "team", "site", "provider", "region", "instance_type", "simulated", "last_seen_at"]
+    list_display = [
+        "hostname",
+        "team",
+        "site",
+        "provider",
+        "region",
+        "instance_type",
+        "simulated",
+        "last_seen_at",
+    ]
     list_filter = ["provider", "team", "simulated"]
     search_fields = ["hostname", "instance_type"]
     inlines = [AcceleratorInline]

@@ -47,7 +47,9 @@ class Site(models.Model):
 
 class Host(models.Model):
     hostname = models.CharField(max_length=255, unique=True)
-    team = models.ForeignKey("core.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="hosts")
+    team = models.ForeignKey(
+        "core.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="hosts"
+    )
     site = models.ForeignKey(Site, null=True, blank=True, on_delete=models.SET_NULL, related_name="hosts")
     provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.ON_PREM)
     region = models.CharField(max_length=40, blank=True)
@@ -75,7 +77,9 @@ class Accelerator(models.Model):
     accelerator_type = models.ForeignKey(
         AcceleratorType, null=True, blank=True, on_delete=models.SET_NULL, related_name="accelerators"
     )
-    index = models.PositiveSmallIntegerField(default=0, help_text="NVML index at last report (informative only)")
+    index = models.PositiveSmallIntegerField(
+        default=0, help_text="NVML index at last report (informative only)"
+    )
     name = models.CharField(max_length=120, blank=True, help_text="Model name as the driver reports it")
     serial = models.CharField(max_length=64, blank=True)
     memory_bytes = models.BigIntegerField(null=True, blank=True)
@@ -122,7 +126,9 @@ class TelemetrySample(models.Model):
     id = models.BigIntegerField(primary_key=True)
     time = models.DateTimeField()
     host = models.ForeignKey(Host, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
-    accelerator = models.ForeignKey(Accelerator, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    accelerator = models.ForeignKey(
+        Accelerator, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
     power_w = models.FloatField(null=True, help_text="W")
     energy_mj = models.BigIntegerField(null=True, help_text="Energy counter, mJ since driver load")
     gpu_util = models.FloatField(null=True, help_text="%")
@@ -140,6 +146,9 @@ class TelemetrySample(models.Model):
         managed = False
         db_table = "fleet_telemetrysample"
         ordering = ["-time"]
+
+    def __str__(self) -> str:
+        return f"GPU {self.accelerator_id} at {self.time:%Y-%m-%d %H:%M:%S}"
 
 
 class TelemetryRollup(models.Model):
@@ -173,10 +182,15 @@ class TelemetryRollup(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["width_s", "accelerator", "bucket"], name="rollup_width_gpu_bucket")
+            models.UniqueConstraint(
+                fields=["width_s", "accelerator", "bucket"], name="rollup_width_gpu_bucket"
+            )
         ]
         indexes = [
             models.Index(fields=["width_s", "bucket"], name="rollup_width_bucket"),
             models.Index(fields=["width_s", "host", "bucket"], name="rollup_width_host_bucket"),
         ]
         ordering = ["-bucket"]
+
+    def __str__(self) -> str:
+        return f"GPU {self.accelerator_id} {self.width_s}s bucket {self.bucket:%Y-%m-%d %H:%M}"

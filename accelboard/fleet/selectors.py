@@ -18,7 +18,9 @@ def host_list(*, team_ids: list[int] | None = None) -> QuerySet[Host]:
     return hosts
 
 
-def fleet_utilisation_hourly(*, start: datetime, end: datetime, team_ids: list[int] | None = None) -> pd.DataFrame:
+def fleet_utilisation_hourly(
+    *, start: datetime, end: datetime, team_ids: list[int] | None = None
+) -> pd.DataFrame:
     """Per hour and accelerator type: mean GPU utilisation (%), mean power (W) and energy (kWh)."""
     team_filter = "AND h.team_id = ANY(%(teams)s)" if team_ids is not None else ""
     sql = f"""
@@ -36,4 +38,6 @@ def fleet_utilisation_hourly(*, start: datetime, end: datetime, team_ids: list[i
     with connection.cursor() as cursor:
         cursor.execute(sql, {"start": start, "end": end, "teams": team_ids or []})
         rows = cursor.fetchall()
-    return pd.DataFrame(rows, columns=["bucket", "accelerator_type", "gpu_util", "power_w", "energy_kwh", "gpus"])
+    return pd.DataFrame(
+        rows, columns=["bucket", "accelerator_type", "gpu_util", "power_w", "energy_kwh", "gpus"]
+    )

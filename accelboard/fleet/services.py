@@ -20,7 +20,7 @@ from datetime import UTC, date, datetime, timedelta
 from django.conf import settings
 from django.db import connection, transaction
 
-from .models import TELEMETRY_COLUMNS
+from .models import TELEMETRY_COLUMNS, Accelerator, AcceleratorType, Host
 
 TABLE = "fleet_telemetrysample"
 _PARTITION_RE = re.compile(r"^fleet_telemetrysample_p(\d{8})$")
@@ -179,7 +179,11 @@ def _floor(moment: datetime, width_s: int) -> datetime:
 
 
 def telemetry_rollups_refresh(
-    *, start: datetime, end: datetime, widths: Sequence[int] = (60, 3600), accelerator_ids: Sequence[int] | None = None
+    *,
+    start: datetime,
+    end: datetime,
+    widths: Sequence[int] = (60, 3600),
+    accelerator_ids: Sequence[int] | None = None,
 ) -> int:
     """Recompute the rollups of every bucket touching [start, end); return rows upserted."""
     total = 0
@@ -202,3 +206,103 @@ def telemetry_rollups_refresh(
             )
             total += cursor.rowcount
     return total
+
+
+# --- Registration of hosts and GPUs (keyed by UUID) ---------------------------------------------
+
+
+def accelerator_type_match(*, name: str) -> AcceleratorType | None:
+    """The accelerator type whose ``match_names`` (or name) occur in a driver-reported model name."""
+    lowered = name.lower()
+    best: tuple[int, AcceleratorType] | None = None
+    for accel_type in AcceleratorType.objects.all():
+        for candidate in [accel_type.name, *accel_type.match_names]:
+            if candidate and candidate.lower() in lowered:
+                if best is None or len(candidate) > best[0]:
+                    best = (len(candidate), accel_type)
+    return best[1] if best else None
+
+
+def host_register(
+    *,
+    hostname: str,
+    team_id: int | None,
+    facts: dict[str, object] | None = None,
+    accelerators: Sequence[dict[str, object]] = (),
+    seen_at: datetime | None = None,
+) -> tuple[Host, dict[str, Accelerator]]:
+    """Create or update a host and its GPUs; return the host and its GPUs by UUID.
+
+    A GPU that moved to another host (re-seated card) follows its UUID. Facts not given are kept.
+    ``accelerators`` items: uuid (required), index, name, serial, memory_bytes, power_limit_w,
+    driver_version, mig_mode, parent_uuid, unsupported.
+    """
+    facts = dict(facts or {})
+    seen_at = seen_at or datetime.now(UTC)
+    host_fields = {
+        key: facts.pop(key)
+        for key in (
+            "driver_version",
+            "cuda_version",
+            "agent_version",
+            "provider",
+            "region",
+            "instance_type",
+            "simulated",
+        )
+        if key in facts
+    }
+    with transaction.atomic():
+        host, created = Host.objects.select_for_update().get_or_create(
+            hostname=hostname,
+            defaults={"team_id": team_id, **host_fields, "facts": facts, "last_seen_at": seen_at},
+        )
+        if not created:
+            changed = {key: value for key, value in host_fields.items() if getattr(host, key) != value}
+            if facts and {**host.facts, **facts} != host.facts:
+                changed["facts"] = {**host.facts, **facts}
+            if host.team_id is None and team_id is not None:
+                changed["team_id"] = team_id
+            if host.last_seen_at is None or seen_at > host.last_seen_at:
+                changed["last_seen_at"] = seen_at
+            for key, value in changed.items():
+                setattr(host, key, value)
+            if changed:
+                host.save(update_fields=list(changed))
+        existing = {
+            gpu.uuid: gpu for gpu in Accelerator.objects.filter(uuid__in=[a["uuid"] for a in accelerators])
+        }
+        result: dict[str, Accelerator] = {}
+        for item in accelerators:
+            gpu_uuid = str(item["uuid"])
+            fields = {
+                key: item[key]
+                for key in (
+                    "index",
+                    "name",
+                    "serial",
+                    "memory_bytes",
+                    "power_limit_w",
+                    "driver_version",
+                    "mig_mode",
+                    "parent_uuid",
+                    "unsupported",
+                )
+                if key in item and item[key] is not None
+            }
+            gpu = existing.get(gpu_uuid)
+            if gpu is None:
+                accel_type = accelerator_type_match(name=str(item.get("name", "")))
+                gpu = Accelerator.objects.create(
+                    uuid=gpu_uuid, host=host, accelerator_type=accel_type, last_seen_at=seen_at, **fields
+                )
+            else:
+                changed_gpu = {key: value for key, value in fields.items() if getattr(gpu, key) != value}
+                if gpu.host_id != host.pk:
+                    changed_gpu["host_id"] = host.pk
+                for key, value in changed_gpu.items():
+                    setattr(gpu, key, value)
+                if changed_gpu:
+                    gpu.save(update_fields=list(changed_gpu))
+            result[gpu_uuid] = gpu
+    return host, result

@@ -10,7 +10,9 @@ from .choices import Engine
 class InferenceMetric(models.Model):
     team = models.ForeignKey("core.Team", on_delete=models.CASCADE, related_name="inference_metrics")
     host = models.ForeignKey("fleet.Host", on_delete=models.CASCADE, related_name="inference_metrics")
-    variant = models.ForeignKey("benchmarks.ModelVariant", on_delete=models.PROTECT, related_name="inference_metrics")
+    variant = models.ForeignKey(
+        "benchmarks.ModelVariant", on_delete=models.PROTECT, related_name="inference_metrics"
+    )
     engine = models.CharField(max_length=16, choices=Engine.choices, default=Engine.VLLM)
     # The GPUs serving this model on the host, by UUID, to join with their energy.
     accelerator_uuids = models.JSONField(default=list, blank=True)
@@ -33,7 +35,9 @@ class InferenceMetric(models.Model):
     class Meta:
         ordering = ["-interval_start"]
         constraints = [
-            models.UniqueConstraint(fields=["host", "variant", "interval_start"], name="inference_host_variant_start")
+            models.UniqueConstraint(
+                fields=["host", "variant", "interval_start"], name="inference_host_variant_start"
+            )
         ]
         indexes = [models.Index(fields=["team", "interval_start"], name="inference_team_start")]
 
