@@ -19,9 +19,14 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-def _polling_interval_for_sqla() -> None:
+@app.on_after_configure.connect
+def _polling_interval_for_sqla(sender: Celery | None = None, **kwargs: object) -> None:
     """kombu's SQLAlchemy transport passes transport options to ``create_engine``, so the
-    polling interval has to be set on the transport class itself."""
+    polling interval has to be set on the transport class itself.
+
+    Run when Celery first reads its configuration, not at import: importing ``accelboard``
+    must not load Django settings (that would start the embedded PostgreSQL for commands such
+    as ``accelboard parse`` that need no database)."""
     try:
         from django.conf import settings
         from kombu.transport import sqlalchemy as sqla_transport
@@ -29,9 +34,6 @@ def _polling_interval_for_sqla() -> None:
         sqla_transport.Transport.polling_interval = float(settings.CELERY_BROKER_POLLING_INTERVAL)
     except Exception:  # noqa: BLE001 - only tuning; the transport works without it
         return
-
-
-_polling_interval_for_sqla()
 
 
 # name -> (task, default crontab fields, expires seconds, why)
