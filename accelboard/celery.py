@@ -41,6 +41,7 @@ BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
     # Partitions must exist before samples for tomorrow arrive; hourly is cheap and self-healing.
     "telemetry-partitions": ("accelboard.fleet.tasks.telemetry_partitions_maintain", "7 * * * *", 3000),
     # Minute rollups feed the live host pages; refreshing each minute keeps them at most ~1 min behind.
+    # Ingest also enqueues a refresh per batch; this pass drains what those missed.
     "telemetry-rollups": ("accelboard.fleet.tasks.telemetry_rollups_refresh", "* * * * *", 50),
 }
 
@@ -64,11 +65,16 @@ def build_beat_schedule(environ: dict[str, str] | None = None) -> dict[str, dict
         expr = environ.get(var, default).strip()
         if expr.lower() in {"off", "disabled", "none", ""}:
             continue
-        if len(expr.split()) != 5:
-            from .env import ConfigError
+        from .env import ConfigError
 
+        if len(expr.split()) != 5:
             raise ConfigError(f"{var}={expr!r} is not a crontab with five fields (or 'off')")
-        schedule[name] = {"task": task, "schedule": _crontab(expr), "options": {"expires": expires}}
+        try:
+            schedule_ = _crontab(expr)
+        except ValueError as exc:
+            # Five fields can still be nonsense ("61 * * * *"); say which variable, not just why.
+            raise ConfigError(f"{var}={expr!r} is not a valid crontab: {exc}") from None
+        schedule[name] = {"task": task, "schedule": schedule_, "options": {"expires": expires}}
     return schedule
 
 

@@ -1,32 +1,50 @@
 """Writes for the fleet: partitions of raw telemetry, COPY loading, rollups and retention.
 
-1. Raw samples go to ``fleet_telemetrysample``, range-partitioned by day on ``time``. There is no
-   default partition: a sample outside every partition would be silently kept forever, so
-   ``telemetry_partitions_ensure`` creates the days a batch needs before it is copied.
+1. Raw samples go to ``fleet_telemetrysample``, range-partitioned by day (UTC) on ``time``. There
+   is no default partition: a sample outside every partition is rejected by PostgreSQL, so ingest
+   calls ``telemetry_partitions_ensure`` for the days a batch needs before it is copied, and the
+   scheduled job creates the next days ahead of time.
 2. Rows are loaded with psycopg 3's binary COPY; the ORM is far too slow for this path.
-3. Rollups (1 minute and 1 hour per GPU) are recomputed for a time range with one
-   ``INSERT ... SELECT ... ON CONFLICT DO UPDATE`` each, so re-running a range (late samples)
-   replaces what was there. Energy per bucket: non-negative counter deltas attributed to the later
-   sample's bucket; without a counter, power × the time since the previous sample (capped).
-4. Retention drops whole partitions older than ``TELEMETRY_RETENTION_DAYS``; no DELETE.
+3. Rollups: 1-minute rollups per GPU are computed from raw samples, 1-hour rollups per GPU from
+   the minute rollups (exact: energy and counts are sums, averages are re-weighted by the count of
+   non-NULL samples behind each), and per-host rollups of both widths from the GPU rollups of the
+   same bucket. Each is an upsert of whole buckets, so re-running a range replaces what was
+   there, and every refresh holds one transaction-level advisory lock, so two refreshes never
+   interleave. See ``telemetry_rollups_refresh`` for the energy rules.
+4. Coalescing: ingest marks the time range of each batch dirty (``telemetry_rollups_mark_dirty``);
+   ``telemetry_rollups_drain`` takes every dirty range at once, merges them and refreshes each
+   merged range once, so a burst of small batches costs one recompute.
+5. Retention drops whole partitions older than ``TELEMETRY_RETENTION_DAYS``; no DELETE. Rollups
+   stay; dirty ranges are drained first so late samples reach the rollups before their day goes.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 
-from .models import TELEMETRY_COLUMNS, Accelerator, AcceleratorType, Host
+from .models import TELEMETRY_COLUMNS, Accelerator, AcceleratorType, Host, TelemetryDirtyRange
 
 TABLE = "fleet_telemetrysample"
 _PARTITION_RE = re.compile(r"^fleet_telemetrysample_p(\d{8})$")
 # A gap longer than this between two samples is a gap, not energy drawn at the last power reading.
 MAX_INTEGRATION_GAP_S = 30
+# A counter delta across a longer gap (agent down for hours) is not attributed to anything: the
+# driver may have reloaded in between, and the bound keeps each refresh's look-back an index probe.
+MAX_COUNTER_GAP_S = 6 * 3600
+# One partition call may not create more days than this: a sample stamped 1970 must not create
+# twenty thousand tables. Ingest rejects such timestamps before they get here.
+MAX_PARTITION_DAYS_PER_CALL = 400
+# Dirty ranges closer than this are merged: recomputing a short gap is cheaper than a second pass.
+DIRTY_MERGE_GAP = timedelta(minutes=2)
 _ADVISORY_PARTITIONS = 7_310_001
+_ADVISORY_ROLLUPS = 7_310_002
+_BUCKET_ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def _partition_name(day: date) -> str:
@@ -55,25 +73,37 @@ def telemetry_partition_days() -> list[date]:
 
 
 def telemetry_partitions_ensure(*, start: datetime, end: datetime) -> list[date]:
-    """Create the daily partitions covering [start, end]; return the days created."""
+    """Create the daily partitions covering [start, end] (UTC days); return the days created.
+
+    Safe to call from concurrent requests: the check is repeated under an advisory lock, so each
+    day is created once and reported as created by exactly one caller.
+    """
     first = start.astimezone(UTC).date()
     last = end.astimezone(UTC).date()
-    wanted = [first + timedelta(days=n) for n in range((last - first).days + 1)]
-    existing = set(telemetry_partition_days())
-    missing = [day for day in wanted if day not in existing]
-    if not missing:
+    if last < first:
+        raise ValueError(f"partition range ends ({end.isoformat()}) before it starts ({start.isoformat()})")
+    span = (last - first).days + 1
+    if span > MAX_PARTITION_DAYS_PER_CALL:
+        raise ValueError(
+            f"partition range {first}..{last} spans {span} days; at most {MAX_PARTITION_DAYS_PER_CALL}"
+        )
+    wanted = [first + timedelta(days=n) for n in range(span)]
+    # The common case (every day exists) costs one catalogue read and no lock.
+    if not set(wanted) - set(telemetry_partition_days()):
         return []
     created = []
     with transaction.atomic(), connection.cursor() as cursor:
-        # Two ingest requests needing the same new day must not race on CREATE TABLE.
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_PARTITIONS])
-        for day in missing:
+        existing = set(telemetry_partition_days())
+        for day in wanted:
+            if day in existing:
+                continue
             lower = datetime(day.year, day.month, day.day, tzinfo=UTC)
             upper = lower + timedelta(days=1)
+            # DDL takes no bind parameters; the bounds are dates we formatted ourselves.
             cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {_partition_name(day)} PARTITION OF {TABLE} "
-                "FOR VALUES FROM (%s) TO (%s)",
-                [lower, upper],
+                f"CREATE TABLE {_partition_name(day)} PARTITION OF {TABLE} "
+                f"FOR VALUES FROM ('{lower.isoformat()}') TO ('{upper.isoformat()}')"
             )
             created.append(day)
     return created
@@ -82,7 +112,8 @@ def telemetry_partitions_ensure(*, start: datetime, end: datetime) -> list[date]
 def telemetry_partitions_drop_older(*, before: date) -> list[date]:
     """Drop whole raw partitions for days before ``before``. Rollups are untouched."""
     dropped = []
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_PARTITIONS])
         for day in telemetry_partition_days():
             if day < before:
                 cursor.execute(f"DROP TABLE IF EXISTS {_partition_name(day)}")
@@ -91,8 +122,25 @@ def telemetry_partitions_drop_older(*, before: date) -> list[date]:
 
 
 def telemetry_retention_apply(*, today: date | None = None) -> list[date]:
+    """Drop raw days older than ``TELEMETRY_RETENTION_DAYS``, after rolling up what is pending."""
     today = today or datetime.now(UTC).date()
-    return telemetry_partitions_drop_older(before=today - timedelta(days=settings.TELEMETRY_RETENTION_DAYS))
+    before = today - timedelta(days=settings.TELEMETRY_RETENTION_DAYS)
+    if any(day < before for day in telemetry_partition_days()):
+        telemetry_rollups_drain()
+    return telemetry_partitions_drop_older(before=before)
+
+
+_COPY_TYPES = {
+    "time": "timestamptz",
+    "host_id": "int8",
+    "accelerator_id": "int8",
+    "energy_mj": "int8",
+    "mem_used_bytes": "int8",
+    "mem_total_bytes": "int8",
+    "throttle_reasons": "int8",
+    "ecc_errors": "int8",
+    "xid_errors": "int4",
+}
 
 
 def telemetry_copy(*, rows: Iterable[Sequence[object]], columns: Sequence[str] = TELEMETRY_COLUMNS) -> int:
@@ -101,70 +149,161 @@ def telemetry_copy(*, rows: Iterable[Sequence[object]], columns: Sequence[str] =
     The caller makes sure the partitions exist (``telemetry_partitions_ensure``). Runs inside the
     caller's transaction, so a failed batch leaves nothing behind.
     """
-    types = {
-        "time": "timestamptz",
-        "host_id": "int8",
-        "accelerator_id": "int8",
-        "energy_mj": "int8",
-        "mem_used_bytes": "int8",
-        "mem_total_bytes": "int8",
-        "throttle_reasons": "int8",
-        "ecc_errors": "int8",
-        "xid_errors": "int4",
-    }
     count = 0
     connection.ensure_connection()
     with connection.connection.cursor() as cursor:
         with cursor.copy(f"COPY {TABLE} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types([types.get(column, "float4") for column in columns])
+            copy.set_types([_COPY_TYPES.get(column, "float4") for column in columns])
             for row in rows:
                 copy.write_row(row)
                 count += 1
     return count
 
 
-_ROLLUP_SQL = """
-WITH s AS (
+# --- Rollups ------------------------------------------------------------------------------------
+
+# Minute rollups from raw samples. ``bounds`` finds, per GPU, the sample just before the range
+# (the first delta of the range needs it) and the first sample after it: that later sample's
+# delta changes when a late sample lands before it, so its bucket is recomputed too.
+_MINUTE_SQL = """
+WITH bounds AS (
+    SELECT g.id AS gpu,
+        (SELECT r.time FROM fleet_telemetrysample r
+          WHERE r.accelerator_id = g.id AND r.time < %(start)s AND r.time >= %(lookback)s
+          ORDER BY r.time DESC LIMIT 1) AS from_time,
+        (SELECT date_bin('60 seconds', r.time, %(origin)s) + interval '60 seconds'
+           FROM fleet_telemetrysample r
+          WHERE r.accelerator_id = g.id AND r.time >= %(end)s AND r.time < %(lookahead)s
+          ORDER BY r.time LIMIT 1) AS next_end
+    FROM fleet_accelerator g {gpu_filter}
+),
+s AS (
     SELECT
-        time, host_id, accelerator_id, power_w, energy_mj, gpu_util, mem_util, mem_used_bytes,
-        mem_total_bytes, temperature_c, sm_clock_mhz, mem_clock_mhz, throttle_reasons, ecc_errors, xid_errors,
-        energy_mj - lag(energy_mj) OVER w AS d_energy_mj,
-        extract(epoch FROM time - lag(time) OVER w) AS dt_s
-    FROM fleet_telemetrysample
-    WHERE time >= %(lookback)s AND time < %(end)s {gpu_filter}
-    WINDOW w AS (PARTITION BY accelerator_id ORDER BY time)
+        r.time, r.host_id, r.accelerator_id, r.power_w, r.energy_mj, r.gpu_util, r.mem_util,
+        r.mem_used_bytes, r.mem_total_bytes, r.temperature_c, r.sm_clock_mhz, r.mem_clock_mhz,
+        r.throttle_reasons, r.ecc_errors, r.xid_errors,
+        r.energy_mj - lag(r.energy_mj) OVER w AS d_energy_mj,
+        extract(epoch FROM r.time - lag(r.time) OVER w)::float8 AS dt_s
+    FROM bounds b
+    JOIN fleet_telemetrysample r ON r.accelerator_id = b.gpu
+        AND r.time >= coalesce(b.from_time, %(start)s) AND r.time < coalesce(b.next_end, %(end)s)
+        -- constant bounds as well, so the planner prunes partitions before it runs
+        AND r.time >= %(lookback)s AND r.time < %(lookahead_end)s
+    WINDOW w AS (PARTITION BY r.accelerator_id ORDER BY r.time, r.id)
 )
 INSERT INTO fleet_telemetryrollup (
-    width_s, bucket, host_id, accelerator_id, samples, power_avg_w, power_max_w, energy_j,
-    gpu_util_avg, gpu_util_max, mem_util_avg, mem_used_avg_bytes, mem_used_max_bytes, mem_total_bytes,
-    temperature_max_c, sm_clock_avg_mhz, mem_clock_avg_mhz, throttled_samples, ecc_errors_max, xid_errors_max
+    width_s, bucket, host_id, accelerator_id, samples,
+    power_samples, power_avg_w, power_max_w, energy_j,
+    gpu_util_samples, gpu_util_avg, gpu_util_max, mem_util_samples, mem_util_avg,
+    mem_used_samples, mem_used_avg_bytes, mem_used_max_bytes, mem_total_bytes, temperature_max_c,
+    sm_clock_samples, sm_clock_avg_mhz, mem_clock_samples, mem_clock_avg_mhz,
+    throttled_samples, ecc_errors_max, xid_errors_max
 )
 SELECT
-    %(width)s,
-    to_timestamp(floor(extract(epoch FROM time) / %(width)s) * %(width)s) AS bucket,
-    max(host_id), accelerator_id, count(*),
-    avg(power_w), max(power_w),
+    60, date_bin('60 seconds', time, %(origin)s) AS bucket, max(host_id), accelerator_id, count(*),
+    count(power_w), avg(power_w), max(power_w),
     sum(CASE
-        WHEN d_energy_mj IS NOT NULL AND d_energy_mj >= 0 THEN d_energy_mj / 1000.0
-        WHEN d_energy_mj IS NULL AND energy_mj IS NULL AND power_w IS NOT NULL AND dt_s <= %(max_gap)s
+        WHEN d_energy_mj >= 0 AND dt_s <= %(max_counter_gap)s THEN d_energy_mj / 1000.0
+        WHEN energy_mj IS NULL AND d_energy_mj IS NULL AND power_w IS NOT NULL AND dt_s <= %(max_gap)s
             THEN power_w * dt_s
-        ELSE NULL END),
-    avg(gpu_util), max(gpu_util), avg(mem_util), avg(mem_used_bytes), max(mem_used_bytes), max(mem_total_bytes),
-    max(temperature_c), avg(sm_clock_mhz), avg(mem_clock_mhz),
-    count(*) FILTER (WHERE throttle_reasons IS NOT NULL AND (throttle_reasons & %(throttle_mask)s) <> 0),
+        END),
+    count(gpu_util), avg(gpu_util), max(gpu_util), count(mem_util), avg(mem_util),
+    count(mem_used_bytes), avg(mem_used_bytes), max(mem_used_bytes), max(mem_total_bytes),
+    max(temperature_c), count(sm_clock_mhz), avg(sm_clock_mhz), count(mem_clock_mhz), avg(mem_clock_mhz),
+    count(*) FILTER (WHERE (throttle_reasons & %(throttle_mask)s) <> 0),
     max(ecc_errors), max(xid_errors)
 FROM s
 WHERE time >= %(start)s
 GROUP BY accelerator_id, bucket
 ON CONFLICT (width_s, accelerator_id, bucket) DO UPDATE SET
     host_id = EXCLUDED.host_id, samples = EXCLUDED.samples,
-    power_avg_w = EXCLUDED.power_avg_w, power_max_w = EXCLUDED.power_max_w, energy_j = EXCLUDED.energy_j,
-    gpu_util_avg = EXCLUDED.gpu_util_avg, gpu_util_max = EXCLUDED.gpu_util_max,
-    mem_util_avg = EXCLUDED.mem_util_avg, mem_used_avg_bytes = EXCLUDED.mem_used_avg_bytes,
-    mem_used_max_bytes = EXCLUDED.mem_used_max_bytes, mem_total_bytes = EXCLUDED.mem_total_bytes,
-    temperature_max_c = EXCLUDED.temperature_max_c, sm_clock_avg_mhz = EXCLUDED.sm_clock_avg_mhz,
-    mem_clock_avg_mhz = EXCLUDED.mem_clock_avg_mhz, throttled_samples = EXCLUDED.throttled_samples,
-    ecc_errors_max = EXCLUDED.ecc_errors_max, xid_errors_max = EXCLUDED.xid_errors_max
+    power_samples = EXCLUDED.power_samples, power_avg_w = EXCLUDED.power_avg_w,
+    power_max_w = EXCLUDED.power_max_w, energy_j = EXCLUDED.energy_j,
+    gpu_util_samples = EXCLUDED.gpu_util_samples, gpu_util_avg = EXCLUDED.gpu_util_avg,
+    gpu_util_max = EXCLUDED.gpu_util_max, mem_util_samples = EXCLUDED.mem_util_samples,
+    mem_util_avg = EXCLUDED.mem_util_avg, mem_used_samples = EXCLUDED.mem_used_samples,
+    mem_used_avg_bytes = EXCLUDED.mem_used_avg_bytes, mem_used_max_bytes = EXCLUDED.mem_used_max_bytes,
+    mem_total_bytes = EXCLUDED.mem_total_bytes, temperature_max_c = EXCLUDED.temperature_max_c,
+    sm_clock_samples = EXCLUDED.sm_clock_samples, sm_clock_avg_mhz = EXCLUDED.sm_clock_avg_mhz,
+    mem_clock_samples = EXCLUDED.mem_clock_samples, mem_clock_avg_mhz = EXCLUDED.mem_clock_avg_mhz,
+    throttled_samples = EXCLUDED.throttled_samples, ecc_errors_max = EXCLUDED.ecc_errors_max,
+    xid_errors_max = EXCLUDED.xid_errors_max
+RETURNING bucket
+"""
+
+
+def _weighted(column: str, count: str) -> str:
+    return f"sum({column} * {count}) / nullif(sum({count}), 0)"
+
+
+# Hour rollups from the minute rollups of the same GPU: sums stay sums, maxima stay maxima and
+# each average is re-weighted by its own count, so the result equals a computation from raw rows.
+_HOUR_SQL = f"""
+INSERT INTO fleet_telemetryrollup (
+    width_s, bucket, host_id, accelerator_id, samples,
+    power_samples, power_avg_w, power_max_w, energy_j,
+    gpu_util_samples, gpu_util_avg, gpu_util_max, mem_util_samples, mem_util_avg,
+    mem_used_samples, mem_used_avg_bytes, mem_used_max_bytes, mem_total_bytes, temperature_max_c,
+    sm_clock_samples, sm_clock_avg_mhz, mem_clock_samples, mem_clock_avg_mhz,
+    throttled_samples, ecc_errors_max, xid_errors_max
+)
+SELECT
+    3600, date_bin('3600 seconds', bucket, %(origin)s) AS hour, max(host_id), accelerator_id, sum(samples),
+    sum(power_samples), {_weighted("power_avg_w", "power_samples")}, max(power_max_w), sum(energy_j),
+    sum(gpu_util_samples), {_weighted("gpu_util_avg", "gpu_util_samples")}, max(gpu_util_max),
+    sum(mem_util_samples), {_weighted("mem_util_avg", "mem_util_samples")},
+    sum(mem_used_samples), {_weighted("mem_used_avg_bytes", "mem_used_samples")},
+    max(mem_used_max_bytes), max(mem_total_bytes), max(temperature_max_c),
+    sum(sm_clock_samples), {_weighted("sm_clock_avg_mhz", "sm_clock_samples")},
+    sum(mem_clock_samples), {_weighted("mem_clock_avg_mhz", "mem_clock_samples")},
+    sum(throttled_samples), max(ecc_errors_max), max(xid_errors_max)
+FROM fleet_telemetryrollup
+WHERE width_s = 60 AND bucket >= %(start)s AND bucket < %(end)s {{gpu_filter}}
+GROUP BY accelerator_id, hour
+ON CONFLICT (width_s, accelerator_id, bucket) DO UPDATE SET
+    host_id = EXCLUDED.host_id, samples = EXCLUDED.samples,
+    power_samples = EXCLUDED.power_samples, power_avg_w = EXCLUDED.power_avg_w,
+    power_max_w = EXCLUDED.power_max_w, energy_j = EXCLUDED.energy_j,
+    gpu_util_samples = EXCLUDED.gpu_util_samples, gpu_util_avg = EXCLUDED.gpu_util_avg,
+    gpu_util_max = EXCLUDED.gpu_util_max, mem_util_samples = EXCLUDED.mem_util_samples,
+    mem_util_avg = EXCLUDED.mem_util_avg, mem_used_samples = EXCLUDED.mem_used_samples,
+    mem_used_avg_bytes = EXCLUDED.mem_used_avg_bytes, mem_used_max_bytes = EXCLUDED.mem_used_max_bytes,
+    mem_total_bytes = EXCLUDED.mem_total_bytes, temperature_max_c = EXCLUDED.temperature_max_c,
+    sm_clock_samples = EXCLUDED.sm_clock_samples, sm_clock_avg_mhz = EXCLUDED.sm_clock_avg_mhz,
+    mem_clock_samples = EXCLUDED.mem_clock_samples, mem_clock_avg_mhz = EXCLUDED.mem_clock_avg_mhz,
+    throttled_samples = EXCLUDED.throttled_samples, ecc_errors_max = EXCLUDED.ecc_errors_max,
+    xid_errors_max = EXCLUDED.xid_errors_max
+"""
+
+
+# Host rollups are rebuilt (delete, then insert) rather than upserted: a GPU that changed host or
+# accelerator type would otherwise leave its old contribution behind in another row.
+def _host_scope(prefix: str) -> str:
+    return f"""
+    {prefix}width_s = %(width)s AND {prefix}bucket >= %(start)s AND {prefix}bucket < %(end)s
+    AND (%(all_hosts)s OR {prefix}host_id IN (
+        SELECT DISTINCT host_id FROM fleet_telemetryrollup
+        WHERE width_s = %(width)s AND bucket >= %(start)s AND bucket < %(end)s
+          AND accelerator_id = ANY(%(gpus)s)))
+"""
+
+
+_HOST_DELETE_SQL = f"DELETE FROM fleet_hostrollup WHERE {_host_scope('')}"
+_HOST_INSERT_SQL = f"""
+INSERT INTO fleet_hostrollup (
+    width_s, bucket, host_id, accelerator_type_id, gpus, samples, power_samples, power_avg_w,
+    power_sum_w, power_max_w, energy_j, gpu_util_samples, gpu_util_avg, gpu_util_max,
+    temperature_max_c, throttled_samples
+)
+SELECT
+    r.width_s, r.bucket, r.host_id, a.accelerator_type_id, count(*), sum(r.samples), sum(r.power_samples),
+    {_weighted("r.power_avg_w", "r.power_samples")}, sum(r.power_avg_w), max(r.power_max_w), sum(r.energy_j),
+    sum(r.gpu_util_samples), {_weighted("r.gpu_util_avg", "r.gpu_util_samples")}, max(r.gpu_util_max),
+    max(r.temperature_max_c), sum(r.throttled_samples)
+FROM fleet_telemetryrollup r
+JOIN fleet_accelerator a ON a.id = r.accelerator_id
+WHERE {_host_scope("r.")}
+GROUP BY r.width_s, r.bucket, r.host_id, a.accelerator_type_id
 """
 
 # NVML clocks-event reasons that mean the GPU was slowed by something other than idling or the
@@ -178,34 +317,136 @@ def _floor(moment: datetime, width_s: int) -> datetime:
     return datetime.fromtimestamp(epoch - epoch % width_s, tz=UTC)
 
 
+def _ceil(moment: datetime, width_s: int) -> datetime:
+    floored = _floor(moment, width_s)
+    return floored if floored == moment else floored + timedelta(seconds=width_s)
+
+
+@dataclass(frozen=True)
+class RollupRefresh:
+    """What one refresh did: rows upserted per kind and the bucket range it covered."""
+
+    minute_rows: int = 0
+    hour_rows: int = 0
+    host_rows: int = 0
+    ranges: int = 0
+
+    def __add__(self, other: RollupRefresh) -> RollupRefresh:
+        return RollupRefresh(
+            self.minute_rows + other.minute_rows,
+            self.hour_rows + other.hour_rows,
+            self.host_rows + other.host_rows,
+            self.ranges + other.ranges,
+        )
+
+    @property
+    def rows(self) -> int:
+        return self.minute_rows + self.hour_rows + self.host_rows
+
+
 def telemetry_rollups_refresh(
-    *,
-    start: datetime,
-    end: datetime,
-    widths: Sequence[int] = (60, 3600),
-    accelerator_ids: Sequence[int] | None = None,
-) -> int:
-    """Recompute the rollups of every bucket touching [start, end); return rows upserted."""
-    total = 0
-    gpu_filter = "AND accelerator_id = ANY(%(gpus)s)" if accelerator_ids else ""
-    with connection.cursor() as cursor:
-        for width in widths:
-            bucket_start = _floor(start, width)
-            bucket_end = _floor(end - timedelta(microseconds=1), width) + timedelta(seconds=width)
-            cursor.execute(
-                _ROLLUP_SQL.format(gpu_filter=gpu_filter),
-                {
-                    "width": width,
-                    "start": bucket_start,
-                    "end": bucket_end,
-                    "lookback": bucket_start - timedelta(seconds=MAX_INTEGRATION_GAP_S * 4),
-                    "max_gap": MAX_INTEGRATION_GAP_S,
-                    "throttle_mask": THROTTLE_MASK,
-                    "gpus": list(accelerator_ids or []),
-                },
-            )
-            total += cursor.rowcount
-    return total
+    *, start: datetime, end: datetime, accelerator_ids: Sequence[int] | None = None
+) -> RollupRefresh:
+    """Recompute the minute, hour and host rollups of every bucket touching [start, end).
+
+    Energy per bucket, per GPU, for each sample against the one before it (ordered by time):
+    1. with an energy counter, the delta in J, attributed to the bucket of the later sample; a
+       counter that went down (driver reload) starts a new segment and contributes nothing, as
+       does a delta across a gap over ``MAX_COUNTER_GAP_S``;
+    2. with no counter on this sample nor the one before, power × the time between them, if that
+       gap is at most ``MAX_INTEGRATION_GAP_S`` (a longer one is a gap, not energy);
+    3. a bucket where nothing contributed has NULL energy, never 0.
+    The bucket of each GPU's first sample after ``end`` is recomputed too (its delta changes when
+    a late sample lands before it). Runs in one transaction under an advisory lock: safe to run
+    twice and in parallel; a second run waits, then writes the same rows.
+    """
+    minute_start = _floor(start, 60)
+    minute_end = _ceil(end, 60)
+    if minute_end <= minute_start:
+        minute_end = minute_start + timedelta(seconds=60)
+    gpus = list(accelerator_ids or [])
+    params: dict[str, object] = {
+        "origin": _BUCKET_ORIGIN,
+        "start": minute_start,
+        "end": minute_end,
+        "lookback": minute_start - timedelta(seconds=MAX_COUNTER_GAP_S),
+        "lookahead": minute_end + timedelta(seconds=MAX_COUNTER_GAP_S),
+        "lookahead_end": minute_end + timedelta(seconds=MAX_COUNTER_GAP_S + 60),
+        "max_gap": MAX_INTEGRATION_GAP_S,
+        "max_counter_gap": MAX_COUNTER_GAP_S,
+        "throttle_mask": THROTTLE_MASK,
+        "gpus": gpus,
+    }
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_ROLLUPS])
+        cursor.execute(_MINUTE_SQL.format(gpu_filter="WHERE g.id = ANY(%(gpus)s)" if gpus else ""), params)
+        buckets = [row[0] for row in cursor.fetchall()]
+        minute_rows = len(buckets)
+        # The next-sample buckets may lie past ``end``: the hours and hosts to redo follow them.
+        last_minute = max([minute_end - timedelta(seconds=60), *buckets])
+        hour_start = _floor(minute_start, 3600)
+        hour_end = _floor(last_minute, 3600) + timedelta(seconds=3600)
+        cursor.execute(
+            _HOUR_SQL.format(gpu_filter="AND accelerator_id = ANY(%(gpus)s)" if gpus else ""),
+            {"origin": _BUCKET_ORIGIN, "start": hour_start, "end": hour_end, "gpus": gpus},
+        )
+        hour_rows = cursor.rowcount
+        host_rows = 0
+        for width, bucket_start, bucket_end in (
+            (60, minute_start, last_minute + timedelta(seconds=60)),
+            (3600, hour_start, hour_end),
+        ):
+            host_params = {
+                "width": width,
+                "start": bucket_start,
+                "end": bucket_end,
+                "all_hosts": not gpus,
+                "gpus": gpus,
+            }
+            cursor.execute(_HOST_DELETE_SQL, host_params)
+            cursor.execute(_HOST_INSERT_SQL, host_params)
+            host_rows += cursor.rowcount
+    return RollupRefresh(minute_rows=minute_rows, hour_rows=hour_rows, host_rows=host_rows, ranges=1)
+
+
+def time_ranges_merge(
+    ranges: Iterable[tuple[datetime, datetime]], *, gap: timedelta = DIRTY_MERGE_GAP
+) -> list[tuple[datetime, datetime]]:
+    """Merge ranges that overlap or lie closer than ``gap``; return them sorted. Pure."""
+    merged: list[tuple[datetime, datetime]] = []
+    for start, end in sorted((min(a, b), max(a, b)) for a, b in ranges):
+        if merged and start <= merged[-1][1] + gap:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def telemetry_rollups_mark_dirty(*, start: datetime, end: datetime) -> TelemetryDirtyRange:
+    """Record that samples landed in [start, end]; the next drain rolls them up.
+
+    Call it inside the ingest transaction so the mark commits with the samples or not at all.
+    """
+    if end < start:
+        start, end = end, start
+    return TelemetryDirtyRange.objects.create(start=start, end=end)
+
+
+def telemetry_rollups_drain(*, also: Sequence[tuple[datetime, datetime]] = ()) -> RollupRefresh:
+    """Refresh every dirty range (and ``also``) at once, merged; the marks go in the same commit.
+
+    The advisory lock is taken before the marks are read, so a drain that waited for another
+    finds the marks that one already consumed gone and does only what arrived since.
+    """
+    result = RollupRefresh()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_ROLLUPS])
+        cursor.execute('DELETE FROM fleet_telemetrydirtyrange RETURNING start, "end"')
+        ranges = [(row[0], row[1]) for row in cursor.fetchall()]
+        for start, end in time_ranges_merge([*ranges, *also]):
+            # A range is [start, end] of sample times: the sample at ``end`` must be included.
+            result += telemetry_rollups_refresh(start=start, end=end + timedelta(microseconds=1))
+    return result
 
 
 # --- Registration of hosts and GPUs (keyed by UUID) ---------------------------------------------
