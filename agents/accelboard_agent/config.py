@@ -1,0 +1,203 @@
+"""Agent configuration: command-line flags > environment variables > an INI file > defaults.
+
+The INI file (``/etc/accelboard-agent.conf`` if present, or ``--config PATH``) has one section,
+``[agent]``, with the keys of ``KEYS``. Every value is validated here, so a bad value anywhere is
+one line naming the key and where it came from, and the command exits 2 before doing anything.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlparse
+
+DEFAULT_CONFIG_FILE = "/etc/accelboard-agent.conf"
+SECTION = "agent"
+
+
+class ConfigError(Exception):
+    """A configuration value is missing or malformed; the message names the key and its source."""
+
+
+def _default_spool() -> str:
+    # Root (the systemd unit) keeps the spool with other daemon state; a user run keeps it at home.
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return "/var/lib/accelboard-agent/spool.db"
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return str(Path(state) / "accelboard-agent" / "spool.db")
+
+
+def _parse_url(value: str) -> str:
+    parsed = urlparse(value)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError(f"{value!r} is not an http(s) URL")
+    return value.rstrip("/")
+
+
+def _parse_positive_float(limit: float) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a number") from None
+        if not (0 < number <= limit):
+            raise ValueError(f"{value!r} must be > 0 and <= {limit:g}")
+        return number
+
+    return parse
+
+
+def _parse_positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an integer") from None
+    if number <= 0:
+        raise ValueError(f"{value!r} must be a positive integer")
+    return number
+
+
+def _parse_gpus(value: str) -> list[str]:
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    for item in items:
+        if not (item.isdigit() or item.startswith(("GPU-", "MIG-"))):
+            raise ValueError(f"{item!r} is neither a GPU index nor a GPU-/MIG- UUID")
+    return items
+
+
+def _parse_text(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value.strip()
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable[[str], object]
+    default: Callable[[], object]
+    help: str
+
+
+KEYS: dict[str, Key] = {
+    key.name: key
+    for key in (
+        Key("server", _parse_url, lambda: "http://127.0.0.1:8000", "accelboard server base URL"),
+        Key("token", _parse_text, lambda: "", "ingest token (Authorization: Bearer)"),
+        Key("token_file", _parse_text, lambda: "", "file holding the token (for systemd credentials)"),
+        Key("interval", _parse_positive_float(3600), lambda: 1.0, "sampling interval, seconds"),
+        Key("spool", _parse_text, _default_spool, "path of the SQLite spool"),
+        Key("gpus", _parse_gpus, lambda: [], "GPUs to sample: indices or UUIDs, comma-separated"),
+        Key("hostname", _parse_text, lambda: "", "hostname to report (default: the system's)"),
+        Key("send_interval", _parse_positive_float(3600), lambda: 5.0, "seconds between sends"),
+        Key(
+            "slow_interval", _parse_positive_float(86400), lambda: 30.0, "seconds between PCIe/process scans"
+        ),
+        Key("batch_max_samples", _parse_positive_int, lambda: 5000, "samples per telemetry batch"),
+        Key("spool_max_samples", _parse_positive_int, lambda: 500_000, "raw samples kept before dropping"),
+        Key("backoff_base", _parse_positive_float(3600), lambda: 1.0, "first retry delay, seconds"),
+        Key("backoff_max", _parse_positive_float(86400), lambda: 300.0, "longest retry delay, seconds"),
+        Key("timeout", _parse_positive_float(600), lambda: 10.0, "HTTP timeout, seconds"),
+    )
+}
+
+ENV_PREFIX = "ACCELBOARD_"
+
+
+@dataclass
+class Config:
+    server: str = "http://127.0.0.1:8000"
+    token: str = ""
+    interval: float = 1.0
+    spool: str = ""
+    gpus: list[str] = field(default_factory=list)
+    hostname: str = ""
+    send_interval: float = 5.0
+    slow_interval: float = 30.0
+    batch_max_samples: int = 5000
+    spool_max_samples: int = 500_000
+    backoff_base: float = 1.0
+    backoff_max: float = 300.0
+    timeout: float = 10.0
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def _read_file(path: str, explicit: bool) -> dict[str, tuple[str, str]]:
+    if not os.path.exists(path):
+        if explicit:
+            raise ConfigError(f"config: file {path} does not exist")
+        return {}
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            parser.read_file(handle)
+    except (OSError, configparser.Error) as exc:
+        first_line = str(exc).splitlines()[0]
+        raise ConfigError(f"config: cannot read {path}: {first_line}") from None
+    for section in parser.sections():
+        if section != SECTION:
+            raise ConfigError(f"config: unknown section [{section}] in {path} (expected [{SECTION}])")
+    values: dict[str, tuple[str, str]] = {}
+    if parser.has_section(SECTION):
+        for key, value in parser.items(SECTION):
+            if key not in KEYS:
+                raise ConfigError(f"{key}: unknown key in {path}")
+            values[key] = (value, path)
+    return values
+
+
+def config_load(
+    *,
+    flags: Mapping[str, str | None],
+    environ: Mapping[str, str] | None = None,
+    config_path: str | None = None,
+) -> Config:
+    """Merge flags, environment and file into a validated ``Config``.
+
+    ``flags`` maps key names to the raw string given on the command line (None when absent).
+    Raises ``ConfigError`` naming the first bad key and its source.
+    """
+    environ = os.environ if environ is None else environ
+    raw: dict[str, tuple[str, str]] = {}
+    raw.update(_read_file(config_path or DEFAULT_CONFIG_FILE, explicit=config_path is not None))
+    for name in KEYS:
+        env_name = ENV_PREFIX + name.upper()
+        if environ.get(env_name) not in (None, ""):
+            raw[name] = (environ[env_name], env_name)
+    for name, value in flags.items():
+        if name not in KEYS:
+            raise ConfigError(f"{name}: unknown key")
+        if value is not None:
+            raw[name] = (str(value), "--" + name.replace("_", "-"))
+    parsed: dict[str, object] = {}
+    sources: dict[str, str] = {}
+    for name, key in KEYS.items():
+        if name in raw:
+            value, source = raw[name]
+            try:
+                parsed[name] = key.parse(value)
+            except ValueError as exc:
+                raise ConfigError(f"{name}: {exc} (from {source})") from None
+            sources[name] = source
+        else:
+            parsed[name] = key.default()
+            sources[name] = "default"
+    token_file = str(parsed.pop("token_file"))
+    if token_file and not parsed["token"]:
+        try:
+            parsed["token"] = Path(token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"token_file: cannot read {token_file}: {exc.strerror}") from None
+        sources["token"] = "token_file"
+    if float(parsed["backoff_max"]) < float(parsed["backoff_base"]):  # type: ignore[arg-type]
+        raise ConfigError(
+            f"backoff_max: {parsed['backoff_max']} is below backoff_base {parsed['backoff_base']} "
+            f"(from {sources['backoff_max']})"
+        )
+    config = Config(**parsed)  # type: ignore[arg-type]
+    config.sources = sources
+    return config

@@ -1,0 +1,453 @@
+"""Reading GPUs: NVML through ``nvidia-ml-py`` (import ``pynvml``), or simulated GPUs for demos.
+
+1. ``nvml_open`` initialises NVML; no driver or no library raises ``NoGpu`` with one readable line.
+2. Every signal of every GPU goes through ``NvmlBackend._read``: the first ``NotSupported``,
+   ``NoPermission`` or ``FunctionNotFound`` (or a function missing from an old ``pynvml``) marks the
+   signal unsupported for that GPU; it is never called again and is reported to the server in
+   the accelerator's ``unsupported`` list. Other errors give NULL for that one reading.
+3. Hot signals (energy, power, utilisation, memory, clocks, temperature, throttle reasons, ECC)
+   are microsecond calls; the slow ones (PCIe throughput blocks ~20 ms, process lists, NVLink,
+   retired pages and remapped rows) are only read by ``slow`` from a separate thread.
+4. Units leave here as the API wants them: W, mJ, %, bytes, MHz, degrees C.
+
+Tests replace ``pynvml`` functions at this module boundary (``gpus.pynvml``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pynvml
+
+# The NVML errors that mean "this GPU (or this driver, or this user) cannot give that signal":
+# remembered per GPU and never asked again. Anything else is a transient NULL.
+_PERMANENT_ERRORS = {
+    pynvml.NVML_ERROR_NOT_SUPPORTED: "not_supported",
+    pynvml.NVML_ERROR_NO_PERMISSION: "no_permission",
+    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND: "function_not_found",
+}
+
+SIMULATED_NAME = "Simulated H100 80GB HBM3"
+SIMULATED_MEMORY = 85_520_809_984
+
+
+class NoGpu(Exception):
+    """No NVIDIA driver, library or GPU on this host; the message is one line for the operator."""
+
+
+@dataclass
+class Device:
+    uuid: str
+    index: int
+    name: str = ""
+    serial: str = ""
+    memory_bytes: int | None = None
+    power_limit_w: float | None = None
+    mig_mode: bool = False
+    parent_uuid: str = ""
+    handle: Any = None
+    # signal -> why ("not_supported", "no_permission", "function_not_found", "mig", "missing")
+    unsupported: dict[str, str] = field(default_factory=dict)
+
+    def accelerator(self, driver_version: str) -> dict[str, Any]:
+        """The ``accelerators[]`` item of the telemetry API."""
+        return {
+            "uuid": self.uuid,
+            "index": self.index,
+            "name": self.name,
+            "serial": self.serial,
+            "memory_bytes": self.memory_bytes,
+            "power_limit_w": self.power_limit_w,
+            "driver_version": driver_version,
+            "mig_mode": self.mig_mode,
+            "parent_uuid": self.parent_uuid,
+            "unsupported": self.unsupported_signals(),
+        }
+
+    def unsupported_signals(self) -> list[str]:
+        # The clocks-event name failing is only news if the older throttle-reasons call failed too.
+        hidden = {"throttle_events"} if "throttle_reasons" not in self.unsupported else set()
+        return sorted(set(self.unsupported) - hidden)
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _field_value(item: Any) -> float | None:
+    """The number in an ``nvmlFieldValue_t`` according to its ``valueType``."""
+    kind = getattr(item, "valueType", 1)
+    union = item.value
+    attribute = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(
+        kind, "uiVal"
+    )
+    return float(getattr(union, attribute))
+
+
+class Backend:
+    """What the sampler, the slow scanner and ``bench`` need from a source of GPU readings."""
+
+    simulated = False
+    driver_version = ""
+    cuda_version = ""
+    devices: list[Device]
+
+    def sample(self, device: Device) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def energy_mj(self, device: Device) -> int | None:
+        raise NotImplementedError
+
+    def power_instant_w(self, device: Device) -> float | None:
+        raise NotImplementedError
+
+    def memory_used_bytes(self, device: Device) -> int | None:
+        raise NotImplementedError
+
+    def slow(self, device: Device) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def facts(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        return None
+
+
+class NvmlBackend(Backend):
+    def __init__(self) -> None:
+        self.devices = []
+        self.transient_errors = 0
+        self._mig: dict[str, list[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    # -- probing -------------------------------------------------------------------------------
+    def _read(self, device: Device, signal: str, function_name: str, *args: Any) -> Any:
+        if signal in device.unsupported:
+            return None
+        function: Callable[..., Any] | None = getattr(pynvml, function_name, None)
+        if function is None:
+            device.unsupported[signal] = "missing"
+            return None
+        try:
+            return function(*args)
+        except pynvml.NVMLError as exc:
+            reason = _PERMANENT_ERRORS.get(exc.value)
+            if reason:
+                device.unsupported[signal] = reason
+            else:
+                with self._lock:
+                    self.transient_errors += 1
+            return None
+
+    def open(self) -> None:
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            raise NoGpu(f"no NVIDIA driver available ({exc.__class__.__name__}: {exc})") from None
+        except OSError as exc:  # libnvidia-ml present but unloadable
+            raise NoGpu(f"no NVIDIA driver available ({exc})") from None
+        try:
+            self.driver_version = _text(pynvml.nvmlSystemGetDriverVersion())
+        except pynvml.NVMLError:
+            self.driver_version = ""
+        try:
+            cuda = int(pynvml.nvmlSystemGetCudaDriverVersion())
+            self.cuda_version = f"{cuda // 1000}.{cuda % 1000 // 10}"
+        except (pynvml.NVMLError, AttributeError):
+            self.cuda_version = ""
+        count = pynvml.nvmlDeviceGetCount()
+        if count == 0:
+            self.close()
+            raise NoGpu("NVIDIA driver loaded but no GPU found")
+        for index in range(count):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            device = Device(uuid=_text(pynvml.nvmlDeviceGetUUID(handle)), index=index, handle=handle)
+            device.name = _text(self._read(device, "name", "nvmlDeviceGetName", handle) or "")
+            device.serial = _text(self._read(device, "serial", "nvmlDeviceGetSerial", handle) or "")
+            memory = self._read(device, "memory", "nvmlDeviceGetMemoryInfo", handle)
+            device.memory_bytes = int(memory.total) if memory is not None else None
+            limit = self._read(device, "power_limit", "nvmlDeviceGetEnforcedPowerLimit", handle)
+            device.power_limit_w = limit / 1000.0 if limit is not None else None
+            mode = self._read(device, "mig", "nvmlDeviceGetMigMode", handle)
+            if mode is not None and mode[0] == getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1):
+                device.mig_mode = True
+                # Utilisation is not reported for a GPU split into MIG instances.
+                device.unsupported["utilization"] = "mig"
+                self._mig[device.uuid] = self._mig_layout(device)
+            self.devices.append(device)
+
+    def _mig_layout(self, device: Device) -> list[dict[str, Any]]:
+        instances = []
+        top = self._read(device, "mig_count", "nvmlDeviceGetMaxMigDeviceCount", device.handle) or 0
+        for slot in range(int(top)):
+            try:
+                handle = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(device.handle, slot)
+            except pynvml.NVMLError:
+                continue  # an empty slot
+            try:
+                memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+                instances.append(
+                    {"uuid": _text(pynvml.nvmlDeviceGetUUID(handle)), "memory_bytes": int(memory.total)}
+                )
+            except pynvml.NVMLError:
+                continue
+        return instances
+
+    def close(self) -> None:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+
+    # -- hot path ------------------------------------------------------------------------------
+    def energy_mj(self, device: Device) -> int | None:
+        value = self._read(device, "energy", "nvmlDeviceGetTotalEnergyConsumption", device.handle)
+        return int(value) if value is not None else None
+
+    def power_instant_w(self, device: Device) -> float | None:
+        """Instant power where the driver has it, else the (1 s averaged) power usage."""
+        if "power_instant" not in device.unsupported:
+            values = self._read(
+                device,
+                "power_instant",
+                "nvmlDeviceGetFieldValues",
+                device.handle,
+                [pynvml.NVML_FI_DEV_POWER_INSTANT],
+            )
+            if values is not None:
+                item = values[0]
+                if item.nvmlReturn == pynvml.NVML_SUCCESS:
+                    return _field_value(item) / 1000.0
+                reason = _PERMANENT_ERRORS.get(item.nvmlReturn)
+                if reason:
+                    device.unsupported["power_instant"] = reason
+        value = self._read(device, "power", "nvmlDeviceGetPowerUsage", device.handle)
+        return value / 1000.0 if value is not None else None
+
+    def memory_used_bytes(self, device: Device) -> int | None:
+        memory = self._read(device, "memory", "nvmlDeviceGetMemoryInfo", device.handle)
+        return int(memory.used) if memory is not None else None
+
+    def _throttle(self, device: Device) -> int | None:
+        # Renamed "clocks event reasons" in newer drivers; older ones only have the throttle name.
+        if "throttle_reasons" in device.unsupported:
+            return None
+        if "throttle_events" not in device.unsupported:
+            value = self._read(
+                device, "throttle_events", "nvmlDeviceGetCurrentClocksEventReasons", device.handle
+            )
+            if value is not None:
+                return int(value)
+            if "throttle_events" not in device.unsupported:
+                return None  # a transient error, not a missing function
+        value = self._read(
+            device, "throttle_reasons", "nvmlDeviceGetCurrentClocksThrottleReasons", device.handle
+        )
+        return int(value) if value is not None else None
+
+    def sample(self, device: Device) -> dict[str, Any]:
+        handle = device.handle
+        sample: dict[str, Any] = {}
+        sample["power_w"] = self.power_instant_w(device)
+        sample["energy_mj"] = self.energy_mj(device)
+        rates = self._read(device, "utilization", "nvmlDeviceGetUtilizationRates", handle)
+        sample["gpu_util"] = float(rates.gpu) if rates is not None else None
+        sample["mem_util"] = float(rates.memory) if rates is not None else None
+        memory = self._read(device, "memory", "nvmlDeviceGetMemoryInfo", handle)
+        sample["mem_used_bytes"] = int(memory.used) if memory is not None else None
+        sample["mem_total_bytes"] = int(memory.total) if memory is not None else None
+        sm = self._read(device, "sm_clock", "nvmlDeviceGetClockInfo", handle, pynvml.NVML_CLOCK_SM)
+        sample["sm_clock_mhz"] = sm
+        mem = self._read(device, "mem_clock", "nvmlDeviceGetClockInfo", handle, pynvml.NVML_CLOCK_MEM)
+        sample["mem_clock_mhz"] = mem
+        sample["temperature_c"] = self._read(
+            device, "temperature", "nvmlDeviceGetTemperature", handle, pynvml.NVML_TEMPERATURE_GPU
+        )
+        sample["throttle_reasons"] = self._throttle(device)
+        sample["ecc_errors"] = self._read(
+            device,
+            "ecc",
+            "nvmlDeviceGetTotalEccErrors",
+            handle,
+            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            pynvml.NVML_VOLATILE_ECC,
+        )
+        return sample
+
+    # -- slow path -----------------------------------------------------------------------------
+    def slow(self, device: Device) -> dict[str, Any]:
+        handle = device.handle
+        result: dict[str, Any] = {}
+        tx = self._read(device, "pcie", "nvmlDeviceGetPcieThroughput", handle, pynvml.NVML_PCIE_UTIL_TX_BYTES)
+        rx = self._read(device, "pcie", "nvmlDeviceGetPcieThroughput", handle, pynvml.NVML_PCIE_UTIL_RX_BYTES)
+        result["pcie_tx_kbps"] = tx
+        result["pcie_rx_kbps"] = rx
+        active = []
+        if "nvlink" not in device.unsupported:
+            for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+                state = self._read(device, "nvlink", "nvmlDeviceGetNvLinkState", handle, link)
+                if state is None:
+                    break  # past the last link (or no NVLink at all: marked unsupported)
+                if state:
+                    active.append(link)
+        result["nvlink_active_links"] = active
+        if active:
+            fields = []
+            for link in active:
+                fields.append((pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, link))
+                fields.append((pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, link))
+            values = self._read(device, "nvlink_throughput", "nvmlDeviceGetFieldValues", handle, fields)
+            if values is not None:
+                ok = [item for item in values if item.nvmlReturn == pynvml.NVML_SUCCESS]
+                result["nvlink_tx_kib"] = sum(_field_value(i) for i in ok[0::2]) if ok else None
+                result["nvlink_rx_kib"] = sum(_field_value(i) for i in ok[1::2]) if ok else None
+        processes = self._read(device, "processes", "nvmlDeviceGetComputeRunningProcesses", handle)
+        if processes is not None:
+            result["processes"] = [
+                {
+                    "pid": int(proc.pid),
+                    "name": _process_name(int(proc.pid)),
+                    "used_memory_bytes": proc.usedGpuMemory,
+                }
+                for proc in processes
+            ]
+        pages = self._read(
+            device,
+            "retired_pages",
+            "nvmlDeviceGetRetiredPages",
+            handle,
+            pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
+        )
+        result["retired_pages_dbe"] = len(pages) if pages is not None else None
+        rows = self._read(device, "remapped_rows", "nvmlDeviceGetRemappedRows", handle)
+        if rows is not None:
+            result["remapped_rows"] = {
+                "correctable": rows[0],
+                "uncorrectable": rows[1],
+                "pending": bool(rows[2]),
+                "failure": bool(rows[3]),
+            }
+        return result
+
+    def facts(self) -> dict[str, Any]:
+        return {"mig": self._mig} if self._mig else {}
+
+
+def _process_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def nvml_open() -> NvmlBackend:
+    backend = NvmlBackend()
+    backend.open()
+    return backend
+
+
+class SimulatedBackend(Backend):
+    """N labelled synthetic GPUs with plausible load cycles, for demos, tests and overhead runs.
+
+    Each GPU cycles through idle, ramp and busy phases (period ``period_s``, offset per GPU so
+    the host grid is not in lockstep); power follows utilisation, and the energy counter is the
+    integral of that power, so counter energy and integrated power agree as on real hardware.
+    """
+
+    simulated = True
+    driver_version = "550.54.15"
+    cuda_version = "12.4"
+
+    def __init__(self, count: int, *, hostname: str = "", period_s: float = 120.0, seed: int = 0) -> None:
+        host = hostname or socket.gethostname()
+        self.devices = [
+            Device(
+                uuid=f"GPU-SIM-{host}-{index}",
+                index=index,
+                name=SIMULATED_NAME,
+                serial=f"SIM{index:09d}",
+                memory_bytes=SIMULATED_MEMORY,
+                power_limit_w=700.0,
+            )
+            for index in range(count)
+        ]
+        self.period_s = period_s
+        self._random = random.Random(seed)
+        self._start = time.time()
+        self._energy: dict[str, float] = {d.uuid: 1.0e9 + d.index * 1.0e7 for d in self.devices}
+        self._last: dict[str, float] = {d.uuid: self._start for d in self.devices}
+        self._lock = threading.Lock()
+
+    def _load(self, device: Device, now: float) -> float:
+        phase = ((now - self._start) / self.period_s + device.index / max(len(self.devices), 1)) % 1.0
+        if phase < 0.3:
+            return 0.0
+        if phase < 0.4:
+            return (phase - 0.3) / 0.1
+        return 0.9 + 0.1 * math.sin(now / 3.0 + device.index)
+
+    def _power(self, device: Device, now: float) -> float:
+        return 70.0 + 580.0 * self._load(device, now)
+
+    def _advance(self, device: Device, now: float) -> float:
+        with self._lock:
+            last = self._last[device.uuid]
+            if now > last:
+                # Trapezoid over the elapsed time, in steps so long gaps follow the load curve.
+                steps = max(1, int((now - last) / 0.5))
+                width = (now - last) / steps
+                for step in range(steps):
+                    a = last + step * width
+                    self._energy[device.uuid] += (
+                        (self._power(device, a) + self._power(device, a + width)) / 2 * width * 1000
+                    )
+                self._last[device.uuid] = now
+            return self._energy[device.uuid]
+
+    def energy_mj(self, device: Device) -> int | None:
+        return int(self._advance(device, time.time()))
+
+    def power_instant_w(self, device: Device) -> float | None:
+        return round(self._power(device, time.time()), 1)
+
+    def memory_used_bytes(self, device: Device) -> int | None:
+        return int(1.0e9 + 6.0e10 * min(1.0, self._load(device, time.time()) * 1.5))
+
+    def sample(self, device: Device) -> dict[str, Any]:
+        now = time.time()
+        load = self._load(device, now)
+        jitter = self._random.uniform(-1.0, 1.0)
+        return {
+            "power_w": round(self._power(device, now) + jitter, 1),
+            "energy_mj": int(self._advance(device, now)),
+            "gpu_util": round(min(100.0, max(0.0, load * 100 + jitter)), 1) if load > 0 else 0.0,
+            "mem_util": round(load * 45.0, 1),
+            "mem_used_bytes": int(1.0e9 + 6.0e10 * min(1.0, load * 1.5)),
+            "mem_total_bytes": SIMULATED_MEMORY,
+            "sm_clock_mhz": 345 if load == 0 else 1980,
+            "mem_clock_mhz": 2619,
+            "temperature_c": round(33 + 35 * load),
+            # 0x1 = GPU idle; a short SW power cap (0x4) at the top of the busy phase.
+            "throttle_reasons": 1 if load == 0 else (4 if load > 0.99 else 0),
+            "ecc_errors": 0,
+        }
+
+    def slow(self, device: Device) -> dict[str, Any]:
+        load = self._load(device, time.time())
+        return {
+            "pcie_tx_kbps": int(200_000 * load),
+            "pcie_rx_kbps": int(1_500_000 * load),
+            "nvlink_active_links": [],
+            "processes": [{"pid": 4242 + device.index, "name": "python", "used_memory_bytes": 60_000_000_000}]
+            if load > 0
+            else [],
+            "retired_pages_dbe": 0,
+        }

@@ -1,0 +1,179 @@
+"""Delivery of the spool's outbox to the server, in a background thread.
+
+1. Each round seals raw samples into telemetry batches (at most ``MAX_SEALED_AHEAD`` unsent, so a
+   long outage leaves samples raw, where the cap policy can drop the oldest), then POSTs every
+   due outbox row, gzip-compressed, with ``Authorization: Bearer``.
+2. 2xx (including ``"duplicate": true``): the row is deleted. 5xx, 408, 425, 429 and network
+   errors: the row stays and is retried after an exponential backoff with jitter. 401 and 403
+   also retry (a wrong token is fixed by the operator; dropping the data for it would be worse).
+   Any other 4xx: the server said this payload will never be accepted; it is dropped, logged
+   and counted (``rejected_batches``).
+3. After a network error the round stops: the next rows would meet the same dead server.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from . import __version__
+from .spool import Spool
+
+log = logging.getLogger("accelboard_agent.sender")
+
+MAX_SEALED_AHEAD = 2
+RETRY_STATUSES = {401, 403, 408, 425, 429}
+
+
+def backoff_delay(attempt: int, *, base: float, cap: float, rng: random.Random | None = None) -> float:
+    """Delay before retry number ``attempt`` (1-based): exponential, capped, "equal jitter".
+
+    Half the delay is fixed and half random, so a fleet that lost the server at the same moment
+    does not come back in lockstep, and no retry comes sooner than half the nominal delay.
+    """
+    rng = rng or random
+    nominal = min(cap, base * (2 ** max(0, attempt - 1)))
+    return nominal / 2 + rng.uniform(0, nominal / 2)
+
+
+def http_post(url: str, *, token: str, payload: str, timeout: float) -> tuple[int, str]:
+    """POST a JSON document (gzip); return (status, body). Network failures raise ``OSError``."""
+    body = gzip.compress(payload.encode("utf-8"), compresslevel=5)
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Content-Encoding": "gzip",
+            "Authorization": f"Bearer {token}",
+            "User-Agent": f"accelboard-agent/{__version__}",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", "replace")
+
+
+def _error_message(status: int, body: str) -> str:
+    try:
+        error = json.loads(body).get("error") or {}
+        detail = f"{error.get('code', '')}: {error.get('message', '')} at {error.get('path', '')}"
+    except (ValueError, AttributeError):
+        detail = body[:200]
+    return f"HTTP {status} {detail}".strip()
+
+
+class Sender:
+    """Sends the outbox of one spool; ``run`` loops until ``stop`` is set, ``send_once`` is one round."""
+
+    def __init__(
+        self,
+        *,
+        spool: Spool,
+        server: str,
+        token: str,
+        hostname: str,
+        batch_max_samples: int = 5000,
+        send_interval: float = 5.0,
+        backoff_base: float = 1.0,
+        backoff_max: float = 300.0,
+        timeout: float = 10.0,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.spool = spool
+        self.server = server.rstrip("/")
+        self.token = token
+        self.hostname = hostname
+        self.batch_max_samples = batch_max_samples
+        self.send_interval = send_interval
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.timeout = timeout
+        self.stop = stop or threading.Event()
+        # After a failed send the whole server is presumed away until then (monotonic seconds).
+        self.pause_until = 0.0
+
+    def seal(self, *, everything: bool = False) -> int:
+        sealed = 0
+        while everything or self.spool.outbox_pending("telemetry") < MAX_SEALED_AHEAD:
+            if self.spool.telemetry_seal(hostname=self.hostname, max_samples=self.batch_max_samples) is None:
+                break
+            sealed += 1
+        return sealed
+
+    def send_once(self, *, everything: bool = False) -> dict[str, int]:
+        """Seal and send what is due; return counts of sent, rejected and retried rows."""
+        counts = {"sent": 0, "rejected": 0, "retry": 0}
+        self.seal(everything=everything)
+        for row in self.spool.outbox_due():
+            if self.stop.is_set() and not everything:
+                break
+            outcome = self._send_row(row)
+            counts[outcome] += 1
+            if outcome == "retry":
+                break
+            if not everything:
+                self.seal()
+        return counts
+
+    def send_client(self, client_id: str) -> str:
+        """Send one queued row now (``bench`` uploading its run); "sent", "rejected", "retry" or "absent"."""
+        row = self.spool.outbox_get(client_id)
+        if row is None:
+            return "absent"
+        return self._send_row(row)
+
+    def _send_row(self, row: dict[str, Any]) -> str:
+        url = self.server + row["endpoint"]
+        try:
+            status, body = http_post(url, token=self.token, payload=row["payload"], timeout=self.timeout)
+        except OSError as exc:  # URLError, connection refused/reset, timeouts
+            reason = getattr(exc, "reason", exc)
+            return self._retry(row, f"network error: {reason}")
+        if 200 <= status < 300:
+            self.spool.outbox_done(seq=row["seq"], items=row["items"])
+            return "sent"
+        message = _error_message(status, body)
+        if status >= 500 or status in RETRY_STATUSES:
+            return self._retry(row, message)
+        log.error(
+            "server rejected %s %s (%d items), dropping it: %s",
+            row["kind"],
+            row["client_id"],
+            row["items"],
+            message,
+        )
+        self.spool.outbox_reject(seq=row["seq"], items=row["items"], error=message)
+        return "rejected"
+
+    def _retry(self, row: dict[str, Any], message: str) -> str:
+        delay = backoff_delay(row["attempts"] + 1, base=self.backoff_base, cap=self.backoff_max)
+        log.warning(
+            "sending %s %s failed (%s); retry in %.1f s", row["kind"], row["client_id"], message, delay
+        )
+        self.spool.outbox_retry(seq=row["seq"], delay=delay, error=message)
+        self.pause_until = time.monotonic() + delay
+        return "retry"
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.send_once()
+            except Exception:  # the sender must outlive any one bad round (disk full, bad row)
+                log.exception("send round failed")
+            wait = self.send_interval
+            next_try = self.spool.outbox_next_try()
+            if next_try is not None:
+                wait = min(wait, max(0.05, next_try - time.time()))
+            wait = max(wait, self.pause_until - time.monotonic())
+            self.stop.wait(wait)

@@ -1,0 +1,289 @@
+"""Fixtures for the agent's tests: a stdlib HTTP server standing in for accelboard, and a fake NVML.
+
+``IngestServer`` records what the agent sends and dedupes by client id the way the real server
+does (``batch_id`` / ``run_id``: a repeat answers ``"duplicate": true`` and stores nothing). It
+can answer forced statuses, delay its answers, go away and come back on the same port.
+
+``FakeNvml`` replaces the ``pynvml`` functions the agent calls, at the module boundary, with
+GPUs that can lack signals, raise NVML errors, reset their energy counter, or not exist at all.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import pynvml
+import pytest
+
+# -- the stand-in server ----------------------------------------------------------------------
+
+
+class IngestServer:
+    def __init__(self, token: str = "test-token") -> None:
+        self.token = token
+        self.requests: list[dict[str, Any]] = []
+        self.accepted: dict[str, dict[str, Any]] = {}
+        self.duplicates = 0
+        self.forced: list[int] = []
+        self.delay_s = 0.0
+        self.metrics_text = ""
+        self.received = threading.Event()
+        self._lock = threading.Lock()
+        self.port = _free_port()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return None
+
+            def _reply(
+                self, status: int, body: dict[str, Any] | str, content_type: str = "application/json"
+            ) -> None:
+                data = (json.dumps(body) if isinstance(body, dict) else body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path == "/metrics":
+                    self._reply(200, server.metrics_text, "text/plain; version=0.0.4")
+                elif self.path == "/healthz":
+                    self._reply(200, {"ok": True})
+                else:
+                    self._reply(404, {"error": {"code": "not_found", "message": self.path, "path": ""}})
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    raw = gzip.decompress(raw)
+                body = json.loads(raw)
+                record = {"path": self.path, "headers": dict(self.headers), "body": body, "at": time.time()}
+                with server._lock:
+                    server.requests.append(record)
+                    forced = server.forced.pop(0) if server.forced else None
+                server.received.set()
+                if forced is not None:
+                    self._reply(
+                        forced, {"error": {"code": "forced", "message": "forced", "path": "samples[0]"}}
+                    )
+                    return
+                if self.headers.get("Authorization") != f"Bearer {server.token}":
+                    self._reply(401, {"error": {"code": "auth", "message": "bad token", "path": ""}})
+                    return
+                client_id = body.get("batch_id") or body.get("run_id")
+                with server._lock:
+                    duplicate = client_id in server.accepted
+                    if duplicate:
+                        server.duplicates += 1
+                    else:
+                        server.accepted[client_id] = {"path": self.path, "body": body}
+                if server.delay_s:
+                    # The batch is stored; the answer is late (a kill now is "mid-batch").
+                    time.sleep(server.delay_s)
+                items = len(body.get("samples") or body.get("intervals") or [1])
+                self._reply(200, {"batch_id": client_id, "accepted": items, "duplicate": duplicate})
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Go away: the port refuses connections until ``start`` again."""
+        if self._httpd:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    # -- views of what was stored ---------------------------------------------------------------
+    def stored(self, path: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [item["body"] for item in self.accepted.values() if item["path"] == path]
+
+    def samples(self) -> list[dict[str, Any]]:
+        return [sample for body in self.stored("/api/v1/telemetry") for sample in body["samples"]]
+
+    def sample_keys(self) -> Counter:
+        return Counter((sample["gpu"], sample["time"]) for sample in self.samples())
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.05)
+        return predicate()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def server():
+    ingest = IngestServer()
+    ingest.start()
+    yield ingest
+    ingest.stop()
+
+
+# -- the fake NVML ----------------------------------------------------------------------------
+
+
+def nvml_error(code: int) -> pynvml.NVMLError:
+    return pynvml.NVMLError(code)  # pynvml maps the code to its NVMLError_* subclass
+
+
+class FakeGpu:
+    """One GPU. ``errors`` maps a pynvml function name to the NVML error code it raises."""
+
+    def __init__(
+        self,
+        index: int,
+        *,
+        power_mw: float = 300_000.0,
+        energy: list[int] | None = None,
+        errors: dict[str, int] | None = None,
+        instant_ret: int = 0,
+        mig: bool = False,
+    ) -> None:
+        self.index = index
+        self.uuid = f"GPU-fake-{index:04d}-aaaa"
+        self.name = "NVIDIA H100 80GB HBM3"
+        self.power_mw = power_mw
+        self.energy = list(energy) if energy is not None else None
+        self.energy_mj = 5_000_000
+        self.errors = dict(errors or {})
+        self.instant_ret = instant_ret
+        self.mig = mig
+        self.calls: Counter = Counter()
+
+
+class FakeNvml:
+    def __init__(self, gpus: list[FakeGpu], *, init_error: int | None = None) -> None:
+        self.gpus = gpus
+        self.init_error = init_error
+
+    def _gpu(self, handle: Any) -> FakeGpu:
+        return handle
+
+    def _call(self, gpu: FakeGpu, name: str) -> None:
+        gpu.calls[name] += 1
+        if name in gpu.errors:
+            raise nvml_error(gpu.errors[name])
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        fake = self
+
+        def init() -> None:
+            if fake.init_error is not None:
+                raise nvml_error(fake.init_error)
+
+        def energy(handle: FakeGpu) -> int:
+            fake._call(handle, "nvmlDeviceGetTotalEnergyConsumption")
+            if handle.energy is not None:
+                return handle.energy.pop(0) if len(handle.energy) > 1 else handle.energy[0]
+            handle.energy_mj += 30_000  # 300 W for 0.1 s
+            return handle.energy_mj
+
+        def field_values(handle: FakeGpu, fields: list[Any]) -> list[Any]:
+            fake._call(handle, "nvmlDeviceGetFieldValues")
+            return [
+                SimpleNamespace(
+                    nvmlReturn=handle.instant_ret,
+                    valueType=1,
+                    value=SimpleNamespace(uiVal=int(handle.power_mw)),
+                )
+                for _ in fields
+            ]
+
+        def simple(name: str, value: Callable[[FakeGpu], Any]) -> Callable[..., Any]:
+            def call(handle: FakeGpu, *args: Any) -> Any:
+                fake._call(handle, name)
+                return value(handle)
+
+            return call
+
+        functions: dict[str, Callable[..., Any]] = {
+            "nvmlInit": init,
+            "nvmlShutdown": lambda: None,
+            "nvmlSystemGetDriverVersion": lambda: "550.54.15",
+            "nvmlSystemGetCudaDriverVersion": lambda: 12040,
+            "nvmlDeviceGetCount": lambda: len(fake.gpus),
+            "nvmlDeviceGetHandleByIndex": lambda index: fake.gpus[index],
+            "nvmlDeviceGetUUID": lambda handle: handle.uuid,
+            "nvmlDeviceGetName": simple("nvmlDeviceGetName", lambda g: g.name),
+            "nvmlDeviceGetSerial": simple("nvmlDeviceGetSerial", lambda g: f"1652{g.index:08d}"),
+            "nvmlDeviceGetMemoryInfo": simple(
+                "nvmlDeviceGetMemoryInfo",
+                lambda g: SimpleNamespace(total=85_520_809_984, used=61_203_283_968),
+            ),
+            "nvmlDeviceGetEnforcedPowerLimit": simple("nvmlDeviceGetEnforcedPowerLimit", lambda g: 700_000),
+            "nvmlDeviceGetMigMode": simple("nvmlDeviceGetMigMode", lambda g: (1, 1) if g.mig else (0, 0)),
+            "nvmlDeviceGetMaxMigDeviceCount": simple("nvmlDeviceGetMaxMigDeviceCount", lambda g: 2),
+            "nvmlDeviceGetTotalEnergyConsumption": energy,
+            "nvmlDeviceGetFieldValues": field_values,
+            "nvmlDeviceGetPowerUsage": simple("nvmlDeviceGetPowerUsage", lambda g: int(g.power_mw)),
+            "nvmlDeviceGetUtilizationRates": simple(
+                "nvmlDeviceGetUtilizationRates", lambda g: SimpleNamespace(gpu=97, memory=41)
+            ),
+            "nvmlDeviceGetClockInfo": simple("nvmlDeviceGetClockInfo", lambda g: 1980),
+            "nvmlDeviceGetTemperature": simple("nvmlDeviceGetTemperature", lambda g: 61),
+            "nvmlDeviceGetCurrentClocksEventReasons": simple(
+                "nvmlDeviceGetCurrentClocksEventReasons", lambda g: 4
+            ),
+            "nvmlDeviceGetCurrentClocksThrottleReasons": simple(
+                "nvmlDeviceGetCurrentClocksThrottleReasons", lambda g: 8
+            ),
+            "nvmlDeviceGetTotalEccErrors": simple("nvmlDeviceGetTotalEccErrors", lambda g: 0),
+            "nvmlDeviceGetPcieThroughput": simple("nvmlDeviceGetPcieThroughput", lambda g: 1234),
+            "nvmlDeviceGetNvLinkState": simple("nvmlDeviceGetNvLinkState", lambda g: 1),
+            "nvmlDeviceGetComputeRunningProcesses": simple(
+                "nvmlDeviceGetComputeRunningProcesses", lambda g: [SimpleNamespace(pid=1, usedGpuMemory=1024)]
+            ),
+            "nvmlDeviceGetRetiredPages": simple("nvmlDeviceGetRetiredPages", lambda g: []),
+            "nvmlDeviceGetRemappedRows": simple("nvmlDeviceGetRemappedRows", lambda g: (0, 0, 0, 0)),
+        }
+
+        def mig_handle(handle: FakeGpu, slot: int) -> Any:
+            if slot == 1:
+                raise nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
+            child = FakeGpu(100 + handle.index)
+            child.uuid = f"MIG-fake-{handle.index}-{slot}"
+            return child
+
+        functions["nvmlDeviceGetMigDeviceHandleByIndex"] = mig_handle
+        for name, function in functions.items():
+            monkeypatch.setattr(pynvml, name, function)
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch: pytest.MonkeyPatch):
+    def make(gpus: list[FakeGpu], **kwargs: Any) -> FakeNvml:
+        fake = FakeNvml(gpus, **kwargs)
+        fake.install(monkeypatch)
+        return fake
+
+    return make

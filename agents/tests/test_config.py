@@ -1,0 +1,90 @@
+"""Configuration: flags > env > INI file > defaults, and one-line errors naming the key (exit 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelboard_agent.cli import main
+from accelboard_agent.config import ConfigError, config_load
+
+
+def _file(tmp_path, text: str) -> str:
+    path = tmp_path / "agent.conf"
+    path.write_text(text)
+    return str(path)
+
+
+def test_it_prefers_flags_over_env_over_file(tmp_path):
+    path = _file(
+        tmp_path, "[agent]\nserver = http://file:8000\ninterval = 5\ntoken = from-file\ngpus = 0,1\n"
+    )
+    environ = {"ACCELBOARD_INTERVAL": "2", "ACCELBOARD_TOKEN": "from-env"}
+
+    config = config_load(flags={"interval": "0.5", "server": None}, environ=environ, config_path=path)
+
+    assert config.interval == 0.5
+    assert config.sources["interval"] == "--interval"
+    assert config.token == "from-env"
+    assert config.server == "http://file:8000"
+    assert config.gpus == ["0", "1"]
+    assert config.send_interval == 5.0  # default
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"ACCELBOARD_INTERVAL": "fast"}, "interval: 'fast' is not a number (from ACCELBOARD_INTERVAL)"),
+        ({"ACCELBOARD_INTERVAL": "0"}, "interval: '0' must be > 0"),
+        (
+            {"ACCELBOARD_SERVER": "ftp://x"},
+            "server: 'ftp://x' is not an http(s) URL (from ACCELBOARD_SERVER)",
+        ),
+        ({"ACCELBOARD_GPUS": "0,card1"}, "gpus: 'card1' is neither a GPU index nor a GPU-/MIG- UUID"),
+    ],
+)
+def test_it_rejects_bad_values_naming_the_key_and_source(environ, message):
+    with pytest.raises(ConfigError) as error:
+        config_load(flags={}, environ=environ, config_path=None)
+
+    assert message in str(error.value)
+
+
+def test_it_rejects_an_unknown_key_in_the_file(tmp_path):
+    path = _file(tmp_path, "[agent]\nintreval = 1\n")
+
+    with pytest.raises(ConfigError, match=r"^intreval: unknown key in "):
+        config_load(flags={}, environ={}, config_path=path)
+
+
+def test_it_fails_when_an_explicit_config_file_is_missing(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        config_load(flags={}, environ={}, config_path=str(tmp_path / "nope.conf"))
+
+
+def test_it_reads_the_token_from_a_token_file(tmp_path):
+    secret = tmp_path / "token"
+    secret.write_text("s3cret\n")
+
+    config = config_load(flags={}, environ={"ACCELBOARD_TOKEN_FILE": str(secret)}, config_path=None)
+
+    assert config.token == "s3cret"
+
+
+def test_it_exits_2_with_one_line_on_bad_config(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ACCELBOARD_INTERVAL", "-1")
+
+    code = main(["run", "--token", "t", "--spool", str(tmp_path / "s.db"), "--simulate", "1"])
+
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == ["accelboard-agent: interval: '-1' must be > 0 and <= 3600 (from ACCELBOARD_INTERVAL)"]
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_it_exits_2_without_a_token(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ACCELBOARD_TOKEN", raising=False)
+
+    code = main(["flush", "--spool", str(tmp_path / "s.db"), "--config", _file(tmp_path, "[agent]\n")])
+
+    assert code == 2
+    assert "token: not set" in capsys.readouterr().err
