@@ -151,7 +151,7 @@ def _check_token(config: Config) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .daemon import Agent, install_signal_handlers
+    from .daemon import install_signal_handlers, restore_signal_handlers
 
     keys = [
         "server", "token", "spool", "hostname", "gpus", "interval", "send_interval", "slow_interval",
@@ -161,14 +161,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_token(config)
     hostname = _hostname(config)
     stop = threading.Event()
-    install_signal_handlers(stop)
+    previous = install_signal_handlers(stop)
+    try:
+        return _run_agent(args, config, hostname, stop)
+    finally:
+        restore_signal_handlers(previous)
+
+
+def _run_agent(args: argparse.Namespace, config: Config, hostname: str, stop: threading.Event) -> int:
+    from .daemon import Agent
+
     backend, reason = _open_backend(args, hostname)
     if backend is None and args.require_gpu:
         return 1
     if backend is not None and config.gpus:
-        from .bench import gpus_select
+        from .bench import SelectionError, gpus_select
 
-        backend.devices = gpus_select(backend.devices, config.gpus, mig=backend.facts().get("mig"))
+        try:
+            backend.devices = gpus_select(backend.devices, config.gpus, mig=backend.facts().get("mig"))
+        except SelectionError as exc:
+            raise UsageError(str(exc)) from None
     agent = Agent(
         backend=backend,
         spool_path=config.spool,
@@ -285,7 +297,7 @@ def _fetch(url: str, timeout: float) -> str:
 
 
 def cmd_scrape(args: argparse.Namespace) -> int:
-    from .daemon import install_signal_handlers
+    from .daemon import install_signal_handlers, restore_signal_handlers
     from .prometheus import interval_build, parse_exposition, snapshot_delta, vllm_snapshot
     from .sender import Sender
     from .spool import INFERENCE, Spool
@@ -297,7 +309,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     hostname = _hostname(config)
     gpus = [item.strip() for item in (args.gpus or "").split(",") if item.strip()]
     stop = threading.Event()
-    install_signal_handlers(stop)
+    previous_handlers = install_signal_handlers(stop)
     spool = Spool(config.spool, max_samples=config.spool_max_samples)
     options = _sender_options(config)
     options["send_interval"] = min(config.send_interval, args.scrape_interval)
@@ -359,6 +371,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
         Sender(spool=spool, hostname=hostname, **_sender_options(config)).send_once()
         spool.close()
         sender_spool.close()
+        restore_signal_handlers(previous_handlers)
     return 0
 
 

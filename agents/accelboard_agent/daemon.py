@@ -223,10 +223,16 @@ class Agent:
         return 0
 
 
-def install_signal_handlers(stop: threading.Event) -> None:
+def install_signal_handlers(stop: threading.Event) -> dict[int, Any]:
+    """SIGTERM/SIGINT set ``stop``; returns the previous handlers for ``restore_signal_handlers``."""
+
     def handler(signum: int, frame: Any) -> None:
         log.info("signal %d: stopping", signum)
         stop.set()
 
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+def restore_signal_handlers(previous: dict[int, Any]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)

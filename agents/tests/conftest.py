@@ -175,6 +175,9 @@ class FakeGpu:
         self.power_mw = power_mw
         self.energy = list(energy) if energy is not None else None
         self.energy_mj = 5_000_000
+        # The counter follows the power over real time (mW x s = mJ); a scale != 1 makes it lie.
+        self.energy_scale = 1.0
+        self.born = time.monotonic()
         self.errors = dict(errors or {})
         self.instant_ret = instant_ret
         self.mig = mig
@@ -205,8 +208,8 @@ class FakeNvml:
             fake._call(handle, "nvmlDeviceGetTotalEnergyConsumption")
             if handle.energy is not None:
                 return handle.energy.pop(0) if len(handle.energy) > 1 else handle.energy[0]
-            handle.energy_mj += 30_000  # 300 W for 0.1 s
-            return handle.energy_mj
+            elapsed = time.monotonic() - handle.born
+            return int(handle.energy_mj + handle.power_mw * handle.energy_scale * elapsed)
 
         def field_values(handle: FakeGpu, fields: list[Any]) -> list[Any]:
             fake._call(handle, "nvmlDeviceGetFieldValues")
