@@ -11,8 +11,13 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "accelboard.settings")
     argv = list(sys.argv if argv is None else argv)
+    if len(argv) > 1 and argv[1] == "parse":
+        # Before Django: loading settings would start the embedded PostgreSQL, and parsing needs none.
+        from accelboard.importers.cli import main as parse_main
+
+        return parse_main(argv[2:])
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "accelboard.settings")
     argv[0] = "accelboard"
     from accelboard.env import ConfigError
 

@@ -41,7 +41,75 @@ _SPECS = [
     MetricSpec("wall_time_s", "s", "lower", "Wall time"),
 ]
 
+# Families read by the importers (accelboard/importers): every statistic the tools write for a
+# latency-like quantity, so that names stay stable across tools (p999 = 99.9th percentile).
+_LATENCY_FAMILIES = {
+    "latency": "latency",
+    "ttft": "time to first token",
+    "itl": "inter-token latency",
+    "tpot": "time per output token",
+    "decode_latency": "decode step latency",
+}
+_STATS = {
+    "mean": "Mean",
+    "min": "Min",
+    "max": "Max",
+    "std": "Std dev of",
+    "p25": "p25",
+    "p50": "p50",
+    "p75": "p75",
+    "p90": "p90",
+    "p95": "p95",
+    "p97": "p97",
+    "p99": "p99",
+    "p999": "p99.9",
+}
+_KNOWN = {spec.name for spec in _SPECS}
+for _family, _label in _LATENCY_FAMILIES.items():
+    for _stat, _stat_label in _STATS.items():
+        _name = f"{_family}_{_stat}_ms"
+        if _name not in _KNOWN:
+            _SPECS.append(MetricSpec(_name, "ms", "lower", f"{_stat_label} {_label}"))
+
+_SPECS += [
+    MetricSpec("throughput_total_tokens_per_s", "tokens/s", "higher", "Input + output tokens per second"),
+    MetricSpec("throughput_input_tokens_per_s", "tokens/s", "higher", "Input tokens per second"),
+    MetricSpec("throughput_prefill_tokens_per_s", "tokens/s", "higher", "Prefill tokens per second"),
+    MetricSpec("throughput_ops_per_s", "ops/s", "higher", "Calls per second"),
+    MetricSpec("goodput_requests_per_s", "requests/s", "higher", "Requests per second meeting SLOs"),
+    MetricSpec("output_tokens_per_s_per_user_mean", "tokens/s", "higher", "Mean output tokens/s per request"),
+    MetricSpec("error_rate", "ratio", "lower", "Failed requests / requests"),
+    MetricSpec("load_time_ms", "ms", "lower", "Model load time"),
+    MetricSpec("memory_allocated_peak_bytes", "bytes", "lower", "Peak allocated memory"),
+    MetricSpec("memory_reserved_peak_bytes", "bytes", "lower", "Peak reserved memory"),
+    MetricSpec("memory_ram_peak_bytes", "bytes", "lower", "Peak host RAM"),
+    MetricSpec("power_cpu_avg_w", "W", "lower", "Average CPU power"),
+    MetricSpec("power_gpu_avg_w", "W", "lower", "Average GPU power"),
+    MetricSpec("power_ram_avg_w", "W", "lower", "Average RAM power"),
+    MetricSpec("power_max_w", "W", "lower", "Peak power"),
+    MetricSpec("energy_cpu_j", "J", "lower", "CPU energy"),
+    MetricSpec("energy_gpu_j", "J", "lower", "GPU energy"),
+    MetricSpec("energy_ram_j", "J", "lower", "RAM energy"),
+    MetricSpec("samples_per_j", "samples/J", "higher", "Energy efficiency (samples per joule)"),
+    MetricSpec("emissions_gco2e", "gCO2e", "lower", "Carbon emissions"),
+    MetricSpec("gpu_util_avg_pct", "%", "higher", "Average GPU utilisation"),
+    MetricSpec("memory_used_peak_bytes", "bytes", "lower", "Peak GPU memory used"),
+    MetricSpec("temperature_max_c", "°C", "lower", "Peak GPU temperature"),
+]
+
 METRICS: dict[str, MetricSpec] = {spec.name: spec for spec in _SPECS}
+
+# Accuracy figures are one series per task and metric: ``accuracy:<task>:<metric>``
+# (lm-evaluation-harness ``arc_easy`` / ``acc_norm``, MLPerf ``llama2-70b-99`` / ``rouge1``).
+# Most are higher-is-better; the importer states the direction where the tool says otherwise
+# (perplexity, eval loss).
+ACCURACY_PREFIX = "accuracy:"
+_ACCURACY_SPEC = MetricSpec(ACCURACY_PREFIX, "score", "higher", "Accuracy")
+
+
+def accuracy_metric_name(task: str, metric: str) -> str:
+    return f"{ACCURACY_PREFIX}{task}:{metric}"
+
 
 UNITS = {
     "samples/s",
@@ -57,8 +125,16 @@ UNITS = {
     "%",
     "gCO2e",
     "count",
+    "ops/s",
+    "samples/J",
+    "ratio",
+    "°C",
+    "MHz",
 }
 
 
 def metric_spec(name: str) -> MetricSpec | None:
-    return METRICS.get(name)
+    spec = METRICS.get(name)
+    if spec is None and name.startswith(ACCURACY_PREFIX) and len(name) > len(ACCURACY_PREFIX):
+        return MetricSpec(name, _ACCURACY_SPEC.unit, _ACCURACY_SPEC.direction, name[len(ACCURACY_PREFIX) :])
+    return spec

@@ -1,0 +1,39 @@
+"""Importers of benchmark-tool output: pure functions from files to accelboard's run schema.
+
+No ORM and no Django here: the upload page, the API and ``accelboard parse`` all call
+``parse_path`` / ``parse_bytes`` and decide themselves what to store. One module per format
+(``FORMATS`` lists them), detected by content (``detect``); shared unit handling in ``units``.
+"""
+
+from __future__ import annotations
+
+from .base import (
+    AccuracyResult,
+    Hardware,
+    Metric,
+    ParsedRun,
+    ParseError,
+    TelemetryRow,
+    UnrecognisedFormat,
+    Variant,
+    Workload,
+)
+from .registry import FORMATS, ContextError, detect, normalise_context, parse_bytes, parse_path
+
+__all__ = [
+    "FORMATS",
+    "AccuracyResult",
+    "ContextError",
+    "Hardware",
+    "Metric",
+    "ParseError",
+    "ParsedRun",
+    "TelemetryRow",
+    "UnrecognisedFormat",
+    "Variant",
+    "Workload",
+    "detect",
+    "normalise_context",
+    "parse_bytes",
+    "parse_path",
+]

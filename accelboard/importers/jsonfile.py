@@ -1,0 +1,58 @@
+"""Reading JSON result files: one object, an array of objects, or one object per line.
+
+Truncated or broken JSON is a ParseError with the line where the decoder stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .base import ParseError
+from .inputs import InputFile
+
+
+def load(file: InputFile) -> Any:
+    try:
+        return json.loads(file.text())
+    except json.JSONDecodeError as exc:
+        raise ParseError(file.display, f"broken or truncated JSON ({exc.msg})", line=exc.lineno) from exc
+
+
+def load_records(file: InputFile) -> list[tuple[dict[str, Any], int]]:
+    """Objects with the line each starts on: one object, an array, or JSON lines (--append-result)."""
+    text = file.text()
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as whole:
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+        if len(lines) < 2:
+            raise ParseError(
+                file.display, f"broken or truncated JSON ({whole.msg})", line=whole.lineno
+            ) from whole
+        try:
+            json.loads(lines[0][1])
+        except json.JSONDecodeError:
+            # a pretty-printed document that is broken, not JSON lines
+            raise ParseError(
+                file.display, f"broken or truncated JSON ({whole.msg})", line=whole.lineno
+            ) from whole
+        records = []
+        for number, line in lines:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ParseError(file.display, f"broken JSON line ({exc.msg})", line=number) from exc
+            if not isinstance(record, dict):
+                raise ParseError(file.display, "expected a JSON object on each line", line=number) from None
+            records.append((record, number))
+        return records
+    if isinstance(obj, dict):
+        return [(obj, 1)]
+    if isinstance(obj, list) and obj and all(isinstance(item, dict) for item in obj):
+        return [(item, 1) for item in obj]
+    raise ParseError(file.display, "expected a JSON object, an array of objects or JSON lines")
+
+
+def head_text(file: InputFile, size: int = 65536) -> str:
+    return file.head(size).decode("utf-8", "replace")

@@ -1,0 +1,61 @@
+"""``accelboard parse`` through ``python -m accelboard.cli``: output, exit codes, no database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _parse(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE"}}
+    env["ACCELBOARD_HOME"] = str(home)  # where an embedded PostgreSQL would appear if one started
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "accelboard.cli", "parse", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_it_prints_runs_as_json_without_a_database(fixtures: Path, tmp_path: Path):
+    result = _parse(
+        str(fixtures / "vllm_2025.json"),
+        str(fixtures / "mlperf"),
+        "--context",
+        "team=infra",
+        home=tmp_path / "home",
+    )
+    assert result.returncode == 0, result.stderr
+    runs = json.loads(result.stdout)
+    assert [r["source_format"] for r in runs] == ["vllm-serving", "mlperf-inference"]
+    assert runs[0]["context"]["team"] == "infra"
+    assert {m["name"]: m["value"] for m in runs[1]["metrics"]}["power_avg_w"] == 65.0
+    assert not (tmp_path / "home").exists()  # settings never loaded: no embedded PostgreSQL
+
+
+def test_it_exits_2_naming_each_failed_file(fixtures: Path, tmp_path: Path):
+    broken = tmp_path / "result.json"
+    broken.write_text('{"model_id": "x", "request_throughput": 1.0,\n "mean_ttft_ms": ')
+    unknown = tmp_path / "notes.txt"
+    unknown.write_text("nothing to see\n")
+    result = _parse(str(fixtures / "codecarbon_v1.csv"), str(broken), str(unknown), home=tmp_path / "home")
+    assert result.returncode == 2
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 2
+    assert f"{broken}:2:" in errors[0]
+    assert "notes.txt: unrecognised format (tried: mlperf-inference" in errors[1]
+    assert [r["source_format"] for r in json.loads(result.stdout)] == ["codecarbon"]
+
+
+def test_it_exits_2_on_bad_options(fixtures: Path, tmp_path: Path):
+    assert _parse(str(fixtures / "vllm_2024.json"), "--context", "nonsense", home=tmp_path).returncode == 2
+    assert _parse(str(fixtures / "vllm_2024.json"), "--format", "nope", home=tmp_path).returncode == 2
+    forced = _parse(str(fixtures / "vllm_2024.json"), "--format", "codecarbon", home=tmp_path)
+    assert forced.returncode == 2 and "vllm_2024.json" in forced.stderr
