@@ -73,6 +73,9 @@ def fleet_energy_figure(frame: pd.DataFrame) -> dict[str, Any]:
     fig.update_layout(
         **_LAYOUT,
         barmode="stack",
+        # Plotly reverses the legend of stacked bars by default; keep the utilisation chart's
+        # order so each accelerator type sits in the same place, with the same colour, on both.
+        legend_traceorder="normal",
         title={"text": "GPU energy per day", "x": 0.01},
         yaxis={"title": "Energy (kWh)", "gridcolor": "#e5e7eb"},
         xaxis={"title": "Day (UTC)"},

@@ -1,0 +1,128 @@
+"""Browser harness: Playwright's sync API driving Debian's Chromium against pytest-django's live server.
+
+Fixtures:
+
+- ``browser`` (session): one headless ``/usr/bin/chromium``; each ``launch()`` gets a fresh
+  user-data-dir, so no profile state leaks between runs.
+- ``page`` (per test): a new browser context (own cookies) on ``live_server``, closed after the
+  test; ``page.network`` lists every request URL, ``page.js_errors`` every uncaught page error.
+- ``login(page, user)``: logs in through the real login form.
+- ``screenshot(page, name)``: a full-page PNG under ``test-artifacts/screenshots/`` (git-ignored).
+
+Where Chromium or Playwright is missing the tests are skipped with how to install them, unless
+``ACCELBOARD_REQUIRE_BROWSER=1`` (CI), where a missing browser is a failure, not a silent pass.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import PASSWORD
+
+# Playwright's sync API runs an event loop in the test thread; Django's async-safety check would
+# then refuse every ORM call the test makes. The calls are in fact synchronous and safe.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+# Loopback by address, not "localhost": tests assert that no request leaves 127.0.0.1.
+os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+VIEWPORT = {"width": 1440, "height": 900}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Everything in this directory drives a browser, marked or not: `-m "not browser"` must skip it.
+    here = Path(__file__).parent
+    for item in items:
+        if Path(str(item.fspath)).parent == here:
+            item.add_marker(pytest.mark.browser)
+
+
+def _browser_missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed (pip install playwright)"
+    if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
+        return f"{CHROMIUM} is missing"
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    missing = _browser_missing()
+    if missing:
+        message = f"browser tests need Chromium: {missing}; apt-get install chromium"
+        if os.environ.get("ACCELBOARD_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"ACCELBOARD_REQUIRE_BROWSER=1 but {message}", pytrace=False)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    playwright = sync_playwright().start()
+    try:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+    finally:
+        playwright.stop()
+
+
+@pytest.fixture
+def page(browser: Any, live_server: Any) -> Iterator[Any]:
+    context = browser.new_context(base_url=live_server.url, viewport=VIEWPORT)
+    # Fail fast rather than hang the suite on a page that never finishes.
+    context.set_default_timeout(20_000)
+    page = context.new_page()
+    page.network = []
+    page.js_errors = []
+    page.on("request", lambda request: page.network.append(request.url))
+    page.on("pageerror", lambda error: page.js_errors.append(str(error)))
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def login(live_server: Any) -> Callable[[Any, Any], None]:
+    """``login(page, user)``: fill in and submit the real login form, then land on the overview."""
+
+    def do_login(page: Any, user: Any) -> None:
+        page.goto("/accounts/login/")
+        page.fill("#id_username", user.get_username())
+        page.fill("#id_password", PASSWORD)
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        assert "/accounts/login/" not in page.url, f"login as {user} failed: still on {page.url}"
+
+    return do_login
+
+
+@pytest.fixture
+def screenshot() -> Callable[[Any, str], Path]:
+    """``screenshot(page, name)``: save a full-page PNG and return its path."""
+
+    def save(page: Any, name: str) -> Path:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return save

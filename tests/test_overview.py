@@ -1,0 +1,160 @@
+"""The overview page as each member of the cast sees it, and its query budget."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.urls import reverse
+
+from accelboard.testing.plotly import trace_values
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fleet(team: Any, other_team: Any) -> dict[str, Any]:
+    """Team: two H100 hosts (2 GPUs each) with telemetry; other team: one L4 host (4 GPUs)."""
+    factories.accelerator_type_from(factories.H100)
+    factories.accelerator_type_from(factories.L4)
+    host_a, gpus_a = factories.host_create(team=team, gpus=2)
+    host_b, gpus_b = factories.host_create(team=team, gpus=2)
+    host_c, gpus_c = factories.host_create(team=other_team, gpus=4, gpu_name=factories.L4["driver_name"])
+    factories.telemetry_days_load(gpus=gpus_a + gpus_b, days=2, interval_s=600, util_mean=70.0)
+    factories.telemetry_days_load(gpus=gpus_c, days=2, interval_s=600, util_mean=20.0, power_w=60.0, seed=11)
+    return {"team_hosts": [host_a, host_b], "other_hosts": [host_c]}
+
+
+def _trace_names(figure: dict[str, Any]) -> list[str]:
+    return [trace["name"] for trace in figure["data"]]
+
+
+def test_it_redirects_anonymous_users_to_login(client: Any) -> None:
+    response = client.get(reverse("dashboard:overview"))
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse('login')}?next=/"
+
+
+def test_it_shows_the_outsider_no_hosts(login_client: Any, outsider: Any, fleet: dict[str, Any]) -> None:
+    response = login_client(outsider).get(reverse("dashboard:overview"))
+    assert response.status_code == 200
+    summary = response.context["summary"]
+    assert summary["hosts"] == 0
+    assert summary["gpus"] == 0
+    assert response.context["has_telemetry"] is False
+    assert b"No telemetry yet" in response.content
+
+
+@pytest.mark.parametrize("who", ["lead", "engineer", "finance"])
+def test_it_shows_a_team_member_their_teams_hosts_only(
+    login_client: Any, cast: dict[str, Any], fleet: dict[str, Any], who: str
+) -> None:
+    response = login_client(cast[who]).get(reverse("dashboard:overview"))
+    assert response.status_code == 200
+    summary = response.context["summary"]
+    assert summary["hosts"] == 2
+    assert summary["gpus"] == 4
+    # The other team's L4 fleet must not leak into the charts either.
+    assert _trace_names(response.context["utilisation_figure"]) == ["H100 SXM 80GB"]
+    assert _trace_names(response.context["energy_figure"]) == ["H100 SXM 80GB"]
+    html = response.content.decode()
+    assert 'data-kpi="hosts">2<' in html
+    assert 'data-kpi="gpus">4<' in html
+
+
+def test_it_shows_the_other_lead_only_the_other_team(
+    login_client: Any, other_lead: Any, fleet: dict[str, Any]
+) -> None:
+    response = login_client(other_lead).get(reverse("dashboard:overview"))
+    assert response.context["summary"]["hosts"] == 1
+    assert response.context["summary"]["gpus"] == 4
+    assert _trace_names(response.context["utilisation_figure"]) == ["L4"]
+
+
+def test_it_shows_staff_every_host(login_client: Any, staff: Any, fleet: dict[str, Any]) -> None:
+    response = login_client(staff).get(reverse("dashboard:overview"))
+    assert response.status_code == 200
+    assert response.context["summary"]["hosts"] == 3
+    assert response.context["summary"]["gpus"] == 8
+    assert _trace_names(response.context["utilisation_figure"]) == ["H100 SXM 80GB", "L4"]
+
+
+def test_it_charts_the_mean_utilisation_of_the_rollups(
+    login_client: Any, lead: Any, team: Any, other_team: Any
+) -> None:
+    factories.accelerator_type_from(factories.H100)
+    _, gpus = factories.host_create(team=team, gpus=2)
+    batch = factories.telemetry_days_load(gpus=gpus, days=1, interval_s=300, util_mean=55.0)
+    response = login_client(lead).get(reverse("dashboard:overview"))
+    hourly = trace_values(response.context["utilisation_figure"]["data"][0]["y"])
+    # Hourly means over both GPUs, averaged over the day, equal the mean of all raw samples
+    # (each hour has the same number of samples per GPU).
+    assert len(hourly) == 24
+    assert sum(hourly) / len(hourly) == pytest.approx(batch.gpu_util.mean(), abs=0.1)
+    daily_kwh = trace_values(response.context["energy_figure"]["data"][0]["y"])
+    # Energy from counter deltas: one interval less than the samples per GPU, in kWh.
+    expected_kwh = sum(
+        (batch.energy_mj[batch.gpu_ids == gpu.pk][-1] - batch.energy_mj[batch.gpu_ids == gpu.pk][0]) / 3.6e9
+        for gpu in gpus
+    )
+    assert sum(daily_kwh) == pytest.approx(expected_kwh, abs=0.15)
+
+
+def test_it_counts_runs_of_the_last_week_and_open_alerts(
+    login_client: Any, lead: Any, team: Any, other_team: Any
+) -> None:
+    h100 = factories.accelerator_type_from(factories.H100)
+    now = datetime.now(UTC)
+    factories.run_create(team=team, accelerator_type=h100, started_at=now - timedelta(days=1))
+    factories.run_create(team=team, accelerator_type=h100, started_at=now - timedelta(days=6))
+    factories.run_create(team=team, accelerator_type=h100, started_at=now - timedelta(days=9))
+    factories.run_create(team=other_team, accelerator_type=h100, started_at=now - timedelta(days=1))
+    factories.alert_create(team=team, severity="critical")
+    factories.alert_create(team=team, severity="warning", state="acknowledged")
+    factories.alert_create(team=team, severity="warning", state="resolved")
+    factories.alert_create(team=team, severity="info", state="dismissed")
+    factories.alert_create(team=other_team, severity="critical")
+    response = login_client(lead).get(reverse("dashboard:overview"))
+    summary = response.context["summary"]
+    assert summary["runs_week"] == 2
+    # Resolved and dismissed alerts are not open; the other team's are not ours.
+    assert summary["alerts"] == {"critical": 1, "warning": 1, "info": 0}
+    assert 'data-kpi="runs">2<' in response.content.decode()
+
+
+def test_it_keeps_the_overview_query_count_flat(
+    login_client: Any, lead: Any, team: Any, django_assert_max_num_queries: Any
+) -> None:
+    factories.accelerator_type_from(factories.H100)
+    gpus = []
+    for _ in range(6):
+        gpus += factories.host_create(team=team, gpus=4)[1]
+    factories.telemetry_days_load(gpus=gpus, days=1, interval_s=900)
+    for _ in range(5):
+        factories.run_create(team=team)
+    client = login_client(lead)
+    # session + user, visible teams, the rollup frame, four KPI counts: nothing per host or GPU.
+    with django_assert_max_num_queries(9):
+        response = client.get(reverse("dashboard:overview"))
+    assert response.status_code == 200
+    assert response.context["summary"]["gpus"] == 24
+
+
+def test_it_keeps_the_run_list_query_count_flat(
+    login_client: Any, lead: Any, team: Any, django_assert_max_num_queries: Any
+) -> None:
+    h100 = factories.accelerator_type_from(factories.H100)
+    host, _ = factories.host_create(team=team, gpus=1)
+    for n in range(30):
+        factories.run_create(
+            team=team, accelerator_type=h100, host=host, model=f"model-{n % 4}", batch_size=n + 1
+        )
+    client = login_client(lead)
+    # session + user, visible teams, the paginator's count, one joined page: not one per row.
+    with django_assert_max_num_queries(6):
+        response = client.get(reverse("benchmarks:run_list"))
+    assert response.status_code == 200
+    assert len(response.context["page"].object_list) == 30
+    assert response.content.decode().count("<tr>") == 31
