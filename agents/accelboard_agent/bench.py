@@ -279,6 +279,15 @@ def run_payload(
         context["no_gpu"] = True
     if _git(cwd, "status", "--porcelain"):
         context["git_dirty"] = True
+    hardware: dict[str, Any] = {
+        "host": hostname,
+        "gpu_uuids": [device.uuid for device in devices],
+        "driver_version": backend.driver_version if backend else "",
+        "cuda_version": backend.cuda_version if backend else "",
+    }
+    if devices:  # a CPU-only run names no accelerator (the API counts from 1)
+        hardware["accelerator"] = devices[0].name
+        hardware["count"] = len(devices)
     workload: dict[str, Any] = {"options": {}}
     if scenario:
         workload["scenario"] = scenario
@@ -293,14 +302,7 @@ def run_payload(
             "quantization_method": "",
         },
         "workload": workload,
-        "hardware": {
-            "accelerator": devices[0].name if devices else "",
-            "count": len(devices),
-            "host": hostname,
-            "gpu_uuids": [device.uuid for device in devices],
-            "driver_version": backend.driver_version if backend else "",
-            "cuda_version": backend.cuda_version if backend else "",
-        },
+        "hardware": hardware,
         "provenance": {
             "git_commit": _git(cwd, "rev-parse", "HEAD"),
             "branch": _git(cwd, "rev-parse", "--abbrev-ref", "HEAD"),

@@ -25,6 +25,11 @@ from .config import Config, ConfigError, config_load
 from .gpus import NoGpu, SimulatedBackend, nvml_open
 
 PROG = "accelboard-agent"
+# The server's vocabularies (docs/api-contract.md); checked here so a typo fails before a long
+# benchmark runs rather than when its result is uploaded.
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
+SCENARIOS = ("offline", "server", "single-stream", "multi-stream", "interactive", "chat", "batch", "training")
+ENGINES = ("vllm", "trtllm", "tgi", "triton", "other")
 log = logging.getLogger("accelboard_agent")
 
 
@@ -77,8 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
     _config_flags(bench, sampling=True)
     bench.add_argument("--model", default="", help="model name (default: the command's name)")
     bench.add_argument("--variant", default="", help="variant name (default: the precision)")
-    bench.add_argument("--precision", default="", help="fp32, bf16, fp16, fp8, int8, int4, fp4")
-    bench.add_argument("--scenario", default="", help="offline, server, chat, batch...")
+    bench.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="numeric precision (default fp32, noted in the run)",
+    )
+    bench.add_argument(
+        "--scenario", choices=SCENARIOS, default="", help="workload scenario (server default: offline)"
+    )
     bench.add_argument("--batch-size", type=int, default=None)
     bench.add_argument("--results", help="the tool's results file (no importer in this version)")
     bench.add_argument("bench_command", nargs=argparse.REMAINDER, metavar="-- CMD ...")
@@ -91,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scrape.add_argument("--model", default="", help="model name (default: the model_name label)")
     scrape.add_argument("--variant", default="", help="variant name")
-    scrape.add_argument("--engine", default="vllm")
+    scrape.add_argument("--engine", choices=ENGINES, default="vllm")
     scrape.add_argument("--gpus", help="UUIDs of the GPUs serving the model, comma-separated")
     scrape.add_argument("--count", type=int, default=0, help="stop after N intervals (0: run until stopped)")
 
@@ -260,10 +272,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         hostname=hostname,
         model=args.model,
         variant=args.variant,
-        precision=args.precision,
+        precision=args.precision or "fp32",
         scenario=args.scenario,
         batch_size=args.batch_size,
     )
+    if args.precision is None:
+        payload["context"]["precision_defaulted"] = True
     spool = Spool(config.spool, max_samples=config.spool_max_samples)
     try:
         spool.outbox_add(client_id=payload["run_id"], kind=RUN, payload=payload)
@@ -350,7 +364,8 @@ def cmd_scrape(args: argparse.Namespace) -> int:
                         for model, snapshot in sorted(snapshots.items())
                     ]
                     if intervals:
-                        batch_id = f"{hostname[:60]}:{args.engine}:{spool.spool_id}:{int(now * 1000)}"
+                        # At most 64 characters, the API's limit for inference batch ids.
+                        batch_id = f"{hostname[:32]}:{args.engine}:{spool.spool_id}:{int(now * 1000)}"
                         spool.outbox_add(
                             client_id=batch_id,
                             kind=INFERENCE,

@@ -197,7 +197,8 @@ def interval_build(
         "engine": engine,
         "accelerator_uuids": list(accelerator_uuids),
         "interval_start": datetime.fromtimestamp(start, tz=timezone.utc).isoformat().replace("+00:00", "Z"),
-        "interval_s": round(seconds, 3),
+        # Whole seconds, at least 1 (the API's type); the start time carries the precision.
+        "interval_s": max(1, int(round(seconds))),
         "requests": int(round(delta.counters.get("requests", 0.0))),
         "errors": int(round(delta.counters.get("errors", 0.0))),
         "prompt_tokens": int(round(delta.counters.get("prompt_tokens", 0.0))),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -86,10 +87,17 @@ def test_it_flags_counter_and_integrated_power_that_disagree(tmp_path, server, r
 def test_it_exits_with_the_command_status(tmp_path, server, repo, fake_nvml):
     fake_nvml([FakeGpu(0)])
 
-    code = _bench(server, tmp_path, command=("-c", "raise SystemExit(3)"))
+    code = main(
+        ["bench", "--server", server.url, "--token", "test-token", "--spool", str(tmp_path / "s.db"),
+         "--", sys.executable, "-c", "raise SystemExit(3)"]
+    )  # fmt: skip
 
+    run = server.stored("/api/v1/runs")[0]
     assert code == 3
-    assert server.stored("/api/v1/runs")[0]["context"]["exit_status"] == 3
+    assert run["context"]["exit_status"] == 3
+    # No --precision: fp32 is sent (the API requires one) and the run says it was a default.
+    assert run["variant"]["precision"] == "fp32" and run["context"]["precision_defaulted"] is True
+    assert run["model"] == os.path.basename(sys.executable)
 
 
 def test_it_refuses_results_without_an_importer_and_runs_nothing(tmp_path, server, repo, capsys):
@@ -148,6 +156,7 @@ def test_it_runs_without_a_gpu_and_reports_host_memory(tmp_path, server, repo, f
     assert code == 0
     assert {m["name"] for m in run["metrics"]} == {"wall_time_s", "memory_peak_bytes"}
     assert run["context"]["memory_peak_source"] == "host_rss" and run["context"]["no_gpu"] is True
+    assert "count" not in run["hardware"] and run["hardware"]["gpu_uuids"] == []
     assert capsys.readouterr().err.count("no NVIDIA driver") == 1
 
 

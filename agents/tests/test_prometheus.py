@@ -116,7 +116,7 @@ def test_it_turns_counter_and_bucket_deltas_into_an_interval():
 
     assert item["requests"] == 200 and item["errors"] == 3
     assert item["generated_tokens"] == 4000 and item["prompt_tokens"] == 16000
-    assert item["interval_start"] == "2025-11-29T22:10:00Z"
+    assert item["interval_start"] == "2025-11-29T22:10:00Z" and item["interval_s"] == 15
     # 200 new: 100 under 0.1 s, 80 more under 0.5 s, 20 above: p50 = 0.1 s, p99 in +Inf -> 0.5 s.
     assert item["ttft_ms"] == {"p50": 100.0, "p99": 500.0}
     assert item["histograms"]["ttft_seconds"] == [[0.1, 100], [0.5, 180], ["+Inf", 200]]
@@ -156,6 +156,7 @@ def test_the_scrape_command_ships_intervals_to_the_server(tmp_path, server):
     assert len(stored) == 1
     interval = stored[0]["intervals"][0]
     assert stored[0]["host"] and stored[0]["batch_id"].split(":")[1] == "vllm"
+    assert len(stored[0]["batch_id"]) <= 64 and interval["interval_s"] == 1
     assert interval["model"] == "Llama-3.1-8B" and interval["variant"] == "fp8"
     assert interval["requests"] == 40 and interval["generated_tokens"] == 800
     assert interval["accelerator_uuids"] == ["GPU-a"]

@@ -1,0 +1,209 @@
+"""The real agent process against a live accelboard server and PostgreSQL.
+
+The agent is started as its own process (``python -m accelboard_agent``, from ``agents/``), talks
+only HTTP with an ingest token, and the test reads what landed in the database.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from accelboard.api.services import token_create
+from accelboard.benchmarks.models import BenchmarkRun
+from accelboard.fleet.models import Accelerator, AcceleratorType, Host, TelemetrySample
+from accelboard.serving.models import InferenceMetric
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _agent(*args: str) -> list[str]:
+    return [sys.executable, "-m", "accelboard_agent", *args]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    # The agent is importable from the checkout even where ``pip install ./agents`` was not run.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "agents"), env.get("PYTHONPATH", "")]))
+    for key in [key for key in env if key.startswith("ACCELBOARD_")]:
+        del env[key]
+    return env
+
+
+@pytest.fixture
+def ingest_token(team) -> str:
+    return token_create(team=team, kind="ingest", name="agent")[1]
+
+
+def test_it_stores_the_simulated_agents_samples_in_postgresql(live_server, ingest_token, tmp_path):
+    spool = str(tmp_path / "spool.db")
+    common = [
+        "--server",
+        live_server.url,
+        "--token",
+        ingest_token,
+        "--spool",
+        spool,
+        "--hostname",
+        "sim-node-01",
+    ]
+    process = subprocess.Popen(
+        _agent("run", "--simulate", "2", "--interval", "0.5", "--send-interval", "0.5", *common),
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and TelemetrySample.objects.count() < 8:
+            time.sleep(0.25)
+        time.sleep(1.0)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=10)
+    stderr = process.stderr.read() if process.stderr else ""
+    flush = subprocess.run(_agent("flush", *common), env=_env(), capture_output=True, text=True, timeout=60)
+
+    assert code == 0, stderr
+    assert flush.returncode == 0, flush.stdout + flush.stderr
+    host = Host.objects.get(hostname="sim-node-01")
+    assert host.simulated is True
+    assert host.agent_version == "0.1.0"
+    gpus = {gpu.uuid: gpu for gpu in Accelerator.objects.filter(host=host)}
+    assert set(gpus) == {"GPU-SIM-sim-node-01-0", "GPU-SIM-sim-node-01-1"}
+    assert {gpu.name for gpu in gpus.values()} == {"Simulated H100 80GB HBM3"}
+    samples = list(TelemetrySample.objects.filter(host=host).order_by("time"))
+    assert len(samples) >= 8
+    per_gpu = {gpu.pk: [s for s in samples if s.accelerator_id == gpu.pk] for gpu in gpus.values()}
+    assert all(len(rows) >= 4 for rows in per_gpu.values())
+    # Each (GPU, time) once: resends are deduplicated by batch_id on the server.
+    assert len({(s.accelerator_id, s.time) for s in samples}) == len(samples)
+    assert all(s.power_w is not None and s.power_w > 0 and s.energy_mj for s in samples)
+
+
+def test_it_uploads_a_bench_run(live_server, ingest_token, tmp_path):
+    # Runs name a known accelerator type; the simulated GPU's name matches the H100's.
+    AcceleratorType.objects.get_or_create(
+        name="H100 SXM 80GB", defaults={"slug": "h100-sxm-80gb", "match_names": ["H100 80GB HBM3"]}
+    )
+    common = ["--server", live_server.url, "--token", ingest_token, "--spool", str(tmp_path / "spool.db")]
+
+    result = subprocess.run(
+        _agent(
+            "bench",
+            "--simulate",
+            "1",
+            "--model",
+            "Llama-3.1-8B",
+            "--precision",
+            "fp8",
+            "--scenario",
+            "offline",
+            "--batch-size",
+            "8",
+            *common,
+            "--",
+            sys.executable,
+            "-c",
+            "import time; time.sleep(1.0)",
+        ),  # fmt: skip
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "run uploaded" in result.stderr
+    run = BenchmarkRun.objects.get()
+    values = {metric.name: metric.value for metric in run.metrics.all()}
+    assert set(values) == {"energy_j", "power_avg_w", "wall_time_s", "memory_peak_bytes"}
+    assert values["wall_time_s"] >= 1.0
+    assert values["energy_j"] > 0 and values["power_avg_w"] > 0
+    assert run.source_format == "agent-bench"
+    assert run.accelerator_type is not None and run.accelerator_type.name == "H100 SXM 80GB"
+    assert run.context["exit_status"] == 0
+    assert run.context["energy_source"] == "counter"
+    assert run.context["energy_disagreement_flag"] is False
+
+
+def _vllm_metrics(requests: int, tokens: int) -> bytes:
+    model = 'model_name="Llama-3.1-8B"'
+    return (
+        f'vllm:request_success_total{{finished_reason="stop",{model}}} {requests}.0\n'
+        f"vllm:prompt_tokens_total{{{model}}} {tokens * 4}.0\n"
+        f"vllm:generation_tokens_total{{{model}}} {tokens}.0\n"
+        f'vllm:time_to_first_token_seconds_bucket{{le="0.1",{model}}} {requests // 2}.0\n'
+        f'vllm:time_to_first_token_seconds_bucket{{le="0.5",{model}}} {requests}.0\n'
+        f'vllm:time_to_first_token_seconds_bucket{{le="+Inf",{model}}} {requests}.0\n'
+    ).encode()
+
+
+def test_it_ships_scraped_vllm_metrics(live_server, ingest_token, tmp_path):
+    scrapes = []
+
+    class Metrics(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return None
+
+        def do_GET(self) -> None:
+            # The engine served 100 requests (2,000 tokens) between the two scrapes.
+            body = _vllm_metrics(20, 400) if not scrapes else _vllm_metrics(120, 2400)
+            scrapes.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    engine = ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=engine.serve_forever, daemon=True).start()
+    try:
+        result = subprocess.run(
+            _agent(
+                "scrape",
+                "--url",
+                f"http://127.0.0.1:{engine.server_address[1]}/metrics",
+                "--interval",
+                "1",
+                "--count",
+                "1",
+                "--variant",
+                "fp8",
+                "--gpus",
+                "GPU-SIM-x-0",
+                "--hostname",
+                "serve-node-01",
+                "--server",
+                live_server.url,
+                "--token",
+                ingest_token,
+                "--spool",
+                str(tmp_path / "spool.db"),
+            ),  # fmt: skip
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        engine.shutdown()
+        engine.server_close()
+
+    assert result.returncode == 0, result.stderr
+    metric = InferenceMetric.objects.get()
+    assert metric.host.hostname == "serve-node-01"
+    assert metric.requests == 100 and metric.generated_tokens == 2000 and metric.prompt_tokens == 8000
+    assert metric.accelerator_uuids == ["GPU-SIM-x-0"]
+    # 50 of the 100 new requests under 0.1 s: the median sits at the bucket's edge.
+    assert metric.ttft_p50_ms == 100.0
+    assert metric.ttft_p99_ms is not None and 100.0 < metric.ttft_p99_ms <= 500.0
