@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "accelboard.costs",
     "accelboard.alerts",
     "accelboard.dashboard",
+    "accelboard.api",
 ]
 
 MIDDLEWARE = [

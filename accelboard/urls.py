@@ -11,6 +11,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(template_name="core/login.html"), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("accelboard.api.urls")),
     path("runs/", include("accelboard.benchmarks.urls")),
     path("", include("accelboard.dashboard.urls")),
 ]

@@ -1,1 +1,128 @@
-"""services of the serving app (none yet)."""
+"""Writes for serving metrics: intervals of production traffic per model variant and host.
+
+An interval is keyed by (host, variant, interval_start): a later batch carrying the same interval
+(an exporter that re-sends a corrected minute) replaces it rather than adding a twin.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from accelboard.benchmarks.choices import Precision
+from accelboard.benchmarks.models import ModelVariant
+from accelboard.benchmarks.services import model_variant_get_or_create
+from accelboard.core.models import Team
+from accelboard.fleet.ingest import IngestRejected
+from accelboard.fleet.models import Host
+
+from .models import InferenceMetric
+
+
+@dataclass(frozen=True)
+class IntervalInput:
+    model: str
+    variant: str
+    interval_start: datetime
+    interval_s: int
+    engine: str = "vllm"
+    accelerator_uuids: list[str] = field(default_factory=list)
+    requests: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    ttft_ms: dict[str, float | None] | None = None
+    itl_ms: dict[str, float | None] | None = None
+    e2e_ms: dict[str, float | None] | None = None
+    histograms: dict[str, Any] = field(default_factory=dict)
+
+
+def variant_precision_guess(name: str) -> str | None:
+    """The precision a variant's name states ("fp8-dynamic" -> fp8, "int4-awq" -> int4), if any."""
+    for token in re.split(r"[^a-z0-9]+", name.lower()):
+        if token in Precision.values:
+            return token
+    return None
+
+
+def _variant(
+    *, model: str, variant: str, path: str, cache: dict[tuple[str, str], ModelVariant]
+) -> ModelVariant:
+    key = (model, variant)
+    if key in cache:
+        return cache[key]
+    found = ModelVariant.objects.filter(model__name=model, name=variant).first()
+    if found is None:
+        precision = variant_precision_guess(variant)
+        if precision is None:
+            raise IngestRejected(
+                f"variant {variant!r} of {model!r} is not registered and its name states no precision "
+                f"({', '.join(Precision.values)}); record a benchmark run for it first",
+                path=path,
+                code="unknown_variant",
+            )
+        found = model_variant_get_or_create(model=model, variant=variant, precision=precision)
+    cache[key] = found
+    return found
+
+
+def _percentile(values: dict[str, float | None] | None, key: str) -> float | None:
+    return None if values is None else values.get(key)
+
+
+def inference_metrics_store(*, team: Team, host: Host, batch_id: str, intervals: list[IntervalInput]) -> int:
+    """Upsert the intervals of one batch for one of the team's hosts; return how many were stored."""
+    seen: set[tuple[str, str, datetime]] = set()
+    variants: dict[tuple[str, str], ModelVariant] = {}
+    rows = []
+    for i, item in enumerate(intervals):
+        key = (item.model, item.variant, item.interval_start)
+        if key in seen:
+            raise IngestRejected(
+                "this model, variant and interval_start appear twice in the batch",
+                path=f"intervals[{i}].interval_start",
+                code="duplicate",
+            )
+        seen.add(key)
+        variant = _variant(
+            model=item.model, variant=item.variant, path=f"intervals[{i}].variant", cache=variants
+        )
+        rows.append(
+            InferenceMetric(
+                team=team,
+                host=host,
+                variant=variant,
+                engine=item.engine,
+                accelerator_uuids=list(item.accelerator_uuids),
+                interval_start=item.interval_start,
+                interval_s=item.interval_s,
+                requests=item.requests,
+                errors=item.errors,
+                prompt_tokens=item.prompt_tokens,
+                generated_tokens=item.generated_tokens,
+                ttft_p50_ms=_percentile(item.ttft_ms, "p50"),
+                ttft_p99_ms=_percentile(item.ttft_ms, "p99"),
+                itl_p50_ms=_percentile(item.itl_ms, "p50"),
+                itl_p99_ms=_percentile(item.itl_ms, "p99"),
+                e2e_p50_ms=_percentile(item.e2e_ms, "p50"),
+                e2e_p99_ms=_percentile(item.e2e_ms, "p99"),
+                histograms=item.histograms,
+                batch_id=batch_id,
+            )
+        )
+    if not rows:
+        return 0
+    update = [
+        "engine", "accelerator_uuids", "interval_s", "requests", "errors", "prompt_tokens",
+        "generated_tokens", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms",
+        "e2e_p99_ms", "histograms", "batch_id",
+    ]  # fmt: skip
+    InferenceMetric.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["host", "variant", "interval_start"],
+        update_fields=update,
+    )
+    return len(rows)

@@ -1,0 +1,96 @@
+"""One error shape for the whole API: ``{"error": {"code", "message", "path"}}``.
+
+Ninja's default handlers answer ``{"detail": ...}`` in several shapes; clients (and the agent)
+parse one. ``path`` names the field as ``metrics[2].unit``; empty when the whole body is at fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import pydantic
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from accelboard.fleet.ingest import IngestRejected
+
+ModelT = TypeVar("ModelT", bound=pydantic.BaseModel)
+_LOCATIONS = {"body", "query", "path", "header", "cookie", "form", "file"}
+_MESSAGES = {"missing": "is required", "extra_forbidden": "unknown field"}
+
+
+def error_response(
+    api: NinjaAPI, request: HttpRequest, *, status: int, code: str, message: str, path: str = ""
+) -> HttpResponse:
+    return api.create_response(
+        request, {"error": {"code": code, "message": message, "path": path}}, status=status
+    )
+
+
+def loc_path(loc: Sequence[Any]) -> str:
+    """("query", "since") -> "since"; ("body", "payload", "metrics", 2) -> "metrics[2]"."""
+    parts = list(loc)
+    if parts and parts[0] in _LOCATIONS:
+        # A body schema parameter is wrapped under its parameter name by ninja; drop it too.
+        parts = parts[2:] if parts[0] == "body" else parts[1:]
+    return path_from_loc(parts)
+
+
+def path_from_loc(parts: Sequence[Any]) -> str:
+    """("metrics", 2, "unit") -> "metrics[2].unit"."""
+    path = ""
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def validated(model: type[ModelT], data: Any) -> ModelT:
+    """``data`` as ``model``, or ``IngestRejected`` (422) naming the first bad field."""
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        kind = str(first["type"])
+        message = _MESSAGES.get(kind) or str(first["msg"])
+        raise IngestRejected(message, path=path_from_loc(first["loc"]), code=kind) from None
+
+
+def install(api: NinjaAPI) -> None:
+    def rejected(request: HttpRequest, exc: IngestRejected) -> HttpResponse:
+        return error_response(
+            api, request, status=exc.status, code=exc.code, message=exc.message, path=exc.path
+        )
+
+    def validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+        first = exc.errors[0] if exc.errors else {}
+        kind = str(first.get("type", "invalid"))
+        message = _MESSAGES.get(kind) or str(first.get("msg", "invalid value"))
+        return error_response(
+            api, request, status=422, code=kind, message=message, path=loc_path(first.get("loc", ()))
+        )
+
+    def unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+        return error_response(
+            api,
+            request,
+            status=401,
+            code="unauthenticated",
+            message="a valid API token is required: Authorization: Bearer <token>",
+        )
+
+    def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+        return error_response(api, request, status=exc.status_code, code="http_error", message=str(exc))
+
+    def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+        return error_response(api, request, status=404, code="not_found", message=str(exc) or "not found")
+
+    api.add_exception_handler(IngestRejected, rejected)
+    api.add_exception_handler(ValidationError, validation)
+    api.add_exception_handler(AuthenticationError, unauthenticated)
+    api.add_exception_handler(HttpError, http_error)
+    api.add_exception_handler(Http404, not_found)

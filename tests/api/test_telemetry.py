@@ -1,0 +1,323 @@
+"""POST /api/v1/telemetry: storage, registration, bad input, isolation and idempotency."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from typing import Any
+
+import orjson
+import pytest
+from django.db import close_old_connections, connection
+from django.test import Client
+
+from accelboard.api import body
+from accelboard.api.models import IngestBatch
+from accelboard.api.services import token_revoke
+from accelboard.fleet.models import Accelerator, Host
+
+from .conftest import GPU_A, GPU_B, post_json, row_counts, telemetry_payload
+
+URL = "/api/v1/telemetry"
+
+
+def _samples_stored() -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT a.uuid, s.power_w, s.energy_mj, s.mem_used_bytes, s.sm_clock_mhz, s.xid_errors, s.time "
+            "FROM fleet_telemetrysample s JOIN fleet_accelerator a ON a.id = s.accelerator_id ORDER BY s.time, a.uuid"
+        )
+        return cursor.fetchall()
+
+
+def test_it_stores_a_batch_and_registers_host_and_gpus(client: Client, team: Any, ingest_token: str) -> None:
+    payload = telemetry_payload(n=6)
+    response = post_json(client, URL, payload, ingest_token)
+    assert response.status_code == 200, response.content
+    assert response.json() == {"batch_id": payload["batch_id"], "accepted": 6, "duplicate": False}
+    rows = _samples_stored()
+    assert len(rows) == 6
+    assert rows[0][:6] == (GPU_A, 400.0, 1_000_000, 61_203_283_968, 1980.0, 0)
+    host = Host.objects.get(hostname="gpu-node-01")
+    assert host.team_id == team.pk
+    assert (host.agent_version, host.driver_version, host.simulated) == ("0.1.0", "550.54.15", True)
+    assert host.facts["os"] == "Ubuntu 22.04"
+    assert host.last_seen_at is not None
+    gpus = {gpu.uuid: gpu for gpu in Accelerator.objects.filter(host=host)}
+    assert set(gpus) == {GPU_A, GPU_B}
+    assert gpus[GPU_A].unsupported == ["power_instant"]
+    # last_state is the newest sample of each GPU: samples 4 (GPU A) and 5 (GPU B).
+    assert gpus[GPU_A].last_state["power_w"] == 404.0
+    assert gpus[GPU_B].last_state["power_w"] == 405.0
+    assert gpus[GPU_B].last_seen_at.timestamp() == pytest.approx(payload["samples"][5]["time"], abs=1e-3)
+
+
+def test_it_accepts_rfc3339_times_and_nulls_for_unsupported_signals(
+    client: Client, team: Any, ingest_token: str
+) -> None:
+    payload = telemetry_payload(n=2)
+    payload["samples"][0]["time"] = "2025-11-29T22:10:00.123Z"
+    payload["samples"][1]["time"] = "2025-11-29T23:10:00+01:00"
+    payload["samples"][1]["power_w"] = None
+    del payload["samples"][1]["energy_mj"]
+    response = post_json(client, URL, payload, ingest_token)
+    assert response.status_code == 200, response.content
+    rows = _samples_stored()
+    assert [row[6].isoformat() for row in rows] == [
+        "2025-11-29T22:10:00+00:00",
+        "2025-11-29T22:10:00.123000+00:00",
+    ]
+    assert rows[0][1] is None and rows[0][2] is None  # GPU B's sample: NULL, never 0
+
+
+def test_it_accepts_later_batches_without_accelerators(client: Client, team: Any, ingest_token: str) -> None:
+    assert post_json(client, URL, telemetry_payload(n=2), ingest_token).status_code == 200
+    later = telemetry_payload(n=2)
+    del later["accelerators"]
+    response = post_json(client, URL, later, ingest_token)
+    assert response.status_code == 200, response.content
+    assert len(_samples_stored()) == 4
+
+
+def test_it_accepts_gzip_bodies(client: Client, team: Any, ingest_token: str) -> None:
+    response = post_json(client, URL, telemetry_payload(n=10), ingest_token, gzipped=True)
+    assert response.status_code == 200, response.content
+    assert len(_samples_stored()) == 10
+
+
+def test_it_accepts_a_50000_sample_batch(client: Client, team: Any, ingest_token: str) -> None:
+    payload = telemetry_payload(n=50_000, start=time.time() - 30_000)
+    response = post_json(client, URL, payload, ingest_token, gzipped=True)
+    assert response.status_code == 200, response.content
+    assert response.json()["accepted"] == 50_000
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), count(DISTINCT accelerator_id) FROM fleet_telemetrysample")
+        assert cursor.fetchone() == (50_000, 2)
+
+
+def test_it_rejects_more_than_50000_samples(client: Client, team: Any, ingest_token: str) -> None:
+    payload = telemetry_payload(n=50_001, start=time.time() - 30_000)
+    before = row_counts()
+    response = post_json(client, URL, payload, ingest_token)
+    assert response.status_code == 422
+    assert response.json()["error"]["path"] == "samples"
+    assert row_counts() == before
+
+
+def _mutate(payload: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    target = payload
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return payload
+
+
+BAD_SAMPLES = [
+    # (where, value, expected status, expected path, code)
+    (("samples", 17, "power_w"), "412 W", 422, "samples[17].power_w", "type"),
+    (("samples", 17, "power_w"), True, 422, "samples[17].power_w", "type"),
+    (("samples", 3, "gpu_util"), 101.0, 422, "samples[3].gpu_util", "out_of_range"),
+    (("samples", 5, "energy_mj"), 1.5, 422, "samples[5].energy_mj", "type"),
+    (("samples", 5, "energy_mj"), -1, 422, "samples[5].energy_mj", "out_of_range"),
+    (("samples", 9, "temperature_c"), [61], 422, "samples[9].temperature_c", "type"),
+    (("samples", 2, "time"), time.time() + 3600, 422, "samples[2].time", "time_out_of_range"),
+    (("samples", 2, "time"), 900_000_000, 422, "samples[2].time", "time_out_of_range"),
+    (("samples", 2, "time"), "2025-11-29T22:10:00", 422, "samples[2].time", "invalid_time"),
+    (("samples", 2, "time"), "yesterday", 422, "samples[2].time", "invalid_time"),
+    (("samples", 2, "time"), None, 422, "samples[2].time", "missing"),
+    (("samples", 11, "gpu"), "GPU-unknown", 422, "samples[11].gpu", "unknown_accelerator"),
+    (("samples", 11, "gpu"), 7, 422, "samples[11].gpu", "type"),
+    (("samples", 4, "fan_speed"), 50, 422, "samples[4].fan_speed", "unknown_field"),
+    (("samples", 6), "not an object", 422, "samples[6]", "type"),
+    (("host", "hostname"), "", 422, "host.hostname", "invalid"),
+    (("host", "facts", "region"), "r" * 41, 422, "host.facts.region", "too_long"),
+    (("accelerators", 1, "memory_bytes"), "80GB", 422, "accelerators[1].memory_bytes", "type"),
+    (("batch_id",), "", 422, "batch_id", "invalid"),
+    (("surprise",), 1, 422, "surprise", "unknown_field"),
+]
+
+
+@pytest.mark.parametrize(("where", "value", "status", "path", "code"), BAD_SAMPLES)
+def test_it_rejects_bad_fields_naming_the_first_bad_sample(
+    client: Client,
+    team: Any,
+    ingest_token: str,
+    where: tuple[Any, ...],
+    value: Any,
+    status: int,
+    path: str,
+    code: str,
+) -> None:
+    payload = _mutate(telemetry_payload(n=20), where, value)
+    if code != "unknown_accelerator":
+        # A later sample is also bad: the error must name the FIRST one. (GPU membership is
+        # checked against the database after the shape of every sample, so it is left out.)
+        payload["samples"][19]["power_w"] = "also bad"
+    before = row_counts()
+    response = post_json(client, URL, payload, ingest_token)
+    assert response.status_code == status, response.content
+    error = response.json()["error"]
+    assert (error["path"], error["code"]) == (path, code)
+    assert error["message"]
+    assert row_counts() == before
+
+
+def test_it_names_the_first_bad_sample_when_all_samples_are_otherwise_fine(
+    client: Client, team: Any, ingest_token: str
+) -> None:
+    payload = telemetry_payload(n=20)
+    payload["samples"][17]["power_w"] = "x"
+    response = post_json(client, URL, payload, ingest_token)
+    assert response.json()["error"]["path"] == "samples[17].power_w"
+    assert response.json()["error"]["message"] == "must be a finite number"
+
+
+@pytest.mark.parametrize(
+    ("raw", "headers", "status", "code"),
+    [
+        (b'{"batch_id": "x", ', {}, 400, "malformed_json"),
+        (
+            b'{"batch_id": "x", "host": {"hostname": "h"}, "samples": [{"power_w": NaN}]}',
+            {},
+            400,
+            "malformed_json",
+        ),
+        (
+            b'{"batch_id": "x", "host": {"hostname": "h"}, "samples": [{"power_w": Infinity}]}',
+            {},
+            400,
+            "malformed_json",
+        ),
+        (
+            b'{"batch_id": "x", "host": {"hostname": "h"}, "samples": [{"power_w": 1e999}]}',
+            {},
+            400,
+            "malformed_json",
+        ),
+        (b"batch_id=x", {"content_type": "application/x-www-form-urlencoded"}, 415, "unsupported_media_type"),
+        (b"{}", {"content_type": "text/plain"}, 415, "unsupported_media_type"),
+        (b"{}", {"HTTP_CONTENT_ENCODING": "br"}, 415, "unsupported_media_type"),
+        (b"not gzip at all", {"HTTP_CONTENT_ENCODING": "gzip"}, 400, "bad_encoding"),
+        (gzip.compress(b'{"batch_id": "x"}')[:-12], {"HTTP_CONTENT_ENCODING": "gzip"}, 400, "bad_encoding"),
+        (b'{"batch_id": "a\\u0000b", "host": {"hostname": "h"}}', {}, 422, "invalid"),
+        (b"[1, 2, 3]", {}, 422, "type"),
+    ],
+)
+def test_it_rejects_undecodable_bodies(
+    client: Client, team: Any, ingest_token: str, raw: bytes, headers: dict[str, str], status: int, code: str
+) -> None:
+    before = row_counts()
+    response = post_json(client, URL, None, ingest_token, raw=raw, **headers)
+    assert response.status_code == status, response.content
+    assert response.json()["error"]["code"] == code
+    assert row_counts() == before
+
+
+def test_it_rejects_bodies_over_the_limit(
+    client: Client, team: Any, ingest_token: str, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(body, "MAX_BODY_BYTES", 4096)
+    before = row_counts()
+    response = post_json(client, URL, telemetry_payload(n=100), ingest_token)
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_large"
+    assert row_counts() == before
+
+
+def test_it_refuses_a_gzip_bomb_without_inflating_it(
+    client: Client, team: Any, ingest_token: str, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(body, "MAX_BODY_BYTES", 1024 * 1024)
+    bomb = gzip.compress(b'{"batch_id": "' + b"a" * (50 * 1024 * 1024) + b'"}')
+    assert len(bomb) < 100_000
+    response = post_json(client, URL, None, ingest_token, raw=bomb, HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 413
+    assert IngestBatch.objects.count() == 0
+
+
+def test_it_requires_a_valid_token(client: Client, team: Any, ingest_token: str) -> None:
+    before = row_counts()
+    for header in ({}, {"HTTP_AUTHORIZATION": "Bearer not-a-real-token-but-long-enough-to-look-up"}):
+        response = client.post(
+            URL, data=orjson.dumps(telemetry_payload()), content_type="application/json", **header
+        )
+        assert response.status_code == 401
+        assert response.json()["error"]["code"] == "unauthenticated"
+    token_revoke(prefix=ingest_token[:8])
+    response = post_json(client, URL, telemetry_payload(), ingest_token)
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "token_revoked"
+    assert row_counts() == before
+
+
+def test_it_refuses_a_read_token(client: Client, team: Any, read_token: str) -> None:
+    before = row_counts()
+    response = post_json(client, URL, telemetry_payload(), read_token)
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "wrong_token_kind"
+    assert row_counts() == before
+
+
+def test_it_refuses_telemetry_for_another_teams_host(
+    client: Client, team: Any, ingest_token: str, other_token: str
+) -> None:
+    assert post_json(client, URL, telemetry_payload(), ingest_token).status_code == 200
+    before = row_counts()
+    response = post_json(client, URL, telemetry_payload(), other_token)
+    assert response.status_code == 409
+    assert response.json()["error"]["path"] == "host.hostname"
+    # The same GPUs reported under a new host name are still the other team's GPUs.
+    response = post_json(client, URL, telemetry_payload(hostname="stolen-node"), other_token)
+    assert response.status_code == 409
+    assert response.json()["error"]["path"] == "accelerators[0].uuid"
+    assert row_counts() == before
+    assert Accelerator.objects.get(uuid=GPU_A).host.team_id == team.pk
+
+
+def test_it_stores_a_retried_batch_once(client: Client, team: Any, ingest_token: str) -> None:
+    payload = telemetry_payload(n=8)
+    first = post_json(client, URL, payload, ingest_token)
+    second = post_json(client, URL, payload, ingest_token, gzipped=True)
+    assert first.json() == {"batch_id": payload["batch_id"], "accepted": 8, "duplicate": False}
+    assert second.status_code == 200
+    assert second.json() == {"batch_id": payload["batch_id"], "accepted": 8, "duplicate": True}
+    assert len(_samples_stored()) == 8
+
+
+def test_it_lets_a_failed_batch_be_retried(client: Client, team: Any, ingest_token: str) -> None:
+    payload = telemetry_payload(n=4)
+    payload["samples"][1]["gpu"] = "GPU-not-listed"
+    assert post_json(client, URL, payload, ingest_token).status_code == 422
+    payload["samples"][1]["gpu"] = GPU_B
+    response = post_json(client, URL, payload, ingest_token)
+    assert response.json()["duplicate"] is False
+    assert len(_samples_stored()) == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_stores_one_copy_when_two_retries_race(team: Any, make_token: Any) -> None:
+    token = make_token(team, "ingest")
+    payload = telemetry_payload(n=2_000)
+    barrier = threading.Barrier(2)
+    results: list[Any] = []
+
+    def send() -> None:
+        try:
+            barrier.wait()
+            response = post_json(Client(), URL, payload, token)
+            results.append((response.status_code, response.json()))
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(status for status, _ in results) == [200, 200]
+    assert sorted(body["duplicate"] for _, body in results) == [False, True]
+    assert {body["accepted"] for _, body in results} == {2_000}
+    assert len(_samples_stored()) == 2_000
+    assert IngestBatch.objects.filter(client_id=payload["batch_id"]).count() == 1

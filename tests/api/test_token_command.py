@@ -1,0 +1,58 @@
+"""``accelboard token create|list|revoke``."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+
+from accelboard.api.models import ApiToken
+
+from .conftest import post_json, telemetry_payload
+
+
+def _run(*args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("token", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_it_prints_only_the_token_and_stores_its_hash(client: Client, team: Any) -> None:
+    out, err = _run("create", "--team", team.slug, "--kind", "ingest", "--name", "rack 4 agents")
+    token = out.strip()
+    assert len(token) >= 40 and "\n" not in token
+    row = ApiToken.objects.get()
+    assert (row.team_id, row.kind, row.name, row.prefix) == (team.pk, "ingest", "rack 4 agents", token[:8])
+    assert token not in row.secret_hash and row.secret_hash != token
+    assert row.prefix in err
+    assert post_json(client, "/api/v1/telemetry", telemetry_payload(), token).status_code == 200
+    assert ApiToken.objects.get().last_used_at is not None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("create", "--team", "nope", "--kind", "ingest"), "unknown team 'nope'"),
+        (("create", "--team", "inference", "--kind", "admin"), "unknown kind 'admin'"),
+        (("revoke", "zzzzzzzz"), "no token with prefix"),
+    ],
+)
+def test_it_exits_2_with_a_clear_error(team: Any, args: tuple[str, ...], message: str) -> None:
+    with pytest.raises(CommandError, match=message) as excinfo:
+        _run(*args)
+    assert excinfo.value.returncode == 2
+    assert ApiToken.objects.count() == 0
+
+
+def test_it_lists_and_revokes_tokens(client: Client, team: Any) -> None:
+    token = _run("create", "--team", team.slug, "--kind", "read")[0].strip()
+    assert f"{token[:8]}  read" in _run("list", "--team", team.slug)[0]
+    _run("revoke", token[:8])
+    assert "revoked" in _run("list", "--team", team.slug)[0]
+    response = client.get("/api/v1/runs", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "token_revoked"
