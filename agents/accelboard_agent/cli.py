@@ -286,10 +286,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     finally:
         spool.close()
     summary = {m["name"]: m["value"] for m in payload["metrics"]}
-    if payload["context"].get("energy_disagreement_flag"):
+    if "energy_disagreement" in measured:
+        flag = " (FLAGGED: over 5%)" if measured["energy_disagreement_flag"] else ""
         _say(
-            f"counter energy {measured['energy_counter_j']:.1f} J and integrated power "
-            f"{measured['energy_integrated_j']:.1f} J disagree by {measured['energy_disagreement']:.1%}"
+            f"energy: counter {measured['energy_counter_j']:.1f} J, integrated power "
+            f"{measured['energy_integrated_j']:.1f} J, disagreement {measured['energy_disagreement']:.2%}{flag}"
         )
     _say(f"run {payload['run_id']}: exit {measured['exit_status']}, {json.dumps(summary)}")
     if outcome == "sent":
