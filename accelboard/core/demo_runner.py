@@ -1,0 +1,718 @@
+"""Process supervision for ``accelboard demo``: start children, watch them, stop them all.
+
+The demo supervisor owns three kinds of processes: short steps (``migrate``, ``demo_fleet``),
+long-running services (gunicorn, a Celery worker with beat) and, through ``accelboard.embedded``,
+the embedded PostgreSQL server. This module holds the process plumbing and nothing of Django, so
+it can be tested on plain processes.
+
+1. Every child runs in its own session (its own process group). A Ctrl-C in the terminal reaches
+   only the supervisor, which then stops the children in order; a group signal also reaches a
+   child's own children (gunicorn workers, Celery's embedded beat).
+2. On Linux each child also asks the kernel for SIGTERM when the supervisor dies
+   (``PR_SET_PDEATHSIG``), so a SIGKILLed supervisor does not leave services running for long.
+3. Because (2) is neither portable nor instant, the supervisor records every child (pid and the
+   process's creation time, which rules out a recycled pid) in a run-state file under
+   ``ACCELBOARD_HOME``. The next run reads it, stops what is still alive and reports it. Every
+   child also carries ``ACCELBOARD_DEMO_HOME`` in its environment, so orphans are found even when
+   the run-state file is gone.
+4. Stopping is SIGTERM to the group, a bounded wait, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+# Marks a process (and, by inheritance, its children) as belonging to the demo of one home.
+HOME_MARKER = "ACCELBOARD_DEMO_HOME"
+STATE_FILE = "demo-run.json"
+# Creation times read from /proc are rounded; two reads of the same process agree far closer.
+_CREATE_TIME_TOLERANCE_S = 0.05
+
+
+class DemoInterrupted(Exception):
+    """Raised in the supervisor by SIGINT/SIGTERM: stop everything and leave cleanly."""
+
+
+class ChildFailed(Exception):
+    """A child exited when it should not have (or a step exited non-zero)."""
+
+    def __init__(self, child: Child, message: str) -> None:
+        super().__init__(message)
+        self.child = child
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    log_path: Path
+    process: subprocess.Popen[bytes]
+    create_time: float
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class Orphan:
+    pid: int
+    name: str
+    cmdline: str
+    how_found: str
+    killed: bool = False
+
+    def describe(self) -> str:
+        outcome = "stopped" if self.killed else "could not stop"
+        return f"{outcome} {self.name} (pid {self.pid}, {self.how_found}): {self.cmdline[:120]}"
+
+
+@dataclass
+class RunState:
+    """The run-state file: who supervises this home and which children it started."""
+
+    path: Path
+    supervisor_pid: int | None = None
+    supervisor_create_time: float | None = None
+    url: str = ""
+    children: list[dict[str, object]] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, path: Path) -> RunState:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return cls(path=path)
+        if not isinstance(data, dict):
+            return cls(path=path)
+        children = [c for c in data.get("children", []) if isinstance(c, dict)]
+        return cls(
+            path=path,
+            supervisor_pid=data.get("supervisor_pid"),
+            supervisor_create_time=data.get("supervisor_create_time"),
+            url=str(data.get("url", "")),
+            children=children,
+        )
+
+    def write(self) -> None:
+        payload = {
+            "supervisor_pid": self.supervisor_pid,
+            "supervisor_create_time": self.supervisor_create_time,
+            "url": self.url,
+            "children": self.children,
+        }
+        # Write-then-rename: a supervisor killed mid-write must not leave half a JSON file.
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload, indent=2))
+        tmp.replace(self.path)
+
+    def clear(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    def child_add(self, child: Child) -> None:
+        self.children.append(
+            {
+                "name": child.name,
+                "pid": child.pid,
+                "create_time": child.create_time,
+                "cmdline": " ".join(child.argv),
+            }
+        )
+        self.write()
+
+    def child_remove(self, child: Child) -> None:
+        self.children = [c for c in self.children if c.get("pid") != child.pid]
+        self.write()
+
+    def live_supervisor(self) -> int | None:
+        """The pid of another supervisor still running for this home, if any."""
+        if not isinstance(self.supervisor_pid, int) or self.supervisor_pid == os.getpid():
+            return None
+        if _same_process(self.supervisor_pid, self.supervisor_create_time):
+            return self.supervisor_pid
+        return None
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return None
+
+
+def _same_process(pid: int, create_time: object) -> bool:
+    """True if ``pid`` is alive and is the very process recorded (not a recycled pid)."""
+    actual = _create_time(pid)
+    if actual is None or not isinstance(create_time, int | float):
+        return False
+    return abs(actual - float(create_time)) <= _CREATE_TIME_TOLERANCE_S
+
+
+def _process_info(pid: int) -> tuple[str, str]:
+    try:
+        proc = psutil.Process(pid)
+        return proc.name(), " ".join(proc.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return "?", ""
+
+
+def _set_parent_death_signal() -> None:
+    """Runs in the child between fork and exec: SIGTERM me when my parent dies (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def child_start(
+    *, name: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path | None = None
+) -> Child:
+    """Start ``argv`` in a new session with its output appended to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            cwd=str(cwd) if cwd else None,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_set_parent_death_signal,  # noqa: PLW1509 - the supervisor runs no threads
+        )
+    create_time = _create_time(process.pid) or time.time()
+    return Child(name=name, argv=list(argv), log_path=log_path, process=process, create_time=create_time)
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    """Signal the process group led by ``pid`` (every child leads its own), or the pid alone."""
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    except PermissionError:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    members = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            if os.getpgid(proc.pid) == pgid:
+                members.append(proc)
+    return members
+
+
+def children_stop(children: Sequence[Child], *, timeout: float = 10.0) -> list[str]:
+    """SIGTERM every child's group, wait up to ``timeout``, then SIGKILL what is left.
+
+    Returns the names of children that had to be killed. All groups are signalled first so
+    the children shut down in parallel; the web server first, so no request hits a dead worker.
+    """
+    for child in children:
+        if child.alive():
+            _signal_group(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    killed: list[str] = []
+    for child in children:
+        remaining = max(0.0, deadline - time.monotonic())
+        try:
+            child.process.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            _signal_group(child.pid, signal.SIGKILL)
+            child.process.wait(timeout=5)
+            killed.append(child.name)
+        # A group member that outlived its leader (a worker mid-request) is killed too.
+        for member in _group_members(child.pid):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                member.kill()
+    return killed
+
+
+def _terminate(procs: list[psutil.Process], timeout: float) -> set[int]:
+    """SIGTERM (then SIGKILL) each process and its group; return the pids that are gone."""
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            proc.terminate()
+    gone, alive = psutil.wait_procs(procs, timeout=timeout)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            proc.kill()
+    gone2, still = psutil.wait_procs(alive, timeout=3)
+    return {p.pid for p in gone} | {p.pid for p in gone2}
+
+
+def marked_processes(home: Path) -> list[psutil.Process]:
+    """Processes (other than this one and its ancestors) whose environment names this home."""
+    own = {os.getpid()} | {p.pid for p in psutil.Process().parents()}
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid in own:
+            continue
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            if proc.environ().get(HOME_MARKER) == str(home):
+                found.append(proc)
+    return found
+
+
+def orphans_stop(*, home: Path, state: RunState, timeout: float = 10.0) -> list[Orphan]:
+    """Stop what a previous, killed supervisor left behind for this home, and say what it was.
+
+    Two sources, so that neither a lost state file nor a recycled pid misleads: the children the
+    run-state file records (matched on pid and creation time), and any process carrying this
+    home's marker in its environment. Call it only when no live supervisor owns the home.
+    """
+    targets: dict[int, Orphan] = {}
+    procs: dict[int, psutil.Process] = {}
+    for entry in state.children:
+        pid = entry.get("pid")
+        if isinstance(pid, int) and _same_process(pid, entry.get("create_time")):
+            targets[pid] = Orphan(
+                pid=pid,
+                name=str(entry.get("name", "?")),
+                cmdline=str(entry.get("cmdline", "")),
+                how_found="recorded in the run-state file",
+            )
+            with contextlib.suppress(psutil.NoSuchProcess):
+                procs[pid] = psutil.Process(pid)
+    for proc in marked_processes(home):
+        if proc.pid not in targets:
+            name, cmdline = _process_info(proc.pid)
+            targets[proc.pid] = Orphan(
+                pid=proc.pid, name=name, cmdline=cmdline, how_found=f"its environment names {HOME_MARKER}"
+            )
+            procs[proc.pid] = proc
+    # Signal the recorded leaders' groups as well, so workers die with their master.
+    for pid in list(procs):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGTERM)
+    gone = _terminate(list(procs.values()), timeout)
+    for pid, orphan in targets.items():
+        orphan.killed = pid in gone or not psutil.pid_exists(pid)
+    return sorted(targets.values(), key=lambda o: o.pid)
+
+
+def port_in_use(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        # Same option gunicorn sets: a port in TIME_WAIT after a clean stop is free to reuse.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return True
+            raise
+    return False
+
+
+def port_owner(port: int) -> str | None:
+    """Describe the process listening on ``port``, when the system lets us see it."""
+    try:
+        connections = psutil.net_connections(kind="inet")
+    except (psutil.AccessDenied, OSError):
+        return None
+    for conn in connections:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+            name, cmdline = _process_info(conn.pid)
+            return f"pid {conn.pid} ({name}: {cmdline[:100]})"
+    return None
+
+
+def url_host(host: str) -> str:
+    """The host part of a URL for a bind address: IPv6 in brackets, wildcards as loopback."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def bind_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def http_wait_ok(url: str, *, timeout: float, still_ok: Callable[[], None], interval: float = 0.25) -> float:
+    """Poll ``url`` until it answers 200; call ``still_ok`` between tries (it raises to give up).
+
+    Returns the seconds waited. Raises ``TimeoutError`` naming the last answer.
+    """
+    started = time.monotonic()
+    last = "no answer yet"
+    while time.monotonic() - started < timeout:
+        still_ok()
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return time.monotonic() - started
+                last = f"HTTP {response.status}"
+        except urllib.error.HTTPError as exc:
+            last = f"HTTP {exc.code}"
+        except (urllib.error.URLError, OSError) as exc:
+            last = str(getattr(exc, "reason", exc))
+        time.sleep(interval)
+    raise TimeoutError(f"{url} did not answer 200 within {timeout:.0f} s (last: {last})")
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def interrupts_raise() -> Iterator[None]:
+    """Turn the first SIGINT/SIGTERM/SIGHUP into ``DemoInterrupted``; restore handlers on exit."""
+    fired = False
+
+    def handler(signum: int, frame: object) -> None:
+        nonlocal fired
+        if fired:
+            return
+        fired = True
+        raise DemoInterrupted(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def interrupts_ignore() -> None:
+    """While stopping, further signals are ignored: a second Ctrl-C must not abort the shutdown
+    half-way (that is what would leave orphans), and the shutdown is bounded by its timeouts."""
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
+class _LogFollower:
+    """Pass on the complete lines appended to a log file since the last poll."""
+
+    def __init__(self, path: Path, echo: Callable[[str], None] | None) -> None:
+        self.path = path
+        self.echo = echo
+        self.offset = 0
+        self.partial = b""
+
+    def poll(self, *, final: bool = False) -> None:
+        if self.echo is None:
+            return
+        try:
+            with open(self.path, "rb") as log:
+                log.seek(self.offset)
+                chunk = log.read()
+        except OSError:
+            return
+        self.offset += len(chunk)
+        data = self.partial + chunk
+        lines = data.split(b"\n")
+        self.partial = b"" if final else lines.pop()
+        for line in lines:
+            if line or not final:
+                self.echo(line.decode(errors="replace").rstrip("\r"))
+
+
+class Supervisor:
+    """The children of one demo run, recorded in the run-state file as they start and stop."""
+
+    def __init__(self, *, home: Path, env: Mapping[str, str], cwd: Path | None = None) -> None:
+        self.home = home
+        self.env = {**env, HOME_MARKER: str(home)}
+        self.cwd = cwd
+        self.logs = home / "logs"
+        self.state = RunState(
+            path=home / STATE_FILE,
+            supervisor_pid=os.getpid(),
+            supervisor_create_time=_create_time(os.getpid()),
+        )
+        self.services: list[Child] = []
+
+    def start(self, name: str, argv: Sequence[str]) -> Child:
+        log_path = self.logs / f"{name}.log"
+        # One log per run: the previous run's tail would only confuse a failure report.
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_bytes(b"")
+        child = child_start(name=name, argv=argv, env=self.env, log_path=log_path, cwd=self.cwd)
+        self.state.child_add(child)
+        return child
+
+    def step(
+        self, name: str, argv: Sequence[str], *, timeout: float, echo: Callable[[str], None] | None = None
+    ) -> Child:
+        """Run a short command to completion; raise ``ChildFailed`` if it fails or overruns.
+
+        With ``echo``, its output is passed on line by line as it is written (a first demo load
+        takes a minute or more, and silence would look like a hang).
+        """
+        child = self.start(name, argv)
+        follower = _LogFollower(child.log_path, echo)
+        deadline = time.monotonic() + timeout
+        try:
+            while child.process.poll() is None:
+                follower.poll()
+                if time.monotonic() > deadline:
+                    raise ChildFailed(child, f"{name} did not finish within {timeout:.0f} s")
+                time.sleep(0.2)
+            follower.poll(final=True)
+        except BaseException:
+            # Overrun or interrupted (Ctrl-C): the step is stopped here, the caller stops the rest.
+            children_stop([child], timeout=5)
+            self.state.child_remove(child)
+            raise
+        self.state.child_remove(child)
+        if child.process.returncode != 0:
+            raise ChildFailed(child, f"{name} exited with status {child.process.returncode}")
+        return child
+
+    def service(self, name: str, argv: Sequence[str]) -> Child:
+        child = self.start(name, argv)
+        self.services.append(child)
+        return child
+
+    def check(self) -> None:
+        """Raise ``ChildFailed`` if a service has exited."""
+        for child in self.services:
+            if not child.alive():
+                raise ChildFailed(child, f"{child.name} exited with status {child.process.returncode}")
+
+    def stop(self, *, timeout: float = 10.0) -> list[str]:
+        killed = children_stop(list(self.services), timeout=timeout)
+        self.services.clear()
+        self.state.clear()
+        return killed
+
+
+@dataclass
+class DemoConfig:
+    """Everything ``demo_run`` needs, as plain values (the command reads them from settings)."""
+
+    host: str
+    port: int
+    reset: bool
+    agent: bool
+    home: Path
+    database_url: str
+    broker_url: str
+    python: str = sys.executable
+    cwd: Path | None = None
+    health_timeout: float = 90.0
+    # A full first demo load on a slow two-core machine takes minutes; an hour means "stuck".
+    step_timeout: float = 3600.0
+    fleet_args: list[str] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    # Lines printed under the URL once the site answers (the demo logins).
+    banner: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://{url_host(self.host)}:{self.port}/"
+
+
+def child_environment(config: DemoConfig, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment of every child: the explicit database and broker, never the embedded default.
+
+    The supervisor has already started (or attached to) the embedded server; a child that saw no
+    ``DATABASE_URL`` would start its own handle on it and could stop it on exit.
+    """
+    env = dict(base)
+    env.update(
+        {
+            "DATABASE_URL": config.database_url,
+            "CELERY_BROKER_URL": config.broker_url,
+            "ACCELBOARD_HOME": str(config.home),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.setdefault("DJANGO_SETTINGS_MODULE", "accelboard.settings")
+    env.setdefault("SITE_URL", config.url.rstrip("/"))
+    # A specific non-loopback bind address must be an allowed host, or every request gets a 400.
+    if "ALLOWED_HOSTS" not in base and config.host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::"):
+        env["ALLOWED_HOSTS"] = ",".join(["127.0.0.1", "localhost", "[::1]", url_host(config.host)])
+    env.update(config.extra_env)
+    return env
+
+
+def web_command(config: DemoConfig) -> list[str]:
+    # One worker with threads: the demo machine may have two cores and the embedded PostgreSQL
+    # and Celery need them too. A short graceful timeout keeps Ctrl-C snappy.
+    return [
+        config.python, "-m", "gunicorn", "accelboard.wsgi",
+        "--bind", bind_address(config.host, config.port),
+        "--workers", "1", "--threads", "4", "--worker-class", "gthread",
+        "--graceful-timeout", "5", "--timeout", "60",
+        "--pid", str(config.home / "gunicorn.pid"),
+        "--access-logfile", "-", "--error-logfile", "-",
+    ]  # fmt: skip
+
+
+def worker_command(config: DemoConfig) -> list[str]:
+    return [
+        config.python, "-m", "celery", "-A", "accelboard", "worker",
+        "--pool=solo", "-B", "-l", "info",
+        "--schedule", str(config.home / "celerybeat-schedule"),
+        "--hostname", f"demo@{socket.gethostname()}",
+    ]  # fmt: skip
+
+
+def manage_command(config: DemoConfig, *args: str) -> list[str]:
+    return [config.python, "-m", "accelboard.cli", *args]
+
+
+def simulated_agent_command(config: DemoConfig) -> list[str] | None:
+    """Hook point for the simulated host agent (a later issue): the command that starts it.
+
+    The demo starts whatever this returns as a supervised service, next to the web server and the
+    worker, unless ``--no-agent`` is given. No simulated agent exists yet, so there is nothing to
+    start: it returns ``None`` and the demo says so.
+    """
+    return None
+
+
+def stale_pidfile_remove(path: Path) -> bool:
+    """Remove gunicorn's pid file when the pid in it is not a running gunicorn.
+
+    Gunicorn refuses to start while its pid file names a live process, and after a crash that pid
+    may have been recycled by something unrelated.
+    """
+    try:
+        pid = int(path.read_text().strip() or "0")
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        pid = 0
+    if pid > 0:
+        name, cmdline = _process_info(pid)
+        if "gunicorn" in cmdline and psutil.pid_exists(pid):
+            return False
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return True
+
+
+class DemoError(Exception):
+    """The demo cannot start; the message says why and what to do."""
+
+
+def demo_run(
+    config: DemoConfig, *, say: Callable[[str], None], environ: Mapping[str, str] | None = None
+) -> int:
+    """Run the demo until interrupted. Returns the exit status (0 after Ctrl-C/SIGTERM).
+
+    1. Refuse if another supervisor is alive for this home; stop a killed run's orphans.
+    2. Refuse if the port is taken by something that is not ours.
+    3. ``migrate``, then ``demo_fleet`` (with ``--reset`` when asked), as supervised steps.
+    4. Start gunicorn and a Celery worker with embedded beat (and the simulated agent, later).
+    5. Wait for ``/healthz`` to answer 200, print the URL, watch the services until a signal.
+    """
+    state = RunState.read(config.home / STATE_FILE)
+    other = state.live_supervisor()
+    if other is not None:
+        raise DemoError(
+            f"another accelboard demo (pid {other}) is running for {config.home}"
+            + (f" at {state.url}" if state.url else "")
+            + "; stop it first (Ctrl-C in its terminal, or kill it), or use another ACCELBOARD_HOME"
+        )
+    for orphan in orphans_stop(home=config.home, state=state):
+        say(f"previous run: {orphan.describe()}")
+    state.clear()
+    if stale_pidfile_remove(config.home / "gunicorn.pid"):
+        say("previous run: removed a stale gunicorn pid file")
+    if port_in_use(config.host, config.port):
+        owner = port_owner(config.port)
+        raise DemoError(
+            f"port {config.port} on {config.host} is already in use"
+            + (f" by {owner}" if owner else "")
+            + "; stop that process or choose another port with --port"
+        )
+
+    supervisor = Supervisor(
+        home=config.home, env=child_environment(config, environ or os.environ), cwd=config.cwd
+    )
+    supervisor.state.url = config.url
+    supervisor.state.write()
+    started = time.monotonic()
+    with interrupts_raise():
+        try:
+            _demo_start(config, supervisor, say=say)
+            say("")
+            say(f"accelboard is running at {config.url}  (ready in {time.monotonic() - started:.1f} s)")
+            for line in config.banner:
+                say(line)
+            say(f"logs: {supervisor.logs}/   data: {config.home}   stop: Ctrl-C")
+            say("")
+            while True:
+                supervisor.check()
+                time.sleep(0.5)
+        except ChildFailed as exc:
+            say(f"error: {exc}; last lines of {exc.child.log_path}:")
+            for line in exc.child.log_tail(25).splitlines():
+                say(f"  | {line}")
+            return 1
+        except TimeoutError as exc:
+            say(f"error: {exc}; see the logs in {supervisor.logs}/")
+            return 1
+        except DemoInterrupted as exc:
+            say(f"received {exc}; stopping ...")
+            return 0
+        finally:
+            interrupts_ignore()
+            killed = supervisor.stop(timeout=10.0)
+            if killed:
+                say(f"killed after the timeout: {', '.join(killed)}")
+            say("stopped the web server and the worker")
+
+
+def _demo_start(config: DemoConfig, supervisor: Supervisor, *, say: Callable[[str], None]) -> None:
+    say("applying database migrations ...")
+    supervisor.step("migrate", manage_command(config, "migrate", "--no-input"), timeout=config.step_timeout)
+    if config.reset:
+        say("rebuilding the demo data (--reset) ...")
+    else:
+        say("loading the demo fleet ...")
+    fleet_args = ["demo_fleet", *(["--reset"] if config.reset else []), *config.fleet_args]
+    supervisor.step(
+        "demo_fleet",
+        manage_command(config, *fleet_args),
+        timeout=config.step_timeout,
+        echo=lambda line: say(f"  {line}"),
+    )
+    supervisor.service("web", web_command(config))
+    supervisor.service("worker", worker_command(config))
+    if config.agent:
+        agent = simulated_agent_command(config)
+        if agent is None:
+            say("simulated agent: none in this version yet (--no-agent is implied)")
+        else:
+            supervisor.service("agent", agent)
+    http_wait_ok(config.url + "healthz", timeout=config.health_timeout, still_ok=supervisor.check)

@@ -1,0 +1,320 @@
+"""``accelboard demo`` end to end: the real supervisor, embedded PostgreSQL, gunicorn and Celery.
+
+Each run is a subprocess with a temporary ``ACCELBOARD_HOME`` and no ``DATABASE_URL`` (the
+embedded default), loading a tiny demo fleet. The home is shared by the module so PostgreSQL is
+initialised and migrated once; the later runs are the "second run reuses the data" case.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.cookiejar import CookieJar
+from pathlib import Path
+
+import psutil
+import pytest
+
+from accelboard.core import demo_runner
+
+ROOT = Path(__file__).resolve().parents[1]
+# Small enough to load in seconds, big enough that every page has something to show.
+TINY_FLEET = "--hosts 1 --days-runs 10 --days-telemetry 1 --telemetry-interval 3600 --serving-interval 3600"
+URL_LINE = re.compile(r"accelboard is running at (http://\S+)")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class DemoProcess:
+    process: subprocess.Popen[str]
+    home: Path
+    lines: list[str] = field(default_factory=list)
+    _queue: queue.Queue[str | None] = field(default_factory=queue.Queue)
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for(self, pattern: re.Pattern[str], timeout: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=max(0.05, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                pytest.fail(
+                    f"demo exited ({self.process.wait()}) before {pattern.pattern!r}:\n" + self.output
+                )
+            self.lines.append(line)
+            match = pattern.search(line)
+            if match:
+                return match
+        pytest.fail(f"no {pattern.pattern!r} within {timeout} s:\n" + self.output)
+
+    def drain(self, timeout: float = 5) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if line is None:
+                return
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def state(self) -> dict[str, object]:
+        return json.loads((self.home / demo_runner.STATE_FILE).read_text())
+
+
+def demo_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL"}}
+    env.update(
+        {"ACCELBOARD_HOME": str(home), "ACCELBOARD_DEMO_FLEET_ARGS": TINY_FLEET, "PYTHONUNBUFFERED": "1"}
+    )
+    return env
+
+
+def demo_start(home: Path, port: int, *args: str) -> DemoProcess:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "accelboard.cli", "demo", "--port", str(port), "--no-agent", *args],
+        cwd=ROOT,
+        env=demo_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # Its own group, so the crash test can SIGKILL the supervisor and what shares its group.
+        start_new_session=True,
+    )
+    return DemoProcess(process=process, home=home)
+
+
+def postgres_processes(home: Path) -> list[psutil.Process]:
+    pgdata = str(home / "pgdata")
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if any(pgdata == part for part in cmdline):
+            found.append(proc)
+    return found
+
+
+def leftovers(home: Path) -> list[str]:
+    procs = demo_runner.marked_processes(home) + postgres_processes(home)
+    return [f"{p.pid} {' '.join(p.cmdline())}" for p in procs if p.is_running()]
+
+
+def wait_gone(home: Path, timeout: float = 15) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = leftovers(home)
+        if not left:
+            return []
+        time.sleep(0.2)
+    return leftovers(home)
+
+
+@pytest.fixture(scope="module")
+def home() -> Iterator[Path]:
+    # Not under pytest's basetemp: run as root, the embedded server runs as the ``pgserver`` user
+    # and needs to traverse the parents, and every new pytest session on the machine resets
+    # ``/tmp/pytest-of-root`` to 0700, which would cut a running server off from its data.
+    base = Path(tempfile.mkdtemp(prefix="accelboard-demo-test-"))
+    path = base / "home"
+    yield path
+    # Safety net for a failed test: nothing of this home may outlive the module.
+    for proc in demo_runner.marked_processes(path) + postgres_processes(path):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def get(url: str, opener: urllib.request.OpenerDirector | None = None) -> tuple[int, str, str]:
+    opener = opener or urllib.request.build_opener()
+    with opener.open(url, timeout=10) as response:
+        return response.status, response.geturl(), response.read().decode()
+
+
+def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: Path) -> None:
+    # One test, three phases: every start of the real stack costs seconds on a two-core machine.
+    port = free_port()
+
+    # 1. First run: migrate, load the tiny fleet, serve; the printed login works.
+    first = demo_start(home, port)
+    url = first.wait_for(URL_LINE, timeout=150).group(1)
+    first.wait_for(re.compile(r"stop: Ctrl-C"), timeout=5)
+    assert url == f"http://127.0.0.1:{port}/"
+    status, _, body = get(url + "healthz")
+    assert status == 200 and json.loads(body) == {"status": "ok"}
+    assert "admin (staff)" in first.output and "demo-admin" in first.output
+    assert_login_works(url, "admin", "demo-admin")
+    state = first.state()
+    assert state["supervisor_pid"] == first.process.pid
+    old_children = {c["name"]: c["pid"] for c in state["children"]}  # type: ignore[union-attr]
+    assert set(old_children) == {"web", "worker"}
+    assert postgres_processes(home), "the embedded PostgreSQL should be running"
+
+    # 2. A crash: the supervisor and its process group die at once and nothing runs its cleanup;
+    #    the gunicorn pid file is left naming a live process that is not gunicorn.
+    os.killpg(first.process.pid, signal.SIGKILL)
+    first.process.wait(timeout=10)
+    (home / "gunicorn.pid").write_text(str(os.getpid()))
+
+    second = demo_start(home, port)
+    try:
+        url = second.wait_for(URL_LINE, timeout=150).group(1)
+        second.wait_for(re.compile(r"stop: Ctrl-C"), timeout=5)
+        assert get(url + "healthz")[0] == 200
+        # The first run's data is reused, not loaded again; its children are gone.
+        assert "demo_fleet: nothing to do" in second.output
+        assert not any(psutil.pid_exists(pid) for pid in old_children.values())
+        state = second.state()
+        assert state["supervisor_pid"] == second.process.pid
+        children = [c["pid"] for c in state["children"]]  # type: ignore[union-attr]
+
+        # 3. SIGTERM stops the web server, the worker and the embedded PostgreSQL.
+        second.process.send_signal(signal.SIGTERM)
+        assert second.process.wait(timeout=30) == 0
+    finally:
+        if second.process.poll() is None:
+            second.process.kill()
+    second.drain()
+    assert "stopping" in second.output
+    assert wait_gone(home) == []
+    assert not any(psutil.pid_exists(pid) for pid in children)
+    assert not (home / demo_runner.STATE_FILE).exists()
+    assert not demo_runner.port_in_use("127.0.0.1", port)
+
+
+def assert_login_works(url: str, username: str, password: str) -> None:
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
+    status, _, page = get(url + "accounts/login/", opener)
+    assert status == 200
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert token, page[:500]
+    form = urllib.parse.urlencode(
+        {"username": username, "password": password, "csrfmiddlewaretoken": token.group(1)}
+    ).encode()
+    request = urllib.request.Request(url + "accounts/login/", data=form)
+    with opener.open(request, timeout=10) as response:
+        assert response.status == 200
+        # A failed login renders the form again; a good one lands on the overview.
+        assert "/accounts/login/" not in response.geturl()
+
+
+def test_it_refuses_a_port_that_is_taken(home: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        demo = demo_start(home, port)
+        assert demo.process.wait(timeout=60) == 2
+        demo.drain()
+    assert f"port {port} on 127.0.0.1 is already in use" in demo.output
+    assert "--port" in demo.output
+    assert wait_gone(home) == []
+
+
+def test_it_refuses_to_run_twice_for_one_home(home: Path) -> None:
+    me = psutil.Process()
+    demo_runner.RunState(
+        path=home / demo_runner.STATE_FILE,
+        supervisor_pid=me.pid,
+        supervisor_create_time=me.create_time(),
+        url="http://127.0.0.1:1/",
+    ).write()
+    try:
+        demo = demo_start(home, free_port())
+        assert demo.process.wait(timeout=60) == 2
+        demo.drain()
+    finally:
+        (home / demo_runner.STATE_FILE).unlink()
+    assert f"another accelboard demo (pid {me.pid}) is running" in demo.output
+    assert wait_gone(home) == []
+
+
+def _sleeper(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
+
+
+def test_it_stops_orphans_recorded_or_marked_and_spares_recycled_pids(tmp_path: Path) -> None:
+    recorded = _sleeper()
+    marked = _sleeper({**os.environ, demo_runner.HOME_MARKER: str(tmp_path)})
+    stranger = _sleeper()
+    try:
+        state = demo_runner.RunState(path=tmp_path / demo_runner.STATE_FILE)
+        state.children = [
+            {"name": "web", "pid": recorded.pid, "create_time": psutil.Process(recorded.pid).create_time()},
+            # Same pid as a live process but another creation time: a recycled pid, not ours.
+            {"name": "worker", "pid": stranger.pid, "create_time": 12345.0},
+        ]
+        orphans = demo_runner.orphans_stop(home=tmp_path, state=state, timeout=5)
+
+        assert {o.pid: o.killed for o in orphans} == {recorded.pid: True, marked.pid: True}
+        # orphans_stop reaped them (they are this test's children), so their pids are gone.
+        assert not psutil.pid_exists(recorded.pid)
+        assert not psutil.pid_exists(marked.pid)
+        assert stranger.poll() is None
+        assert "recorded in the run-state file" in {o.pid: o for o in orphans}[recorded.pid].describe()
+    finally:
+        for proc in (recorded, marked, stranger):
+            proc.kill()
+            proc.wait()
+
+
+def test_it_removes_a_stale_gunicorn_pid_file_only(tmp_path: Path) -> None:
+    pidfile = tmp_path / "gunicorn.pid"
+    pidfile.write_text(str(os.getpid()))  # alive, but not gunicorn
+    assert demo_runner.stale_pidfile_remove(pidfile) is True
+    assert not pidfile.exists()
+    assert demo_runner.stale_pidfile_remove(pidfile) is False
+
+
+def test_it_kills_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
+    child = demo_runner.child_start(
+        name="stubborn",
+        argv=[
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(300)",
+        ],  # fmt: skip
+        env=os.environ,
+        log_path=tmp_path / "stubborn.log",
+    )
+    deadline = time.monotonic() + 10
+    while "ready" not in child.log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    started = time.monotonic()
+    assert demo_runner.children_stop([child], timeout=1) == ["stubborn"]
+    assert time.monotonic() - started < 5
+    assert child.process.returncode == -signal.SIGKILL
