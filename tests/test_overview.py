@@ -44,7 +44,18 @@ def test_it_shows_the_outsider_no_hosts(login_client: Any, outsider: Any, fleet:
     assert summary["hosts"] == 0
     assert summary["gpus"] == 0
     assert response.context["has_telemetry"] is False
+    # Not in a team: installing an agent would not help, joining a team would.
+    assert b"You are not in a team yet" in response.content
+    assert b"No telemetry yet" not in response.content
+
+
+def test_it_tells_a_team_without_telemetry_how_to_get_some(login_client: Any, engineer: Any) -> None:
+    response = login_client(engineer).get(reverse("dashboard:overview"))
+    assert response.status_code == 200
+    assert response.context["has_telemetry"] is False
     assert b"No telemetry yet" in response.content
+    assert b"You are not in a team yet" not in response.content
+    assert b'id="utilisation-chart"' not in response.content
 
 
 @pytest.mark.parametrize("who", ["lead", "engineer", "finance"])

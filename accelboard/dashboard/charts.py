@@ -16,10 +16,12 @@ import plotly.graph_objects as go
 PALETTE = ["#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2", "#4b5563", "#db2777"]
 
 _LAYOUT: dict[str, Any] = {
-    "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
-    "height": 340,
+    "margin": {"l": 60, "r": 20, "t": 76, "b": 50},
+    "height": 360,
     "hovermode": "x unified",
-    "legend": {"orientation": "h", "y": -0.2},
+    # The legend sits in its own row between the title and the plot: at the bottom it collided
+    # with the x-axis title, and beside the title it overlaps once there are a few types.
+    "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"},
     "plot_bgcolor": "#ffffff",
     "paper_bgcolor": "#ffffff",
     "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
@@ -47,7 +49,12 @@ def fleet_utilisation_figure(frame: pd.DataFrame) -> dict[str, Any]:
         )
     fig.update_layout(
         **_LAYOUT,
-        title={"text": "GPU utilisation by accelerator type (hourly mean)", "x": 0.01},
+        title={
+            "text": "GPU utilisation by accelerator type (hourly mean)",
+            "x": 0.01,
+            "y": 0.97,
+            "yanchor": "top",
+        },
         yaxis={"title": "GPU utilisation (%)", "range": [0, 100], "gridcolor": "#e5e7eb"},
         xaxis={"title": "Time (UTC)", "gridcolor": "#f3f4f6"},
     )
@@ -76,7 +83,7 @@ def fleet_energy_figure(frame: pd.DataFrame) -> dict[str, Any]:
         # Plotly reverses the legend of stacked bars by default; keep the utilisation chart's
         # order so each accelerator type sits in the same place, with the same colour, on both.
         legend_traceorder="normal",
-        title={"text": "GPU energy per day", "x": 0.01},
+        title={"text": "GPU energy per day", "x": 0.01, "y": 0.97, "yanchor": "top"},
         yaxis={"title": "Energy (kWh)", "gridcolor": "#e5e7eb"},
         xaxis={"title": "Day (UTC)"},
     )

@@ -17,11 +17,18 @@ def _team_scope(request: HttpRequest) -> list[int] | None:
     return team_ids_visible(user=request.user)
 
 
+# How far back the overview's charts look.
+OVERVIEW_DAYS = 14
+
+
 def overview(request: HttpRequest) -> HttpResponse:
     team_ids = _team_scope(request)
-    frame = selectors.overview_fleet_frame(team_ids=team_ids)
+    frame = selectors.overview_fleet_frame(team_ids=team_ids, days=OVERVIEW_DAYS)
     context = {
         "summary": selectors.overview_summary(team_ids=team_ids),
+        "window_days": OVERVIEW_DAYS,
+        # A user in no team sees nothing; telling them how to install an agent would mislead.
+        "no_team": team_ids == [],
         "has_telemetry": not frame.empty,
         "utilisation_figure": charts.fleet_utilisation_figure(frame),
         "energy_figure": charts.fleet_energy_figure(frame),

@@ -84,6 +84,24 @@ def browser() -> Iterator[Any]:
         playwright.stop()
 
 
+@pytest.fixture(scope="session")
+def live_server(live_server: Any) -> Iterator[Any]:
+    """pytest-django's live server, whose request threads close their database connection.
+
+    With ``CONN_MAX_AGE`` above 0 each keep-alive request thread keeps a connection open after
+    the tests end, and pytest-django's ``DROP DATABASE`` of the test database then fails.
+    """
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    before = database.get("CONN_MAX_AGE", 0)
+    database["CONN_MAX_AGE"] = 0
+    try:
+        yield live_server
+    finally:
+        database["CONN_MAX_AGE"] = before
+
+
 @pytest.fixture
 def page(browser: Any, live_server: Any) -> Iterator[Any]:
     context = browser.new_context(base_url=live_server.url, viewport=VIEWPORT)

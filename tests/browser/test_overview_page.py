@@ -81,9 +81,9 @@ def test_it_draws_the_overview_for_the_team_lead(
     assert page.inner_text("[data-kpi=hosts]") == "3"
     assert page.inner_text("[data-kpi=gpus]") == "6"
     assert page.inner_text("[data-kpi=runs]") == "3"
-    assert page.inner_text("[data-kpi=alerts] .sev.critical") == "1"
-    assert page.inner_text("[data-kpi=alerts] .sev.warning") == "2"
-    assert page.inner_text("[data-kpi=alerts] .sev.info") == "0"
+    assert page.inner_text("[data-kpi=alerts] .sev.critical .count") == "1"
+    assert page.inner_text("[data-kpi=alerts] .sev.warning .count") == "2"
+    assert page.inner_text("[data-kpi=alerts] .sev.info .count") == "0"
 
     # One line and one bar series per accelerator type, named after it in the legend.
     assert page.locator("#utilisation-chart .scatterlayer .trace").count() == 2
@@ -104,13 +104,13 @@ def test_it_draws_the_overview_for_the_team_lead(
     assert shot.stat().st_size > 10_000
 
 
-def test_it_shows_the_empty_state_without_telemetry(
+def test_it_tells_a_user_without_a_team_what_to_do(
     page: Any, login: Any, screenshot: Any, outsider: Any, fleet: dict[str, Any]
 ) -> None:
     login(page, outsider)
     assert page.inner_text("[data-kpi=hosts]") == "0"
     assert page.locator("#utilisation-chart").count() == 0
-    assert "No telemetry yet" in page.inner_text("main")
+    assert "You are not in a team yet" in page.inner_text("main")
     assert _left_loopback(page.network) == []
     assert page.js_errors == []
     screenshot(page, "overview-empty")
