@@ -163,6 +163,9 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# HSTS preloading is a commitment browsers keep for months and cannot be undone quickly: it stays
+# opt-in (SECURE_HSTS_PRELOAD=1), so `check --deploy` need not warn that it is off.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 # --- Celery -------------------------------------------------------------------------------------
 _broker = env_secret("CELERY_BROKER_URL")
