@@ -1,6 +1,7 @@
 """Shared by the benchmarks: a throw-away database, Django on it, a synthetic fleet, numpy COPY.
 
-1. ``bench_database()`` creates ``accelboard_bench`` on ``DATABASE_URL``'s server (or on the
+1. ``bench_database()`` creates ``accelboard_bench`` (``bench/ingest.py``: ``accelboard_bench_ingest``,
+   so the two can run at once) on ``DATABASE_URL``'s server (or on the
    embedded default when ``DATABASE_URL`` is unset), points Django at it, migrates, and drops it
    on exit, also after an error or Ctrl-C.
 2. ``fleet_create`` registers hosts and GPUs through the product's own ``host_register``.
@@ -56,12 +57,12 @@ def _admin(url: str, sql: str) -> None:
 
 
 @contextlib.contextmanager
-def bench_database() -> Iterator[str]:
-    """A fresh ``accelboard_bench`` database with Django set up and migrated on it."""
+def bench_database(name: str = BENCH_DB) -> Iterator[str]:
+    """A fresh database ``name`` with Django set up and migrated on it; dropped on exit."""
     server = _server_url()
-    url = with_database(server, BENCH_DB)
-    _admin(server, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-    _admin(server, f"CREATE DATABASE {BENCH_DB}")
+    url = with_database(server, name)
+    _admin(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    _admin(server, f"CREATE DATABASE {name}")
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "accelboard.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
@@ -78,7 +79,7 @@ def bench_database() -> Iterator[str]:
             from django.db import connections
 
             connections.close_all()
-        _admin(server, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        _admin(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def fleet_create(*, hosts: int, gpus_per_host: int) -> list[tuple[int, list[int]]]:
