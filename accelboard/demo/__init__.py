@@ -1,0 +1,1 @@
+"""The deterministic demo fleet: ``plan`` (static data), ``generator`` (pure numpy), ``loader`` (writes)."""

@@ -1,0 +1,674 @@
+"""The demo fleet's numbers: pure functions of a ``DemoConfig``, no ORM, no clock, no global RNG.
+
+Same config (seed, sizes and ``now``) => identical arrays and rows. Each host, benchmark
+configuration and served model draws from its own generator seeded with (seed, a hash of its
+name), so adding hosts or changing one size does not reshuffle everything else.
+
+1. ``fleet_plan``: hosts and GPUs (stable fake UUIDs, NVML names, serials) from ``plan.HOST_TEMPLATES``.
+2. ``telemetry_events``: where the injected telemetry events fall (energy-counter reset on one GPU,
+   thermal throttling on one host, a two-hour agent outage on another).
+3. ``host_telemetry``: per-GPU samples every ``telemetry_interval_s``, vectorised with numpy over
+   (GPUs × samples): load from the host's profile and local time, power from load and board power,
+   an energy counter (mJ) that integrates power (trapezoid, ±0.5% meter noise), memory,
+   temperature, clocks and NVML clocks-event reasons (0x1 idle, 0x4 power cap, 0x20|0x40 thermal).
+4. ``benchmark_runs``: one run per night per configuration with repeated samples per metric,
+   1-3% noise, the injected regressions, recoveries and the outlier, and the int4 accuracy drift.
+5. ``serving_metrics``: 5-minute vLLM/TensorRT-LLM intervals for the served LLMs, following the
+   same daily curve as their hosts' GPU load.
+6. ``manifest``: every injected event, machine-readable, for detection tests to check against.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from accelboard.benchmarks.metrics import METRICS
+from accelboard.fleet.catalogue import ACCELERATOR_TYPES
+
+from . import plan
+
+DAY = 86400
+_TYPES = {entry["slug"]: entry for entry in ACCELERATOR_TYPES}
+THROTTLE_IDLE = 0x1
+THROTTLE_POWER_CAP = 0x4
+THROTTLE_THERMAL = 0x20 | 0x40  # SW thermal slowdown | HW thermal slowdown
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """Sizes of the demo. ``now`` is passed in (the command reads the clock), never read here."""
+
+    now: datetime
+    seed: int = 7
+    hosts: int = plan.DEFAULT_HOSTS
+    days_runs: int = 90
+    days_telemetry: int = 14
+    telemetry_interval_s: int = 60
+    serving_interval_s: int = 300
+
+    def __post_init__(self) -> None:
+        if self.now.tzinfo is None:
+            raise ValueError("now: must carry a timezone")
+        limits = {
+            "hosts": (1, 500),
+            "days_runs": (10, 3650),
+            "days_telemetry": (1, 60),
+            "telemetry_interval_s": (10, 3600),
+            "serving_interval_s": (60, 3600),
+        }
+        for name, (low, high) in limits.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ValueError(f"{name}: must be between {low} and {high}, not {value}")
+        for name in ("telemetry_interval_s", "serving_interval_s"):
+            if DAY % getattr(self, name):
+                raise ValueError(f"{name}: must divide a day (86400 s) evenly, not {getattr(self, name)}")
+
+    @property
+    def telemetry_end(self) -> int:
+        """Epoch seconds, exclusive: ``now`` floored to the sampling interval."""
+        epoch = int(self.now.timestamp())
+        return epoch - epoch % self.telemetry_interval_s
+
+    @property
+    def telemetry_start(self) -> int:
+        return self.telemetry_end - self.days_telemetry * DAY
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "now": self.now.astimezone(UTC).isoformat(),
+            "seed": self.seed,
+            "hosts": self.hosts,
+            "days_runs": self.days_runs,
+            "days_telemetry": self.days_telemetry,
+            "telemetry_interval_s": self.telemetry_interval_s,
+            "serving_interval_s": self.serving_interval_s,
+        }
+
+
+def _rng(config: DemoConfig, *names: str) -> np.random.Generator:
+    return np.random.default_rng([config.seed, *(zlib.crc32(name.encode()) for name in names)])
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat()
+
+
+# --- 1. The fleet -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    uuid: str
+    index: int
+    name: str
+    serial: str
+    memory_bytes: int
+    power_limit_w: float
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    hostname: str
+    team: str
+    site: str
+    provider: str
+    region: str
+    tz_hours: int
+    instance_type: str
+    gpu: str  # accelerator type slug
+    profile: str
+    driver_version: str
+    cuda_version: str
+    gpus: tuple[GpuPlan, ...]
+
+
+def fleet_plan(config: DemoConfig) -> list[HostPlan]:
+    """The first ``config.hosts`` hosts; templates repeat with the next number past the list."""
+    sites = {site["key"]: site for site in plan.SITES}
+    numbers: dict[str, int] = {}
+    hosts = []
+    for position in range(config.hosts):
+        template = plan.HOST_TEMPLATES[position % len(plan.HOST_TEMPLATES)]
+        numbers[template["prefix"]] = numbers.get(template["prefix"], 0) + 1
+        hostname = f"{template['prefix']}-{numbers[template['prefix']]:02d}"
+        site = sites[template["site"]]
+        kind = plan.GPU_KINDS[template["gpu"]]
+        accel = _TYPES[template["gpu"]]
+        gpus = []
+        for index in range(template["gpus"]):
+            # Stable across runs and sizes: a function of the seed, the hostname and the slot only.
+            digest = hashlib.sha256(f"{config.seed}:{hostname}:{index}".encode()).digest()
+            gpus.append(
+                GpuPlan(
+                    uuid=f"GPU-{uuid.UUID(bytes=digest[:16], version=4)}",
+                    index=index,
+                    name=kind["driver_name"],
+                    serial=str(int.from_bytes(digest[16:24], "big") % 10**13).zfill(13),
+                    memory_bytes=int(accel["memory_bytes"]),
+                    power_limit_w=float(accel["board_power_w"]),
+                )
+            )
+        amd = accel["vendor"] == "amd"
+        hosts.append(
+            HostPlan(
+                hostname=hostname,
+                team=template["team"],
+                site=site["key"],
+                provider=site["provider"],
+                region=site["region"],
+                tz_hours=int(site["tz_hours"]),
+                instance_type=template["instance_type"],
+                gpu=template["gpu"],
+                profile=template["profile"],
+                driver_version="6.8.5" if amd else "550.54.15",
+                cuda_version="rocm-6.2" if amd else "12.4",
+                gpus=tuple(gpus),
+            )
+        )
+    return hosts
+
+
+# --- 2. Telemetry events ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TelemetryEvents:
+    throttle_host: str
+    throttle_start: int  # epoch seconds
+    throttle_end: int
+    reset_host: str
+    reset_gpu_index: int
+    reset_time: int
+    gap_host: str
+    gap_start: int
+    gap_end: int
+
+    def as_manifest(self, hosts: list[HostPlan]) -> list[dict[str, Any]]:
+        by_name = {host.hostname: host for host in hosts}
+        reset_gpu = by_name[self.reset_host].gpus[self.reset_gpu_index]
+        return [
+            {
+                "id": "energy-counter-reset",
+                "kind": "counter_reset",
+                "host": self.reset_host,
+                "gpu_uuid": reset_gpu.uuid,
+                "time": _iso(self.reset_time),
+                "description": "Driver reload: the energy counter restarts near 0 at this sample",
+            },
+            {
+                "id": "thermal-throttle",
+                "kind": "throttle",
+                "host": self.throttle_host,
+                "start": _iso(self.throttle_start),
+                "end": _iso(self.throttle_end),
+                "throttle_reasons": THROTTLE_THERMAL,
+                "description": "Cooling fault: 88-92 °C, HW/SW thermal slowdown (0x40|0x20), SM clock -38%",
+            },
+            {
+                "id": "agent-outage",
+                "kind": "telemetry_gap",
+                "host": self.gap_host,
+                "start": _iso(self.gap_start),
+                "end": _iso(self.gap_end),
+                "description": "No samples for two hours: a gap stays a gap (no rows), never zeros",
+            },
+        ]
+
+
+def telemetry_events(config: DemoConfig, hosts: list[HostPlan]) -> TelemetryEvents:
+    interval = config.telemetry_interval_s
+    start, end = config.telemetry_start, config.telemetry_end
+    span = end - start
+
+    def aligned(epoch: int) -> int:
+        return epoch - (epoch - start) % interval
+
+    throttle = hosts[0]
+    # 13:00 local, three days before the end (or mid-window when the window is shorter).
+    local_midnight = (end + throttle.tz_hours * 3600) // DAY * DAY - min(3, config.days_telemetry // 2) * DAY
+    throttle_start = local_midnight + 13 * 3600 - throttle.tz_hours * 3600
+    if not start <= throttle_start <= end - 3 * 3600:
+        throttle_start = start + span // 2
+    reset_host = hosts[1] if len(hosts) > 1 else hosts[0]
+    gap_host = hosts[3] if len(hosts) > 3 else hosts[-1]
+    gap_start = aligned(start + int(span * 0.3))
+    return TelemetryEvents(
+        throttle_host=throttle.hostname,
+        throttle_start=aligned(throttle_start),
+        throttle_end=aligned(throttle_start) + 3 * 3600,
+        reset_host=reset_host.hostname,
+        reset_gpu_index=3 % len(reset_host.gpus),
+        reset_time=aligned(start + span // 2),
+        gap_host=gap_host.hostname,
+        gap_start=gap_start,
+        gap_end=gap_start + 2 * 3600,
+    )
+
+
+# --- 3. Telemetry -------------------------------------------------------------------------------
+
+
+def _local(epochs: np.ndarray, tz_hours: int) -> tuple[np.ndarray, np.ndarray]:
+    """Local hour of day (float) and weekday (Monday = 0) of each epoch."""
+    local = epochs + tz_hours * 3600
+    hour = (local % DAY) / 3600.0
+    weekday = ((local // DAY) + 3) % 7  # 1970-01-01 was a Thursday
+    return hour, weekday
+
+
+def serving_curve(epochs: np.ndarray, tz_hours: int) -> np.ndarray:
+    """Share of peak traffic of a served model: lowest at 04:00 local, highest at 16:00, quieter weekends."""
+    hour, weekday = _local(epochs, tz_hours)
+    diurnal = 0.5 - 0.5 * np.cos(2 * np.pi * (hour - 4.0) / 24.0)
+    return (0.12 + 0.85 * diurnal) * np.where(weekday >= 5, 0.65, 1.0)
+
+
+def _host_load(host: HostPlan, epochs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Load in [0, 1] per GPU and sample, shape (gpus, samples); exactly 0 means idle."""
+    g, n = len(host.gpus), len(epochs)
+    hour_index = (epochs - epochs[0]) // 3600
+    hours = int(hour_index[-1]) + 1
+    if host.profile == "serving":
+        per_gpu = 0.95 + 0.08 * rng.random((g, 1))
+        load = serving_curve(epochs, host.tz_hours)[None, :] * per_gpu + rng.normal(0, 0.04, (g, n))
+        return np.clip(load, 0.03, 1.0)
+    if host.profile == "batch":
+        # Each GPU runs its own hour-long jobs; a quarter of the hours nothing is queued.
+        busy = rng.random((g, hours)) < 0.75
+        return np.where(busy[:, hour_index], 0.92, 0.0)
+    if host.profile == "training":
+        # All GPUs together, in six-hour jobs; a checkpoint every 30 minutes stalls compute briefly.
+        blocks = (hour_index // 6).astype(np.int64)
+        busy = rng.random(int(blocks[-1]) + 1) < 0.85
+        checkpoint = (epochs % 1800) < 120
+        row = np.where(busy[blocks], np.where(checkpoint, 0.3, 0.97), 0.0)
+        return np.repeat(row[None, :], g, axis=0)
+    # office: working hours on weekdays, idle nights and weekends.
+    hour, weekday = _local(epochs, host.tz_hours)
+    working = (weekday < 5) & (hour >= 8) & (hour < 19)
+    busy = rng.random((g, hours)) < 0.8
+    level = 0.45 + 0.45 * rng.random((g, hours))
+    return np.where(working[None, :] & busy[:, hour_index], level[:, hour_index], 0.0)
+
+
+def _moving_average(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over ``window`` samples along axis 1 (shorter at the start); thermal lag."""
+    csum = np.cumsum(values, axis=1)
+    shifted = np.zeros_like(csum)
+    shifted[:, window:] = csum[:, :-window]
+    counts = np.minimum(np.arange(1, values.shape[1] + 1), window)
+    return (csum - shifted) / counts
+
+
+@dataclass
+class HostTelemetry:
+    """Samples of one host: ``epochs`` (n,) and each column (gpus, n), gap already removed."""
+
+    hostname: str
+    epochs: np.ndarray
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        return int(self.epochs.size * next(iter(self.columns.values())).shape[0])
+
+
+def host_telemetry(config: DemoConfig, host: HostPlan, events: TelemetryEvents) -> HostTelemetry:
+    rng = _rng(config, "telemetry", host.hostname)
+    interval = config.telemetry_interval_s
+    epochs = np.arange(config.telemetry_start, config.telemetry_end, interval, dtype=np.int64)
+    g, n = len(host.gpus), len(epochs)
+    kind = plan.GPU_KINDS[host.gpu]
+    tdp = float(_TYPES[host.gpu]["board_power_w"])
+    total = float(_TYPES[host.gpu]["memory_bytes"])
+    idle_w = float(kind["idle_w"])
+
+    load = _host_load(host, epochs, rng)
+    active = load > 0.01
+    util = np.where(active, np.clip(100.0 * load + rng.normal(0, 3.0, (g, n)), 1.0, 100.0), 0.0)
+    power = idle_w + (0.97 * tdp - idle_w) * (util / 100.0) ** 0.85 * (1 + rng.normal(0, 0.02, (g, n)))
+    power = np.clip(power, 0.9 * idle_w, tdp)
+    ratio = 0.7 if host.profile == "serving" else 0.45
+    mem_util = np.where(active, np.clip(util * ratio + rng.normal(0, 2.0, (g, n)), 0.0, 100.0), 0.0)
+    if host.profile == "serving":
+        # vLLM pre-allocates 90% of memory for its KV cache while the server is up.
+        mem_frac = 0.9 + rng.normal(0, 0.002, (g, n))
+    else:
+        mem_frac = np.where(active, 0.35 + 0.5 * load + rng.normal(0, 0.01, (g, n)), 0.006)
+    mem_used = (np.clip(mem_frac, 0.0, 0.99) * total).astype(np.int64)
+    sm_clock = np.where(
+        active, kind["sm_max"] * (1 - 0.06 * util / 100.0) + rng.normal(0, 8.0, (g, n)), kind["sm_idle"]
+    )
+    mem_clock = np.where(active, kind["mem_clock"], kind["mem_idle"])
+    throttle = np.where(active, 0, THROTTLE_IDLE) | np.where(power > 0.96 * tdp, THROTTLE_POWER_CAP, 0)
+
+    if host.hostname == events.throttle_host:
+        hot = (epochs >= events.throttle_start) & (epochs < events.throttle_end)
+        power = np.where(hot[None, :], power * 0.78, power)
+        sm_clock = np.where(hot[None, :] & active, kind["sm_max"] * 0.62, sm_clock)
+        throttle = np.where(hot[None, :] & active, throttle | THROTTLE_THERMAL, throttle)
+    temperature = _moving_average(30.0 + 45.0 * power / tdp, 5) + rng.normal(0, 0.6, (g, n))
+    if host.hostname == events.throttle_host:
+        temperature = np.where(hot[None, :] & active, 88.0 + 4.0 * rng.random((g, n)), temperature)
+
+    # Energy counter: the integral of power (trapezoid between samples) with ±0.5% meter noise,
+    # from an arbitrary value since the driver loaded.
+    step_j = np.empty((g, n))
+    step_j[:, 0] = 0.0
+    step_j[:, 1:] = 0.5 * (power[:, 1:] + power[:, :-1]) * interval * (1 + rng.normal(0, 0.005, (g, n - 1)))
+    energy = rng.uniform(2e9, 9e10, (g, 1)) + np.cumsum(step_j * 1000.0, axis=1)
+    if host.hostname == events.reset_host:
+        at = int(np.searchsorted(epochs, events.reset_time))
+        gi = events.reset_gpu_index
+        energy[gi, at:] = np.cumsum(step_j[gi, at:] * 1000.0)
+
+    keep = np.ones(n, dtype=bool)
+    if host.hostname == events.gap_host:
+        keep = (epochs < events.gap_start) | (epochs >= events.gap_end)
+    columns = {
+        "power_w": power.astype(np.float32),
+        "energy_mj": energy.astype(np.int64),
+        "gpu_util": np.round(util).astype(np.float32),
+        "mem_util": np.round(mem_util).astype(np.float32),
+        "mem_used_bytes": mem_used,
+        "mem_total_bytes": np.full((g, n), int(total), dtype=np.int64),
+        "sm_clock_mhz": np.round(sm_clock).astype(np.float32),
+        "mem_clock_mhz": mem_clock.astype(np.float32),
+        "temperature_c": np.round(temperature).astype(np.float32),
+        "throttle_reasons": throttle.astype(np.int64),
+        "ecc_errors": np.zeros((g, n), dtype=np.int64),
+        "xid_errors": np.zeros((g, n), dtype=np.int32),
+    }
+    return HostTelemetry(
+        hostname=host.hostname,
+        epochs=epochs[keep],
+        columns={name: values[:, keep] for name, values in columns.items()},
+    )
+
+
+# --- 4. Benchmarks ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    name: str
+    unit: str
+    direction: str
+    value: float
+    samples: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    config: str
+    day: int
+    uuid: str
+    started_at: datetime
+    finished_at: datetime
+    git_commit: str
+    hostname: str | None
+    metrics: tuple[MetricRow, ...]
+    events: tuple[str, ...]  # ids of the injected events that start or end on this run
+
+
+def _is_llm(bench: dict[str, Any]) -> bool:
+    return bench["workload"].get("output_length") is not None
+
+
+def bench_metric_names(bench: dict[str, Any]) -> list[str]:
+    throughput = "throughput_tokens_per_s" if _is_llm(bench) else "throughput_samples_per_s"
+    names = [throughput, "latency_p50_ms", "latency_p99_ms", "power_avg_w", "energy_per_inference_j"]
+    if _is_llm(bench):
+        names.append("energy_per_token_j")
+    return [*names, "memory_peak_bytes", "accuracy"]
+
+
+def run_day_start(config: DemoConfig, day: int) -> datetime:
+    """Midnight UTC of run ``day``; the last night's runs finish at least an hour before ``now``."""
+    last = (config.now.astimezone(UTC) - timedelta(hours=3)).replace(
+        hour=0, minute=0, second=0, microsecond=0
+    )
+    return last - timedelta(days=config.days_runs - 1 - day)
+
+
+def _event_days(config: DemoConfig, event: dict[str, Any]) -> tuple[int, int | None]:
+    start = max(2, int(round(event["at"] * (config.days_runs - 1))))
+    days = event.get("days")
+    end = start + days if days is not None and start + days < config.days_runs else None
+    return start, end
+
+
+def _host_for(bench: dict[str, Any], hosts: list[HostPlan]) -> str | None:
+    """Where the nightly job runs: a host of the team with that GPU, else any such host."""
+    fits = [host for host in hosts if host.gpu == bench["gpu"] and len(host.gpus) >= bench["count"]]
+    own = [host for host in fits if host.team == bench["team"]]
+    chosen = (own or fits or [None])[0]
+    return chosen.hostname if chosen else None
+
+
+def _commit(config: DemoConfig, team: str, day: int) -> str:
+    return hashlib.sha1(f"{config.seed}:{team}:{day}".encode()).hexdigest()
+
+
+def benchmark_runs(config: DemoConfig, hosts: list[HostPlan]) -> list[RunRow]:
+    """Every nightly run of every configuration, oldest first within each configuration."""
+    D = config.days_runs
+    days = np.arange(D)
+    runs: list[RunRow] = []
+    for position, bench in enumerate(plan.BENCHMARKS):
+        rng = _rng(config, "bench", bench["key"])
+        throughput, p50, power, memory_gib, accuracy = bench["base"]
+        output_length = bench["workload"].get("output_length") or 1
+        names = bench_metric_names(bench)
+        truth = {
+            names[0]: np.full(D, throughput),
+            "latency_p50_ms": np.full(D, p50),
+            "latency_p99_ms": np.full(D, p50 * (1.6 if _is_llm(bench) else 1.35)),
+            "power_avg_w": np.full(D, power),
+            "energy_per_inference_j": np.full(D, power / throughput * output_length),
+            "energy_per_token_j": np.full(D, power / throughput),
+            "memory_peak_bytes": np.full(D, memory_gib * 2**30),
+            "accuracy": np.full(D, accuracy),
+        }
+        marks: dict[int, list[str]] = {}
+        for event in plan.BENCH_EVENTS:
+            if event["config"] != bench["key"]:
+                continue
+            start, end = _event_days(config, event)
+            active = (days >= start) & (days < (end if end is not None else D))
+            for metric, change in event["changes"].items():
+                truth[metric] = truth[metric] * np.where(active, 1 + change, 1.0)
+            marks.setdefault(start, []).append(event["id"])
+            if end is not None:
+                marks.setdefault(end, []).append(event["id"])
+        if plan.DRIFT_EVENT["config"] == bench["key"]:
+            start, _ = _event_days(config, plan.DRIFT_EVENT)
+            slide = 1 + plan.DRIFT_EVENT["per_day"] * np.clip(days - start, 0, None)
+            truth["accuracy"] = truth["accuracy"] * slide
+            marks.setdefault(start, []).append(plan.DRIFT_EVENT["id"])
+
+        values: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for name in names:
+            noise_key = (
+                "throughput"
+                if name.startswith("throughput")
+                else "energy"
+                if name.startswith("energy")
+                else name
+            )
+            width = 1 if name == "accuracy" else plan.SAMPLES_PER_METRIC
+            samples = truth[name][:, None] * (1 + rng.normal(0, plan.NOISE[noise_key], (D, width)))
+            if name == "memory_peak_bytes":
+                samples = np.round(samples)
+                value = samples.max(axis=1)  # a peak is the largest repeat
+            else:
+                samples = np.round(samples, 6 if name in {"accuracy", "energy_per_token_j"} else 4)
+                value = np.round(samples.mean(axis=1), 6)
+            values[name] = (value, samples)
+        run_uuids = [uuid.UUID(bytes=rng.bytes(16), version=4) for _ in range(D)]
+        durations = rng.uniform(8, 25, D)
+        hostname = _host_for(bench, hosts)
+        for day in range(D):
+            started = run_day_start(config, day) + timedelta(hours=1, minutes=3 * position)
+            metrics = tuple(
+                MetricRow(
+                    name=name,
+                    unit=METRICS[name].unit,
+                    direction=METRICS[name].direction,
+                    value=float(values[name][0][day]),
+                    samples=tuple(float(x) for x in values[name][1][day]),
+                )
+                for name in names
+            )
+            runs.append(
+                RunRow(
+                    config=bench["key"],
+                    day=day,
+                    uuid=str(run_uuids[day]),
+                    started_at=started,
+                    finished_at=started + timedelta(minutes=float(durations[day])),
+                    git_commit=_commit(config, bench["team"], day),
+                    hostname=hostname,
+                    metrics=metrics,
+                    events=tuple(marks.get(day, [])),
+                )
+            )
+    return runs
+
+
+# --- 5. Serving ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ServingSeries:
+    hostname: str
+    team: str
+    model: str
+    variant: str
+    engine: str
+    gpu_uuids: list[str]
+    epochs: np.ndarray
+    columns: dict[str, np.ndarray]
+
+
+def serving_metrics(
+    config: DemoConfig, hosts: list[HostPlan], events: TelemetryEvents
+) -> list[ServingSeries]:
+    """Per-interval counts and latency percentiles of each served LLM whose host is in the fleet."""
+    by_name = {host.hostname: host for host in hosts}
+    step = config.serving_interval_s
+    end = int(config.now.timestamp()) // step * step
+    epochs = np.arange(end - config.days_telemetry * DAY, end, step, dtype=np.int64)
+    result = []
+    for deployment in plan.SERVING:
+        host = by_name.get(deployment["host"])
+        if host is None:
+            continue
+        rng = _rng(config, "serving", deployment["host"], deployment["model"], deployment["variant"])
+        curve = serving_curve(epochs + step // 2, host.tz_hours)
+        requests = rng.poisson(deployment["peak_rps"] * curve * step)
+        hot = (epochs + step > events.throttle_start) & (epochs < events.throttle_end)
+        slow = np.where(hot & (host.hostname == events.throttle_host), 1.5, 1.0)
+        error_rate = np.where(slow > 1, 0.02, 0.002)
+        errors = rng.binomial(requests, error_rate)
+        prompt = np.round(requests * deployment["prompt"] * rng.lognormal(0, 0.05, epochs.size)).astype(
+            np.int64
+        )
+        generated = np.round(requests * deployment["output"] * rng.lognormal(0, 0.05, epochs.size)).astype(
+            np.int64
+        )
+        pressure = 1 + 1.5 * curve**2
+        ttft_p50 = deployment["ttft_ms"] * pressure * slow * rng.lognormal(0, 0.05, epochs.size)
+        ttft_p99 = ttft_p50 * (3.0 + curve) * rng.lognormal(0, 0.08, epochs.size)
+        itl_p50 = deployment["itl_ms"] * (1 + 0.6 * curve) * slow * rng.lognormal(0, 0.03, epochs.size)
+        itl_p99 = itl_p50 * 2.5 * rng.lognormal(0, 0.06, epochs.size)
+        e2e_p50 = ttft_p50 + itl_p50 * deployment["output"]
+        e2e_p99 = ttft_p99 + itl_p99 * deployment["output"] * 1.4
+        result.append(
+            ServingSeries(
+                hostname=host.hostname,
+                team=host.team,
+                model=deployment["model"],
+                variant=deployment["variant"],
+                engine=deployment["engine"],
+                gpu_uuids=[host.gpus[i].uuid for i in deployment["gpus"] if i < len(host.gpus)],
+                epochs=epochs,
+                columns={
+                    "requests": requests.astype(np.int64),
+                    "errors": errors.astype(np.int64),
+                    "prompt_tokens": prompt,
+                    "generated_tokens": generated,
+                    "ttft_p50_ms": np.round(ttft_p50, 2),
+                    "ttft_p99_ms": np.round(ttft_p99, 2),
+                    "itl_p50_ms": np.round(itl_p50, 3),
+                    "itl_p99_ms": np.round(itl_p99, 3),
+                    "e2e_p50_ms": np.round(e2e_p50, 1),
+                    "e2e_p99_ms": np.round(e2e_p99, 1),
+                },
+            )
+        )
+    return result
+
+
+# --- 6. Manifest --------------------------------------------------------------------------------
+
+
+def _series_key(bench: dict[str, Any], metric: str) -> dict[str, Any]:
+    return {
+        "config": bench["key"],
+        "team": bench["team"],
+        "model": bench["model"],
+        "variant": bench["variant"],
+        "accelerator": bench["gpu"],
+        "count": bench["count"],
+        "metric": metric,
+        "direction": METRICS[metric].direction,
+    }
+
+
+def manifest(
+    config: DemoConfig, hosts: list[HostPlan], runs: list[RunRow], events: TelemetryEvents
+) -> dict[str, Any]:
+    """Every injected event: which series (or host/GPU), from which day or time, how large."""
+    benches = {bench["key"]: bench for bench in plan.BENCHMARKS}
+    run_at = {(run.config, run.day): run for run in runs}
+    entries = []
+    for event in [*plan.BENCH_EVENTS, plan.DRIFT_EVENT]:
+        bench = benches[event["config"]]
+        start, end = _event_days(config, event)
+        first = run_at[(bench["key"], start)]
+        entry: dict[str, Any] = {
+            "id": event["id"],
+            "kind": event["kind"],
+            "description": event["description"],
+            "start_day": start,
+            "start_date": first.started_at.date().isoformat(),
+            "first_run_uuid": first.uuid,
+            "git_commit": first.git_commit,
+        }
+        if event["kind"] == "drift":
+            entry["per_day_pct"] = event["per_day"] * 100
+            entry["series"] = [_series_key(bench, event["metric"])]
+            entry["end_day"] = None
+        else:
+            entry["series"] = [
+                {**_series_key(bench, metric), "pct": round(change * 100, 3)}
+                for metric, change in event["changes"].items()
+            ]
+            entry["end_day"] = end
+            entry["recovery_run_uuid"] = run_at[(bench["key"], end)].uuid if end is not None else None
+            entry["expect_alert"] = event["kind"] == "regression"
+        entries.append(entry)
+    return {
+        "config": config.as_dict(),
+        "benchmark_events": entries,
+        "telemetry_events": events.as_manifest(hosts),
+    }

@@ -1,0 +1,117 @@
+"""The default catalogue of accelerator types, as pure data, and its upsert by slug.
+
+``ACCELERATOR_TYPES`` holds the kinds accelboard knows out of the box. Board power is the figure
+in DESIGN.md (Cost, reference figures); memory is what the driver reports for the card (NVML's
+total, not the marketing number: an "80GB" H100 shows 81,559 MiB), so that a GPU's reported
+memory and its type's agree. ``match_names`` are substrings of the names that NVML, amd-smi and
+MLPerf system descriptions use; ``fleet.services.accelerator_type_match`` picks the longest one
+that occurs, so each name a shorter type's name is part of must be listed in full ("NVIDIA L40S"
+outranks L4's "NVIDIA L4").
+
+``accelerator_types_sync`` is safe to run twice and usable from a data migration
+(``accelerator_types_sync(apps)`` with the migration's historical ``apps``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GIB = 1024**3
+MIB = 1024**2
+
+ACCELERATOR_TYPES: list[dict[str, Any]] = [
+    {
+        "slug": "h100-sxm-80gb",
+        "name": "H100 SXM 80GB",
+        "vendor": "nvidia",
+        "architecture": "Hopper",
+        "memory_bytes": 81_559 * MIB,
+        "board_power_w": 700.0,
+        "match_names": ["H100 80GB HBM3", "H100-SXM", "H100 SXM"],
+    },
+    {
+        "slug": "h200-sxm-141gb",
+        "name": "H200 SXM 141GB",
+        "vendor": "nvidia",
+        "architecture": "Hopper",
+        "memory_bytes": 143_771 * MIB,
+        "board_power_w": 700.0,
+        "match_names": ["H200", "H200-SXM", "H200 141GB HBM3e"],
+    },
+    {
+        "slug": "a100-sxm-80gb",
+        "name": "A100 SXM 80GB",
+        "vendor": "nvidia",
+        "architecture": "Ampere",
+        "memory_bytes": 81_920 * MIB,
+        "board_power_w": 400.0,
+        "match_names": ["A100-SXM4-80GB", "A100-SXM-80GB", "A100 SXM4 80GB"],
+    },
+    {
+        "slug": "l4",
+        "name": "L4",
+        "vendor": "nvidia",
+        "architecture": "Ada Lovelace",
+        "memory_bytes": 23_034 * MIB,
+        "board_power_w": 72.0,
+        # Also a substring of "NVIDIA L40" (no S); no L40 type is catalogued, so an L40 would be
+        # taken for an L4. Add an "L40" type before such cards appear.
+        "match_names": ["NVIDIA L4", "L4"],
+    },
+    {
+        "slug": "l40s",
+        "name": "L40S",
+        "vendor": "nvidia",
+        "architecture": "Ada Lovelace",
+        "memory_bytes": 46_068 * MIB,
+        "board_power_w": 350.0,
+        # "NVIDIA L40S" must outrank L4's "NVIDIA L4", which it contains: longest match wins.
+        "match_names": ["NVIDIA L40S", "L40S"],
+    },
+    {
+        "slug": "mi300x",
+        "name": "MI300X",
+        "vendor": "amd",
+        "architecture": "CDNA 3",
+        "memory_bytes": 192 * GIB,
+        "board_power_w": 750.0,
+        "match_names": ["MI300X", "Instinct MI300X"],
+    },
+]
+
+_FIELDS = ("name", "vendor", "architecture", "memory_bytes", "board_power_w", "match_names")
+
+
+def accelerator_types_sync(apps: Any = None) -> dict[str, int]:
+    """Upsert ``ACCELERATOR_TYPES`` by slug; return {"created": n, "updated": n}.
+
+    A row found by name under another slug (created by hand) is adopted and given the catalogue
+    slug, rather than failing on the unique name. ``apps`` is a migration's app registry; without
+    it the current model is used.
+    """
+    if apps is None:
+        from accelboard.fleet.models import AcceleratorType
+    else:
+        AcceleratorType = apps.get_model("fleet", "AcceleratorType")
+    created = updated = 0
+    for entry in ACCELERATOR_TYPES:
+        values = {field: entry[field] for field in _FIELDS}
+        row = (
+            AcceleratorType.objects.filter(slug=entry["slug"]).first()
+            or AcceleratorType.objects.filter(name=entry["name"]).first()
+        )
+        if row is None:
+            AcceleratorType.objects.create(slug=entry["slug"], **values)
+            created += 1
+            continue
+        changed = {
+            key: value
+            for key, value in {"slug": entry["slug"], **values}.items()
+            if getattr(row, key) != value
+        }
+        if changed:
+            for key, value in changed.items():
+                setattr(row, key, value)
+            row.save(update_fields=list(changed))
+            updated += 1
+    return {"created": created, "updated": updated}
