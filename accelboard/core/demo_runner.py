@@ -238,7 +238,7 @@ def children_stop(children: Sequence[Child], *, timeout: float = 10.0) -> list[s
     """SIGTERM every child's group, wait up to ``timeout``, then SIGKILL what is left.
 
     Returns the names of children that had to be killed. All groups are signalled first so
-    the children shut down in parallel; the web server first, so no request hits a dead worker.
+    the children shut down in parallel and the whole stop takes at most about ``timeout``.
     """
     for child in children:
         if child.alive():
@@ -261,7 +261,7 @@ def children_stop(children: Sequence[Child], *, timeout: float = 10.0) -> list[s
 
 
 def _terminate(procs: list[psutil.Process], timeout: float) -> set[int]:
-    """SIGTERM (then SIGKILL) each process and its group; return the pids that are gone."""
+    """SIGTERM (then SIGKILL) each process; return the pids that are gone."""
     for proc in procs:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             proc.terminate()
