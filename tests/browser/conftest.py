@@ -22,15 +22,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PASSWORD
-
 # Playwright's sync API runs an event loop in the test thread; Django's async-safety check would
 # then refuse every ORM call the test makes. The calls are in fact synchronous and safe.
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 # Loopback by address, not "localhost": tests assert that no request leaves 127.0.0.1.
 os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1")
 
-CHROMIUM = "/usr/bin/chromium"
+# Debian's package; ACCELBOARD_CHROMIUM points elsewhere (another distribution, a test of the skip).
+CHROMIUM = os.environ.get("ACCELBOARD_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -133,6 +132,9 @@ def page(browser: Any, live_server: Any) -> Iterator[Any]:
 @pytest.fixture
 def login(live_server: Any) -> Callable[[Any, Any], None]:
     """``login(page, user)``: fill in and submit the real login form, then land on the overview."""
+
+    # Imported here: this module is also loaded as a plugin before Django is set up (test_harness).
+    from tests.conftest import PASSWORD
 
     def do_login(page: Any, user: Any) -> None:
         page.goto("/accounts/login/")
