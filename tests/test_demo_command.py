@@ -318,3 +318,44 @@ def test_it_kills_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
     assert demo_runner.children_stop([child], timeout=1) == ["stubborn"]
     assert time.monotonic() - started < 5
     assert child.process.returncode == -signal.SIGKILL
+
+
+def _config(host: str = "127.0.0.1", port: int = 8000) -> demo_runner.DemoConfig:
+    return demo_runner.DemoConfig(
+        host=host,
+        port=port,
+        reset=False,
+        agent=False,
+        home=Path("/srv/demo-home"),
+        database_url="postgresql://postgres@/accelboard?host=/srv/demo-home/pgdata",
+        broker_url="sqla+postgresql+psycopg://postgres@/accelboard?host=/srv/demo-home/pgdata",
+    )
+
+
+def test_it_hands_children_the_explicit_database_and_broker() -> None:
+    # Whatever the caller's environment says, children use the server the supervisor holds.
+    parent = {"DATABASE_URL": "postgresql://elsewhere/db", "CELERY_BROKER_URL": "redis://x/0", "PATH": "/bin"}
+    env = demo_runner.child_environment(_config(), parent)
+    assert env["DATABASE_URL"] == "postgresql://postgres@/accelboard?host=/srv/demo-home/pgdata"
+    assert env["CELERY_BROKER_URL"].startswith("sqla+postgresql+psycopg://")
+    assert env["ACCELBOARD_HOME"] == "/srv/demo-home"
+    assert env["SITE_URL"] == "http://127.0.0.1:8000"
+    assert env["PATH"] == "/bin"
+    assert "ALLOWED_HOSTS" not in env
+
+
+def test_it_allows_a_specific_bind_address_as_a_host() -> None:
+    env = demo_runner.child_environment(_config(host="10.1.2.3", port=8001), {})
+    assert env["ALLOWED_HOSTS"].split(",") == ["127.0.0.1", "localhost", "[::1]", "10.1.2.3"]
+    assert env["SITE_URL"] == "http://10.1.2.3:8001"
+    # An operator's own ALLOWED_HOSTS wins.
+    env = demo_runner.child_environment(_config(host="10.1.2.3"), {"ALLOWED_HOSTS": "demo.example.com"})
+    assert env["ALLOWED_HOSTS"] == "demo.example.com"
+
+
+def test_it_formats_ipv6_and_wildcard_addresses() -> None:
+    assert demo_runner.bind_address("::1", 8000) == "[::1]:8000"
+    assert demo_runner.bind_address("0.0.0.0", 8000) == "0.0.0.0:8000"
+    assert _config(host="::1").url == "http://[::1]:8000/"
+    assert _config(host="0.0.0.0").url == "http://127.0.0.1:8000/"
+    assert _config(host="::").url == "http://[::1]:8000/"
