@@ -359,3 +359,14 @@ def test_it_formats_ipv6_and_wildcard_addresses() -> None:
     assert _config(host="::1").url == "http://[::1]:8000/"
     assert _config(host="0.0.0.0").url == "http://127.0.0.1:8000/"
     assert _config(host="::").url == "http://[::1]:8000/"
+
+
+def test_it_notices_when_a_watched_dependency_dies(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    supervisor = demo_runner.Supervisor(home=tmp_path, env={})
+    supervisor.watch_pids = {"embedded PostgreSQL": os.getpid()}
+    supervisor.check()  # alive: nothing to report
+    supervisor.watch_pids["embedded PostgreSQL"] = gone.pid
+    with pytest.raises(demo_runner.DependencyLost, match=rf"embedded PostgreSQL \(pid {gone.pid}\)"):
+        supervisor.check()

@@ -48,6 +48,10 @@ class DemoInterrupted(Exception):
     """Raised in the supervisor by SIGINT/SIGTERM: stop everything and leave cleanly."""
 
 
+class DependencyLost(Exception):
+    """Something the demo uses but did not start (the embedded PostgreSQL) has gone away."""
+
+
 class ChildFailed(Exception):
     """A child exited when it should not have (or a step exited non-zero)."""
 
@@ -457,6 +461,7 @@ class Supervisor:
             supervisor_create_time=_create_time(os.getpid()),
         )
         self.services: list[Child] = []
+        self.watch_pids: dict[str, int] = {}
 
     def start(self, name: str, argv: Sequence[str]) -> Child:
         log_path = self.logs / f"{name}.log"
@@ -501,10 +506,13 @@ class Supervisor:
         return child
 
     def check(self) -> None:
-        """Raise ``ChildFailed`` if a service has exited."""
+        """Raise ``ChildFailed`` if a service has exited, ``DependencyLost`` if a watched pid has."""
         for child in self.services:
             if not child.alive():
                 raise ChildFailed(child, f"{child.name} exited with status {child.process.returncode}")
+        for name, pid in self.watch_pids.items():
+            if not psutil.pid_exists(pid):
+                raise DependencyLost(f"{name} (pid {pid}) is no longer running")
 
     def stop(self, *, timeout: float = 10.0) -> list[str]:
         killed = children_stop(list(self.services), timeout=timeout)
@@ -533,6 +541,9 @@ class DemoConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     # Lines printed under the URL once the site answers (the demo logins).
     banner: list[str] = field(default_factory=list)
+    # Processes the demo needs but did not start (the embedded PostgreSQL), by name: if one
+    # dies the demo stops and says so rather than serving 503s.
+    watch_pids: dict[str, int] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -661,6 +672,7 @@ def demo_run(
     )
     supervisor.state.url = config.url
     supervisor.state.write()
+    supervisor.watch_pids = dict(config.watch_pids)
     started = time.monotonic()
     with interrupts_raise():
         try:
@@ -679,7 +691,7 @@ def demo_run(
             for line in exc.child.log_tail(25).splitlines():
                 say(f"  | {line}")
             return 1
-        except TimeoutError as exc:
+        except (TimeoutError, DependencyLost) as exc:
             say(f"error: {exc}; see the logs in {supervisor.logs}/")
             return 1
         except DemoInterrupted as exc:

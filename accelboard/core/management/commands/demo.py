@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -49,6 +50,14 @@ def demo_logins() -> list[str]:
     for short in teams:
         lines.append("  " + "  ".join(f"{short}-{role}" for role in roles))
     return lines
+
+
+def _embedded_postmaster(home: Path) -> dict[str, int]:
+    """The embedded server's postmaster pid (first line of ``postmaster.pid``), to watch."""
+    try:
+        return {"embedded PostgreSQL": int((home / "pgdata" / "postmaster.pid").read_text().split()[0])}
+    except (OSError, ValueError, IndexError):
+        return {}
 
 
 class Command(BaseCommand):
@@ -95,6 +104,7 @@ class Command(BaseCommand):
             health_timeout=options["health_timeout"],
             fleet_args=fleet_args,
             banner=demo_logins(),
+            watch_pids=_embedded_postmaster(accelboard_home()) if settings.EMBEDDED_DATABASE else {},
         )
         if settings.EMBEDDED_DATABASE:
             self.stdout.write(f"embedded PostgreSQL: {config.home / 'pgdata'}")
