@@ -286,6 +286,21 @@ def test_it_lists_each_injected_event_in_the_manifest_and_in_the_data(
             )
             if end is not None:
                 assert np.median(data[end:]) / before == pytest.approx(1.0, abs=0.025)
+    named = {item["series_id"] for event in events.values() for item in event["series"]}
+    quiet = set(manifest["series_without_events"])
+    assert quiet.isdisjoint(named) and quiet | named == set(Series.objects.values_list("pk", flat=True))
+    for series_id in list(quiet)[:40]:
+        data = np.array(
+            MetricValue.objects.filter(series_id=series_id)
+            .order_by("measured_at")
+            .values_list("value", flat=True)
+        )
+        # Noise only (at most 3% per sample, averaged over repeats): no night 12% off the median,
+        # and the two halves of the window agree.
+        assert np.all(np.abs(data / np.median(data) - 1) < 0.12), series_id
+        assert abs(np.median(data[len(data) // 2 :]) / np.median(data[: len(data) // 2]) - 1) < 0.03, (
+            series_id
+        )
     first = BenchmarkRun.objects.get(uuid=events["llama8b-fp8-throughput-drop"]["first_run_uuid"])
     assert "llama8b-fp8-throughput-drop" in first.context["events"]
 

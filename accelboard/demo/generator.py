@@ -41,6 +41,13 @@ THROTTLE_POWER_CAP = 0x4
 THROTTLE_THERMAL = 0x20 | 0x40  # SW thermal slowdown | HW thermal slowdown
 
 
+# 180 s, not the 60 s an agent would use: every sample costs ~120 µs of PostgreSQL time on a busy
+# 2-core machine (binary COPY ~11, its minute rollup upsert ~80, the rollups' deferred foreign-key
+# checks at commit ~28), so 85 GPUs × 14 days at 60 s (1.7M samples) took 220 s and at 120 s
+# 131 s, over the two-minute budget of the default demo. ``--telemetry-interval 60`` still works.
+DEFAULT_TELEMETRY_INTERVAL_S = 180
+
+
 @dataclass(frozen=True)
 class DemoConfig:
     """Sizes of the demo. ``now`` is passed in (the command reads the clock), never read here."""
@@ -50,7 +57,7 @@ class DemoConfig:
     hosts: int = plan.DEFAULT_HOSTS
     days_runs: int = 90
     days_telemetry: int = 14
-    telemetry_interval_s: int = 60
+    telemetry_interval_s: int = DEFAULT_TELEMETRY_INTERVAL_S
     serving_interval_s: int = 300
 
     def __post_init__(self) -> None:
