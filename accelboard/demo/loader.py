@@ -10,7 +10,8 @@
    GPUs, ``telemetry_partitions_ensure`` + ``telemetry_copy`` (binary COPY) for raw samples and
    ``telemetry_rollups_refresh`` over the whole range. Benchmark runs use ``bulk_create`` with
    ``run_record``'s semantics (run, series by identity, MetricValue with ``measured_at``, the
-   series' last value): ``run_record`` costs ~25 queries per run, ~2,000 runs here.
+   series' last value): measured, ``run_record`` took 39 ms a run (77 s for the default 1,980
+   runs), bulk_create ~4 s for all of them.
 4. The manifest of injected events goes to the ``JobRun`` of the load (``detail.manifest``) and,
    when a path is given, to a JSON file.
 """
