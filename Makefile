@@ -41,12 +41,13 @@ ifeq ($(origin PYTHON),command line)
 	[ "$$want" = "$$have" ] || echo "note: $(VENV) already exists with Python $$have, not $(PYTHON) ($$want); 'make clean-venv' first to rebuild it" >&2
 endif
 
-$(STAMP_RUN): pyproject.toml | venv
-	$(PIP) install --quiet -e .
+# The host agent (agents/) is installed beside the server: the demo runs a simulated one.
+$(STAMP_RUN): pyproject.toml agents/pyproject.toml | venv
+	$(PIP) install --quiet -e . -e ./agents
 	@touch $@
 
-$(STAMP_DEV): pyproject.toml | venv
-	$(PIP) install --quiet -e '.[dev]'
+$(STAMP_DEV): pyproject.toml agents/pyproject.toml | venv
+	$(PIP) install --quiet -e '.[dev]' -e ./agents
 	@touch $@ $(STAMP_RUN)
 
 install: $(STAMP_RUN)
@@ -55,8 +56,10 @@ install-dev: $(STAMP_DEV)
 demo: install
 	$(BIN)/accelboard demo $(ARGS)
 
+# The server's suite, then the agent's own (plain pytest, no Django: agents/pyproject.toml).
 test: install-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	cd agents && ../$(BIN)/python -m pytest -q
 
 lint: install-dev
 	$(BIN)/ruff check .

@@ -104,9 +104,18 @@ def demo_env(home: Path) -> dict[str, str]:
     return env
 
 
-def demo_start(home: Path, port: int, *args: str) -> DemoProcess:
+def demo_start(home: Path, port: int, *args: str, agent: bool = False) -> DemoProcess:
     process = subprocess.Popen(
-        [sys.executable, "-m", "accelboard.cli", "demo", "--port", str(port), "--no-agent", *args],
+        [
+            sys.executable,
+            "-m",
+            "accelboard.cli",
+            "demo",
+            "--port",
+            str(port),
+            *([] if agent else ["--no-agent"]),
+            *args,
+        ],
         cwd=ROOT,
         env=demo_env(home),
         stdout=subprocess.PIPE,
@@ -189,7 +198,8 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
     first.process.wait(timeout=10)
     (home / "gunicorn.pid").write_text(str(os.getpid()))
 
-    second = demo_start(home, port)
+    # The second run also starts the simulated host agent, so the live pages move.
+    second = demo_start(home, port, agent=True)
     try:
         url = second.wait_for(URL_LINE, timeout=150).group(1)
         second.wait_for(re.compile(r"stop: Ctrl-C"), timeout=5)
@@ -197,9 +207,11 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
         # The first run's data is reused, not loaded again; its children are gone.
         assert "demo_fleet: nothing to do" in second.output
         assert not any(psutil.pid_exists(pid) for pid in old_children.values())
+        assert simulated_samples_arrive(home, timeout=60) > 0
         state = second.state()
         assert state["supervisor_pid"] == second.process.pid
         children = [c["pid"] for c in state["children"]]  # type: ignore[union-attr]
+        assert {c["name"] for c in state["children"]} == {"web", "worker", "agent"}  # type: ignore[union-attr]
 
         # 3. SIGTERM stops the web server, the worker and the embedded PostgreSQL.
         second.process.send_signal(signal.SIGTERM)
@@ -213,6 +225,27 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
     assert not any(psutil.pid_exists(pid) for pid in children)
     assert not (home / demo_runner.STATE_FILE).exists()
     assert not demo_runner.port_in_use("127.0.0.1", port)
+
+
+def simulated_samples_arrive(home: Path, *, timeout: float) -> int:
+    """Raw samples stored for the demo agent's host, read straight from the embedded server."""
+    import psycopg
+
+    lines = (home / "pgdata" / "postmaster.pid").read_text().splitlines()
+    port, socket_dir = lines[3].strip(), lines[4].strip()
+    deadline = time.monotonic() + timeout
+    count = 0
+    while time.monotonic() < deadline:
+        with psycopg.connect(host=socket_dir, port=port, user="postgres", dbname="accelboard") as conn:
+            count = conn.execute(
+                "SELECT count(*) FROM fleet_telemetrysample s JOIN fleet_host h ON h.id = s.host_id "
+                "WHERE h.hostname = %s AND h.simulated",
+                (demo_runner.DEMO_AGENT_HOSTNAME,),
+            ).fetchone()[0]
+        if count:
+            return count
+        time.sleep(1)
+    return count
 
 
 def assert_login_works(url: str, username: str, password: str) -> None:

@@ -600,14 +600,60 @@ def manage_command(config: DemoConfig, *args: str) -> list[str]:
     return [config.python, "-m", "accelboard.cli", *args]
 
 
-def simulated_agent_command(config: DemoConfig) -> list[str] | None:
-    """Hook point for the simulated host agent (a later issue): the command that starts it.
+# The team whose ingest token the demo's simulated agent uses, and the host name it reports.
+DEMO_AGENT_TEAM = "llm-serving"
+DEMO_AGENT_HOSTNAME = "sim-node-01"
+DEMO_AGENT_GPUS = 4
 
-    The demo starts whatever this returns as a supervised service, next to the web server and the
-    worker, unless ``--no-agent`` is given. No simulated agent exists yet, so there is nothing to
-    start: it returns ``None`` and the demo says so.
-    """
-    return None
+
+def simulated_agent_available(config: DemoConfig) -> bool:
+    """The host agent (``agents/``, installed by ``make demo``) is importable by the demo's Python."""
+    probe = subprocess.run(
+        [config.python, "-c", "import accelboard_agent"], capture_output=True, timeout=30, check=False
+    )
+    return probe.returncode == 0
+
+
+def simulated_agent_token(config: DemoConfig, env: Mapping[str, str]) -> str:
+    """A fresh ingest token for the demo agent (tokens are shown once, so one is made per start;
+    ``--reset`` truncates the old ones with their team)."""
+    result = subprocess.run(
+        manage_command(
+            config,
+            "token",
+            "create",
+            "--team",
+            DEMO_AGENT_TEAM,
+            "--kind",
+            "ingest",
+            "--name",
+            "demo simulated agent",
+        ),
+        env=dict(env),
+        cwd=config.cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise DemoError(
+            f"could not create the demo agent's token: {result.stderr.strip() or result.stdout.strip()}"
+        )
+    return result.stdout.strip().splitlines()[-1]
+
+
+def simulated_agent_command(config: DemoConfig) -> list[str]:
+    """The host agent with simulated GPUs, shipping to the demo's own server, so the live host
+    pages move. Its spool lives under ACCELBOARD_HOME like the rest of the demo's data; the token
+    is passed through the environment (``ACCELBOARD_TOKEN``), never on the command line."""
+    return [
+        config.python, "-m", "accelboard_agent", "run",
+        "--simulate", str(DEMO_AGENT_GPUS),
+        "--server", config.url.rstrip("/"),
+        "--spool", str(config.home / "agent-spool.db"),
+        "--hostname", DEMO_AGENT_HOSTNAME,
+    ]  # fmt: skip
 
 
 def stale_pidfile_remove(path: Path) -> bool:
@@ -721,10 +767,14 @@ def _demo_start(config: DemoConfig, supervisor: Supervisor, *, say: Callable[[st
     )
     supervisor.service("web", web_command(config))
     supervisor.service("worker", worker_command(config))
-    if config.agent:
-        agent = simulated_agent_command(config)
-        if agent is None:
-            say("simulated agent: none in this version yet (--no-agent is implied)")
-        else:
-            supervisor.service("agent", agent)
     http_wait_ok(config.url + "healthz", timeout=config.health_timeout, still_ok=supervisor.check)
+    if config.agent:
+        if not simulated_agent_available(config):
+            say("simulated agent: the host agent is not installed (pip install -e ./agents); skipping it")
+        else:
+            token = simulated_agent_token(config, supervisor.env)
+            supervisor.env["ACCELBOARD_TOKEN"] = token
+            supervisor.service("agent", simulated_agent_command(config))
+            say(
+                f"simulated agent: {DEMO_AGENT_GPUS} GPUs on {DEMO_AGENT_HOSTNAME}, shipping every few seconds"
+            )
