@@ -12,8 +12,9 @@ import zlib
 from typing import Any
 
 import orjson
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest
+from django.http.multipartparser import MultiPartParserError
 
 from accelboard.fleet.ingest import IngestRejected
 
@@ -102,3 +103,46 @@ def request_json(request: HttpRequest) -> Any:
                 "text may not contain the NUL character (\\u0000)", path=path, code="invalid"
             )
     return data
+
+
+# Files of one multipart upload (``POST /api/v1/runs`` with ``file`` parts); Django caps the count.
+MAX_UPLOAD_FILES = 100
+
+
+def request_upload(request: HttpRequest) -> tuple[list[tuple[str, bytes]], dict[str, str]]:
+    """A multipart request's ``file`` parts as (name, bytes) and its form fields (last value wins).
+
+    400 for a malformed body, 413 when it is larger than the API's limit, 422 without a file."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > MAX_BODY_BYTES:
+        raise _too_large("the upload")
+    try:
+        uploads = request.FILES.getlist("file")
+        fields = {key: request.POST[key] for key in request.POST}
+        others = [key for key in request.FILES if key != "file"]
+    except RequestDataTooBig:
+        raise _too_large("the upload") from None
+    except (MultiPartParserError, TooManyFieldsSent, TooManyFilesSent) as exc:
+        raise IngestRejected(f"malformed multipart body: {exc}", code="malformed_body", status=400) from None
+    if others:
+        raise IngestRejected("files go in the 'file' field", path=others[0], code="extra_forbidden")
+    if not uploads:
+        raise IngestRejected(
+            "is required: one or more result files (or an archive)", path="file", code="missing"
+        )
+    if len(uploads) > MAX_UPLOAD_FILES:
+        raise IngestRejected(f"at most {MAX_UPLOAD_FILES} files per upload", path="file", code="too_many")
+    files = []
+    total = 0
+    for upload in uploads:
+        total += upload.size or 0
+        if total > MAX_BODY_BYTES:
+            raise _too_large("the upload")
+        files.append((upload.name or "upload", upload.read()))
+    for key, value in fields.items():
+        if "\x00" in value:
+            raise IngestRejected("text may not contain the NUL character", path=key, code="invalid")
+    return files, fields

@@ -118,7 +118,7 @@ class MetricIn(StrictModel):
 
 
 class RunIn(StrictModel):
-    """One benchmark run (docs/api-contract.md). Multipart with a raw file comes in a later version."""
+    """One benchmark run (docs/api-contract.md); result files come as multipart instead."""
 
     run_id: Annotated[UUID, Field(strict=False)]
     model: Text(120, 1)
@@ -136,6 +136,45 @@ class RunCreated(BaseModel):
     run_id: str
     id: int
     url: str
+    duplicate: bool
+
+
+class MetricCompareOut(BaseModel):
+    """One metric of an uploaded run against its series (``run_baseline_compare``)."""
+
+    name: str
+    value: float
+    unit: str
+    direction: str
+    series_id: int
+    baseline: float | None
+    baseline_points: int
+    delta_pct: float | None
+    verdict: str = Field(description="regression, improvement, none, or new (no earlier result)")
+    confidence: float | None
+    pct_change: float | None
+    reason: str
+
+
+class UploadedRunOut(BaseModel):
+    run_id: str
+    id: int
+    url: str
+    duplicate: bool
+    file: str
+    source_format: str
+    model: str
+    variant: str
+    accelerator: str | None
+    accelerator_count: int
+    warnings: list[str]
+    metrics: list[MetricCompareOut]
+
+
+class RunsUploaded(BaseModel):
+    """The answer to a multipart upload: every run its files held, all stored or none."""
+
+    runs: list[UploadedRunOut]
     duplicate: bool
 
 

@@ -312,6 +312,108 @@ def run_ingest(
     return _batch_write(team=team, kind=BatchKind.RUN, client_id=str(run_uuid), write=write)
 
 
+# --- Benchmark result files (multipart) ---------------------------------------------------------
+
+# Form fields of a multipart ``POST /runs`` besides the files; each but ``context``, ``format`` and
+# ``run_id`` states what the files lack (``run_import``'s overrides).
+UPLOAD_OVERRIDES = ("commit", "branch", "ci_url", "accelerator", "count", "precision", "model")
+UPLOAD_FIELDS = frozenset({*UPLOAD_OVERRIDES, "context", "format", "run_id"})
+
+
+def _context_lines(text: str) -> dict[str, str]:
+    """``k=v`` lines (blank lines and ``#`` comments skipped); a bad line is a 422 naming it."""
+    pairs: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise IngestRejected(f"line {number}: expected KEY=VALUE, got {line[:60]!r}", path="context")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def run_upload(
+    *, team: Team, files: list[tuple[str, bytes]], fields: dict[str, str], uploaded_via: str = "api"
+) -> tuple[dict[str, Any], bool]:
+    """Import result files (or archives) as runs, all or none; return (result, all duplicates).
+
+    Each run in the result carries its metrics against their series' baselines
+    (``benchmarks.selectors.run_baseline_compare``), which is what ``accelboard upload`` prints."""
+    from accelboard.benchmarks.imports import ImportRejected, run_import
+    from accelboard.benchmarks.selectors import run_baseline_compare
+    from accelboard.importers import ContextError, ParseError, UnrecognisedFormat, parse_bytes
+
+    unknown = sorted(set(fields) - UPLOAD_FIELDS)
+    if unknown:
+        raise IngestRejected(
+            f"unknown field; known: {', '.join(sorted(UPLOAD_FIELDS))}",
+            path=unknown[0],
+            code="extra_forbidden",
+        )
+    overrides = _context_lines(fields.get("context", ""))
+    overrides.update({key: fields[key] for key in UPLOAD_OVERRIDES if fields.get(key, "").strip()})
+    fmt = fields.get("format", "").strip() or None
+    run_id = fields.get("run_id", "").strip() or None
+
+    parsed = []
+    for index, (name, data) in enumerate(files):
+        try:
+            runs = parse_bytes(data, filename=name, fmt=fmt)
+        except UnrecognisedFormat as exc:
+            raise IngestRejected(str(exc), path=f"file[{index}]", code="unrecognised_format") from None
+        except ParseError as exc:
+            raise IngestRejected(str(exc), path=f"file[{index}]", code="parse_error") from None
+        except ContextError as exc:
+            raise IngestRejected(str(exc), path="format", code="invalid") from None
+        parsed.extend((index, name, data, run) for run in runs)
+    if run_id is not None and len(parsed) != 1:
+        raise IngestRejected(
+            f"a run_id names one run; these files hold {len(parsed)}", path="run_id", code="invalid"
+        )
+
+    stored = []
+    with transaction.atomic():
+        for index, name, data, run in parsed:
+            try:
+                row, created = run_import(
+                    team=team,
+                    parsed=run,
+                    raw_name=name,
+                    raw_bytes=data,
+                    uploaded_via=uploaded_via,
+                    overrides=overrides,
+                    run_uuid=run_id,
+                )
+            except ImportRejected as exc:
+                status = 409 if exc.field == "run_id" else 422
+                raise IngestRejected(
+                    exc.message, path=exc.field or f"file[{index}]", code="import_rejected", status=status
+                ) from None
+            stored.append((name, row, created))
+    items = []
+    for name, row, created in stored:
+        items.append(
+            {
+                "run_id": str(row.uuid),
+                "id": row.pk,
+                "url": f"/runs/{row.pk}/",
+                "duplicate": not created,
+                "file": name,
+                "source_format": row.source_format,
+                "model": row.workload.variant.model.name,
+                "variant": row.workload.variant.name,
+                "accelerator": row.accelerator_type.name if row.accelerator_type else None,
+                "accelerator_count": row.accelerator_count,
+                "warnings": list(row.context.get("warnings", [])),
+                "metrics": run_baseline_compare(run=row),
+            }
+        )
+    duplicate = all(item["duplicate"] for item in items)
+    return {"runs": items, "duplicate": duplicate}, duplicate
+
+
 # --- Serving metrics --------------------------------------------------------------------------
 
 

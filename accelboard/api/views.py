@@ -24,7 +24,7 @@ from accelboard.benchmarks.models import Series
 
 from . import selectors, services
 from .auth import Session, TokenAuth, caller_team_ids
-from .body import request_json
+from .body import request_json, request_upload
 from .choices import READ_KINDS, WRITE_KINDS
 from .errors import install, validated
 from .schemas import (
@@ -39,6 +39,7 @@ from .schemas import (
     RunFilters,
     RunIn,
     RunOut,
+    RunsUploaded,
     SeriesFilters,
     SeriesOut,
 )
@@ -84,16 +85,62 @@ def telemetry_post(request: HttpRequest) -> dict[str, Any]:
     return services.telemetry_batch_ingest(team=request.auth.team, payload=request_json(request))  # type: ignore[attr-defined]
 
 
+_UPLOAD_FORM = {
+    "type": "object",
+    "required": ["file"],
+    "properties": {
+        "file": {
+            "type": "array",
+            "items": {"type": "string", "format": "binary"},
+            "description": "Result files as the tools write them, or archives of them (see accelboard parse)",
+        },
+        "commit": {"type": "string"},
+        "branch": {"type": "string"},
+        "ci_url": {"type": "string"},
+        "context": {
+            "type": "string",
+            "description": "KEY=VALUE lines (model=, precision=, batch_size=, ...)",
+        },
+        "accelerator": {"type": "string", "description": "What the files lack: accelerator type name"},
+        "count": {"type": "string"},
+        "precision": {"type": "string"},
+        "model": {"type": "string"},
+        "format": {"type": "string", "description": "Skip detection and read as this format"},
+        "run_id": {
+            "type": "string",
+            "format": "uuid",
+            "description": "Client id when the files hold one run",
+        },
+    },
+}
+
+
 @api.post(
     "/runs",
     auth=WRITE_AUTH,
-    response={200: RunCreated, 201: RunCreated, **ERRORS},
-    openapi_extra=_body_schema(RunIn, "One benchmark run in accelboard's schema."),
+    response={200: RunCreated | RunsUploaded, 201: RunCreated | RunsUploaded, **ERRORS},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "One run in accelboard's JSON schema, or result files as multipart/form-data.",
+            "content": {
+                "application/json": {"schema": RunIn.model_json_schema()},
+                "multipart/form-data": {"schema": _UPLOAD_FORM},
+            },
+        }
+    },
     tags=["ingest"],
 )
 def run_post(request: HttpRequest) -> Status[dict[str, Any]]:
+    team = request.auth.team  # type: ignore[attr-defined]
+    if request.content_type == "multipart/form-data":
+        files, fields = request_upload(request)
+        # The CLI says who it is, so that the run's provenance shows "CLI" rather than "API".
+        via = "cli" if request.headers.get("User-Agent", "").startswith("accelboard-upload/") else "api"
+        result, duplicate = services.run_upload(team=team, files=files, fields=fields, uploaded_via=via)
+        return Status(200 if duplicate else 201, result)
     payload = validated(RunIn, request_json(request))
-    result, duplicate = services.run_ingest(team=request.auth.team, payload=payload.model_dump())  # type: ignore[attr-defined]
+    result, duplicate = services.run_ingest(team=team, payload=payload.model_dump())
     return Status(200 if duplicate else 201, result)
 
 

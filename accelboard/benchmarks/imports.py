@@ -152,7 +152,7 @@ def _apply_overrides(run: ParsedRun, overrides: dict[str, str] | None, provenanc
         try:
             converted = normalise_context({key: value})[key]
         except ContextError as exc:
-            raise ImportRejected(str(exc), field=key) from None
+            raise ImportRejected(str(exc).removeprefix("context "), field=key) from None
         target_field = CONTEXT_FIELDS.get(key)
         if target_field is None:
             run.context[key] = converted
