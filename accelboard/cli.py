@@ -1,7 +1,7 @@
 """The ``accelboard`` command: Django's management commands with accelboard's settings.
 
 ``accelboard demo``, ``accelboard token create ...``, ``accelboard migrate``: every management
-command is reachable. Configuration errors are printed as one line naming the variable, exit 2.
+command is reachable; ``accelboard parse`` and ``accelboard upload`` run without Django. Configuration errors are printed as one line naming the variable, exit 2.
 """
 
 from __future__ import annotations
@@ -17,6 +17,16 @@ def main(argv: list[str] | None = None) -> int:
         from accelboard.importers.cli import main as parse_main
 
         return parse_main(argv[2:])
+    if len(argv) > 1 and argv[1] == "upload":
+        # A CI job's HTTP client: it needs neither settings nor a database either.
+        from accelboard.benchmarks.upload_cli import main as upload_main
+
+        return upload_main(argv[2:])
+    if len(argv) > 1 and argv[1] == "detect":
+        # Before Django, like parse: change detection on a file needs no settings or database.
+        from accelboard.alerts.detect_cli import main as detect_main
+
+        return detect_main(argv[2:])
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "accelboard.settings")
     argv[0] = "accelboard"
     from accelboard.env import ConfigError
