@@ -1,0 +1,490 @@
+"""Benchmark pages: who may see and upload what, filters, detail, compare, and their query budgets."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+
+from accelboard.benchmarks.comparison import Observation, metrics_compare
+from accelboard.benchmarks.models import BenchmarkRun, MetricValue
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def runs(team: Any, other_team: Any) -> dict[str, Any]:
+    """Team: four H100 runs of one series (main), one L4 run of another model on a feature branch;
+    other team: one run that must never show."""
+    h100 = factories.accelerator_type_from(factories.H100)
+    l4 = factories.accelerator_type_from(factories.L4)
+    series = [
+        factories.run_create(
+            team=team,
+            accelerator_type=h100,
+            started_at=NOW - timedelta(days=10 - i),
+            metrics={"throughput_tokens_per_s": 4800.0 + 50 * i, "latency_p99_ms": 42.0 - i},
+            git_commit=f"{'abc' if i == 3 else 'def'}{i:037x}",
+        )
+        for i in range(4)
+    ]
+    l4_run = factories.run_create(
+        team=team,
+        accelerator_type=l4,
+        started_at=NOW - timedelta(days=1),
+        model="Qwen2.5-7B",
+        variant="fp8",
+        precision="fp8",
+        metrics={"throughput_tokens_per_s": 900.0},
+    )
+    BenchmarkRun.objects.filter(pk=l4_run.pk).update(branch="feature/fp8")
+    other = factories.run_create(team=other_team, accelerator_type=h100, started_at=NOW - timedelta(days=2))
+    return {"series": series, "l4": l4_run, "other": other, "h100": h100, "l4_type": l4}
+
+
+def _ids(response: Any) -> list[int]:
+    return [run.pk for run in response.context["page"].object_list]
+
+
+# --- runs list ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("who", ["lead", "engineer", "finance"])
+def test_it_lists_only_the_members_team_runs(
+    login_client: Any, cast: dict[str, Any], runs: dict[str, Any], who: str
+) -> None:
+    response = login_client(cast[who]).get(reverse("benchmarks:run_list"))
+    assert response.status_code == 200
+    assert set(_ids(response)) == {r.pk for r in runs["series"]} | {runs["l4"].pk}
+    assert runs["other"].pk not in _ids(response)
+
+
+def test_it_lists_every_team_for_staff(login_client: Any, staff: Any, runs: dict[str, Any]) -> None:
+    response = login_client(staff).get(reverse("benchmarks:run_list"))
+    assert runs["other"].pk in _ids(response)
+    assert len(_ids(response)) == 6
+
+
+def test_it_filters_by_hardware_model_branch_and_dates(
+    login_client: Any, lead: Any, runs: dict[str, Any]
+) -> None:
+    client = login_client(lead)
+    url = reverse("benchmarks:run_list")
+    assert _ids(client.get(url, {"hardware": "l4"})) == [runs["l4"].pk]
+    assert _ids(client.get(url, {"model": "Qwen2.5-7B"})) == [runs["l4"].pk]
+    assert _ids(client.get(url, {"variant": "bf16"})) == [r.pk for r in reversed(runs["series"])]
+    assert _ids(client.get(url, {"branch": "feature/fp8"})) == [runs["l4"].pk]
+    window = client.get(
+        url, {"since": (NOW - timedelta(days=9)).date(), "until": (NOW - timedelta(days=8)).date()}
+    )
+    assert _ids(window) == [runs["series"][2].pk, runs["series"][1].pk]
+
+
+def test_it_searches_commit_prefix_branch_and_model(
+    login_client: Any, lead: Any, runs: dict[str, Any]
+) -> None:
+    client = login_client(lead)
+    url = reverse("benchmarks:run_list")
+    assert _ids(client.get(url, {"q": "abc"})) == [runs["series"][3].pk]
+    assert _ids(client.get(url, {"q": "fp8"})) == [runs["l4"].pk]
+    assert _ids(client.get(url, {"q": "qwen"})) == [runs["l4"].pk]
+
+
+def test_it_does_not_offer_or_accept_another_teams_values(
+    login_client: Any, lead: Any, runs: dict[str, Any]
+) -> None:
+    response = login_client(lead).get(reverse("benchmarks:run_list"), {"team": "research"})
+    # "research" is not among the lead's choices: a 400 naming the field, not the other team's runs.
+    assert response.status_code == 400
+    assert response.context["form"].errors["team"]
+    assert b"team: Select a valid choice" in response.content
+
+
+def test_it_rejects_a_reversed_date_range(login_client: Any, lead: Any, runs: dict[str, Any]) -> None:
+    response = login_client(lead).get(
+        reverse("benchmarks:run_list"), {"since": "2026-03-10", "until": "2026-03-01"}
+    )
+    assert response.status_code == 400
+    assert "until" in response.context["form"].errors
+
+
+def test_it_paginates_keeping_the_filters(login_client: Any, lead: Any, team: Any) -> None:
+    h100 = factories.accelerator_type_from(factories.H100)
+    for i in range(55):
+        factories.run_create(team=team, accelerator_type=h100, started_at=NOW - timedelta(hours=i))
+    response = login_client(lead).get(
+        reverse("benchmarks:run_list"), {"hardware": "h100-sxm-80gb", "page": 2}
+    )
+    assert response.status_code == 200
+    assert len(_ids(response)) == 5
+    assert b"hardware=h100-sxm-80gb&amp;page=1" in response.content
+
+
+def test_it_says_why_the_list_is_empty(login_client: Any, engineer: Any, outsider: Any, finance: Any) -> None:
+    response = login_client(engineer).get(reverse("benchmarks:run_list"))
+    assert b"No runs yet" in response.content
+    assert b"Upload a benchmark file" in response.content
+    response = login_client(outsider).get(reverse("benchmarks:run_list"))
+    assert b"You are not in a team yet" in response.content
+
+
+def test_it_lists_runs_within_a_fixed_query_budget(
+    login_client: Any, lead: Any, team: Any, django_assert_max_num_queries: Any
+) -> None:
+    h100 = factories.accelerator_type_from(factories.H100)
+    for i in range(30):
+        factories.run_create(
+            team=team, accelerator_type=h100, started_at=NOW - timedelta(hours=i), model=f"m{i % 5}"
+        )
+    client = login_client(lead)
+    # session, user, teams, 5 filter choice lists, upload roles, count, page: not one per run.
+    with django_assert_max_num_queries(14):
+        response = client.get(reverse("benchmarks:run_list"), {"q": "m"})
+    assert len(_ids(response)) == 30
+
+
+# --- run detail ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("who", ["lead", "engineer", "finance", "staff"])
+def test_it_shows_a_run_to_its_team_and_staff(
+    login_client: Any, cast: dict[str, Any], runs: dict[str, Any], who: str
+) -> None:
+    run = runs["series"][3]
+    response = login_client(cast[who]).get(reverse("benchmarks:run_detail", args=[run.pk]))
+    assert response.status_code == 200
+    assert [row["value"].name for row in response.context["rows"]] == [
+        "latency_p99_ms",
+        "throughput_tokens_per_s",
+    ]
+
+
+@pytest.mark.parametrize("who", ["outsider", "other_lead"])
+def test_it_hides_another_teams_run(
+    login_client: Any, cast: dict[str, Any], runs: dict[str, Any], who: str
+) -> None:
+    client = login_client(cast[who])
+    run = runs["series"][0]
+    assert client.get(reverse("benchmarks:run_detail", args=[run.pk])).status_code == 404
+    assert client.get(reverse("benchmarks:run_raw", args=[run.pk])).status_code == 404
+    assert client.get(reverse("benchmarks:compare_baseline", args=[run.pk])).status_code == 404
+
+
+def test_it_charts_each_series_history_up_to_the_run(
+    login_client: Any, lead: Any, runs: dict[str, Any]
+) -> None:
+    run = runs["series"][2]
+    response = login_client(lead).get(reverse("benchmarks:run_detail", args=[run.pk]))
+    row = next(r for r in response.context["rows"] if r["value"].name == "throughput_tokens_per_s")
+    figure = row["figure"]
+    # Three points (the runs up to this one, not the later fourth), this run highlighted.
+    assert figure["data"][0]["y"] == [4800.0, 4850.0, 4900.0]
+    assert figure["data"][1]["y"] == [4900.0]
+    assert figure["layout"]["yaxis"]["title"]["text"] == "Value (tokens/s)"
+    assert figure["layout"]["xaxis"]["title"]["text"] == "Run start (UTC)"
+    assert f'id="{row["figure_id"]}"' in response.content.decode()
+
+
+def test_it_shows_a_run_within_a_fixed_query_budget(
+    login_client: Any, lead: Any, runs: dict[str, Any], django_assert_max_num_queries: Any
+) -> None:
+    client = login_client(lead)
+    with django_assert_max_num_queries(14):
+        response = client.get(reverse("benchmarks:run_detail", args=[runs["series"][3].pk]))
+    assert response.status_code == 200
+
+
+def test_it_says_there_is_no_raw_file_for_a_json_run(
+    login_client: Any, lead: Any, runs: dict[str, Any]
+) -> None:
+    response = login_client(lead).get(reverse("benchmarks:run_raw", args=[runs["series"][0].pk]))
+    assert response.status_code == 404
+
+
+# --- compare ------------------------------------------------------------------------------------
+
+
+def test_it_compares_two_runs_with_direction_aware_verdicts(
+    login_client: Any, lead: Any, runs: dict[str, Any]
+) -> None:
+    a, b = runs["series"][0], runs["series"][3]
+    response = login_client(lead).get(reverse("benchmarks:compare"), {"a": a.pk, "b": b.pk})
+    assert response.status_code == 200
+    rows = {item["row"].metric: item["row"] for item in response.context["rows"]}
+    throughput, latency = rows["throughput_tokens_per_s"], rows["latency_p99_ms"]
+    assert throughput.delta == pytest.approx(150.0)
+    assert throughput.change_pct == pytest.approx(150 / 4800 * 100)
+    assert throughput.verdict == "better"
+    # Latency fell from 42 to 39 ms: lower is better, so also green.
+    assert latency.delta == pytest.approx(-3.0)
+    assert latency.verdict == "better"
+    assert throughput.p_value is None and "needs" in throughput.test_note
+    assert 'class="verdict-better"' in response.content.decode()
+
+
+def test_it_runs_a_mann_whitney_test_on_sets_of_runs(
+    login_client: Any, lead: Any, runs: dict[str, Any]
+) -> None:
+    ids = [r.pk for r in runs["series"]]
+    response = login_client(lead).get(
+        reverse("benchmarks:compare"), {"a": f"{ids[0]},{ids[1]}", "b": f"{ids[2]},{ids[3]}"}
+    )
+    rows = {item["row"].metric: item["row"] for item in response.context["rows"]}
+    # 2 vs 2 with complete separation: the exact two-sided p-value is 2/6.
+    assert rows["throughput_tokens_per_s"].p_value == pytest.approx(1 / 3)
+    assert rows["throughput_tokens_per_s"].value_a == pytest.approx(4825.0)
+
+
+def test_it_uses_a_runs_repeated_samples(login_client: Any, lead: Any, runs: dict[str, Any]) -> None:
+    a, b = runs["series"][0], runs["series"][1]
+    MetricValue.objects.filter(run=a, name="latency_p99_ms").update(
+        samples=[42.0, 42.5, 41.8, 42.2, 42.1, 41.9]
+    )
+    MetricValue.objects.filter(run=b, name="latency_p99_ms").update(
+        samples=[45.0, 45.2, 44.8, 45.5, 44.9, 45.1]
+    )
+    response = login_client(lead).get(reverse("benchmarks:compare"), {"a": a.pk, "b": b.pk})
+    row = next(item["row"] for item in response.context["rows"] if item["row"].metric == "latency_p99_ms")
+    assert row.observations_a == 6 and row.observations_b == 6
+    assert row.p_value == pytest.approx(0.002164, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"a": "1"}, "b: give one run id"),
+        ({"a": "x", "b": "1"}, "a: &#x27;x&#x27; is not a run id"),
+        ({"a": "1,1", "b": "2"}, "a: a run is listed twice"),
+    ],
+)
+def test_it_rejects_malformed_compare_ids(
+    login_client: Any, lead: Any, query: dict[str, str], message: str
+) -> None:
+    response = login_client(lead).get(reverse("benchmarks:compare"), query)
+    assert response.status_code == 400
+    assert message in response.content.decode()
+
+
+def test_it_refuses_to_compare_another_teams_run(login_client: Any, lead: Any, runs: dict[str, Any]) -> None:
+    response = login_client(lead).get(
+        reverse("benchmarks:compare"), {"a": runs["series"][0].pk, "b": runs["other"].pk}
+    )
+    assert response.status_code == 404
+
+
+def test_it_compares_a_run_with_its_baseline(login_client: Any, lead: Any, runs: dict[str, Any]) -> None:
+    run = runs["series"][3]
+    response = login_client(lead).get(reverse("benchmarks:compare_baseline", args=[run.pk]))
+    ids = ",".join(str(r.pk) for r in runs["series"][:3])
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse('benchmarks:compare')}?a={ids}&b={run.pk}"
+    first = login_client(lead).get(reverse("benchmarks:compare_baseline", args=[runs["l4"].pk]))
+    assert b"No baseline yet" in first.content
+
+
+def test_it_compares_sets_within_a_fixed_query_budget(
+    login_client: Any, lead: Any, runs: dict[str, Any], django_assert_max_num_queries: Any
+) -> None:
+    ids = [r.pk for r in runs["series"]]
+    client = login_client(lead)
+    with django_assert_max_num_queries(6):
+        response = client.get(
+            reverse("benchmarks:compare"), {"a": f"{ids[0]},{ids[1]}", "b": f"{ids[2]},{ids[3]}"}
+        )
+    assert response.status_code == 200
+
+
+def test_it_marks_a_metric_only_on_one_side() -> None:
+    a = [Observation(run_id=1, metric="accuracy", value=0.8, unit="score", direction="higher")]
+    b = [Observation(run_id=2, metric="energy_j", value=10.0, unit="J", direction="lower")]
+    rows = {row.metric: row for row in metrics_compare(side_a=a, side_b=b)}
+    assert rows["accuracy"].notes == ["only in A"] and rows["accuracy"].verdict == "missing"
+    assert rows["energy_j"].notes == ["only in B"]
+
+
+# --- upload permissions -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("who", "status"), [("lead", 200), ("engineer", 200), ("staff", 200), ("finance", 403), ("outsider", 403)]
+)
+def test_it_lets_only_engineers_and_leads_upload(
+    login_client: Any, cast: dict[str, Any], who: str, status: int
+) -> None:
+    client = login_client(cast[who])
+    assert client.get(reverse("benchmarks:upload")).status_code == status
+    if status == 403:
+        assert client.post(reverse("benchmarks:upload_preview")).status_code == 403
+        assert client.post(reverse("benchmarks:upload_save")).status_code == 403
+
+
+# --- upload: preview and save -------------------------------------------------------------------
+
+FIXTURES = Path(__file__).resolve().parents[1] / "importers" / "fixtures"
+
+
+@pytest.fixture
+def media(settings: Any, tmp_path: Path) -> Path:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT
+
+
+def _upload(name: str, data: bytes | None = None) -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, data if data is not None else (FIXTURES / name).read_bytes())
+
+
+def test_it_previews_each_file_or_its_error_without_storing_a_run(
+    login_client: Any, engineer: Any, media: Path
+) -> None:
+    client = login_client(engineer)
+    response = client.post(
+        reverse("benchmarks:upload_preview"),
+        {"files": [_upload("vllm_2025.json"), _upload("broken.json", b'{"model_id": ')]},
+    )
+    assert response.status_code == 200
+    body = response.json()
+    good, bad = body["files"]
+    run = good["runs"][0]
+    assert run["format"] == "vllm-serving"
+    assert run["model"] == "Qwen2.5-7B-Instruct-FP8-dynamic"
+    assert run["precision"] == "fp8"
+    assert {m["name"]: m["value"] for m in run["metrics"]}["throughput_tokens_per_s"] == 1267.2
+    assert [m["field"] for m in run["missing"]] == ["accelerator"]
+    assert good["error"] == ""
+    assert bad["runs"] == [] and "broken.json" in bad["error"]
+    assert BenchmarkRun.objects.count() == 0
+    # The bytes wait under MEDIA_ROOT/tmp/<token> for the save step.
+    assert (media / "tmp" / body["token"] / "0.bin").read_bytes() == (
+        FIXTURES / "vllm_2025.json"
+    ).read_bytes()
+
+
+def test_it_saves_with_the_hardware_the_uploader_filled_in(
+    login_client: Any, engineer: Any, team: Any, media: Path
+) -> None:
+    factories.accelerator_type_from(factories.H100)
+    client = login_client(engineer)
+    token = client.post(reverse("benchmarks:upload_preview"), {"files": [_upload("vllm_2025.json")]}).json()[
+        "token"
+    ]
+    response = client.post(
+        reverse("benchmarks:upload_save"),
+        {
+            "token": token,
+            "team": team.pk,
+            "f0-accelerator": "H100 SXM 80GB",
+            "f0-accelerator_count": "2",
+            "f0-git_commit": "a1b2c3d4",
+            "f0-branch": "main",
+        },
+    )
+    assert response.status_code == 200, response.json()
+    saved = response.json()["files"][0]["runs"]
+    run = BenchmarkRun.objects.get(pk=saved[0]["id"])
+    assert saved[0]["url"] == f"/runs/{run.pk}/"
+    assert (run.team, run.uploaded_by, run.uploaded_via) == (team, engineer, "web")
+    assert (run.accelerator_type.name, run.accelerator_count) == ("H100 SXM 80GB", 2)
+    assert (run.git_commit, run.branch) == ("a1b2c3d4", "main")
+    assert run.field_sources["hardware.accelerator"] == "user"
+    assert run.raw_file.read() == (FIXTURES / "vllm_2025.json").read_bytes()
+    # Saved: the stash is gone, and the run page serves the raw file back.
+    assert not (media / "tmp" / token).exists()
+    raw = client.get(reverse("benchmarks:run_raw", args=[run.pk]))
+    assert b"".join(raw.streaming_content) == (FIXTURES / "vllm_2025.json").read_bytes()
+    assert raw["Content-Disposition"] == 'attachment; filename="vllm_2025.json"'
+
+
+def test_it_names_the_missing_field_and_keeps_the_files_for_a_retry(
+    login_client: Any, engineer: Any, team: Any, media: Path
+) -> None:
+    factories.accelerator_type_from(factories.H100)
+    client = login_client(engineer)
+    token = client.post(reverse("benchmarks:upload_preview"), {"files": [_upload("vllm_2025.json")]}).json()[
+        "token"
+    ]
+    response = client.post(reverse("benchmarks:upload_save"), {"token": token, "team": team.pk})
+    assert response.status_code == 422
+    assert "accelerator" in response.json()["files"][0]["error"]
+    assert BenchmarkRun.objects.count() == 0
+    retry = client.post(
+        reverse("benchmarks:upload_save"),
+        {"token": token, "team": team.pk, "f0-accelerator": "H100 SXM 80GB"},
+    )
+    assert retry.status_code == 200
+    assert BenchmarkRun.objects.count() == 1
+
+
+def test_it_rejects_a_bad_override_by_field(login_client: Any, engineer: Any, team: Any, media: Path) -> None:
+    client = login_client(engineer)
+    token = client.post(reverse("benchmarks:upload_preview"), {"files": [_upload("vllm_2025.json")]}).json()[
+        "token"
+    ]
+    response = client.post(
+        reverse("benchmarks:upload_save"), {"token": token, "team": team.pk, "f0-git_commit": "not a sha!"}
+    )
+    assert response.status_code == 422
+    assert response.json()["files"][0]["error"] == "git_commit: expected a hex commit id"
+    assert BenchmarkRun.objects.count() == 0
+
+
+def test_it_stores_a_file_of_several_runs_all_or_nothing(
+    login_client: Any, engineer: Any, team: Any, media: Path
+) -> None:
+    client = login_client(engineer)
+    token = client.post(
+        reverse("benchmarks:upload_preview"), {"files": [_upload("pytest_benchmark.json")]}
+    ).json()["token"]
+    # Two runs in one file, the second lacking precision: the whole file is refused, none stored.
+    first = client.post(reverse("benchmarks:upload_save"), {"token": token, "team": team.pk})
+    assert first.status_code == 422
+    assert "precision" in first.json()["files"][0]["error"]
+    assert BenchmarkRun.objects.count() == 0
+    factories.accelerator_type_from(factories.L4)
+    data = {"token": token, "team": team.pk, "f0-precision": "fp16", "f0-accelerator": "L4"}
+    saved = client.post(reverse("benchmarks:upload_save"), data)
+    assert saved.status_code == 200, saved.json()
+    assert BenchmarkRun.objects.count() == 2
+    # A second click on Save after success finds the files gone and stores nothing more.
+    again = client.post(reverse("benchmarks:upload_save"), data)
+    assert again.status_code == 400 and again.json()["error"].startswith("token:")
+    assert BenchmarkRun.objects.count() == 2
+
+
+def test_it_refuses_another_users_token_and_a_foreign_team(
+    login_client: Any, engineer: Any, lead: Any, team: Any, other_team: Any, media: Path
+) -> None:
+    token = (
+        login_client(engineer)
+        .post(reverse("benchmarks:upload_preview"), {"files": [_upload("vllm_2025.json")]})
+        .json()["token"]
+    )
+    lead_client = login_client(lead)
+    stolen = lead_client.post(reverse("benchmarks:upload_save"), {"token": token, "team": team.pk})
+    assert stolen.status_code == 400 and stolen.json()["error"].startswith("token:")
+    foreign = login_client(engineer).post(
+        reverse("benchmarks:upload_save"), {"token": token, "team": other_team.pk}
+    )
+    assert foreign.status_code == 400 and foreign.json()["error"].startswith("team:")
+    assert BenchmarkRun.objects.count() == 0
+
+
+def test_it_asks_for_files(login_client: Any, engineer: Any, media: Path) -> None:
+    response = login_client(engineer).post(reverse("benchmarks:upload_preview"))
+    assert response.status_code == 400
+    assert response.json()["error"] == "files: choose at least one file"
+
+
+def test_it_enforces_csrf_on_the_upload_endpoints(engineer: Any, media: Path) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(engineer)
+    response = client.post(reverse("benchmarks:upload_preview"), {"files": [_upload("vllm_2025.json")]})
+    assert response.status_code == 403
+    assert not (media / "tmp").exists()
