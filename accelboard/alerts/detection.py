@@ -1,0 +1,491 @@
+"""Change detection on one benchmark series: pure numpy/scipy, no ORM, deterministic.
+
+A series is one metric of one workload on one hardware configuration, in run order. Two entry
+points share the same noise model:
+
+1. ``check_latest(values, direction=..., samples=..., min_effect=..., baseline=...)`` is the
+   incremental check made when a new run arrives. It answers: do the newest results form a real,
+   sustained shift against the series' current baseline?
+
+   a. The baseline is the segment since the last accepted change point or expected-change mark
+      (``baseline``, an index into ``values``), capped to its last ``max_baseline`` results so
+      the cost does not grow with the history and slow drift is forgotten. Missing points (NaN)
+      are skipped; indices in the answer are positions in ``values``.
+   b. Noise is estimated robustly per series: 1.4826 x the median absolute deviation (MAD) of
+      the baseline, which equals the standard deviation for normal noise and ignores outliers.
+      When within-run repeated ``samples`` are given, the standard error of one run's value
+      (their pooled robust spread / sqrt(count)) is a floor under it: a run cannot be more
+      precise than its own samples say.
+   c. Candidate "after" windows are the last k results, k = 2 .. ``max_after``. The window's level
+      is its median, taking for even k the middle value nearer the baseline (for k = 2, the
+      smaller shift of the two), so one wild value never carries a window. The window passes
+      when (i) its shift from the baseline median, over the standard error of the two levels, is
+      significant at ``alpha`` (one-sided Student t with the baseline's degrees of freedom, so a
+      short baseline needs more evidence), (ii) the relative shift is at least ``min_effect``,
+      and (iii) the newest result is itself past the midpoint between the two levels.
+   d. Consequences: a single result never alerts (a lone outlier that reverts is an outlier);
+      a revert of the newest result fails (iii), whatever came before; a large step passes with
+      k = 2, a small one needs more results, roughly k >= (z / effect-in-sigmas)^2.
+   e. The change index is located inside the longest passing window by the CUSUM argmax (the
+      split maximising the mean-difference statistic), and the levels before/after, their
+      spreads, % change and confidence (1 - p of the strongest window) are reported.
+   f. Direction: ``"higher"`` means higher is better. A shift to the worse side is a
+      ``regression``, to the better side an ``improvement``; both need the same evidence.
+   g. Short history with samples: when the baseline has too few runs for a series noise estimate
+      (under ``min_baseline``) but the newest run and earlier runs carry repeated samples, their
+      samples are compared with a one-sided Mann-Whitney U test at ``alpha_samples`` (asv uses
+      p < 0.002), and the newest run alone may be flagged.
+
+2. ``segment(values, direction=..., min_effect=..., min_size=...)`` segments a whole history
+   offline (trend charts, re-scoring after a threshold change):
+
+   a. Noise: 1.4826 x MAD of first differences / sqrt(2), which a step or a slow trend barely
+      moves.
+   b. Robustness: values are winsorized around a running median (width 5) at +/- 3 sigma, so a
+      lone outlier cannot open a segment while a step keeps its full height.
+   c. Binary segmentation: a segment is split at the CUSUM argmax when the two-sample z of its
+      means reaches ``threshold`` (default sqrt(2 ln n) + 1.5, a penalty growing with the
+      number of places a split could go) and the relative change is at least ``min_effect``;
+      each side keeps at least ``min_size`` points.
+   d. Pruning: every change point is re-tested against its neighbouring segments and the
+      weakest failing one is removed until all pass (binary segmentation's greedy splits can
+      leave a point that no longer stands once its neighbours are known).
+   e. Confidence is 1 - p with p = 2 * sf(z) * (points the split could have been placed at), a
+      Bonferroni bound: conservative, not calibrated.
+
+Known limits:
+- A single result cannot be told from an outlier, so without samples nothing is flagged before
+  the second shifted result (the bench reports the latency this costs).
+- At 3% noise a 3% step is one sigma: it takes about twenty results to tell it from noise at a
+  false-alert rate of one per hundred 500-point series. Lowering ``alpha`` trades the two.
+- Noise is assumed independent between runs. Weekly seasonality or a drifting trend inflates the
+  difference-based noise estimate (fewer, later detections) and a strong trend may be cut into
+  steps by ``segment``.
+- Heavy-tailed noise: the MAD ignores the tails, so bursts of large values are more likely to pass
+  than under normal noise; the newest-point and median rules absorb most of it.
+- Values near zero make relative effects meaningless: with a baseline level of exactly 0 the
+  minimum effect is not applied.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import ndimage, stats
+
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+NONE = "none"
+DIRECTIONS = ("higher", "lower")
+
+DEFAULT_MIN_EFFECT = 0.02  # 2% relative: below it a shift is not worth a person's attention
+DEFAULT_ALPHA = 1e-6  # per window; tuned with bench/detection.py for <= 1 false alert / 100 series
+DEFAULT_ALPHA_SAMPLES = 0.002
+DEFAULT_MAX_AFTER = 30
+DEFAULT_MAX_BASELINE = 200
+DEFAULT_MIN_BASELINE = 8
+DEFAULT_MIN_SIZE = 5
+_MAD_TO_SIGMA = 1.4826
+_MAD_EFFICIENCY = 0.37
+_TAIL_MIN = 40  # baseline results needed before its 2.5/97.5 percentiles mean anything
+_MEDIAN_VAR = math.pi / 2  # variance of a sample median relative to a mean, normal noise
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer of ``check_latest``: what changed, where, by how much, how sure, and why."""
+
+    kind: str  # regression | improvement | none
+    change_index: int | None
+    level_before: float | None
+    spread_before: float | None
+    level_after: float | None
+    spread_after: float | None
+    pct_change: float | None
+    confidence: float
+    results_after: int  # results in the shifted window (the evidence used)
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """One change found by ``segment``: ``index`` is the first result of the new level."""
+
+    index: int
+    level_before: float
+    spread_before: float
+    level_after: float
+    spread_after: float
+    pct_change: float
+    confidence: float
+    kind: str  # regression | improvement
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _check_direction(direction: str) -> None:
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be 'higher' or 'lower', not {direction!r}")
+
+
+def _kind(shift: float, direction: str) -> str:
+    if shift == 0:
+        return NONE
+    worse = shift < 0 if direction == "higher" else shift > 0
+    return REGRESSION if worse else IMPROVEMENT
+
+
+def _pct(before: float, after: float) -> float:
+    if before == 0:
+        return math.inf if after > 0 else (-math.inf if after < 0 else 0.0)
+    return (after - before) / abs(before) * 100.0
+
+
+def _relative(before: float, shift: float) -> float:
+    # A baseline of exactly 0 has no relative scale: the effect test is skipped (see Known limits).
+    return math.inf if before == 0 else abs(shift) / abs(before)
+
+
+def robust_sigma(values: np.ndarray) -> float:
+    """1.4826 x MAD: the standard deviation for normal noise, unmoved by a minority of outliers."""
+    if len(values) == 0:
+        return 0.0
+    med = np.median(values)
+    return float(_MAD_TO_SIGMA * np.median(np.abs(values - med)))
+
+
+def _sigma_floor(level: float) -> float:
+    # Constant series have MAD 0; a tiny floor keeps the statistics finite and lets any real
+    # step through (the minimum effect still applies).
+    return max(abs(level) * 1e-9, 1e-12)
+
+
+def _finite(values: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1:
+        raise ValueError("values must be a flat sequence of numbers")
+    keep = np.flatnonzero(np.isfinite(x))
+    return keep, x[keep]
+
+
+def _within_run_se(samples: Sequence[Sequence[float] | None], positions: np.ndarray) -> tuple[float, float]:
+    """Pooled robust spread of repeated samples within runs, and the standard error of one run."""
+    residuals: list[np.ndarray] = []
+    counts: list[int] = []
+    for pos in positions:
+        run = samples[int(pos)]
+        if run is None:
+            continue
+        arr = np.asarray(run, dtype=float)
+        arr = arr[np.isfinite(arr)]
+        if len(arr) >= 2:
+            residuals.append(arr - np.median(arr))
+            counts.append(len(arr))
+    if not residuals:
+        return 0.0, 0.0
+    pooled = np.concatenate(residuals)
+    spread = float(_MAD_TO_SIGMA * np.median(np.abs(pooled)))
+    return spread, spread / math.sqrt(float(np.median(counts)))
+
+
+def _none(reason: str) -> Verdict:
+    return Verdict(NONE, None, None, None, None, None, None, 0.0, 0, reason)
+
+
+def _samples_check(
+    y: np.ndarray,
+    keep: np.ndarray,
+    samples: Sequence[Sequence[float] | None],
+    *,
+    direction: str,
+    min_effect: float,
+    alpha: float,
+) -> Verdict:
+    """Short history: the newest run's samples against the pooled samples of the runs before it."""
+
+    def _arr(pos: int) -> np.ndarray:
+        run = samples[pos]
+        arr = np.asarray(run if run is not None else [], dtype=float)
+        return arr[np.isfinite(arr)]
+
+    newest = _arr(int(keep[-1]))
+    before_runs = [_arr(int(p)) for p in keep[-6:-1]]
+    before = np.concatenate(before_runs) if before_runs else np.empty(0)
+    if len(newest) < 3 or len(before) < 3:
+        return _none("baseline too short, and too few repeated samples to compare runs")
+    level_before = float(np.median(y[-6:-1]))
+    level_after = float(y[-1])
+    shift = level_after - level_before
+    if shift == 0:
+        return _none("no shift")
+    test = stats.mannwhitneyu(newest, before, alternative="greater" if shift > 0 else "less")
+    p = float(test.pvalue)
+    if p > alpha:
+        return _none(f"samples do not differ (Mann-Whitney p={p:.3g})")
+    if _relative(level_before, shift) < min_effect:
+        return _none("shift below the minimum effect")
+    return Verdict(
+        kind=_kind(shift, direction),
+        change_index=int(keep[-1]),
+        level_before=level_before,
+        spread_before=robust_sigma(before),
+        level_after=level_after,
+        spread_after=robust_sigma(newest),
+        pct_change=_pct(level_before, level_after),
+        confidence=1.0 - p,
+        results_after=1,
+        reason=f"newest run's samples differ from the previous runs' (Mann-Whitney p={p:.3g})",
+    )
+
+
+def check_latest(
+    values: Sequence[float] | np.ndarray,
+    *,
+    direction: str,
+    samples: Sequence[Sequence[float] | None] | None = None,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    baseline: int = 0,
+    alpha: float = DEFAULT_ALPHA,
+    alpha_samples: float = DEFAULT_ALPHA_SAMPLES,
+    max_after: int = DEFAULT_MAX_AFTER,
+    max_baseline: int = DEFAULT_MAX_BASELINE,
+    min_baseline: int = DEFAULT_MIN_BASELINE,
+) -> Verdict:
+    """Is the newest result (with the last few) a real shift against the current baseline?
+
+    ``values`` in run order, NaN for a missing result; ``samples`` (optional) aligned with
+    ``values``, each a run's repeated measurements or None; ``baseline`` the index where the
+    current baseline starts (last accepted change or expected-change mark). See the module
+    docstring (1.) for the method.
+    """
+    _check_direction(direction)
+    if samples is not None and len(samples) != len(values):
+        raise ValueError(f"samples has {len(samples)} entries for {len(values)} values")
+    keep, y = _finite(values)
+    if baseline:
+        mask = keep >= baseline
+        keep, y = keep[mask], y[mask]
+    m = len(y)
+    if m < 2:
+        return _none("too few results since the baseline")
+    # The baseline keeps at least half the segment: a short one makes the noise estimate unreliable.
+    k_max = min(max_after, m - min_baseline, m // 2)
+    if k_max < 2:
+        if samples is not None:
+            return _samples_check(
+                y, keep, samples, direction=direction, min_effect=min_effect, alpha=alpha_samples
+            )
+        return _none(f"baseline too short (needs {min_baseline} results and 2 after)")
+
+    base = y[max(0, m - k_max - max_baseline) : m - k_max]
+    n_base = len(base)
+    level_before = float(np.median(base))
+    sigma = max(robust_sigma(base), _sigma_floor(level_before))
+    if n_base >= _TAIL_MIN:
+        # Heavy tails: the MAD sees only the centre. The central 95% of a long baseline, read as
+        # +/- 1.96 sigma, is the same figure for normal noise and larger when the tails are fat.
+        lo, hi = np.percentile(base, [2.5, 97.5])
+        sigma = max(sigma, float(hi - lo) / (2 * 1.96))
+    if samples is not None:
+        _, run_se = _within_run_se(samples, keep[max(0, m - k_max - max_baseline) : m - k_max])
+        sigma = max(sigma, run_se)
+
+    newest_shift = y[-1] - level_before
+    if newest_shift == 0:
+        return _none("newest result at the baseline level")
+    up = newest_shift > 0
+    # The MAD has about 37% of the standard deviation's efficiency: its t has fewer degrees of freedom.
+    z_needed = float(stats.t.isf(alpha, df=max(1.0, _MAD_EFFICIENCY * (n_base - 1))))
+    base_var = _MEDIAN_VAR / n_base
+
+    tail = np.array(y[m - k_max :])
+    passing: list[tuple[int, float]] = []  # (k, z)
+    for k in range(2, k_max + 1):
+        window = np.sort(tail[k_max - k :])
+        # The middle value nearer the baseline: for k = 2 the smaller shift of the two.
+        level = float(window[(k - 1) // 2] if up else window[k // 2])
+        shift = level - level_before
+        if (shift > 0) != up or shift == 0:
+            continue
+        if abs(newest_shift) < abs(shift) / 2:
+            continue  # the newest result went back: whatever moved did not last
+        if _relative(level_before, shift) < min_effect:
+            continue
+        z = abs(shift) / (sigma * math.sqrt((1.0 if k <= 2 else _MEDIAN_VAR) / k + base_var))
+        if z >= z_needed:
+            passing.append((k, z))
+    if not passing:
+        if abs(newest_shift) > z_needed * sigma * math.sqrt(1 + base_var):
+            return _none("newest result is far off; waiting for a second result to confirm")
+        return _none("no significant sustained shift")
+
+    k_long = max(k for k, _ in passing)
+    z_best = max(z for _, z in passing)
+    # Locate the change inside the longest passing window: the split maximising the two-sample
+    # mean difference (CUSUM argmax), with the baseline as the left side's prior.
+    seg = y[m - k_long - n_base :]
+    start = _cusum_argmax(seg, lo=max(1, n_base // 2), hi=len(seg) - 2)
+    change = m - len(seg) + start
+    after = y[change:]
+    level_after = float(np.median(after))
+    p = float(stats.t.sf(z_best, df=max(1.0, _MAD_EFFICIENCY * (n_base - 1))))
+    shift = level_after - level_before
+    return Verdict(
+        kind=_kind(shift if shift != 0 else newest_shift, direction),
+        change_index=int(keep[change]),
+        level_before=level_before,
+        spread_before=sigma,
+        level_after=level_after,
+        spread_after=robust_sigma(after) if len(after) >= 3 else sigma,
+        pct_change=_pct(level_before, level_after),
+        confidence=1.0 - p,
+        results_after=len(after),
+        reason=f"{len(after)} results shifted, z={z_best:.1f} against {n_base} baseline results",
+    )
+
+
+def _cusum_argmax(y: np.ndarray, *, lo: int, hi: int) -> int:
+    """The split t in [lo, hi] maximising |mean(y[:t]) - mean(y[t:])| * sqrt(t (n-t) / n)."""
+    n = len(y)
+    csum = np.cumsum(y)
+    t = np.arange(max(lo, 1), min(hi, n - 1) + 1)
+    left = csum[t - 1] / t
+    right = (csum[-1] - csum[t - 1]) / (n - t)
+    score = np.abs(left - right) * np.sqrt(t * (n - t) / n)
+    return int(t[int(np.argmax(score))])
+
+
+def _winsorize(y: np.ndarray, sigma: float) -> np.ndarray:
+    trend = ndimage.median_filter(y, size=5, mode="nearest")
+    return trend + np.clip(y - trend, -3 * sigma, 3 * sigma)
+
+
+def diff_sigma(y: np.ndarray) -> float:
+    """Noise from first differences: steps and slow trends barely move it."""
+    if len(y) < 3:
+        return 0.0
+    d = np.diff(y)
+    return float(_MAD_TO_SIGMA * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+
+
+def default_threshold(n: int) -> float:
+    return math.sqrt(2 * math.log(max(n, 2))) + 1.5
+
+
+def _split_z(csum: np.ndarray, a: int, t: int, b: int, sigma: float) -> float:
+    """Two-sample z of mean(y[a:t]) vs mean(y[t:b]) from a cumulative sum with csum[0] = 0."""
+    nl, nr = t - a, b - t
+    diff = (csum[b] - csum[t]) / nr - (csum[t] - csum[a]) / nl
+    return abs(diff) / (sigma * math.sqrt(1 / nl + 1 / nr))
+
+
+def segment(
+    values: Sequence[float] | np.ndarray,
+    *,
+    direction: str = "higher",
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    min_size: int = DEFAULT_MIN_SIZE,
+    threshold: float | None = None,
+) -> list[ChangePoint]:
+    """Change points of a whole history, in order. See the module docstring (2.) for the method."""
+    _check_direction(direction)
+    if min_size < 1:
+        raise ValueError("min_size must be at least 1")
+    keep, y = _finite(values)
+    n = len(y)
+    if n < 2 * min_size:
+        return []
+    sigma = max(diff_sigma(y), _sigma_floor(float(np.median(y))))
+    w = _winsorize(y, sigma)
+    csum = np.concatenate([[0.0], np.cumsum(w)])
+    z_needed = default_threshold(n) if threshold is None else threshold
+
+    def effect_ok(a: int, t: int, b: int) -> bool:
+        left = (csum[t] - csum[a]) / (t - a)
+        right = (csum[b] - csum[t]) / (b - t)
+        return _relative(left, right - left) >= min_effect
+
+    cps: list[int] = []
+    stack = [(0, n)]
+    while stack:
+        a, b = stack.pop()
+        if b - a < 2 * min_size:
+            continue
+        t = np.arange(a + min_size, b - min_size + 1)
+        nl, nr = t - a, b - t
+        left = (csum[t] - csum[a]) / nl
+        right = (csum[b] - csum[t]) / nr
+        z = np.abs(right - left) / (sigma * np.sqrt(1 / nl + 1 / nr))
+        best = int(t[int(np.argmax(z))])
+        if float(z.max()) >= z_needed and effect_ok(a, best, b):
+            cps.append(best)
+            stack.extend([(a, best), (best, b)])
+    cps.sort()
+
+    # Prune: re-test each change against its neighbours; drop the weakest failing until all pass.
+    while cps:
+        bounds = [0, *cps, n]
+        scores = []
+        for i in range(1, len(bounds) - 1):
+            a, t, b = bounds[i - 1], bounds[i], bounds[i + 1]
+            ok = effect_ok(a, t, b)
+            z = _split_z(csum, a, t, b, sigma)
+            scores.append(z if ok else -1.0)
+        weakest = int(np.argmin(scores))
+        if scores[weakest] >= z_needed:
+            break
+        del cps[weakest]
+
+    bounds = [0, *cps, n]
+    out: list[ChangePoint] = []
+    for i in range(1, len(bounds) - 1):
+        a, t, b = bounds[i - 1], bounds[i], bounds[i + 1]
+        before, after = y[a:t], y[t:b]
+        z = _split_z(csum, a, t, b, sigma)
+        p = min(1.0, 2.0 * float(stats.norm.sf(z)) * max(1, b - a - 2 * min_size + 1))
+        level_before, level_after = float(np.median(before)), float(np.median(after))
+        out.append(
+            ChangePoint(
+                index=int(keep[t]),
+                level_before=level_before,
+                spread_before=robust_sigma(before),
+                level_after=level_after,
+                spread_after=robust_sigma(after),
+                pct_change=_pct(level_before, level_after),
+                confidence=1.0 - p,
+                kind=_kind(level_after - level_before, direction),
+            )
+        )
+    return out
+
+
+def replay(
+    values: Sequence[float] | np.ndarray,
+    *,
+    direction: str,
+    start: int = 0,
+    **options: float | int,
+) -> list[Verdict]:
+    """Run ``check_latest`` as each result arrives, accepting every flagged change as the new baseline.
+
+    What the server does run by run, for re-scoring a history or benchmarking the incremental
+    check. Returns the flagged verdicts in order.
+    """
+    x = np.asarray(values, dtype=float)
+    baseline = start
+    flagged: list[Verdict] = []
+    for n in range(baseline + 2, len(x) + 1):
+        if not math.isfinite(x[n - 1]):
+            continue
+        verdict = check_latest(x[:n], direction=direction, baseline=baseline, **options)  # type: ignore[arg-type]
+        if verdict.kind != NONE and verdict.change_index is not None:
+            flagged.append(verdict)
+            baseline = verdict.change_index
+    return flagged
