@@ -80,7 +80,8 @@ def verdict_for(*, direction: str, delta: float) -> str:
 def metrics_compare(
     *, side_a: Sequence[Observation], side_b: Sequence[Observation]
 ) -> list[MetricComparison]:
-    """Compare every metric of side A (the reference) with side B; rows sorted by metric name."""
+    """Compare every metric of side A (the reference) with side B: metrics on both sides first,
+    then those only on one, each group by name."""
     names = sorted({row.metric for row in side_a} | {row.metric for row in side_b})
     result = []
     for name in names:
@@ -121,4 +122,5 @@ def metrics_compare(
         else:
             row.notes.append("only in " + ("A" if value_b is None else "B"))
         result.append(row)
+    result.sort(key=lambda row: (row.delta is None, row.metric))
     return result

@@ -118,6 +118,9 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {
         "run": run,
         "rows": rows,
+        # A one-point chart says nothing: chart series with history, count the others.
+        "charted": [row for row in rows if row["points"] >= 2],
+        "first_of_series": sum(1 for row in rows if row["points"] < 2),
         "field_sources": sorted((run.field_sources or {}).items()),
         "baseline_count": len(baseline_ids),
         "history_points": selectors_pages.HISTORY_POINTS,
@@ -247,7 +250,9 @@ def _parsed_preview(parsed: Any) -> dict[str, Any]:
         "accelerator_count": hardware.get("count"),
         "started_at": preview.get("started_at"),
         "metrics": [{**metric, "label": _label(metric["name"])} for metric in preview["metrics"]],
-        "warnings": preview["warnings"],
+        # The importers' "give it with --context" hints speak to the CLI; "missing" says the same
+        # in the page's terms, next to the field to fill.
+        "warnings": [w for w in preview["warnings"] if "--context" not in w],
         "missing": preview["missing"],
         "rejected": preview["rejected"],
     }

@@ -139,10 +139,11 @@
           card.appendChild(metricsTable(run.metrics));
         });
         var missing = {};
+        var needs = el("div", {"class": "needs-list"});
         file.runs.forEach(function (run) {
           (run.missing || []).forEach(function (m) {
             missing[m.field] = true;
-            card.appendChild(el("p", {"class": "needs"}, "Needed before saving: " + m.message));
+            needs.appendChild(el("p", {"class": "needs"}, "Needed before saving: " + m.message));
           });
         });
         var extra = el("div", {"class": "overrides"});
@@ -155,7 +156,9 @@
         extra.appendChild(field(file.index, "git_commit", "Commit", "", "sha", false));
         extra.appendChild(field(file.index, "branch", "Branch", "", "main", false));
         extra.appendChild(field(file.index, "ci_url", "CI link", "", "https://…", false));
-        card.appendChild(extra);
+        // What to fill goes above the (long) metrics tables, next to the file's name.
+        card.insertBefore(extra, error.nextSibling);
+        card.insertBefore(needs, extra);
       }
       previews.appendChild(card);
     });
@@ -194,7 +197,12 @@
         });
         document.getElementById("step-done").hidden = saved.children.length === 0;
         button.disabled = result.status === 200;
-        if (result.status === 200) { document.getElementById("step-files").hidden = true; }
+        if (result.status === 200) {
+          // Everything saved: the form has done its job; what is left is where the runs are.
+          document.getElementById("step-files").hidden = true;
+          document.getElementById("step-review").hidden = true;
+        }
+        document.getElementById("step-done").scrollIntoView();
       })
       .catch(function () {
         document.getElementById("save-error").textContent = "Saving failed: the server could not be reached.";
