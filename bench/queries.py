@@ -130,7 +130,7 @@ def _raw_hour_rollup(start: datetime, end: datetime) -> None:
     from accelboard.fleet import services
 
     sql = services._MINUTE_SQL.replace("'60 seconds'", "'3600 seconds'").replace(
-        "    60, date_bin", "    3600, date_bin"
+        "    60, bucket,", "    3600, bucket,"
     )
     params = {
         "origin": services._BUCKET_ORIGIN,
@@ -143,7 +143,7 @@ def _raw_hour_rollup(start: datetime, end: datetime) -> None:
         "throttle_mask": services.THROTTLE_MASK,
     }
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql.format(gpu_filter=""), params)
+        cursor.execute(sql.format(gpu_filter="", raw_filter=""), params)
         transaction.set_rollback(True)
 
 

@@ -431,3 +431,29 @@ def test_it_reports_fleet_utilisation_per_hour_and_type_from_host_rollups(gpus: 
     np.testing.assert_allclose(got.to_numpy(dtype=float), expected.to_numpy(), rtol=1e-9)
     assert set(frame["accelerator_type"]) == {factories.H100["name"], "unknown"}
     assert list(frame[frame["accelerator_type"] == "unknown"]["gpus"]) == [1, 1, 1]
+
+
+def test_it_rolls_up_a_long_range_in_chunks_exactly(gpus: dict[str, Any], monkeypatch: Any) -> None:
+    # Chunks of a few minutes: each boundary falls inside the data, so a delta across a boundary,
+    # the counter reset and the 45 s gap all land in some chunk's first or look-ahead bucket.
+    monkeypatch.setattr(services, "ROLLUP_FIRST_CHUNK", timedelta(minutes=7))
+    monkeypatch.setattr(services, "ROLLUP_CHUNK_SAMPLES", 700)
+    rows = _samples(gpus, seed=11)
+    _copy(rows)
+
+    result = services.telemetry_rollups_refresh(start=T0, end=T1)
+
+    _assert_matches(_stored(60), _reference(rows, 60))
+    _assert_matches(_stored(3600), _reference(rows, 3600))
+    assert result.minute_rows == TelemetryRollup.objects.filter(width_s=60).count()
+
+
+def test_it_gives_the_caller_its_jit_and_work_mem_back(gpus: dict[str, Any]) -> None:
+    _copy(_samples(gpus, seed=13))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL work_mem = '3MB'")
+        cursor.execute("SET LOCAL jit = on")
+        services.telemetry_rollups_refresh(start=T0, end=T1)
+        cursor.execute("SELECT current_setting('work_mem'), current_setting('jit')")
+        assert cursor.fetchone() == ("3MB", "on")
+    assert TelemetryRollup.objects.filter(width_s=3600).count() == 9  # 3 GPUs x hours 09, 10 and 11
