@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import os
+import time
+import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,6 +17,8 @@ from django.urls import reverse
 
 from accelboard.benchmarks.comparison import Observation, metrics_compare
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue
+from accelboard.benchmarks.templatetags.benchmark_format import sig
+from accelboard.benchmarks.upload_store import UploadExpired, upload_load, upload_prune, upload_stash
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -488,3 +494,49 @@ def test_it_enforces_csrf_on_the_upload_endpoints(engineer: Any, media: Path) ->
     response = client.post(reverse("benchmarks:upload_preview"), {"files": [_upload("vllm_2025.json")]})
     assert response.status_code == 403
     assert not (media / "tmp").exists()
+
+
+def test_it_previews_an_archive_of_a_results_directory(login_client: Any, engineer: Any, media: Path) -> None:
+    root = FIXTURES / "mlperf"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(root).as_posix())
+    response = login_client(engineer).post(
+        reverse("benchmarks:upload_preview"), {"files": [_upload("acme-results.zip", buffer.getvalue())]}
+    )
+    assert response.status_code == 200
+    entry = response.json()["files"][0]
+    assert entry["error"] == ""
+    assert {run["format"] for run in entry["runs"]} == {"mlperf-inference"}
+    assert all(run["metrics"] for run in entry["runs"])
+    assert BenchmarkRun.objects.count() == 0
+
+
+def test_it_prunes_abandoned_uploads_only(engineer: Any, media: Path) -> None:
+    old = upload_stash(user_id=engineer.pk, files=[("a.json", b"{}")])
+    fresh = upload_stash(user_id=engineer.pk, files=[("b.json", b"{}")])
+    day_ago = time.time() - 25 * 3600
+    os.utime(media / "tmp" / old, (day_ago, day_ago))
+    assert upload_prune() == 1
+    assert not (media / "tmp" / old).exists()
+    assert [f.name for f in upload_load(token=fresh, user_id=engineer.pk)] == ["b.json"]
+    with pytest.raises(UploadExpired):
+        upload_load(token="../../etc", user_id=engineer.pk)
+
+
+@pytest.mark.parametrize(
+    ("value", "sign", "text"),
+    [
+        (8.7, "", "8.7"),
+        (1267.2, "", "1,267.2"),
+        (15_500_250_000.0, "", "15,500,250,000"),
+        (0.000123, "", "0.000123"),
+        (-200.0, "+", "-200"),
+        (60.0, "+", "+60"),
+        (None, "", "—"),
+    ],
+)
+def test_it_formats_values_to_significant_digits(value: Any, sign: str, text: str) -> None:
+    assert sig(value, sign) == text

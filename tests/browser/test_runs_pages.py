@@ -141,3 +141,27 @@ def test_it_filters_the_runs_list_and_charts_a_series_history(
     )  # p99 rose from 41.5 to 43 ms: worse, red
     screenshot(page, "runs-compare-baseline")
     assert page.js_errors == []
+
+
+def test_it_takes_files_dropped_on_the_zone(page: Any, login: Any, engineer: Any, media: Path) -> None:
+    login(page, engineer)
+    page.goto("/runs/upload/")
+    content = (FIXTURES / "pytest_benchmark.json").read_text()
+    # A real drop event carrying a File, as the browser fires it when a file is dragged in.
+    page.evaluate(
+        """(text) => {
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([text], "pytest_benchmark.json", {type: "application/json"}));
+            const zone = document.getElementById("dropzone");
+            zone.dispatchEvent(new DragEvent("dragover", {dataTransfer: transfer, bubbles: true, cancelable: true}));
+            zone.dispatchEvent(new DragEvent("drop", {dataTransfer: transfer, bubbles: true, cancelable: true}));
+        }""",
+        content,
+    )
+    assert page.locator("#chosen li").inner_text().startswith("pytest_benchmark.json")
+    page.click("#preview-button")
+    page.wait_for_selector("#file-0 tr[data-metric=latency_mean_ms]")
+    # One file, two benchmarks in it: both previewed, the second needing a precision.
+    assert page.locator("#file-0 .recognised").count() == 2
+    assert "precision" in page.locator("#file-0 .needs-list").inner_text()
+    assert page.js_errors == []
