@@ -42,11 +42,11 @@ ifeq ($(origin PYTHON),command line)
 endif
 
 # The host agent (agents/) is installed beside the server: the demo runs a simulated one.
-$(STAMP_RUN): pyproject.toml agents/pyproject.toml | venv
+$(STAMP_RUN): pyproject.toml $(wildcard agents/pyproject.toml) | venv
 	$(PIP) install --quiet -e . -e ./agents
 	@touch $@
 
-$(STAMP_DEV): pyproject.toml agents/pyproject.toml | venv
+$(STAMP_DEV): pyproject.toml $(wildcard agents/pyproject.toml) | venv
 	$(PIP) install --quiet -e '.[dev]' -e ./agents
 	@touch $@ $(STAMP_RUN)
 

@@ -182,6 +182,8 @@ def test_it_rejects_a_config_outside_its_limits_naming_the_field() -> None:
 
 @pytest.mark.django_db
 def test_it_syncs_the_catalogue_idempotently_and_adopts_a_hand_made_row() -> None:
+    # Migration 0004 seeds the catalogue; start from a database where someone made L4 by hand.
+    AcceleratorType.objects.all().delete()
     AcceleratorType.objects.create(name="L4", slug="nvidia-l4", match_names=[])
     first = accelerator_types_sync()
     second = accelerator_types_sync()
@@ -446,3 +448,9 @@ def test_it_exits_2_on_the_command_line_for_a_bad_flag(flag: str, message: str) 
     )
     assert done.returncode == 2
     assert message in done.stderr
+
+
+@pytest.mark.django_db
+def test_it_seeds_the_catalogue_on_migrate_so_a_fresh_server_knows_real_gpu_names() -> None:
+    assert set(AcceleratorType.objects.values_list("slug", flat=True)) >= {t["slug"] for t in ACCELERATOR_TYPES}
+    assert accelerator_type_match(name="NVIDIA H100 80GB HBM3").slug == "h100-sxm-80gb"

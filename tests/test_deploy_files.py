@@ -50,7 +50,12 @@ def env_example_names() -> set[str]:
 
 
 def production_env(**overrides: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "CELERY_", "EMAIL_"))}
+    # The browser tests' DJANGO_ALLOW_ASYNC_UNSAFE is a test-process setting, never a deployment's.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DATABASE_URL", "CELERY_", "EMAIL_")) and k != "DJANGO_ALLOW_ASYNC_UNSAFE"
+    }
     env.update(
         {
             "ACCELBOARD_PRODUCTION": "1",
