@@ -27,7 +27,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import math
 import uuid as uuid_lib
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -41,13 +40,11 @@ from django.utils import timezone
 from accelboard.core.models import Team
 from accelboard.fleet.models import AcceleratorType, Host
 from accelboard.fleet.services import accelerator_type_match
-from accelboard.importers import ContextError, ParsedRun, normalise_context
+from accelboard.importers import ContextError, ParsedRun, context_apply, normalise_context
 from accelboard.importers.naming import variant_name
 
 # The importers' own context keys (model=, precision=, count=, ...) and the run fields they fill:
 # one vocabulary for ``accelboard parse --context`` and the uploader's overrides.
-from accelboard.importers.registry import _CONTEXT_FIELDS as CONTEXT_FIELDS
-
 from .choices import Scenario, UploadSource
 from .metrics import UNITS, accuracy_metric_name, metric_spec
 from .models import BenchmarkRun
@@ -125,12 +122,6 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str).replace("\\u0000", ""))
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) or isinstance(b, float):
-        return math.isclose(float(a), float(b))
-    return str(a).strip().lower() == str(b).strip().lower()
-
-
 def _apply_overrides(run: ParsedRun, overrides: dict[str, str] | None, provenance: dict[str, str]) -> None:
     """Fill the run's empty fields from the uploader; each bad value raises naming its key."""
     for raw_key, raw_value in (overrides or {}).items():
@@ -153,20 +144,7 @@ def _apply_overrides(run: ParsedRun, overrides: dict[str, str] | None, provenanc
             converted = normalise_context({key: value})[key]
         except ContextError as exc:
             raise ImportRejected(str(exc).removeprefix("context "), field=key) from None
-        target_field = CONTEXT_FIELDS.get(key)
-        if target_field is None:
-            run.context[key] = converted
-            run.field_sources[f"context.{key}"] = "user"
-            continue
-        path = target_field[0]
-        current = run.get(path)
-        if current in (None, ""):
-            run.put(path, converted, "user")
-        elif not _same(current, converted):
-            run.warnings.append(
-                f"{path}: the file says {current!r} ({run.field_sources.get(path, '?')}), "
-                f"the uploader says {converted!r}; kept the file's value"
-            )
+        context_apply(run, {key: converted}, who="the uploader")
 
 
 def _fingerprint(run: ParsedRun) -> str:

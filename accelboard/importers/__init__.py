@@ -18,9 +18,10 @@ from .base import (
     Variant,
     Workload,
 )
-from .registry import FORMATS, ContextError, detect, normalise_context, parse_bytes, parse_path
+from .registry import FORMATS, ContextError, context_apply, detect, normalise_context, parse_bytes, parse_path
 
 __all__ = [
+    "context_apply",
     "FORMATS",
     "AccuracyResult",
     "ContextError",

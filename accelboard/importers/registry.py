@@ -267,7 +267,7 @@ def _finalise(run: ParsedRun, path: PurePosixPath, context: dict[str, Any]) -> N
                 run.put("hardware.accelerator", accelerator, "path")
                 run.fill("hardware.count", count, "path")
                 break
-    _apply_context(run, context)
+    context_apply(run, context)
     if not run.variant.name:
         run.put(
             "variant.name",
@@ -282,7 +282,9 @@ def _finalise(run: ParsedRun, path: PurePosixPath, context: dict[str, Any]) -> N
         run.warnings.append("precision unknown: give it with --context precision=bf16|fp8|int4...")
 
 
-def _apply_context(run: ParsedRun, context: dict[str, Any]) -> None:
+def context_apply(run: ParsedRun, context: dict[str, Any], *, who: str = "the context") -> None:
+    """Fill the run's empty fields from normalised ``key=value`` context (marked ``user``); a value
+    the file already has is kept, and a disagreement becomes a warning naming both sides."""
     for key, value in context.items():
         target = _CONTEXT_FIELDS.get(key)
         if target is None:
@@ -296,7 +298,7 @@ def _apply_context(run: ParsedRun, context: dict[str, Any]) -> None:
         elif not _same(current, value):
             run.warnings.append(
                 f"{field_path}: the file says {current!r} ({run.field_sources.get(field_path, '?')}), "
-                f"the context says {value!r}; kept the file's value"
+                f"{who} says {value!r}; kept the file's value"
             )
 
 
