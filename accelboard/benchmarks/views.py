@@ -192,7 +192,25 @@ def compare(request: HttpRequest) -> HttpResponse:
     except BenchmarkRun.DoesNotExist as exc:
         raise Http404("No such run in your teams") from exc
     rows = [{"row": row, "label": _label(row.metric)} for row in result.rows]
-    return render(request, "benchmarks/compare.html", {"error": None, "result": result, "rows": rows})
+    context = {"error": None, "result": result, "rows": rows, "differs": _differences(result)}
+    return render(request, "benchmarks/compare.html", context)
+
+
+def _differences(result: selectors_pages.CompareResult) -> list[str]:
+    """What the two sides do not share: a delta across models or hardware is not a regression."""
+    aspects = {
+        "model": lambda run: run.workload.variant.model.name,
+        "variant": lambda run: run.workload.variant.name,
+        "scenario": lambda run: run.workload.get_scenario_display(),
+        "hardware": lambda run: f"{run.accelerator_count}× {run.accelerator_type or 'unknown'}",
+    }
+    differs = []
+    for name, read in aspects.items():
+        side_a = {read(run) for run in result.runs_a}
+        side_b = {read(run) for run in result.runs_b}
+        if side_a != side_b:
+            differs.append(f"{name} ({', '.join(sorted(side_a))} vs {', '.join(sorted(side_b))})")
+    return differs
 
 
 # --- upload -------------------------------------------------------------------------------------

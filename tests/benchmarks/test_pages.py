@@ -234,6 +234,22 @@ def test_it_compares_two_runs_with_direction_aware_verdicts(
     assert latency.verdict == "better"
     assert throughput.p_value is None and "needs" in throughput.test_note
     assert 'class="verdict-better"' in response.content.decode()
+    # Same series on both sides: no warning about comparing different setups.
+    assert response.context["differs"] == []
+
+
+def test_it_warns_when_the_sides_are_different_setups(
+    login_client: Any, lead: Any, runs: dict[str, Any]
+) -> None:
+    response = login_client(lead).get(
+        reverse("benchmarks:compare"), {"a": runs["series"][0].pk, "b": runs["l4"].pk}
+    )
+    assert response.context["differs"] == [
+        "model (Llama-3.1-8B vs Qwen2.5-7B)",
+        "variant (bf16 vs fp8)",
+        "hardware (1× H100 SXM 80GB vs 1× L4)",
+    ]
+    assert 'id="compare-differs"' in response.content.decode()
 
 
 def test_it_runs_a_mann_whitney_test_on_sets_of_runs(
