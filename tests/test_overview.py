@@ -163,9 +163,16 @@ def test_it_keeps_the_run_list_query_count_flat(
             team=team, accelerator_type=h100, host=host, model=f"model-{n % 4}", batch_size=n + 1
         )
     client = login_client(lead)
-    # session + user, visible teams, the paginator's count, one joined page: not one per row.
-    with django_assert_max_num_queries(6):
+    # session + user, visible teams, the filter choices (one query each), the paginator's count and
+    # one joined page: a fixed number, not one per row. 30 more runs must not add a query.
+    with django_assert_max_num_queries(14) as captured:
         response = client.get(reverse("benchmarks:run_list"))
     assert response.status_code == 200
     assert len(response.context["page"].object_list) == 30
-    assert response.content.decode().count("<tr>") == 31
+    for n in range(30):
+        factories.run_create(
+            team=team, accelerator_type=h100, host=host, model=f"model-{n % 4}", batch_size=n + 40
+        )
+    with django_assert_max_num_queries(len(captured.captured_queries)):
+        assert client.get(reverse("benchmarks:run_list")).status_code == 200
+    assert response.content.decode().count("<tr") == 31  # the header row and one per run

@@ -6,23 +6,13 @@ import statistics
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F, Q, QuerySet, Window
+from django.db.models import F, Q, Window
 from django.db.models.functions import RowNumber
 
 from accelboard.alerts.choices import DismissReason
 from accelboard.alerts.models import Alert
 
 from .models import BenchmarkRun, MetricValue
-
-
-def run_list(*, team_ids: list[int] | None) -> QuerySet[BenchmarkRun]:
-    runs = BenchmarkRun.objects.select_related(
-        "team", "workload__variant__model", "accelerator_type", "host"
-    ).order_by("-started_at")
-    if team_ids is not None:
-        runs = runs.filter(team_id__in=team_ids)
-    return runs
-
 
 # --- A run against its series' baselines --------------------------------------------------------
 
