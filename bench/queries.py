@@ -136,6 +136,7 @@ def _raw_hour_rollup(start: datetime, end: datetime) -> None:
         "origin": services._BUCKET_ORIGIN,
         "start": start,
         "end": end,
+        "final_end": end,
         "lookback": start - timedelta(seconds=services.MAX_COUNTER_GAP_S),
         "lookahead": end,
         "max_gap": services.MAX_INTEGRATION_GAP_S,

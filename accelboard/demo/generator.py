@@ -41,11 +41,12 @@ THROTTLE_POWER_CAP = 0x4
 THROTTLE_THERMAL = 0x20 | 0x40  # SW thermal slowdown | HW thermal slowdown
 
 
-# 180 s, not the 60 s an agent would use: every sample costs ~120 µs of PostgreSQL time on a busy
-# 2-core machine (binary COPY ~11, its minute rollup upsert ~80, the rollups' deferred foreign-key
-# checks at commit ~28), so 85 GPUs × 14 days at 60 s (1.7M samples) took 220 s and at 120 s
-# 131 s, over the two-minute budget of the default demo. ``--telemetry-interval 60`` still works.
-DEFAULT_TELEMETRY_INTERVAL_S = 180
+# 60 s, as an agent would sample: 85 GPUs x 14 days (1.7M samples) load in ~96 s on a 2-core
+# machine (measured twice, light load; rollups 57 s, raw COPY 18 s, commit 1 s) since the rollup
+# refresh reads a range by time, sorts it once and the rollup tables dropped their deferred
+# foreign-key checks. Before that it took 220 s and the default was 180 s. Heavy contention from
+# other jobs can still push it past two minutes: ``--telemetry-interval 180`` loads a third.
+DEFAULT_TELEMETRY_INTERVAL_S = 60
 
 
 @dataclass(frozen=True)

@@ -377,7 +377,9 @@ def telemetry_rollups_refresh(
     3. a bucket where nothing contributed has NULL energy, never 0.
     The bucket of each GPU's first sample after ``end`` is recomputed too (its delta changes when
     a late sample lands before it). Runs in one transaction under an advisory lock: safe to run
-    twice and in parallel; a second run waits, then writes the same rows.
+    twice and in parallel; a second run waits, then writes the same rows. A range holding more
+    than ``ROLLUP_CHUNK_SAMPLES`` raw samples is rolled up in consecutive chunks, each exact on
+    its own (its look-back and look-ahead samples are read like the range's).
     """
     minute_start = _floor(start, 60)
     minute_end = _ceil(end, 60)
