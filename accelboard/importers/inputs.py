@@ -9,6 +9,7 @@ sibling files. ``DiskTree`` reads any path on disk (so a results folder given al
 
 from __future__ import annotations
 
+import abc
 import io
 import tarfile
 import zipfile
@@ -46,15 +47,18 @@ class InputFile:
         return self.data[:size]
 
 
-class Tree:
+class Tree(abc.ABC):
     """Files by path. Subclasses say how to list and read them."""
 
+    @abc.abstractmethod
     def files(self) -> list[PurePosixPath]:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def read(self, path: PurePosixPath) -> bytes | None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def listdir(self, path: PurePosixPath) -> list[PurePosixPath]:
         raise NotImplementedError
 

@@ -15,6 +15,7 @@ Tests replace ``pynvml`` functions at this module boundary (``gpus.pynvml``).
 
 from __future__ import annotations
 
+import abc
 import math
 import random
 import socket
@@ -90,7 +91,7 @@ def _field_value(item: Any) -> float | None:
     return float(getattr(union, attribute))
 
 
-class Backend:
+class Backend(abc.ABC):
     """What the sampler, the slow scanner and ``bench`` need from a source of GPU readings."""
 
     simulated = False
@@ -98,18 +99,23 @@ class Backend:
     cuda_version = ""
     devices: list[Device]
 
+    @abc.abstractmethod
     def sample(self, device: Device) -> dict[str, Any]:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def energy_mj(self, device: Device) -> int | None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def power_instant_w(self, device: Device) -> float | None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def memory_used_bytes(self, device: Device) -> int | None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def slow(self, device: Device) -> dict[str, Any]:
         raise NotImplementedError
 
