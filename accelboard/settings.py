@@ -146,7 +146,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
-MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(BASE_DIR / ".accelboard" / "media")))
+# Raw benchmark files. In development they live with the rest of the data under ACCELBOARD_HOME.
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT") or str(_home() / "media"))
 MEDIA_URL = "/media/"
 # Benchmark uploads and telemetry batches can be large; the API enforces its own limits.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 64 * 1024 * 1024, minimum=1024)
