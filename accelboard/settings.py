@@ -93,6 +93,8 @@ INSTALLED_APPS = [
     "accelboard.serving",
     "accelboard.costs",
     "accelboard.alerts",
+    "accelboard.drift",
+    "accelboard.notifications",
     "accelboard.dashboard",
     "accelboard.api",
 ]

@@ -13,5 +13,10 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("accelboard.api.urls")),
     path("runs/", include("accelboard.benchmarks.urls")),
+    path("costs/", include("accelboard.costs.urls")),
+    path("alerts/", include("accelboard.alerts.urls")),
+    path("quantization/", include("accelboard.drift.urls")),
+    path("hosts/", include("accelboard.fleet.urls")),
+    path("notifications/", include("accelboard.notifications.urls")),
     path("", include("accelboard.dashboard.urls")),
 ]

@@ -10,10 +10,10 @@ NAVIGATION = [
     ("dashboard:trends", "Trends"),
     ("dashboard:hardware", "Hardware"),
     ("benchmarks:run_list", "Runs"),
-    ("dashboard:drift", "Quantization"),
-    ("dashboard:costs", "Costs"),
-    ("dashboard:alerts", "Alerts"),
-    ("dashboard:hosts", "Hosts"),
+    ("drift:overview", "Quantization"),
+    ("costs:report", "Costs"),
+    ("alerts:list", "Alerts"),
+    ("fleet:hosts", "Hosts"),
 ]
 
 

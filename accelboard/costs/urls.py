@@ -1,5 +1,11 @@
 from __future__ import annotations
 
+from django.urls import path
+
+from . import views
+
 app_name = "costs"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.cost_report, name="report"),
+]

@@ -64,6 +64,10 @@ PLANNED = {
 }
 
 
+def trends(request: HttpRequest) -> HttpResponse:
+    return planned(request, area="trends")
+
+
 def planned(request: HttpRequest, area: str) -> HttpResponse:
     title, description = PLANNED[area]
     return render(

@@ -1,0 +1,1 @@
+"""admin of the drift app (none yet)."""

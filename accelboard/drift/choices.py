@@ -1,0 +1,1 @@
+"""choices of the drift app (none yet)."""

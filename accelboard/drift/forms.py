@@ -1,0 +1,1 @@
+"""forms of the drift app (none yet)."""

@@ -1,0 +1,1 @@
+"""services of the drift app (none yet)."""

@@ -1,0 +1,1 @@
+"""tasks of the drift app (none yet)."""

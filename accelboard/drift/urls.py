@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from . import views
+
+app_name = "drift"
+
+urlpatterns = [
+    path("", views.drift_overview, name="overview"),
+]

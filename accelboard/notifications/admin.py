@@ -1,0 +1,1 @@
+"""admin of the notifications app (none yet)."""

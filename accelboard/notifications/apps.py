@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class NotificationsConfig(AppConfig):
+    name = "accelboard.notifications"
+    label = "notifications"
+    verbose_name = "Notifications"

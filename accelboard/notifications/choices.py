@@ -1,0 +1,1 @@
+"""choices of the notifications app (none yet)."""

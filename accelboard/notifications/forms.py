@@ -1,0 +1,1 @@
+"""forms of the notifications app (none yet)."""

@@ -1,0 +1,1 @@
+"""models of the notifications app (none yet)."""

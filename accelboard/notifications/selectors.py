@@ -1,0 +1,1 @@
+"""selectors of the notifications app (none yet)."""

@@ -1,0 +1,1 @@
+"""services of the notifications app (none yet)."""

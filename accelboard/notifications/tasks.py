@@ -1,0 +1,1 @@
+"""tasks of the notifications app (none yet)."""
