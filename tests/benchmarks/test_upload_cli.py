@@ -64,8 +64,8 @@ def test_it_uploads_and_prints_the_table(
         [str(FIXTURES / "vllm_2025.json"), "--server", server, "--token", token, "--accelerator", "H100 SXM 80GB",
          "--context", "batch_size=8"]
     )  # fmt: skip
-    out = capsys.readouterr().out
-    assert code == 0, out
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
     run = BenchmarkRun.objects.get()
     assert (run.team, run.uploaded_via, run.git_commit, run.branch) == (
         team,
