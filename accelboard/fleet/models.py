@@ -54,6 +54,8 @@ class Host(models.Model):
     provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.ON_PREM)
     region = models.CharField(max_length=40, blank=True)
     instance_type = models.CharField(max_length=60, blank=True)
+    # What the host's spend is booked to in the cost report (free text, e.g. "search-ranking").
+    project = models.CharField(max_length=80, blank=True)
     driver_version = models.CharField(max_length=40, blank=True)
     cuda_version = models.CharField(max_length=20, blank=True)
     agent_version = models.CharField(max_length=20, blank=True)
