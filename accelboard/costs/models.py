@@ -33,7 +33,7 @@ class _Dated(models.Model):
     source = models.CharField(max_length=300)
     fetched_on = models.DateField()
     valid_from = models.DateField()
-    valid_to = models.DateField(null=True, blank=True, help_text="Inclusive; empty = still valid")
+    valid_to = models.DateField(null=True, blank=True, help_text="Exclusive; empty = still valid")
 
     class Meta:
         abstract = True
