@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import Alert
+from .models import Alert, AlertEvent, DetectionSetting, ExpectedChange, ServingSlo
 
 
 @admin.register(Alert)
@@ -11,3 +11,26 @@ class AlertAdmin(admin.ModelAdmin):
     list_filter = ["kind", "severity", "state", "team"]
     search_fields = ["title", "dedupe_key"]
     list_select_related = ["team"]
+
+
+@admin.register(AlertEvent)
+class AlertEventAdmin(admin.ModelAdmin):
+    list_display = ["at", "alert", "from_state", "to_state", "actor", "reason"]
+    list_filter = ["to_state", "reason"]
+    list_select_related = ["alert", "actor"]
+
+
+@admin.register(ExpectedChange)
+class ExpectedChangeAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "series", "run", "scope", "created_by"]
+    list_select_related = ["series", "run", "created_by"]
+
+
+@admin.register(DetectionSetting)
+class DetectionSettingAdmin(admin.ModelAdmin):
+    list_display = ["team", "metric", "min_effect", "updated_at"]
+
+
+@admin.register(ServingSlo)
+class ServingSloAdmin(admin.ModelAdmin):
+    list_display = ["team", "model", "variant", "p99_latency_ms", "min_tokens_per_s"]

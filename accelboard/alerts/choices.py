@@ -31,3 +31,8 @@ class AlertState(models.TextChoices):
 class DismissReason(models.TextChoices):
     FALSE_ALARM = "false-alarm", "False alarm"
     EXPECTED = "expected", "Expected change"
+
+
+class ExpectedScope(models.TextChoices):
+    SERIES = "series", "This series"
+    RUN = "run", "Every series of the run"

@@ -1,1 +1,250 @@
-"""services of the alerts app (none yet)."""
+"""Writes of the alerts app: raising alerts idempotently and moving them through their states.
+
+1. ``alert_raise`` is an upsert on ``dedupe_key`` (unique): two workers raising the same change
+   get one row; the loser gets ``created=False``. An alert still open or acknowledged takes the
+   newer evidence (a window with more results after the change refines the levels).
+2. Transitions (acknowledge, resolve, dismiss, mark expected) are conditional UPDATEs
+   ``WHERE state = <state read>``: a transition goes on only if the row is still in the state it
+   was read in, so two people (or a person and the detector) cannot both move one alert. Each
+   transition writes one AlertEvent. An impossible transition raises ``AlertTransitionError``
+   with a sentence a page can show.
+3. New alerts enqueue the notification dispatch after the transaction commits.
+
+The per-run benchmark check and the production rules live in ``checks.py`` and call these.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from accelboard.benchmarks.models import BenchmarkRun, Series
+from accelboard.core.models import Team
+
+from .choices import AlertState, DismissReason, ExpectedScope, Severity
+from .models import Alert, AlertEvent, ExpectedChange
+
+logger = logging.getLogger(__name__)
+
+_ACTIVE = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
+_EVIDENCE = (
+    "before_mean",
+    "before_spread",
+    "after_mean",
+    "after_spread",
+    "pct_change",
+    "confidence",
+)
+
+
+class AlertTransitionError(Exception):
+    """A transition the alert's current state does not allow (the message is for people)."""
+
+
+def _dispatch_notifications() -> None:
+    """Hand the new alerts to the notifications app once the rows are committed."""
+    try:
+        # H4's app (accelboard.notifications) owns the mailing; it may be absent in a trimmed
+        # install, in which case alerts still exist and show on the alerts page.
+        from accelboard.notifications.tasks import alerts_dispatch  # noqa: PLC0415
+    except ImportError:
+        logger.info("notifications app not installed: new alerts are not mailed")
+        return
+    alerts_dispatch.delay()
+
+
+def alert_raise(
+    *,
+    team: Team,
+    kind: str,
+    severity: str = Severity.WARNING,
+    dedupe_key: str,
+    title: str,
+    series: Series | None = None,
+    host: Any = None,
+    first_run: BenchmarkRun | None = None,
+    last_good_run: BenchmarkRun | None = None,
+    before_mean: float | None = None,
+    before_spread: float | None = None,
+    after_mean: float | None = None,
+    after_spread: float | None = None,
+    pct_change: float | None = None,
+    confidence: float | None = None,
+    min_effect: float | None = None,
+    detail: dict[str, Any] | None = None,
+) -> tuple[Alert, bool]:
+    """Open the alert for one change, or return the one already open for it.
+
+    Idempotent on ``dedupe_key``: safe to call again for the same change and from two workers at
+    once (the unique index decides; the loser reads the winner's row). Returns (alert, created).
+    """
+    if not dedupe_key or len(dedupe_key) > 200:
+        raise ValueError("dedupe_key must be 1 to 200 characters")
+    evidence = {
+        "before_mean": before_mean,
+        "before_spread": before_spread,
+        "after_mean": after_mean,
+        "after_spread": after_spread,
+        "pct_change": pct_change,
+        "confidence": confidence,
+    }
+    now = timezone.now()
+    with transaction.atomic():
+        alert, created = Alert.objects.get_or_create(
+            dedupe_key=dedupe_key,
+            defaults={
+                "team": team,
+                "kind": kind,
+                "severity": severity,
+                "title": title[:300],
+                "series": series,
+                "host": host,
+                "first_run": first_run,
+                "last_good_run": last_good_run,
+                "min_effect": min_effect,
+                "detail": detail or {},
+                "opened_at": now,
+                **evidence,
+            },
+        )
+        if created:
+            AlertEvent.objects.create(alert=alert, at=now, to_state=AlertState.OPEN, reason="detected")
+            transaction.on_commit(_dispatch_notifications)
+        else:
+            fresh = {k: v for k, v in evidence.items() if v is not None}
+            if detail is not None:
+                fresh["detail"] = detail
+            if fresh and Alert.objects.filter(pk=alert.pk, state__in=_ACTIVE).update(**fresh):
+                for name, value in fresh.items():
+                    setattr(alert, name, value)
+    return alert, created
+
+
+def _transition(
+    *,
+    alert: Alert,
+    allowed_from: tuple[str, ...],
+    to: str,
+    verb: str,
+    user: Any = None,
+    reason: str = "",
+    note: str = "",
+    fields: dict[str, Any] | None = None,
+) -> Alert:
+    """Move ``alert`` to ``to`` if (and only if) it is still in the state just read."""
+    now = timezone.now()
+    with transaction.atomic():
+        current = Alert.objects.filter(pk=alert.pk).values_list("state", flat=True).first()
+        if current is None:
+            raise AlertTransitionError(f"Alert #{alert.pk} no longer exists.")
+        if current not in allowed_from:
+            allowed = " or ".join(AlertState(s).label.lower() for s in allowed_from)
+            raise AlertTransitionError(
+                f"Alert #{alert.pk} is {AlertState(current).label.lower()}; only {allowed} alerts can be {verb}."
+            )
+        changed = Alert.objects.filter(pk=alert.pk, state=current).update(state=to, **(fields or {}))
+        if not changed:
+            raise AlertTransitionError(f"Alert #{alert.pk} was changed by someone else just now; reload it.")
+        AlertEvent.objects.create(
+            alert_id=alert.pk,
+            actor=user if getattr(user, "is_authenticated", False) else None,
+            at=now,
+            from_state=current,
+            to_state=to,
+            reason=reason,
+            note=note,
+        )
+    alert.refresh_from_db()
+    return alert
+
+
+def alert_acknowledge(*, alert: Alert, user: Any) -> Alert:
+    """open -> acknowledged: someone is looking at it (it is not mailed again)."""
+    return _transition(
+        alert=alert,
+        allowed_from=(AlertState.OPEN,),
+        to=AlertState.ACKNOWLEDGED,
+        verb="acknowledged",
+        user=user,
+        fields={"acknowledged_at": timezone.now(), "acknowledged_by": user},
+    )
+
+
+def alert_resolve(*, alert: Alert, user: Any = None, note: str = "", reason: str = "") -> Alert:
+    """open | acknowledged -> resolved; ``user`` None when the detector saw the values come back."""
+    return _transition(
+        alert=alert,
+        allowed_from=_ACTIVE,
+        to=AlertState.RESOLVED,
+        verb="resolved",
+        user=user,
+        reason=reason or ("manual" if user is not None else "auto"),
+        note=note,
+        fields={"resolved_at": timezone.now()},
+    )
+
+
+def alert_dismiss(*, alert: Alert, user: Any, reason: str, note: str = "") -> Alert:
+    """open | acknowledged -> dismissed, with a reason (false-alarm | expected) kept as feedback."""
+    if reason not in DismissReason.values:
+        raise AlertTransitionError(
+            f"Unknown dismiss reason {reason!r}: use one of {', '.join(DismissReason.values)}."
+        )
+    return _transition(
+        alert=alert,
+        allowed_from=_ACTIVE,
+        to=AlertState.DISMISSED,
+        verb="dismissed",
+        user=user,
+        reason=reason,
+        note=note,
+        fields={"dismissed_reason": reason, "dismissed_note": note},
+    )
+
+
+def alert_mark_expected(
+    *, alert: Alert, user: Any, scope: str = ExpectedScope.SERIES, note: str = ""
+) -> Alert:
+    """Dismiss as expected and record an ExpectedChange that restarts the baseline at the change.
+
+    ``scope="series"`` marks the alert's series; ``scope="run"`` every series with a result in
+    the alert's first bad run (one commit that moved fifty series is marked once).
+    """
+    if scope not in ExpectedScope.values:
+        raise AlertTransitionError(f"Unknown scope {scope!r}: use 'series' or 'run'.")
+    if alert.series_id is None or alert.first_run_id is None:
+        raise AlertTransitionError(
+            f"Alert #{alert.pk} is not about a benchmark series change, so there is no baseline to move; "
+            "dismiss it instead."
+        )
+    with transaction.atomic():
+        alert = alert_dismiss(alert=alert, user=user, reason=DismissReason.EXPECTED, note=note)
+        if scope == ExpectedScope.RUN:
+            series_ids = list(
+                Series.objects.filter(points__run_id=alert.first_run_id)
+                .values_list("id", flat=True)
+                .distinct()
+            )
+        else:
+            series_ids = [alert.series_id]
+        now = timezone.now()
+        ExpectedChange.objects.bulk_create(
+            [
+                ExpectedChange(
+                    team_id=alert.team_id,
+                    series_id=sid,
+                    run_id=alert.first_run_id,
+                    scope=scope,
+                    alert=alert,
+                    created_by=user if getattr(user, "is_authenticated", False) else None,
+                    created_at=now,
+                    note=note,
+                )
+                for sid in series_ids
+            ],
+            ignore_conflicts=True,
+        )
+    return alert
