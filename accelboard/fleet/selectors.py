@@ -7,12 +7,14 @@ hour rollups beyond. Fleet-wide reads use the per-host rollups (8 GPUs per row o
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pandas as pd
 from django.db import connection
 from django.db.models import QuerySet
 
-from .models import Host
+from .models import Accelerator, Host
+from .services import THROTTLE_MASK
 
 RAW_MAX_SPAN = timedelta(hours=2)
 MINUTE_MAX_SPAN = timedelta(days=2)
@@ -147,3 +149,155 @@ def _floor_hour(moment: datetime) -> datetime:
 def _ceil_hour(moment: datetime) -> datetime:
     floored = _floor_hour(moment)
     return floored if floored == moment else floored + timedelta(hours=1)
+
+
+# --- The hosts pages: live grid and per-host telemetry ------------------------------------------
+
+# Ranges the host page offers. Up to a day reads minute rollups (at most 1,440 points a GPU);
+# beyond, hour rollups (at most 720): what a chart costs grows with the points drawn, not with the
+# raw rows behind them (a 30-day range of one 8-GPU host at 1 s would be 20M raw rows).
+HOST_RANGES: dict[str, timedelta] = {
+    "1h": timedelta(hours=1),
+    "6h": timedelta(hours=6),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+HOST_RANGE_DEFAULT = "6h"
+MINUTE_ROLLUP_MAX_SPAN = timedelta(hours=24)
+# An agent is stale when it has not reported for three of its intervals, and never sooner than
+# five minutes: a 1 s agent that misses 3 s behind a slow network is not down.
+STALE_MIN = timedelta(minutes=5)
+STALE_INTERVALS = 3
+
+HOST_TELEMETRY_COLUMNS = [
+    "bucket",
+    "accelerator_id",
+    "power_avg_w",
+    "energy_j",
+    "gpu_util_avg",
+    "mem_used_avg_bytes",
+    "mem_total_bytes",
+    "sm_clock_avg_mhz",
+    "mem_clock_avg_mhz",
+    "temperature_max_c",
+]
+
+
+def rollup_width_for(*, span: timedelta) -> int:
+    """Bucket width (s) of the rollups a chart over ``span`` reads: 60 up to a day, 3600 beyond. Pure."""
+    return 60 if span <= MINUTE_ROLLUP_MAX_SPAN else 3600
+
+
+def stale_after(*, interval_s: float | None) -> timedelta:
+    """How long without a report before an agent counts as stale. Pure."""
+    if not interval_s or interval_s <= 0:
+        return STALE_MIN
+    return max(STALE_MIN, timedelta(seconds=STALE_INTERVALS * float(interval_s)))
+
+
+def agent_is_stale(*, last_seen_at: datetime | None, now: datetime, interval_s: float | None = None) -> bool:
+    """True when the agent never reported or has been silent past ``stale_after``. Pure."""
+    if last_seen_at is None:
+        return True
+    return now - last_seen_at > stale_after(interval_s=interval_s)
+
+
+def _number(value: Any) -> float | None:
+    """A JSON value as a float, or None for missing and non-numeric (sentinels are NULL already)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def host_interval_s(*, host: Host) -> float | None:
+    """The agent's sampling interval (s) if it reported one in its facts. No query."""
+    return _number((host.facts or {}).get("interval_s"))
+
+
+def gpu_live_state(
+    *, accelerator: Accelerator, now: datetime, interval_s: float | None = None
+) -> dict[str, Any]:
+    """One GPU's newest sample (``last_state``) as the grid shows it, with derived flags. No query.
+
+    Memory total falls back to the GPU's registered memory and the power limit to its registered
+    limit, so a sample without them still shows "used of total" and "draw of limit".
+    """
+    state = accelerator.last_state or {}
+    power = _number(state.get("power_w"))
+    limit = accelerator.power_limit_w
+    mem_used = _number(state.get("mem_used_bytes"))
+    mem_total = _number(state.get("mem_total_bytes")) or (
+        float(accelerator.memory_bytes) if accelerator.memory_bytes else None
+    )
+    reasons = state.get("throttle_reasons")
+    throttled = isinstance(reasons, int) and (reasons & THROTTLE_MASK) != 0
+    return {
+        "id": accelerator.pk,
+        "index": accelerator.index,
+        "uuid": accelerator.uuid,
+        "name": accelerator.name
+        or (str(accelerator.accelerator_type) if accelerator.accelerator_type else ""),
+        "type": accelerator.accelerator_type.name if accelerator.accelerator_type else "unknown",
+        "gpu_util": _number(state.get("gpu_util")),
+        "power_w": power,
+        "power_limit_w": limit,
+        "power_pct": round(100.0 * power / limit, 1) if power is not None and limit else None,
+        "mem_used_gib": mem_used / 2**30 if mem_used is not None else None,
+        "mem_total_gib": mem_total / 2**30 if mem_total is not None else None,
+        "mem_pct": round(100.0 * mem_used / mem_total, 1) if mem_used is not None and mem_total else None,
+        "temperature_c": _number(state.get("temperature_c")),
+        "throttled": throttled,
+        "last_seen_at": accelerator.last_seen_at,
+        "stale": agent_is_stale(last_seen_at=accelerator.last_seen_at, now=now, interval_s=interval_s),
+        "has_state": bool(state),
+    }
+
+
+def host_grid(*, team_ids: list[int] | None, now: datetime) -> list[dict[str, Any]]:
+    """Every visible host with its GPUs' live state, for the hosts grid. Three queries.
+
+    Reads ``Accelerator.last_state`` (kept by ingest), never raw telemetry, so the grid costs the
+    same whatever the sampling rate.
+    """
+    grid = []
+    for host in host_list(team_ids=team_ids):
+        interval = host_interval_s(host=host)
+        gpus = [
+            gpu_live_state(accelerator=gpu, now=now, interval_s=interval) for gpu in host.accelerators.all()
+        ]
+        grid.append(
+            {
+                "host": host,
+                "gpus": gpus,
+                "stale": agent_is_stale(last_seen_at=host.last_seen_at, now=now, interval_s=interval),
+                "stale_after": stale_after(interval_s=interval),
+                "throttled": sum(1 for gpu in gpus if gpu["throttled"]),
+            }
+        )
+    return grid
+
+
+def host_get_visible(*, host_id: int, team_ids: list[int] | None) -> Host:
+    """The host if the user's teams may see it; ``Host.DoesNotExist`` otherwise (a 404, not a 403)."""
+    hosts = Host.objects.select_related("team", "site").prefetch_related("accelerators__accelerator_type")
+    if team_ids is not None:
+        hosts = hosts.filter(team_id__in=team_ids)
+    return hosts.get(pk=host_id)
+
+
+def host_telemetry(*, host_id: int, start: datetime, end: datetime) -> tuple[int, pd.DataFrame]:
+    """Per-GPU rollups of one host over [start, end): ``(width_s, frame)``, oldest first. One query.
+
+    Reads the rollup index ``(width_s, host, bucket)``; the width follows ``rollup_width_for``.
+    """
+    width = rollup_width_for(span=end - start)
+    sql = """
+        SELECT bucket, accelerator_id, power_avg_w, energy_j, gpu_util_avg, mem_used_avg_bytes,
+               mem_total_bytes, sm_clock_avg_mhz, mem_clock_avg_mhz, temperature_max_c
+        FROM fleet_telemetryrollup
+        WHERE width_s = %(width)s AND host_id = %(host)s AND bucket >= %(start)s AND bucket < %(end)s
+        ORDER BY bucket, accelerator_id
+    """
+    frame = _frame(sql, {"width": width, "host": host_id, "start": start, "end": end}, HOST_TELEMETRY_COLUMNS)
+    return width, frame

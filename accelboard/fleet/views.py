@@ -1,11 +1,121 @@
-"""Views of the fleet app. The hosts grid and per-host telemetry."""
+"""Views of the fleet app: the live hosts grid and per-host telemetry (page + JSON for refresh).
+
+Thin: parse the range, pick the teams the user may see, call selectors and charts, render. A host
+outside the user's teams is a 404, not a 403, so host ids of other teams reveal nothing.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from datetime import UTC, datetime
+from typing import Any
 
-from accelboard.dashboard.views import planned
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+
+from accelboard.core.selectors import team_ids_visible
+
+from . import charts, selectors
+from .models import Host
+
+# How often the host page asks for fresh figures while it is open (ms); rollups are minute buckets.
+REFRESH_MS = 15_000
+
+
+def _team_scope(request: HttpRequest) -> list[int] | None:
+    """None means every team (staff); otherwise the ids of the user's teams."""
+    if request.user.is_staff:
+        return None
+    return team_ids_visible(user=request.user)
+
+
+def _now() -> datetime:
+    return timezone.now().astimezone(UTC)
 
 
 def host_list(request: HttpRequest) -> HttpResponse:
-    return planned(request, area="hosts")
+    team_ids = _team_scope(request)
+    now = _now()
+    grid = selectors.host_grid(team_ids=team_ids, now=now)
+    context = {
+        "grid": grid,
+        "now": now,
+        "no_team": team_ids == [],
+        "stale_hosts": sum(1 for item in grid if item["stale"]),
+        "gpu_count": sum(len(item["gpus"]) for item in grid),
+    }
+    return render(request, "fleet/host_list.html", context)
+
+
+class BadRange(ValueError):
+    pass
+
+
+def _range(request: HttpRequest) -> str:
+    value = request.GET.get("range", selectors.HOST_RANGE_DEFAULT)
+    if value not in selectors.HOST_RANGES:
+        raise BadRange(f"range: {value!r} is not one of {', '.join(selectors.HOST_RANGES)}")
+    return value
+
+
+def _visible_host(request: HttpRequest, host_id: int) -> Host:
+    try:
+        return selectors.host_get_visible(host_id=host_id, team_ids=_team_scope(request))
+    except Host.DoesNotExist as exc:
+        raise Http404("No such host in your teams") from exc
+
+
+def _telemetry(host: Host, range_key: str, now: datetime) -> dict[str, Any]:
+    """Figures and facts of one host's telemetry over the range ending now."""
+    start = now - selectors.HOST_RANGES[range_key]
+    width, frame = selectors.host_telemetry(host_id=host.pk, start=start, end=now)
+    gpus = [selectors.gpu_live_state(accelerator=gpu, now=now) for gpu in host.accelerators.all()]
+    figures = charts.host_telemetry_figures(
+        frame=frame, gpus=gpus, width_s=width, x_range=[start.isoformat(), now.isoformat()]
+    )
+    return {
+        "range": range_key,
+        "width_s": width,
+        "points": len(frame),
+        "has_data": not frame.empty,
+        "last_bucket": frame["bucket"].max().isoformat() if not frame.empty else None,
+        "generated_at": now.isoformat(),
+        "figures": figures,
+        "gpus": gpus,
+    }
+
+
+def host_detail(request: HttpRequest, host_id: int) -> HttpResponse:
+    host = _visible_host(request, host_id)
+    try:
+        range_key = _range(request)
+    except BadRange as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+    now = _now()
+    telemetry = _telemetry(host, range_key, now)
+    interval = selectors.host_interval_s(host=host)
+    context = {
+        "host": host,
+        "telemetry": telemetry,
+        "figures": telemetry["figures"],
+        "chart_keys": list(charts.CHARTS),
+        "ranges": list(selectors.HOST_RANGES),
+        "stale": selectors.agent_is_stale(last_seen_at=host.last_seen_at, now=now, interval_s=interval),
+        "refresh_url": reverse("fleet:host_telemetry", args=[host.pk]) + f"?range={range_key}",
+        "refresh_ms": REFRESH_MS,
+        "refresh_s": REFRESH_MS // 1000,
+    }
+    return render(request, "fleet/host_detail.html", context)
+
+
+def host_telemetry_json(request: HttpRequest, host_id: int) -> JsonResponse:
+    """The host page's figures as JSON: the page fetches this every ``REFRESH_MS`` and redraws."""
+    host = _visible_host(request, host_id)
+    try:
+        range_key = _range(request)
+    except BadRange as exc:
+        return JsonResponse({"error": str(exc), "field": "range"}, status=400)
+    telemetry = _telemetry(host, range_key, _now())
+    del telemetry["gpus"]
+    return JsonResponse(telemetry)

@@ -1,0 +1,262 @@
+"""The hosts grid and the per-host telemetry page: who sees which host, live state, rollup choice,
+stale agents under a mocked clock, the refresh endpoint, and each page's query budget."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.urls import reverse
+
+from accelboard.fleet import selectors
+from accelboard.fleet.models import Accelerator, Host
+from accelboard.testing.plotly import trace_values
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+
+
+def _state(**values: Any) -> dict[str, Any]:
+    state = {
+        "power_w": 350.0,
+        "gpu_util": 80.0,
+        "mem_used_bytes": 60 * 2**30,
+        "mem_total_bytes": 80 * 2**30,
+        "temperature_c": 61.0,
+        "throttle_reasons": 0,
+    }
+    return {**state, **values}
+
+
+def _seen(gpus: list[Accelerator], host: Host, at: datetime, **state: Any) -> None:
+    """What ingest leaves behind: each GPU's newest sample, and the host's last report."""
+    for gpu in gpus:
+        Accelerator.objects.filter(pk=gpu.pk).update(
+            last_state={**_state(**state), "time": at.isoformat()}, last_seen_at=at
+        )
+    Host.objects.filter(pk=host.pk).update(last_seen_at=at)
+
+
+@pytest.fixture
+def fleet(team: Any, other_team: Any) -> dict[str, Any]:
+    """Team: one live H100 host (2 GPUs, one throttled) and one stale host; other team: one host."""
+    factories.accelerator_type_from(factories.H100)
+    live, live_gpus = factories.host_create(team=team, gpus=2, hostname="live-node")
+    stale, stale_gpus = factories.host_create(team=team, gpus=1, hostname="stale-node")
+    other, other_gpus = factories.host_create(team=other_team, gpus=4, hostname="other-node")
+    _seen(live_gpus[:1], live, NOW - timedelta(seconds=30))
+    # SW power cap (0x4): throttled. GPU idle (0x1) alone is not.
+    _seen(live_gpus[1:], live, NOW - timedelta(seconds=30), throttle_reasons=0x4 | 0x1, power_w=699.0)
+    _seen(stale_gpus, stale, NOW - timedelta(minutes=20))
+    _seen(other_gpus, other, NOW - timedelta(seconds=10))
+    return {"live": live, "stale": stale, "other": other, "live_gpus": live_gpus}
+
+
+@pytest.fixture
+def clock() -> Any:
+    with mock.patch("accelboard.fleet.views.timezone.now", return_value=NOW) as now:
+        yield now
+
+
+# --- selectors (pure parts) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("range_key", "width"), [("1h", 60), ("6h", 60), ("24h", 60), ("7d", 3600), ("30d", 3600)]
+)
+def test_it_reads_minute_rollups_up_to_a_day_and_hour_rollups_beyond(range_key: str, width: int) -> None:
+    assert selectors.rollup_width_for(span=selectors.HOST_RANGES[range_key]) == width
+
+
+def test_it_flags_an_agent_stale_after_five_minutes_or_three_intervals() -> None:
+    assert not selectors.agent_is_stale(last_seen_at=NOW - timedelta(minutes=4, seconds=59), now=NOW)
+    assert selectors.agent_is_stale(last_seen_at=NOW - timedelta(minutes=5, seconds=1), now=NOW)
+    assert selectors.agent_is_stale(last_seen_at=None, now=NOW)
+    # A 5-minute agent gets three intervals (15 minutes), a 1 s agent still gets five minutes.
+    assert not selectors.agent_is_stale(last_seen_at=NOW - timedelta(minutes=14), now=NOW, interval_s=300)
+    assert selectors.agent_is_stale(last_seen_at=NOW - timedelta(minutes=16), now=NOW, interval_s=300)
+    assert not selectors.agent_is_stale(last_seen_at=NOW - timedelta(minutes=4), now=NOW, interval_s=1)
+
+
+def test_it_reads_a_hosts_telemetry_from_the_rollup_width_of_the_range(team: Any) -> None:
+    _, gpus = factories.host_create(team=team, gpus=2)
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    factories.telemetry_days_load(gpus=gpus, days=2, interval_s=300, now=end)
+    width, frame = selectors.host_telemetry(host_id=gpus[0].host_id, start=end - timedelta(hours=6), end=end)
+    assert width == 60
+    # 5-minute samples land in 72 minute buckets per GPU over 6 hours.
+    assert len(frame) == 2 * 72
+    width, frame = selectors.host_telemetry(host_id=gpus[0].host_id, start=end - timedelta(days=7), end=end)
+    assert width == 3600
+    assert len(frame) == 2 * 48
+    assert set(frame["accelerator_id"]) == {gpu.pk for gpu in gpus}
+
+
+# --- the grid -----------------------------------------------------------------------------------
+
+
+def test_it_redirects_anonymous_users_to_login(client: Any) -> None:
+    assert client.get(reverse("fleet:hosts")).status_code == 302
+
+
+@pytest.mark.parametrize("who", ["lead", "engineer", "finance"])
+def test_it_shows_a_team_member_only_their_teams_hosts(
+    login_client: Any, cast: dict[str, Any], fleet: dict[str, Any], clock: Any, who: str
+) -> None:
+    response = login_client(cast[who]).get(reverse("fleet:hosts"))
+    assert response.status_code == 200
+    hostnames = [item["host"].hostname for item in response.context["grid"]]
+    assert hostnames == ["live-node", "stale-node"]
+    assert b"other-node" not in response.content
+
+
+def test_it_shows_staff_every_host_and_the_outsider_none(
+    login_client: Any, staff: Any, outsider: Any, fleet: dict[str, Any], clock: Any
+) -> None:
+    staff_grid = login_client(staff).get(reverse("fleet:hosts")).context["grid"]
+    assert [item["host"].hostname for item in staff_grid] == ["live-node", "other-node", "stale-node"]
+    response = login_client(outsider).get(reverse("fleet:hosts"))
+    assert response.context["grid"] == []
+    assert b"You are not in a team yet" in response.content
+
+
+def test_it_shows_live_state_flags_throttling_and_stale_agents(
+    login_client: Any, lead: Any, fleet: dict[str, Any], clock: Any
+) -> None:
+    response = login_client(lead).get(reverse("fleet:hosts"))
+    grid = {item["host"].hostname: item for item in response.context["grid"]}
+    live, stale = grid["live-node"], grid["stale-node"]
+    assert live["stale"] is False and stale["stale"] is True
+    first, second = live["gpus"]
+    assert first["gpu_util"] == 80.0
+    assert first["power_pct"] == 50.0  # 350 W of a 700 W limit
+    assert first["mem_used_gib"] == 60.0 and first["mem_total_gib"] == 80.0
+    assert first["throttled"] is False
+    assert second["throttled"] is True
+    assert live["throttled"] == 1
+    html = response.content.decode()
+    assert f'data-host="{fleet["stale"].pk}" data-stale="true"' in html
+    assert f'data-host="{fleet["live"].pk}" data-stale="false"' in html
+    assert "699 / 700 W" in html
+    assert "60.0 / 80 GiB" in html
+
+
+def test_it_tells_a_team_without_hosts_how_to_add_one(login_client: Any, engineer: Any) -> None:
+    response = login_client(engineer).get(reverse("fleet:hosts"))
+    assert b"No hosts yet" in response.content
+    assert b"accelboard-agent run" in response.content
+
+
+def test_it_keeps_the_grid_to_a_fixed_number_of_queries(
+    login_client: Any,
+    lead: Any,
+    team: Any,
+    fleet: dict[str, Any],
+    clock: Any,
+    django_assert_max_num_queries: Any,
+) -> None:
+    client = login_client(lead)
+    for _ in range(5):
+        factories.host_create(team=team, gpus=8)
+    with django_assert_max_num_queries(6):
+        response = client.get(reverse("fleet:hosts"))
+    assert len(response.context["grid"]) == 7
+
+
+# --- one host -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def host_with_telemetry(team: Any) -> dict[str, Any]:
+    factories.accelerator_type_from(factories.H100)
+    host, gpus = factories.host_create(team=team, gpus=2)
+    now = datetime.now(UTC)
+    batch = factories.telemetry_days_load(gpus=gpus, days=2, interval_s=300, now=now, util_mean=65.0)
+    return {"host": host, "gpus": gpus, "batch": batch}
+
+
+@pytest.mark.parametrize(
+    ("who", "status"),
+    [
+        ("lead", 200),
+        ("engineer", 200),
+        ("finance", 200),
+        ("staff", 200),
+        ("other_lead", 404),
+        ("outsider", 404),
+    ],
+)
+def test_it_shows_a_host_page_only_to_its_teams_and_staff(
+    login_client: Any, cast: dict[str, Any], host_with_telemetry: dict[str, Any], who: str, status: int
+) -> None:
+    host = host_with_telemetry["host"]
+    client = login_client(cast[who])
+    assert client.get(reverse("fleet:host_detail", args=[host.pk])).status_code == status
+    assert client.get(reverse("fleet:host_telemetry", args=[host.pk])).status_code == status
+
+
+def test_it_charts_each_gpu_from_hour_rollups_over_a_week(
+    login_client: Any, lead: Any, host_with_telemetry: dict[str, Any], django_assert_max_num_queries: Any
+) -> None:
+    host, gpus, batch = host_with_telemetry["host"], host_with_telemetry["gpus"], host_with_telemetry["batch"]
+    client = login_client(lead)
+    # Session, user, teams, host, GPUs, their types, rollups.
+    with django_assert_max_num_queries(7):
+        response = client.get(reverse("fleet:host_detail", args=[host.pk]) + "?range=7d")
+    assert response.status_code == 200
+    telemetry = response.context["telemetry"]
+    assert telemetry["width_s"] == 3600
+    figures = response.context["figures"]
+    assert [trace["name"] for trace in figures["power"]["data"]] == ["GPU 0", "GPU 1"]
+    assert [trace["name"] for trace in figures["utilisation"]["data"]] == ["GPU 0", "GPU 1"]
+    util = trace_values(figures["utilisation"]["data"][0]["y"])
+    assert len(util) == 48
+    expected = batch.gpu_util[batch.gpu_ids == gpus[0].pk].mean()
+    assert sum(util) / len(util) == pytest.approx(expected, abs=0.1)
+    # The power limit is drawn, and every chart names its unit.
+    assert figures["power"]["layout"]["shapes"][0]["y0"] == 700.0
+    assert figures["energy"]["layout"]["yaxis"]["title"]["text"] == "Energy (kWh)"
+    assert figures["memory"]["layout"]["yaxis"]["title"]["text"] == "Memory used (GiB)"
+    assert figures["clocks"]["layout"]["yaxis"]["title"]["text"] == "SM clock (MHz)"
+    assert 'id="power-figure"' in response.content.decode()
+
+
+def test_it_serves_fresh_figures_as_json_for_the_refresh(
+    login_client: Any, lead: Any, host_with_telemetry: dict[str, Any], django_assert_max_num_queries: Any
+) -> None:
+    host = host_with_telemetry["host"]
+    client = login_client(lead)
+    with django_assert_max_num_queries(7):
+        response = client.get(reverse("fleet:host_telemetry", args=[host.pk]) + "?range=6h")
+    assert response.status_code == 200
+    payload = response.json()
+    assert payload["range"] == "6h" and payload["width_s"] == 60 and payload["has_data"] is True
+    assert set(payload["figures"]) == {"power", "energy", "utilisation", "memory", "clocks"}
+    energy = payload["figures"]["energy"]
+    assert energy["layout"]["yaxis"]["title"]["text"] == "Energy (Wh)"
+    assert len(energy["data"][0]["x"]) > 0
+
+
+def test_it_rejects_an_unknown_range_with_a_400_naming_it(
+    login_client: Any, lead: Any, host_with_telemetry: dict[str, Any]
+) -> None:
+    host = host_with_telemetry["host"]
+    client = login_client(lead)
+    response = client.get(reverse("fleet:host_detail", args=[host.pk]) + "?range=2w")
+    assert response.status_code == 400
+    assert b"range" in response.content
+    response = client.get(reverse("fleet:host_telemetry", args=[host.pk]) + "?range=2w")
+    assert response.status_code == 400
+    assert response.json()["field"] == "range"
+
+
+def test_it_says_why_a_host_has_no_charts(login_client: Any, lead: Any, team: Any) -> None:
+    host, _ = factories.host_create(team=team, gpus=1)
+    response = login_client(lead).get(reverse("fleet:host_detail", args=[host.pk]))
+    assert response.status_code == 200
+    assert response.context["telemetry"]["has_data"] is False
+    assert b"No telemetry from this host in the last 6h" in response.content
