@@ -160,6 +160,9 @@ class CostDaily(models.Model):
     provider = models.CharField(max_length=16, choices=Provider.choices)
     region = models.CharField(max_length=40, blank=True)
     gpus = models.IntegerField(default=0, help_text="GPUs that reported on the day")
+    # Telemetry samples behind the row: the nightly pass recomputes a day whose rollups now hold a
+    # different count (late data reached the rollups after the day was costed).
+    samples = models.BigIntegerField(default=0)
     alloc_hours = models.FloatField(default=0.0, help_text="GPU-hours held (allocation basis)")
     busy_hours = models.FloatField(default=0.0, help_text="GPU-hours weighted by utilisation (usage basis)")
     idle_hours = models.FloatField(default=0.0, help_text="GPU-hours in minutes below 10 % utilisation")
