@@ -1,0 +1,187 @@
+"""Reads for the alert pages: the filtered list, counts by state, one alert with its evidence.
+
+Kept apart from ``selectors.py`` (the detectors' and emails' reads) so the two sides of the app
+grow without stepping on each other. Every read takes ``team_ids`` (None = every team, for
+staff) so that scoping is decided once, in the view, and never forgotten in a query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from django.db.models import Count, F, Q, QuerySet
+
+from accelboard.benchmarks.models import BenchmarkRun, MetricValue
+from accelboard.core.models import Team
+
+from .choices import AlertState
+from .models import Alert, AlertEvent, ExpectedChange
+
+# A series chart wider than this is unreadable and slow; the change is near the end anyway.
+CHART_POINTS = 400
+
+
+@dataclass(frozen=True)
+class AlertFilters:
+    """What the list page filters on; empty strings and None mean "any"."""
+
+    state: str = ""
+    kind: str = ""
+    severity: str = ""
+    team: str = ""  # team slug
+    model: str = ""
+    metric: str = ""
+    since: date | None = None
+    until: date | None = None
+
+
+def _scoped(team_ids: list[int] | None) -> QuerySet[Alert]:
+    alerts = Alert.objects.all()
+    return alerts if team_ids is None else alerts.filter(team_id__in=team_ids)
+
+
+def _model_q(name: str) -> Q:
+    # Benchmark alerts know their model through the series; production alerts carry it in detail.
+    return Q(series__workload__variant__model__name=name) | Q(detail__model=name)
+
+
+def _metric_q(name: str) -> Q:
+    return Q(series__metric=name) | Q(detail__metric=name)
+
+
+def _apply(alerts: QuerySet[Alert], filters: AlertFilters, *, with_state: bool = True) -> QuerySet[Alert]:
+    if with_state and filters.state:
+        alerts = alerts.filter(state=filters.state)
+    if filters.kind:
+        alerts = alerts.filter(kind=filters.kind)
+    if filters.severity:
+        alerts = alerts.filter(severity=filters.severity)
+    if filters.team:
+        alerts = alerts.filter(team__slug=filters.team)
+    if filters.model:
+        alerts = alerts.filter(_model_q(filters.model))
+    if filters.metric:
+        alerts = alerts.filter(_metric_q(filters.metric))
+    if filters.since:
+        alerts = alerts.filter(opened_at__gte=datetime.combine(filters.since, time.min).astimezone())
+    if filters.until:
+        end = datetime.combine(filters.until + timedelta(days=1), time.min).astimezone()
+        alerts = alerts.filter(opened_at__lt=end)
+    return alerts
+
+
+def alert_list_filtered(*, team_ids: list[int] | None, filters: AlertFilters) -> QuerySet[Alert]:
+    """The alerts the user may see that match the filters, newest first, ready for a table row."""
+    return (
+        _apply(_scoped(team_ids), filters)
+        .select_related(
+            "team",
+            "host",
+            "series__workload__variant__model",
+            "series__accelerator_type",
+        )
+        .order_by("-opened_at", "-pk")
+    )
+
+
+def alert_state_counts(*, team_ids: list[int] | None, filters: AlertFilters) -> dict[str, int]:
+    """Alerts per state under every filter but the state one (so the counts say what a click on
+    a state would show). Every state is present, zero or not."""
+    rows = (
+        _apply(_scoped(team_ids), filters, with_state=False)
+        .order_by()
+        .values("state")
+        .annotate(n=Count("pk"))
+    )
+    counts = {state: 0 for state in AlertState.values}
+    counts.update({row["state"]: row["n"] for row in rows})
+    return counts
+
+
+def alert_filter_choices(*, team_ids: list[int] | None) -> dict[str, list[tuple[str, str]]]:
+    """Choices for the team, model and metric filters, from what the user may see."""
+    teams = Team.objects.all() if team_ids is None else Team.objects.filter(pk__in=team_ids)
+    alerts = _scoped(team_ids)
+    models = set(
+        alerts.exclude(series__isnull=True).values_list("series__workload__variant__model__name", flat=True)
+    )
+    metrics = set(alerts.exclude(series__isnull=True).values_list("series__metric", flat=True))
+    for detail in alerts.filter(series__isnull=True).values_list("detail", flat=True):
+        if isinstance(detail, dict):
+            if isinstance(detail.get("model"), str):
+                models.add(detail["model"])
+            if isinstance(detail.get("metric"), str):
+                metrics.add(detail["metric"])
+    return {
+        "team": [(t.slug, t.name) for t in teams.order_by("name")],
+        "model": [(m, m) for m in sorted(models)],
+        "metric": [(m, m) for m in sorted(metrics)],
+    }
+
+
+def alert_get_visible(*, alert_id: int, team_ids: list[int] | None) -> Alert:
+    """One alert with everything its page shows in one query; DoesNotExist when out of scope."""
+    return (
+        _scoped(team_ids)
+        .select_related(
+            "team",
+            "host",
+            "acknowledged_by",
+            "series__workload__variant__model",
+            "series__accelerator_type",
+            "first_run",
+            "last_good_run",
+        )
+        .get(pk=alert_id)
+    )
+
+
+def alert_series_points(*, alert: Alert, limit: int = CHART_POINTS) -> list[dict[str, Any]]:
+    """The alert's series, oldest first: the last ``limit`` points up to now, so the chart shows
+    the change and what came after it."""
+    if alert.series_id is None:
+        return []
+    rows = list(
+        MetricValue.objects.filter(series_id=alert.series_id)
+        .order_by("-measured_at", "-pk")
+        .values("measured_at", "value", "run_id", git_commit=F("run__git_commit"))[:limit]
+    )
+    rows.reverse()
+    return rows
+
+
+def alert_run_range(*, alert: Alert) -> list[BenchmarkRun]:
+    """The runs between the last good run and the first bad one, inclusive, oldest first: the
+    commits that could have caused the change (several when runs were skipped or grouped)."""
+    good, bad = alert.last_good_run, alert.first_run
+    if good is None or bad is None or alert.series_id is None:
+        return [run for run in (good, bad) if run is not None]
+    series = alert.series
+    return list(
+        BenchmarkRun.objects.filter(
+            team_id=alert.team_id,
+            workload_id=series.workload_id,
+            accelerator_type_id=series.accelerator_type_id,
+            accelerator_count=series.accelerator_count,
+            started_at__gte=good.started_at,
+            started_at__lte=bad.started_at,
+        ).order_by("started_at", "pk")[:50]
+    )
+
+
+def alert_events(*, alert: Alert) -> list[AlertEvent]:
+    """The alert's history (who moved it from which state to which, when, why), oldest first."""
+    return list(AlertEvent.objects.filter(alert=alert).select_related("actor").order_by("at", "pk"))
+
+
+def alert_expected_marks(*, alert: Alert) -> list[ExpectedChange]:
+    """Expected-change marks on the alert's series (each moved the baseline), oldest first."""
+    if alert.series_id is None:
+        return []
+    return list(
+        ExpectedChange.objects.filter(series_id=alert.series_id)
+        .select_related("run", "created_by")
+        .order_by("run__started_at", "pk")
+    )

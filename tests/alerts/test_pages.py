@@ -1,0 +1,472 @@
+"""Alert pages: who sees and triages what, the list's filters and counts, the detail's evidence and
+chart, triage POSTs that change state (and refuse impossible transitions readably), query guards."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from django.urls import reverse
+
+from accelboard.alerts.choices import AlertState
+from accelboard.alerts.models import Alert, AlertEvent, ExpectedChange
+from accelboard.alerts.services import alert_dismiss, alert_raise
+from accelboard.benchmarks.models import BenchmarkRun, Series
+from accelboard.core.models import Team
+from tests.factories import alert_create, run_create
+
+pytestmark = pytest.mark.django_db
+
+START = datetime(2026, 10, 1, 12, 0, tzinfo=UTC)
+STEP_AT = 14  # index of the first bad run
+
+
+def step_series(team: Team, *, n: int = 24, model: str = "Llama-3.1-8B") -> list[BenchmarkRun]:
+    """Throughput around 5000 tokens/s (1% noise) dropping 15% at run ``STEP_AT``; p99 flat."""
+    rng = np.random.default_rng(3)
+    runs = []
+    for i in range(n):
+        level = 5000.0 if i < STEP_AT else 4250.0
+        runs.append(
+            run_create(
+                team=team,
+                model=model,
+                started_at=START + timedelta(days=i),
+                metrics={
+                    "throughput_tokens_per_s": float(level * (1 + 0.01 * rng.standard_normal())),
+                    "latency_p99_ms": 41.5,
+                },
+            )
+        )
+    return runs
+
+
+def regression_alert(team: Team, runs: list[BenchmarkRun], *, key: str = "reg", **extra: Any) -> Alert:
+    series = Series.objects.get(workload=runs[0].workload, metric="throughput_tokens_per_s")
+    alert, created = alert_raise(
+        team=team,
+        kind="regression",
+        severity="critical",
+        dedupe_key=f"test:{key}:{series.pk}",
+        title=f"Throughput down 15% on {runs[0].workload.variant.model.name}",
+        series=series,
+        first_run=runs[STEP_AT],
+        last_good_run=runs[STEP_AT - 1],
+        before_mean=5000.0,
+        before_spread=50.0,
+        after_mean=4250.0,
+        after_spread=42.5,
+        pct_change=-15.0,
+        confidence=0.9999,
+        min_effect=0.02,
+        **extra,
+    )
+    assert created
+    return alert
+
+
+@pytest.fixture
+def runs(team: Team) -> list[BenchmarkRun]:
+    return step_series(team)
+
+
+@pytest.fixture
+def alert(team: Team, runs: list[BenchmarkRun]) -> Alert:
+    return regression_alert(team, runs)
+
+
+# --- access --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("who", "list_sees", "detail_status", "can_triage"),
+    [
+        ("lead", True, 200, True),
+        ("engineer", True, 200, True),
+        ("finance", True, 200, False),
+        ("staff", True, 200, True),
+        ("other_lead", False, 404, False),
+        ("outsider", False, 404, False),
+    ],
+)
+def test_it_scopes_pages_and_triage_by_role(
+    cast: dict[str, Any],
+    login_client: Any,
+    alert: Alert,
+    who: str,
+    list_sees: bool,
+    detail_status: int,
+    can_triage: bool,
+) -> None:
+    client = login_client(cast[who])
+    listing = client.get(reverse("alerts:list"))
+    assert listing.status_code == 200
+    assert (f'data-alert="{alert.pk}"' in listing.content.decode()) is list_sees
+    detail = client.get(reverse("alerts:detail", args=[alert.pk]))
+    assert detail.status_code == detail_status
+    if detail_status == 200:
+        assert ('id="form-acknowledge"' in detail.content.decode()) is can_triage
+    response = client.post(reverse("alerts:triage", args=[alert.pk, "acknowledge"]))
+    alert.refresh_from_db()
+    if can_triage:
+        assert response.status_code == 302
+        assert alert.state == AlertState.ACKNOWLEDGED
+        assert alert.acknowledged_by == cast[who]
+    else:
+        assert response.status_code == (403 if detail_status == 200 else 404)
+        assert alert.state == AlertState.OPEN
+
+
+def test_it_sends_anonymous_visitors_to_login(client: Any, alert: Alert) -> None:
+    response = client.get(reverse("alerts:detail", args=[alert.pk]))
+    assert response.status_code == 302
+    assert "/accounts/login/" in response["Location"]
+
+
+def test_it_refuses_triage_without_csrf_token(engineer: Any, alert: Alert) -> None:
+    from django.test import Client
+
+    from tests.conftest import PASSWORD
+
+    client = Client(enforce_csrf_checks=True)
+    assert client.login(username=engineer.get_username(), password=PASSWORD)
+    response = client.post(reverse("alerts:triage", args=[alert.pk, "acknowledge"]))
+    assert response.status_code == 403
+    alert.refresh_from_db()
+    assert alert.state == AlertState.OPEN
+
+
+# --- list ----------------------------------------------------------------------------------------
+
+
+def _listed(response: Any) -> list[int]:
+    return [int(pk) for pk in re.findall(r'<tr data-alert="(\d+)"', response.content.decode())]
+
+
+def test_it_lists_newest_first_with_counts_by_state(team: Team, lead: Any, login_client: Any) -> None:
+    old = alert_create(team=team, opened_at=START, state="resolved")
+    mid = alert_create(team=team, opened_at=START + timedelta(days=1), state="open")
+    new = alert_create(team=team, opened_at=START + timedelta(days=2), state="open")
+    response = login_client(lead).get(reverse("alerts:list"))
+    assert _listed(response) == [new.pk, mid.pk, old.pk]
+    chips = dict(re.findall(r'data-state="(\w*)">[^<]*<strong>(\d+)</strong>', response.content.decode()))
+    assert chips == {"": "3", "open": "2", "acknowledged": "0", "resolved": "1", "dismissed": "0"}
+
+
+def test_it_filters_by_state_kind_severity_team_and_dates(
+    team: Team, other_team: Team, staff: Any, login_client: Any
+) -> None:
+    a = alert_create(team=team, kind="regression", severity="critical", opened_at=START)
+    b = alert_create(team=team, kind="slo", severity="warning", opened_at=START + timedelta(days=3))
+    c = alert_create(
+        team=other_team, kind="regression", severity="warning", state="dismissed", opened_at=START
+    )
+    client = login_client(staff)
+    url = reverse("alerts:list")
+    assert _listed(client.get(url, {"kind": "slo"})) == [b.pk]
+    assert _listed(client.get(url, {"severity": "warning"})) == [b.pk, c.pk]
+    assert _listed(client.get(url, {"team": "research"})) == [c.pk]
+    assert _listed(client.get(url, {"state": "dismissed"})) == [c.pk]
+    assert sorted(_listed(client.get(url, {"since": "2026-10-01", "until": "2026-10-02"}))) == sorted(
+        [a.pk, c.pk]
+    )
+    assert _listed(client.get(url, {"since": "2026-10-04"})) == [b.pk]
+    empty = client.get(url, {"kind": "memory"})
+    assert _listed(empty) == [] and 'id="no-match"' in empty.content.decode()
+
+
+def test_it_filters_by_model_and_metric(team: Team, lead: Any, login_client: Any) -> None:
+    llama = regression_alert(team, step_series(team, n=STEP_AT + 2), key="llama")
+    mistral_runs = step_series(team, n=STEP_AT + 2, model="Mistral-7B")
+    mistral = regression_alert(team, mistral_runs, key="mistral")
+    prod = alert_create(team=team, kind="slo")
+    prod.detail = {"model": "Mistral-7B", "metric": "latency_p99_ms", "p99_ms": 812.0, "slo_ms": 500.0}
+    prod.save()
+    client = login_client(lead)
+    url = reverse("alerts:list")
+    assert _listed(client.get(url, {"model": "Llama-3.1-8B"})) == [llama.pk]
+    assert sorted(_listed(client.get(url, {"model": "Mistral-7B"}))) == sorted([mistral.pk, prod.pk])
+    assert _listed(client.get(url, {"metric": "latency_p99_ms"})) == [prod.pk]
+
+
+def test_it_rejects_bad_filters_with_400_naming_the_field(lead: Any, login_client: Any, alert: Alert) -> None:
+    client = login_client(lead)
+    for params, field in [
+        ({"state": "exploded"}, "state"),
+        ({"since": "yesterday"}, "since"),
+        ({"since": "2026-10-05", "until": "2026-10-01"}, "until"),
+        ({"team": "research"}, "team"),  # another team's slug is not a choice for this user
+    ]:
+        response = client.get(reverse("alerts:list"), params)
+        assert response.status_code == 400, params
+        assert f"{field}:" in response.content.decode()
+
+
+def test_it_paginates(team: Team, lead: Any, login_client: Any) -> None:
+    for i in range(55):
+        alert_create(team=team, opened_at=START + timedelta(minutes=i))
+    client = login_client(lead)
+    first = client.get(reverse("alerts:list"))
+    second = client.get(reverse("alerts:list"), {"page": 2})
+    assert len(_listed(first)) == 50 and len(_listed(second)) == 5
+    assert "Page 2 of 2" in second.content.decode()
+
+
+def test_it_shows_false_positive_rate_per_team_and_threshold(
+    team: Team, engineer: Any, login_client: Any
+) -> None:
+    alerts = [
+        regression_alert(team, step_series(team, n=STEP_AT + 2, model=f"M{i}"), key=f"m{i}") for i in range(4)
+    ]
+    alert_dismiss(alert=alerts[0], user=engineer, reason="false-alarm")
+    alert_dismiss(alert=alerts[1], user=engineer, reason="expected")
+    alert_dismiss(alert=alerts[2], user=engineer, reason="false-alarm")
+    # alerts[3] untouched: counted as an alert, not judged
+    body = login_client(engineer).get(reverse("alerts:list")).content.decode()
+    teams = re.search(r'id="fp-teams".*?</table>', body, re.S).group(0)
+    assert re.search(
+        r"Inference Platform</td><td class=\"num\">4</td><td class=\"num\">3</td>"
+        r"<td class=\"num\">2</td><td class=\"num fp\">67%",
+        teams,
+    )
+    thresholds = re.search(r'id="fp-thresholds".*?</table>', body, re.S).group(0)
+    assert "2.0%" in thresholds and "67%" in thresholds
+
+
+def test_it_says_why_the_list_is_empty(lead: Any, outsider: Any, login_client: Any) -> None:
+    assert 'id="no-alerts"' in login_client(lead).get(reverse("alerts:list")).content.decode()
+    assert "not in a team yet" in login_client(outsider).get(reverse("alerts:list")).content.decode()
+
+
+def test_it_keeps_list_queries_flat(
+    team: Team, lead: Any, login_client: Any, django_assert_max_num_queries: Any
+) -> None:
+    for i in range(3):
+        regression_alert(team, step_series(team, n=STEP_AT + 2, model=f"Q{i}"), key=f"q{i}")
+    for _ in range(20):
+        alert_create(team=team, kind="slo")
+    client = login_client(lead)
+    client.get(reverse("alerts:list"))  # warm the session and content types
+    with django_assert_max_num_queries(14) as few:
+        client.get(reverse("alerts:list"))
+    for i in range(20):
+        regression_alert(team, step_series(team, n=STEP_AT + 2, model=f"R{i}"), key=f"r{i}")
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        client.get(reverse("alerts:list"))
+
+
+# --- bulk triage -------------------------------------------------------------------------------
+
+
+def test_it_bulk_acknowledges_and_dismisses(team: Team, engineer: Any, login_client: Any) -> None:
+    a, b, c = (alert_create(team=team) for _ in range(3))
+    client = login_client(engineer)
+    response = client.post(reverse("alerts:bulk_triage"), {"action": "acknowledge", "ids": [a.pk, b.pk]})
+    assert response.status_code == 302
+    response = client.post(
+        reverse("alerts:bulk_triage"), {"action": "dismiss", "reason": "false-alarm", "ids": [b.pk, c.pk]}
+    )
+    assert response.status_code == 302
+    for x in (a, b, c):
+        x.refresh_from_db()
+    assert (a.state, b.state, c.state) == ("acknowledged", "dismissed", "dismissed")
+    assert b.dismissed_reason == c.dismissed_reason == "false-alarm"
+
+
+def test_it_rolls_back_a_bulk_action_when_one_alert_refuses(
+    team: Team, engineer: Any, login_client: Any
+) -> None:
+    fine = alert_create(team=team)
+    done = alert_create(team=team, state="resolved", title="Already resolved one")
+    response = login_client(engineer).post(
+        reverse("alerts:bulk_triage"), {"action": "acknowledge", "ids": [fine.pk, done.pk]}
+    )
+    assert response.status_code == 409
+    body = response.content.decode()
+    assert "Nothing was changed" in body and f"alert {done.pk}" in body
+    fine.refresh_from_db()
+    assert fine.state == "open"
+    assert not AlertEvent.objects.filter(alert=fine).exists()
+
+
+def test_it_rejects_bad_bulk_input(
+    team: Team, other_team: Team, engineer: Any, finance: Any, login_client: Any
+) -> None:
+    mine = alert_create(team=team)
+    theirs = alert_create(team=other_team)
+    client = login_client(engineer)
+    url = reverse("alerts:bulk_triage")
+    no_reason = client.post(url, {"action": "dismiss", "ids": [mine.pk]})
+    assert no_reason.status_code == 400 and "reason:" in no_reason.content.decode()
+    assert client.post(url, {"action": "explode", "ids": [mine.pk]}).status_code == 400
+    assert client.post(url, {"action": "acknowledge", "ids": ["x1"]}).status_code == 400
+    assert client.post(url, {"action": "acknowledge"}).status_code == 400
+    assert client.post(url, {"action": "acknowledge", "ids": [mine.pk, theirs.pk]}).status_code == 404
+    assert login_client(finance).post(url, {"action": "acknowledge", "ids": [mine.pk]}).status_code == 403
+    mine.refresh_from_db()
+    theirs.refresh_from_db()
+    assert mine.state == theirs.state == "open"
+
+
+# --- detail --------------------------------------------------------------------------------------
+
+
+def _figure(response: Any) -> dict[str, Any]:
+    match = re.search(
+        r'<script id="alert-chart-data" type="application/json">(.*?)</script>',
+        response.content.decode(),
+        re.S,
+    )
+    assert match, "no chart data on the page"
+    return json.loads(match.group(1))
+
+
+def test_it_shows_the_evidence_and_the_run_range(
+    lead: Any, login_client: Any, alert: Alert, runs: list[BenchmarkRun]
+) -> None:
+    response = login_client(lead).get(reverse("alerts:detail", args=[alert.pk]))
+    body = response.content.decode()
+    assert re.search(r'id="pct-change">\s*-15%', body)
+    assert "5,000 ± 50 tokens/s" in body and "4,250 ± 42.5 tokens/s" in body
+    assert "&gt; 99.9%" in body  # confidence never rounds up to a false 100%
+    good, bad = runs[STEP_AT - 1], runs[STEP_AT]
+    assert reverse("benchmarks:run_detail", args=[good.pk]) in body
+    assert reverse("benchmarks:run_detail", args=[bad.pk]) in body
+    assert bad.git_commit[:12] in body and good.git_commit[:12] in body
+    assert f"?a={good.pk}&amp;b={bad.pk}" in body
+    assert "opened as open" in body and "detected" in body
+
+
+def test_it_charts_the_series_with_the_change_point_and_levels(
+    lead: Any, login_client: Any, alert: Alert, runs: list[BenchmarkRun]
+) -> None:
+    figure = _figure(login_client(lead).get(reverse("alerts:detail", args=[alert.pk])))
+    points = figure["data"][0]
+    assert len(points["x"]) == len(runs)
+    values = sorted(m.value for r in runs for m in r.metrics.all() if m.name == "throughput_tokens_per_s")
+    assert sorted(points["y"]) == values
+    change = [s for s in figure["layout"]["shapes"] if s["name"] == "change-point"]
+    assert len(change) == 1
+    assert change[0]["x0"] == runs[STEP_AT].started_at.isoformat()
+    names = [t["name"] for t in figure["data"]]
+    assert any(n.startswith("before: 5,000 ± 50 tokens/s") for n in names)
+    assert any(n.startswith("after: 4,250 ± 42.5 tokens/s") for n in names)
+    assert figure["layout"]["yaxis"]["title"]["text"].endswith("(tokens/s)")
+    assert figure["layout"]["xaxis"]["title"]["text"] == "Run start (UTC)"
+
+
+def test_it_shows_production_evidence_without_a_chart(team: Team, lead: Any, login_client: Any) -> None:
+    prod = alert_create(team=team, kind="memory", title="Memory above 95% for 20 min on gpu-node-007")
+    prod.detail = {"gpu_index": 3, "window": {"start": "2026-10-01T10:00Z", "minutes": 20}, "peak_pct": 98.7}
+    prod.save()
+    response = login_client(lead).get(reverse("alerts:detail", args=[prod.pk]))
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert 'id="evidence"' in body and "peak_pct" in body and "98.7" in body
+    assert "&quot;minutes&quot;: 20" in body  # nested evidence as indented JSON
+    assert "alert-chart-data" not in body
+    assert 'id="form-expected"' not in body  # no series: nothing to mark expected
+
+
+def test_it_keeps_detail_queries_bounded(
+    lead: Any, login_client: Any, alert: Alert, django_assert_max_num_queries: Any
+) -> None:
+    client = login_client(lead)
+    client.get(reverse("alerts:detail", args=[alert.pk]))
+    with django_assert_max_num_queries(14):
+        client.get(reverse("alerts:detail", args=[alert.pk]))
+
+
+# --- triage POSTs -------------------------------------------------------------------------------
+
+
+def test_it_resolves_with_a_note(engineer: Any, login_client: Any, alert: Alert) -> None:
+    response = login_client(engineer).post(
+        reverse("alerts:triage", args=[alert.pk, "resolve"]), {"resolve-note": "reverted the kernel"}
+    )
+    assert response.status_code == 302
+    assert response["Location"] == reverse("alerts:detail", args=[alert.pk])
+    alert.refresh_from_db()
+    assert alert.state == "resolved" and alert.resolved_at is not None
+    event = AlertEvent.objects.filter(alert=alert).last()
+    assert (event.actor, event.to_state, event.note) == (engineer, "resolved", "reverted the kernel")
+
+
+def test_it_dismisses_with_a_reason_and_note(engineer: Any, login_client: Any, alert: Alert) -> None:
+    response = login_client(engineer).post(
+        reverse("alerts:triage", args=[alert.pk, "dismiss"]),
+        {"dismiss-reason": "false-alarm", "dismiss-note": "noisy neighbour"},
+    )
+    assert response.status_code == 302
+    alert.refresh_from_db()
+    assert (alert.state, alert.dismissed_reason, alert.dismissed_note) == (
+        "dismissed",
+        "false-alarm",
+        "noisy neighbour",
+    )
+
+
+def test_it_requires_a_dismiss_reason(engineer: Any, login_client: Any, alert: Alert) -> None:
+    client = login_client(engineer)
+    for data in ({"dismiss-note": "x"}, {"dismiss-reason": "because"}):
+        response = client.post(reverse("alerts:triage", args=[alert.pk, "dismiss"]), data)
+        assert response.status_code == 400
+        assert "reason:" in response.content.decode()
+    alert.refresh_from_db()
+    assert alert.state == "open"
+
+
+def test_it_marks_a_change_expected_for_every_series_of_the_run(
+    lead: Any, login_client: Any, alert: Alert, runs: list[BenchmarkRun]
+) -> None:
+    response = login_client(lead).post(
+        reverse("alerts:triage", args=[alert.pk, "expected"]),
+        {"expected-scope": "run", "expected-note": "new scheduler trades throughput for latency"},
+    )
+    assert response.status_code == 302
+    alert.refresh_from_db()
+    assert (alert.state, alert.dismissed_reason) == ("dismissed", "expected")
+    marks = ExpectedChange.objects.filter(run=runs[STEP_AT])
+    assert marks.count() == 2  # throughput and p99 latency of the first bad run
+    body = login_client(lead).get(reverse("alerts:detail", args=[alert.pk])).content.decode()
+    assert 'id="expected-marks"' in body and "new scheduler" in body
+    figure = _figure(login_client(lead).get(reverse("alerts:detail", args=[alert.pk])))
+    assert [s["x0"] for s in figure["layout"]["shapes"] if s["name"] == "expected-change"] == [
+        runs[STEP_AT].started_at.isoformat()
+    ]
+
+
+def test_it_refuses_an_impossible_transition_readably(engineer: Any, login_client: Any, alert: Alert) -> None:
+    client = login_client(engineer)
+    client.post(reverse("alerts:triage", args=[alert.pk, "resolve"]))
+    response = client.post(reverse("alerts:triage", args=[alert.pk, "acknowledge"]))
+    assert response.status_code == 409
+    body = response.content.decode()
+    assert "Not changed" in body and "resolved" in body and 'id="triage-error"' in body
+    alert.refresh_from_db()
+    assert alert.state == "resolved"
+
+
+def test_it_refuses_unknown_actions_and_gets(engineer: Any, login_client: Any, alert: Alert) -> None:
+    client = login_client(engineer)
+    assert client.post(reverse("alerts:triage", args=[alert.pk, "explode"])).status_code == 404
+    assert client.get(reverse("alerts:triage", args=[alert.pk, "acknowledge"])).status_code == 405
+    assert client.post(reverse("alerts:triage", args=[999999, "acknowledge"])).status_code == 404
+
+
+def test_it_returns_to_the_list_after_a_row_action(team: Team, engineer: Any, login_client: Any) -> None:
+    a = alert_create(team=team)
+    nxt = reverse("alerts:list") + "?state=open"
+    response = login_client(engineer).post(
+        reverse("alerts:triage", args=[a.pk, "dismiss"]), {"reason": "expected", "next": nxt}
+    )
+    assert response.status_code == 302 and response["Location"] == nxt
+    evil = login_client(engineer).post(
+        reverse("alerts:triage", args=[alert_create(team=team).pk, "acknowledge"]),
+        {"next": "https://evil.example/"},
+    )
+    assert evil["Location"].startswith("/alerts/")
