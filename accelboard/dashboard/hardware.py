@@ -62,6 +62,7 @@ class RunFigures:
     batch_size: int | None = None
     concurrency: int | None = None
     framework: str = ""
+    accelerator_slug: str = ""
     throughput: float | None = None
     throughput_unit: str = ""
     p50_ms: float | None = None
@@ -89,6 +90,7 @@ class ConfigPoint:
     batch_size: int | None
     concurrency: int | None
     framework: str
+    accelerator_slug: str
     throughput: float | None
     throughput_unit: str
     p50_ms: float | None
@@ -142,6 +144,11 @@ class ConfigPoint:
         if self.memory_peak_bytes is None or self.memory_total_bytes is None:
             return None
         return self.memory_total_bytes - self.memory_peak_bytes
+
+    @property
+    def memory_headroom_gib(self) -> float | None:
+        headroom = self.memory_headroom_bytes
+        return None if headroom is None else headroom / 2**30
 
     @property
     def memory_headroom_pct(self) -> float | None:
@@ -205,6 +212,7 @@ def config_points_build(*, runs: Sequence[RunFigures], last_n: int = LAST_N_RUNS
             batch_size=newest.batch_size,
             concurrency=newest.concurrency,
             framework=newest.framework,
+            accelerator_slug=newest.accelerator_slug,
             throughput_unit=newest.throughput_unit,
             memory_total_bytes=newest.memory_total_bytes,
             currency=next(iter(currencies))[0] if len(currencies) == 1 else "",
@@ -337,6 +345,16 @@ def _per(point: ConfigPoint) -> str:
     return f"{point.cost_unit or 'unit'}s"
 
 
+def cost_basis_pick(*, points: Sequence[ConfigPoint]) -> tuple[str, str]:
+    """The (currency, unit) most priced configurations share; alphabetical on a tie, so that the
+    answer is deterministic. Dollars per 1M tokens and euros per 1M samples do not rank together."""
+    bases: dict[tuple[str, str], int] = {}
+    for p in points:
+        if p.total_cost_per_1m is not None and p.currency:
+            bases[(p.currency, p.cost_unit)] = bases.get((p.currency, p.cost_unit), 0) + 1
+    return min(bases, key=lambda b: (-bases[b], b)) if bases else ("", "")
+
+
 def precision_allowed(*, precision: str, floor: str | None) -> bool:
     if not floor:
         return True
@@ -354,12 +372,7 @@ def recommend(
     allowed = [p for p in points if precision_allowed(precision=p.precision, floor=precision_floor)]
     with_p99 = [p for p in allowed if p.p99_ms is not None]
     with_cost = [p for p in with_p99 if p.total_cost_per_1m is not None and p.currency]
-    bases: dict[tuple[str, str], int] = {}
-    for p in with_cost:
-        bases[(p.currency, p.cost_unit)] = bases.get((p.currency, p.cost_unit), 0) + 1
-    # The currency and unit most configurations have; alphabetical on a tie, so the answer is
-    # deterministic. Dollars per 1M tokens and euros per 1M requests do not rank against each other.
-    currency, cost_unit = min(bases, key=lambda b: (-bases[b], b)) if bases else ("", "")
+    currency, cost_unit = cost_basis_pick(points=with_cost)
     ranked = [p for p in with_cost if (p.currency, p.cost_unit) == (currency, cost_unit)]
     qualifying = sorted(
         (p for p in ranked if (p.p99_ms or 0) <= p99_target_ms),

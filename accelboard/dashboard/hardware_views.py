@@ -1,11 +1,101 @@
-"""The hardware comparison page and its recommendation form."""
+"""The hardware comparison page and its recommendation form.
+
+Thin: parse the GET parameters (every state of the page is a shareable URL), read the group's
+run figures, hand them to the pure maths in :mod:`accelboard.dashboard.hardware`, render.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from typing import Any
 
-from .views import planned
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from . import hardware_charts, hardware_selectors
+from .forms import HardwareQueryForm
+from .hardware import (
+    LAST_N_RUNS,
+    config_points_build,
+    cost_basis_pick,
+    pareto_frontier,
+    recommend,
+    sweeps_build,
+)
+from .views import _team_scope
 
 
+def _comparison(
+    *, team_ids: list[int] | None, model_id: int, scenario: str, query: dict[str, Any]
+) -> dict[str, Any]:
+    """Everything the page shows for one model × scenario group."""
+    points = config_points_build(
+        runs=hardware_selectors.hardware_run_figures(team_ids=team_ids, model_id=model_id, scenario=scenario)
+    )
+    currency, cost_unit = cost_basis_pick(points=points)
+    priced = [
+        p
+        for p in points
+        if p.p99_ms is not None
+        and p.total_cost_per_1m is not None
+        and (p.currency, p.cost_unit) == (currency, cost_unit)
+    ]
+    frontier = pareto_frontier(points=[(p.total_cost_per_1m or 0.0, p.p99_ms or 0.0) for p in priced])
+    sweeps = sweeps_build(points=points)
+    throughput_units = sorted({p.throughput_unit for p in points if p.throughput_unit})
+    context: dict[str, Any] = {
+        "points": points,
+        "currency": currency,
+        "cost_unit": cost_unit,
+        "throughput_unit": throughput_units[0] if len(throughput_units) == 1 else "per s",
+        "unpriced": len(points) - len(priced),
+        "sweeps": sweeps,
+        "pareto_figure": hardware_charts.pareto_figure(
+            points=priced, frontier=frontier, currency=currency, cost_unit=cost_unit
+        )
+        if len(priced) >= 1
+        else None,
+        "sweep_figure": hardware_charts.sweep_figure(
+            sweeps=sweeps, throughput_unit=throughput_units[0] if throughput_units else ""
+        )
+        if sweeps
+        else None,
+        "frontier_labels": [p.label for p, on in zip(priced, frontier, strict=True) if on],
+        "recommendation": None,
+    }
+    if query.get("p99_ms"):
+        context["recommendation"] = recommend(
+            points=points, p99_target_ms=query["p99_ms"], precision_floor=query.get("precision_floor") or None
+        )
+    return context
+
+
+@require_GET
 def hardware(request: HttpRequest) -> HttpResponse:
-    return planned(request, area="hardware")
+    team_ids = _team_scope(request)
+    form = HardwareQueryForm(request.GET)
+    context: dict[str, Any] = {"form": form, "no_team": team_ids == [], "last_n": LAST_N_RUNS, "group": None}
+    if not form.is_valid():
+        context["error"] = form.first_error()
+        context["groups"] = []
+        return render(request, "dashboard/hardware.html", context, status=400)
+    query = form.cleaned_data
+    groups = hardware_selectors.hardware_groups_for(team_ids=team_ids)
+    context["groups"] = groups
+    model_id, scenario = query.get("model"), query.get("scenario")
+    if query.get("workload"):
+        workload = hardware_selectors.hardware_workload_get(team_ids=team_ids, workload_id=query["workload"])
+        if workload is None:
+            raise Http404("No such workload in your teams")
+        model_id, scenario = workload.variant.model_id, workload.scenario
+    if model_id:
+        group = next((g for g in groups if (g.model_id, g.scenario) == (model_id, scenario)), None)
+        context["asked_missing"] = group is None
+    else:
+        group = groups[0] if groups else None
+    context["group"] = group
+    if group is not None:
+        context.update(
+            _comparison(team_ids=team_ids, model_id=group.model_id, scenario=group.scenario, query=query)
+        )
+    return render(request, "dashboard/hardware.html", context)
