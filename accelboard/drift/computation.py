@@ -174,10 +174,8 @@ def drift_trend(
     residuals = [yi - (intercept + slope * xi) for xi, yi in zip(x, y, strict=True)]
     variance = sum(r * r for r in residuals) / (n - 2)
     stderr = math.sqrt(variance / sxx)
-    if stderr > 0:
-        t = slope / stderr
-    else:
-        t = math.inf if slope > 0 else (-math.inf if slope < 0 else 0.0)
+    # A perfect line (no residual) is infinitely sure of its sign.
+    t = slope / stderr if stderr > 0 else math.copysign(math.inf, slope) if slope else 0.0
     fitted = intercept + slope * x[-1]
     significant = slope > 0 and t >= t_min
     days = None
@@ -207,9 +205,7 @@ def budget_verdict(
     return WITHIN
 
 
-def risk_score(
-    *, level: float | None, budget: float, trend: Trend | None, days: float = RISK_DAYS
-) -> float:
+def risk_score(*, level: float | None, budget: float, trend: Trend | None, days: float = RISK_DAYS) -> float:
     """Loss expected ``days`` ahead, in budgets (1.0 = exactly at the budget); -1 without data."""
     if level is None:
         return -1.0

@@ -50,7 +50,9 @@ class ProductionAgreement(models.Model):
     class Meta:
         ordering = ["variant_id", "task", "day"]
         constraints = [
-            models.UniqueConstraint(fields=["team", "variant", "day", "task"], name="agreement_team_variant_day_task")
+            models.UniqueConstraint(
+                fields=["team", "variant", "day", "task"], name="agreement_team_variant_day_task"
+            )
         ]
 
     def __str__(self) -> str:

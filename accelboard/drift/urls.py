@@ -8,4 +8,5 @@ app_name = "drift"
 
 urlpatterns = [
     path("", views.drift_overview, name="overview"),
+    path("<int:model_id>/", views.drift_model, name="model"),
 ]

@@ -1,11 +1,102 @@
-"""Views of the drift app. Quantization drift pages."""
+"""Quantization pages: the overview across models and the per-model page.
+
+Thin: decide the teams the user may see, call one selector, build the figures and render. A
+model none of the user's teams has run is a 404 (ids of other teams' models reveal nothing).
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from typing import Any
 
-from accelboard.dashboard.views import planned
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from accelboard.benchmarks.models import Model
+from accelboard.core.selectors import team_ids_visible
+
+from . import charts
+from . import computation as c
+from .page_selectors import LATEST_RUNS, drift_model_report
+from .selectors import drift_overview_rows, model_get_visible
 
 
+def _team_scope(request: HttpRequest) -> list[int] | None:
+    """None means every team (staff); otherwise the ids of the user's teams."""
+    if request.user.is_staff:
+        return None
+    return team_ids_visible(user=request.user)
+
+
+@require_GET
 def drift_overview(request: HttpRequest) -> HttpResponse:
-    return planned(request, area="drift")
+    team_ids = _team_scope(request)
+    rows = drift_overview_rows(team_ids=team_ids)
+    counts = {
+        verdict.replace("-", "_"): sum(1 for r in rows if r["task"].verdict == verdict)
+        for verdict in c.VERDICT_ORDER
+    }
+    return render(
+        request,
+        "drift/overview.html",
+        {
+            "rows": rows,
+            "counts": counts,
+            "no_team": team_ids == [],
+            "horizon": int(c.HORIZON_DAYS),
+            "risk_days": int(c.RISK_DAYS),
+        },
+    )
+
+
+@require_GET
+def drift_model(request: HttpRequest, model_id: int) -> HttpResponse:
+    team_ids = _team_scope(request)
+    try:
+        model = model_get_visible(model_id=model_id, team_ids=team_ids)
+    except Model.DoesNotExist as exc:
+        raise Http404("No such model in your teams") from exc
+    report = drift_model_report(model=model, team_ids=team_ids)
+    points = [
+        {
+            "label": f"{row.variant_name} · {row.hardware.split(' · ')[0]}",
+            "speedup": row.speedup if not row.is_reference else 1.0,
+            "loss": row.worst_loss,
+            "verdict": row.verdict,
+        }
+        for row in report.rows
+    ]
+    drift_charts: list[dict[str, Any]] = []
+    for i, metric in enumerate(report.metrics):
+        tasks = [t for t in report.drift.tasks if t.metric == metric and t.pairs]
+        if not tasks:
+            continue
+        first = tasks[0]
+        drift_charts.append(
+            {
+                "id": f"drift-{i}",
+                "figure_id": f"drift-{i}-figure",
+                "metric": metric,
+                "figure": charts.drift_figure(
+                    title=f"{first.task} · {first.task_metric}: accuracy loss over time",
+                    variants=[
+                        {"name": t.variant_name, "pairs": t.pairs, "change_points": t.change_points}
+                        for t in tasks
+                    ],
+                    budget=first.budget,
+                ),
+            }
+        )
+    context = {
+        "model": model,
+        "report": report,
+        "budget": model.drift_budget,
+        "overrides": {t.task: t.budget for t in report.drift.tasks if t.budget != model.drift_budget},
+        "pareto_figure": charts.pareto_figure(points=points, budget=model.drift_budget),
+        "has_pareto": any(p["speedup"] is not None and p["loss"] is not None for p in points),
+        "drift_charts": drift_charts,
+        "agreement_figure": charts.agreement_figure(rows=report.agreement) if report.agreement else None,
+        "horizon": int(c.HORIZON_DAYS),
+        "latest_runs": LATEST_RUNS,
+    }
+    return render(request, "drift/model.html", context)
