@@ -1,1 +1,478 @@
-"""selectors of the costs app (none yet)."""
+"""Reads of the costs app for the finance pages, exports and other apps.
+
+Every function takes ``team_ids`` (``core.selectors.team_ids_visible``; None = every team and
+hosts with no team, for staff/finance) and reads the precomputed tables (``CostDaily``,
+``ServingCostDaily``, ``RunCost``) with a fixed number of queries, grouped in SQL: a page's cost
+grows with what it draws (groups), not with the rows behind them.
+
+Money comes back as ``Decimal`` in the asked ``currency``. Sums in another currency are
+converted with a price-book ``ExchangeRate`` valid on the period's last day; without one they
+are NOT converted: they are returned apart in ``unconverted`` and the page must show them so.
+
+Public names (H2's pages and others call these):
+``cost_month_summary``, ``cost_breakdown``, ``cost_daily_series``, ``cost_month_forecast``,
+``cost_drilldown``, ``run_costs_for``, ``serving_costs_for``, ``price_for_host``,
+``electricity_for_host``, ``carbon_for_host``, ``price_book_rows``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
+
+from .models import AcceleratorPrice, CostDaily, ElectricityPrice, ExchangeRate, RunCost, ServingCostDaily
+from .prices import carbon_for_host, electricity_for_host, price_for_host
+
+__all__ = [
+    "BREAKDOWNS",
+    "carbon_for_host",
+    "cost_breakdown",
+    "cost_daily_series",
+    "cost_drilldown",
+    "cost_month_forecast",
+    "cost_month_summary",
+    "electricity_for_host",
+    "month_bounds",
+    "price_book_rows",
+    "price_for_host",
+    "run_costs_for",
+    "serving_costs_for",
+]
+
+MONEY_FIELDS = ("capacity_cost", "usage_cost", "idle_cost", "energy_cost", "total_cost")
+QUANTITY_FIELDS = ("alloc_hours", "busy_hours", "idle_hours", "energy_kwh", "energy_kwh_pue", "carbon_kg")
+# by -> (column grouped on, label column)
+BREAKDOWNS: dict[str, tuple[str, str]] = {
+    "team": ("team_id", "team__name"),
+    "project": ("project", "project"),
+    "accelerator_type": ("accelerator_type_id", "accelerator_type__name"),
+    "provider": ("provider", "provider"),
+    "host": ("host_id", "host__hostname"),
+    "model": ("variant__model_id", "variant__model__name"),
+}
+FILTERS = ("team_id", "project", "accelerator_type_id", "provider", "host_id", "day", "region")
+
+
+def month_bounds(month: date) -> tuple[date, date]:
+    """First day of ``month`` and first day of the next month (exclusive end)."""
+    first = month.replace(day=1)
+    return first, (first + timedelta(days=32)).replace(day=1)
+
+
+def _scoped(qs: QuerySet, team_ids: Sequence[int] | None) -> QuerySet:
+    return qs if team_ids is None else qs.filter(team_id__in=list(team_ids))
+
+
+def _daily(
+    *, team_ids: Sequence[int] | None, start: date, end: date, filters: Mapping[str, Any] | None = None
+) -> QuerySet[CostDaily]:
+    qs = _scoped(CostDaily.objects.filter(day__gte=start, day__lt=end), team_ids)
+    for key, value in (filters or {}).items():
+        if key not in FILTERS:
+            raise ValueError(f"filters: {key!r} is not one of {', '.join(FILTERS)}")
+        if value not in (None, ""):
+            qs = qs.filter(**{key: value})
+    return qs
+
+
+class _Converter:
+    """Converts per-currency sums to one currency with the book's rates valid on ``on``."""
+
+    def __init__(self, *, currency: str, on: date) -> None:
+        self.currency = currency
+        self.factors: dict[str, tuple[Decimal, int]] = {currency: (Decimal(1), 0)}
+        for r in ExchangeRate.objects.filter(Q(from_currency=currency) | Q(to_currency=currency)):
+            if not (r.valid_from <= on and (r.valid_to is None or on < r.valid_to)):
+                continue
+            if r.to_currency == currency:
+                self.factors.setdefault(r.from_currency, (Decimal(r.rate), r.pk))
+            else:
+                self.factors.setdefault(r.to_currency, (Decimal(1) / Decimal(r.rate), r.pk))
+
+    def convert(self, amount: Decimal | None, currency: str) -> Decimal | None:
+        if amount is None:
+            return None
+        if currency in self.factors:
+            return (amount * self.factors[currency][0]).quantize(Decimal("0.0001"))
+        return None
+
+    def rate_ids(self, currencies: set[str]) -> list[int]:
+        return sorted({self.factors[c][1] for c in currencies if c in self.factors and self.factors[c][1]})
+
+
+def _fold(groups: list[dict], key: str | None, conv: _Converter) -> tuple[dict, list[dict]]:
+    """Sum rows grouped by (key, currency) into one currency; return per-key totals and what
+    could not be converted."""
+    out: dict[Any, dict[str, Any]] = {}
+    unconverted: list[dict] = []
+    for g in groups:
+        k = g.get(key) if key else None
+        slot = out.setdefault(
+            k,
+            {
+                **{f: Decimal(0) for f in MONEY_FIELDS},
+                **{f: 0.0 for f in QUANTITY_FIELDS},
+                "stale_rows": 0,
+                "rows": 0,
+            },
+        )
+        for f in QUANTITY_FIELDS:
+            slot[f] += g[f] or 0.0
+        slot["stale_rows"] += g["stale_rows"]
+        slot["rows"] += g["rows"]
+        currency = g["currency"]
+        if currency and currency not in conv.factors:
+            unconverted.append({"key": k, "currency": currency, **{f: g[f] for f in MONEY_FIELDS}})
+            continue
+        for f in MONEY_FIELDS:
+            value = conv.convert(g[f], currency or conv.currency)
+            slot[f] += value or Decimal(0)
+    return out, unconverted
+
+
+def _group(qs: QuerySet, *keys: str) -> list[dict]:
+    # Aggregates cannot reuse a field's name in annotate(): sum as "sum_<field>", then rename.
+    groups = qs.values(*keys, "currency").annotate(
+        **{f"sum_{f}": Sum(f) for f in (*MONEY_FIELDS, *QUANTITY_FIELDS)},
+        stale_rows=Count("id", filter=Q(price_stale=True)),
+        unpriced_hours=Sum("alloc_hours", filter=Q(total_cost=None)),
+        rows=Count("id"),
+    )
+    return [{k.removeprefix("sum_"): v for k, v in g.items()} for g in groups]
+
+
+def cost_month_summary(
+    *, team_ids: Sequence[int] | None, month: date, currency: str = "USD"
+) -> dict[str, Any]:
+    """Totals of a month (and the previous one, for month-over-month change): capacity, usage,
+    idle and energy cost, total; GPU-hours held/busy/idle; kWh, kWh × PUE, kgCO2e; how many rows
+    were priced from stale rows or left unpriced. Two grouped queries + the rates."""
+    start, end = month_bounds(month)
+    prev_start, _ = month_bounds(start - timedelta(days=1))
+    conv = _Converter(currency=currency, on=end - timedelta(days=1))
+    this_groups = _group(_daily(team_ids=team_ids, start=start, end=end))
+    this, unconverted = _fold(this_groups, None, conv)
+    prev, _ = _fold(_group(_daily(team_ids=team_ids, start=prev_start, end=start)), None, conv)
+    empty = {
+        **{f: Decimal(0) for f in MONEY_FIELDS},
+        **{f: 0.0 for f in QUANTITY_FIELDS},
+        "stale_rows": 0,
+        "rows": 0,
+    }
+    totals = this.get(None, empty)
+    prev_total = prev.get(None, empty)["total_cost"]
+    change = float((totals["total_cost"] - prev_total) / prev_total * 100) if prev_total else None
+    currencies = {g["currency"] for g in this_groups if g["currency"]}
+    return {
+        "month": start,
+        "currency": currency,
+        **totals,
+        "unpriced_hours": sum(g["unpriced_hours"] or 0.0 for g in this_groups),
+        "previous_total": prev_total,
+        "change_pct": change,
+        "unconverted": unconverted,
+        "exchange_rate_ids": conv.rate_ids(currencies),
+        "price_stale": totals["stale_rows"] > 0,
+    }
+
+
+def cost_breakdown(
+    *,
+    team_ids: Sequence[int] | None,
+    month: date,
+    by: str = "team",
+    currency: str = "USD",
+    filters: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Spend of a month by team, project, accelerator type, provider, host or model, largest first.
+
+    Each item: ``key``, ``label`` and the summary's fields. ``by="model"`` reads the serving
+    costs (per model variant served) and adds a "not attributed to a model" line for the rest of
+    the fleet's spend, so the items still add up to the month's total.
+    """
+    if by not in BREAKDOWNS:
+        raise ValueError(f"by: {by!r} is not one of {', '.join(BREAKDOWNS)}")
+    start, end = month_bounds(month)
+    conv = _Converter(currency=currency, on=end - timedelta(days=1))
+    if by == "model":
+        return _model_breakdown(team_ids=team_ids, start=start, end=end, conv=conv)
+    key, label = BREAKDOWNS[by]
+    qs = _daily(team_ids=team_ids, start=start, end=end, filters=filters)
+    groups = _group(qs, key, label) if label != key else _group(qs, key)
+    labels = {g[key]: g[label] for g in groups}
+    folded, unconverted = _fold(groups, key, conv)
+    items = [
+        {"key": k, "label": labels.get(k) or ("(none)" if k in (None, "") else str(k)), **v}
+        for k, v in folded.items()
+    ]
+    for item in items:
+        item["unconverted"] = [u for u in unconverted if u["key"] == item["key"]]
+    return sorted(items, key=lambda i: i["total_cost"], reverse=True)
+
+
+def _model_breakdown(
+    *, team_ids: Sequence[int] | None, start: date, end: date, conv: _Converter
+) -> list[dict]:
+    serving = _scoped(ServingCostDaily.objects.filter(day__gte=start, day__lt=end), team_ids)
+    groups = serving.values("variant__model_id", "variant__model__name", "currency").annotate(
+        total_cost=Sum("cost"),
+        capacity_cost=Sum("capacity_cost"),
+        energy_cost=Sum("energy_cost"),
+        alloc_hours=Sum("gpu_hours"),
+        energy_kwh=Sum("energy_kwh"),
+        energy_kwh_pue=Sum("energy_kwh_pue"),
+        carbon_kg=Sum("carbon_kg"),
+        generated_tokens=Sum("generated_tokens"),
+        stale_rows=Count("id", filter=Q(price_stale=True)),
+    )
+    items: dict[Any, dict[str, Any]] = {}
+    for g in groups:
+        item = items.setdefault(
+            g["variant__model_id"],
+            {
+                "key": g["variant__model_id"],
+                "label": g["variant__model__name"],
+                "total_cost": Decimal(0),
+                "capacity_cost": Decimal(0),
+                "energy_cost": Decimal(0),
+                "alloc_hours": 0.0,
+                "energy_kwh": 0.0,
+                "energy_kwh_pue": 0.0,
+                "carbon_kg": 0.0,
+                "generated_tokens": 0,
+                "stale_rows": 0,
+            },
+        )
+        for f in ("total_cost", "capacity_cost", "energy_cost"):
+            item[f] += conv.convert(g[f], g["currency"] or conv.currency) or Decimal(0)
+        for f in ("alloc_hours", "energy_kwh", "energy_kwh_pue", "carbon_kg"):
+            item[f] += g[f] or 0.0
+        item["generated_tokens"] += g["generated_tokens"] or 0
+        item["stale_rows"] += g["stale_rows"]
+    fleet, _ = _fold(_group(_daily(team_ids=team_ids, start=start, end=end)), None, conv)
+    fleet_total = fleet.get(None, {}).get("total_cost", Decimal(0))
+    attributed = sum((i["total_cost"] for i in items.values()), Decimal(0))
+    rest = {
+        "key": None,
+        "label": "Not attributed to a model",
+        "total_cost": max(fleet_total - attributed, Decimal(0)),
+        "alloc_hours": fleet.get(None, {}).get("alloc_hours", 0.0)
+        - sum(i["alloc_hours"] for i in items.values()),
+    }
+    return sorted(items.values(), key=lambda i: i["total_cost"], reverse=True) + [rest]
+
+
+def cost_daily_series(
+    *,
+    team_ids: Sequence[int] | None,
+    start: date,
+    end: date,
+    by: str = "team",
+    currency: str = "USD",
+    filters: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Spend per day in [start, end) split by ``by`` (for a stacked chart): ``days`` (every day
+    of the range, gaps as 0) and ``series`` [{key, label, values: [Decimal per day]}]. One query."""
+    if by not in BREAKDOWNS or by == "model":
+        raise ValueError(f"by: {by!r} is not one of team, project, accelerator_type, provider, host")
+    key, label = BREAKDOWNS[by]
+    conv = _Converter(currency=currency, on=end - timedelta(days=1))
+    qs = _daily(team_ids=team_ids, start=start, end=end, filters=filters)
+    fields = ["day", key] + ([label] if label != key else [])
+    groups = qs.values(*fields, "currency").annotate(total=Sum("total_cost"), idle=Sum("idle_cost"))
+    days = [start + timedelta(days=i) for i in range((end - start).days)]
+    index = {d: i for i, d in enumerate(days)}
+    series: dict[Any, dict[str, Any]] = {}
+    unconverted = 0
+    for g in groups:
+        s = series.setdefault(
+            g[key],
+            {"key": g[key], "label": g[label] or "(none)", "values": [Decimal(0)] * len(days)},
+        )
+        value = conv.convert(g["total"], g["currency"] or currency)
+        if value is None and g["total"] is not None:
+            unconverted += 1
+        s["values"][index[g["day"]]] += value or Decimal(0)
+    ordered = sorted(series.values(), key=lambda s: sum(s["values"]), reverse=True)
+    return {"days": days, "series": ordered, "currency": currency, "unconverted_groups": unconverted}
+
+
+def cost_month_forecast(
+    *, team_ids: Sequence[int] | None, month: date, today: date, currency: str = "USD"
+) -> dict[str, Any]:
+    """The month's total projected from its run rate: spend of the complete days so far / their
+    count × days in the month. A past month returns its actual; a future one has no forecast."""
+    start, end = month_bounds(month)
+    days_in_month = (end - start).days
+    summary = cost_month_summary(team_ids=team_ids, month=month, currency=currency)
+    if today >= end:
+        return {
+            "forecast": summary["total_cost"],
+            "actual": summary["total_cost"],
+            "basis_days": days_in_month,
+            "days_in_month": days_in_month,
+            "complete": True,
+            "currency": currency,
+        }
+    if today <= start:
+        return {
+            "forecast": None,
+            "actual": Decimal(0),
+            "basis_days": 0,
+            "days_in_month": days_in_month,
+            "complete": False,
+            "currency": currency,
+        }
+    # Complete days only: today's partial day would drag the rate down.
+    so_far = cost_month_summary_until(team_ids=team_ids, start=start, end=today, currency=currency)
+    basis = (today - start).days
+    rate = so_far / basis
+    return {
+        "forecast": (rate * days_in_month).quantize(Decimal("0.01")),
+        "actual": summary["total_cost"],
+        "run_rate_per_day": rate.quantize(Decimal("0.01")),
+        "basis_days": basis,
+        "days_in_month": days_in_month,
+        "complete": False,
+        "currency": currency,
+    }
+
+
+def cost_month_summary_until(
+    *, team_ids: Sequence[int] | None, start: date, end: date, currency: str = "USD"
+) -> Decimal:
+    """Total cost of [start, end) in ``currency`` (converted where a rate exists)."""
+    conv = _Converter(currency=currency, on=end - timedelta(days=1))
+    folded, _ = _fold(_group(_daily(team_ids=team_ids, start=start, end=end)), None, conv)
+    return folded.get(None, {}).get("total_cost", Decimal(0))
+
+
+def cost_drilldown(
+    *,
+    team_ids: Sequence[int] | None,
+    month: date,
+    filters: Mapping[str, Any] | None = None,
+    currency: str = "USD",
+    limit: int = 500,
+) -> dict[str, Any]:
+    """What is behind a total: its hosts, its days and the price rows used, for a month and any of
+    the filters (team_id, project, accelerator_type_id, provider, host_id, day, region).
+
+    ``hosts``: per host (hostname, team, project, provider, region, instance type, GPU-hours,
+    costs, price rows); ``days``: per day totals; ``rows``: the CostDaily rows themselves (up to
+    ``limit``, newest first, with host/type/prices joined); ``prices``: every accelerator and
+    electricity row cited, with source, fetched date and staleness. Eight queries.
+    """
+    start, end = month_bounds(month)
+    conv = _Converter(currency=currency, on=end - timedelta(days=1))
+    qs = _daily(team_ids=team_ids, start=start, end=end, filters=filters)
+    host_groups = _group(
+        qs,
+        "host_id",
+        "host__hostname",
+        "team__name",
+        "project",
+        "provider",
+        "region",
+        "host__instance_type",
+    )
+    hosts_folded, unconverted = _fold(host_groups, "host_id", conv)
+    meta = {g["host_id"]: g for g in host_groups}
+    prices = qs.values("host_id").annotate(
+        first=Min("day"), last=Max("day"), days=Count("day", distinct=True)
+    )
+    spans = {p["host_id"]: p for p in prices}
+    hosts = [
+        {
+            "host_id": hid,
+            "hostname": meta[hid]["host__hostname"],
+            "team": meta[hid]["team__name"],
+            "project": meta[hid]["project"],
+            "provider": meta[hid]["provider"],
+            "region": meta[hid]["region"],
+            "instance_type": meta[hid]["host__instance_type"],
+            "days": spans.get(hid, {}).get("days", 0),
+            **v,
+        }
+        for hid, v in hosts_folded.items()
+    ]
+    hosts.sort(key=lambda h: h["total_cost"], reverse=True)
+    days_folded, _ = _fold(_group(qs, "day"), "day", conv)
+    days = [{"day": d, **v} for d, v in sorted(days_folded.items())]
+    rows = list(
+        qs.select_related(
+            "host", "team", "accelerator_type", "accelerator_price", "electricity_price", "carbon_intensity"
+        ).order_by("-day", "host__hostname")[:limit]
+    )
+    pairs = set(qs.values_list("accelerator_price_id", "electricity_price_id").distinct())
+    price_ids = {p for p, _ in pairs if p is not None}
+    elec_ids = {e for _, e in pairs if e is not None}
+    return {
+        "month": start,
+        "currency": currency,
+        "hosts": hosts,
+        "days": days,
+        "rows": rows,
+        "unconverted": unconverted,
+        "prices": price_book_rows(accelerator_price_ids=price_ids, electricity_price_ids=elec_ids),
+    }
+
+
+def price_book_rows(
+    *, accelerator_price_ids: set[int] | None = None, electricity_price_ids: set[int] | None = None
+) -> dict[str, list]:
+    """Price-book rows (all, or the given ids) with their staleness, for citing and the admin."""
+    acc = AcceleratorPrice.objects.select_related("accelerator_type")
+    elec = ElectricityPrice.objects.select_related("site")
+    if accelerator_price_ids is not None:
+        acc = acc.filter(pk__in=accelerator_price_ids)
+    if electricity_price_ids is not None:
+        elec = elec.filter(pk__in=electricity_price_ids)
+    return {"accelerator": list(acc), "electricity": list(elec)}
+
+
+def run_costs_for(*, run_ids: Sequence[int]) -> dict[int, RunCost]:
+    """run id -> its RunCost (runs without one are absent). One query."""
+    return {
+        rc.run_id: rc
+        for rc in RunCost.objects.filter(run_id__in=list(run_ids)).select_related(
+            "accelerator_price", "electricity_price"
+        )
+    }
+
+
+def serving_costs_for(
+    *, team_ids: Sequence[int] | None, start: date, end: date, variant_ids: Sequence[int] | None = None
+) -> list[dict[str, Any]]:
+    """Per model variant and day: tokens, cost, cost per 1M tokens and J per token (serving)."""
+    qs = _scoped(ServingCostDaily.objects.filter(day__gte=start, day__lt=end), team_ids)
+    if variant_ids is not None:
+        qs = qs.filter(variant_id__in=list(variant_ids))
+    items = list(
+        qs.values("day", "variant_id", "currency")
+        .annotate(
+            model=F("variant__model__name"),
+            variant=F("variant__name"),
+            generated_tokens=Sum("generated_tokens"),
+            requests=Sum("requests"),
+            cost=Sum("cost"),
+            energy_kwh=Sum("energy_kwh"),
+            gpu_hours=Sum("gpu_hours"),
+        )
+        .order_by("day", "model", "variant")
+    )
+    for item in items:
+        tokens = item["generated_tokens"] or 0
+        item["cost_per_1m_tokens"] = (
+            (item["cost"] / tokens * 1_000_000).quantize(Decimal("0.000001"))
+            if tokens and item["cost"]
+            else None
+        )
+        item["energy_per_token_j"] = (
+            item["energy_kwh"] * 3_600_000 / tokens if tokens and item["energy_kwh"] else None
+        )
+    return items
