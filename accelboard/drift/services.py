@@ -146,14 +146,14 @@ def drift_check_all(*, as_of: datetime | None = None) -> dict[str, int]:
     return {"teams": checked, "findings": alerts, "alerts_created": created}
 
 
-def drift_check_enqueue(*, team_id: int, model_id: int) -> None:
-    """After the current transaction commits, re-check one model's drift for one team.
+def drift_check_enqueue(*, team_id: int, variant_id: int) -> None:
+    """After the current transaction commits, re-check the variant's model for the team.
 
     Called by ``benchmarks.services.run_record`` when a run brings accuracy metrics; robust, so a
-    broker outage never turns a recorded run into an error."""
-    from . import tasks
+    broker outage never turns a recorded run into an error (the daily pass catches up)."""
+    from . import tasks  # noqa: PLC0415 - tasks import services
 
-    transaction.on_commit(lambda: tasks.drift_check_model.delay(team_id, model_id), robust=True)
+    transaction.on_commit(lambda: tasks.drift_check_variant.delay(team_id, variant_id), robust=True)
 
 
 def drift_budget_set(*, model: Model, task: str, budget: float, note: str = "") -> DriftBudget:

@@ -6,9 +6,12 @@ failover), with backoff; anything else is a bug and fails loudly in the job reco
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
+from accelboard.benchmarks.models import ModelVariant
 from accelboard.core.models import Team
 from accelboard.core.services import job_run_record
 
@@ -22,20 +25,24 @@ _RETRY = {
 }
 
 
-@shared_task(name="drift.check_model", **_RETRY)
-def drift_check_model(team_id: int, model_id: int) -> dict[str, int]:
-    """Re-check one model for one team after new accuracy results were recorded."""
+@shared_task(bind=True, **_RETRY)
+def drift_check_variant(self: Any, team_id: int, variant_id: int) -> dict[str, int]:
+    """Re-check the variant's model for one team after new accuracy results were recorded."""
     team = Team.objects.filter(pk=team_id).first()
-    if team is None:  # deleted meanwhile: nothing to check
+    model_id = ModelVariant.objects.filter(pk=variant_id).values_list("model_id", flat=True).first()
+    if team is None or model_id is None:  # deleted meanwhile: nothing to check
         return {"findings": 0, "alerts_created": 0}
-    findings = drift_check(team=team, model_ids=[model_id])
+    with job_run_record(name="drift_check_variant", task_id=self.request.id or "") as job:
+        findings = drift_check(team=team, model_ids=[model_id])
+        job.rows = len(findings)
+        job.detail = {"team": team_id, "model": model_id, "verdicts": [f.verdict for f in findings]}
     return {"findings": len(findings), "alerts_created": sum(1 for f in findings if f.created)}
 
 
-@shared_task(name="drift.check_all", **_RETRY)
-def drift_check_daily() -> dict[str, int]:
+@shared_task(bind=True, **_RETRY)
+def drift_check_daily(self: Any) -> dict[str, int]:
     """The daily pass over every team (the beat schedule): trends move even without new runs."""
-    with job_run_record(name="drift_check") as job:
+    with job_run_record(name="drift_check_daily", task_id=self.request.id or "") as job:
         counts = drift_check_all()
         job.rows = counts["findings"]
         job.detail = counts

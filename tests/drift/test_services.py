@@ -1,0 +1,122 @@
+"""The drift check: verdicts against the budget, per-task overrides, and drift alerts raised once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from accelboard.alerts.models import Alert
+from accelboard.benchmarks.models import Model
+from accelboard.drift import computation as c
+from accelboard.drift.selectors import drift_evaluate
+from accelboard.drift.services import drift_budget_set, drift_check, drift_check_all
+
+from .conftest import ARC
+
+pytestmark = pytest.mark.django_db
+
+
+def _task(team_ids: list[int] | None, model: str, variant: str) -> Any:
+    model_obj = Model.objects.get(name=model)
+    entry = drift_evaluate(team_ids=team_ids, model_ids=[model_obj.pk])[model_obj.pk]
+    return next(t for t in entry.tasks if t.variant_name == variant)
+
+
+def test_it_gives_each_variant_its_verdict_against_the_budget(team: Any, llama: dict[str, Any]) -> None:
+    fp8 = _task([team.pk], "Llama-3.1-8B", "fp8")
+    int4 = _task([team.pk], "Llama-3.1-8B", "int4-awq")
+    # 0.796 / 0.800 -> 0.5% loss, ratio 0.995; 0.780 / 0.800 -> 2.5% loss, ratio 0.975.
+    assert fp8.level == pytest.approx(0.005)
+    assert fp8.latest.ratio == pytest.approx(0.995)
+    assert fp8.verdict == c.WITHIN
+    assert int4.level == pytest.approx(0.025)
+    assert int4.verdict == c.OVER
+    assert len(int4.pairs) == 10
+    assert (int4.task, int4.task_metric, int4.budget) == ("arc_easy", "acc_norm", 0.01)
+
+
+def test_it_uses_a_per_task_budget_override(team: Any, llama: dict[str, Any]) -> None:
+    drift_budget_set(model=llama["model"], task="arc_easy", budget=0.03, note="int4 accepted up to 3%")
+    assert _task([team.pk], "Llama-3.1-8B", "int4-awq").verdict == c.WITHIN
+    with pytest.raises(ValueError, match="budget"):
+        drift_budget_set(model=llama["model"], task="arc_easy", budget=1.5)
+
+
+def test_it_raises_one_critical_drift_alert_for_a_variant_over_budget(
+    team: Any, llama: dict[str, Any]
+) -> None:
+    findings = drift_check(team=team)
+    assert [(f.variant, f.verdict, f.created) for f in findings] == [("int4-awq", c.OVER, True)]
+    alert = Alert.objects.get()
+    assert (alert.team_id, alert.kind, alert.severity) == (team.pk, "drift", "critical")
+    assert "int4-awq" in alert.title and "over its 1% budget" in alert.title
+    assert alert.detail["loss"] == pytest.approx(0.025)
+    assert alert.detail["ratio"] == pytest.approx(0.975)
+    assert alert.series.metric == ARC
+    assert alert.first_run_id == llama["runs"]["int4-awq"][-1].pk
+    # Again (the daily pass, or a second worker): nothing new.
+    again = drift_check(team=team)
+    assert [f.created for f in again] == [False]
+    # The daily pass covers every team: the other team's Secret-7B int8 (0.6 vs 0.7) is its own
+    # alert, in its own team.
+    assert drift_check_all() == {"teams": 2, "findings": 2, "alerts_created": 1}
+    assert sorted(Alert.objects.values_list("team__slug", "title")) == [
+        ("inference", alert.title),
+        ("research", "Secret-7B int8: arc_easy accuracy 14.29% below the reference, over its 1% budget"),
+    ]
+
+
+def test_it_warns_of_a_loss_trending_toward_the_budget_before_it_crosses(
+    team: Any, drift_series: Callable[..., None]
+) -> None:
+    # 0.2% loss growing 0.05 points a night for 12 nights (0.75% at the end): under the 1%
+    # budget, but reaching it in ~5 days.
+    drift_series(team=team, losses=[0.002 + 0.0005 * n for n in range(12)])
+    task = _task([team.pk], "Drifty-8B", "int4")
+    assert task.level < task.budget
+    assert task.verdict == c.TRENDING
+    assert task.trend.days_to_budget == pytest.approx(5, abs=1)
+    (finding,) = drift_check(team=team)
+    assert finding.verdict == c.TRENDING
+    alert = Alert.objects.get()
+    assert (alert.kind, alert.severity) == ("drift", "warning")
+    assert "and growing" in alert.title
+    assert alert.detail["days_to_budget"] == pytest.approx(5, abs=1)
+
+
+def test_it_raises_nothing_for_a_flat_loss_within_budget(
+    team: Any, drift_series: Callable[..., None]
+) -> None:
+    drift_series(team=team, losses=[0.004, 0.006, 0.005, 0.004, 0.006, 0.005, 0.004, 0.006, 0.005, 0.005])
+    assert _task([team.pk], "Drifty-8B", "int4").verdict == c.WITHIN
+    assert drift_check(team=team) == []
+    assert not Alert.objects.exists()
+
+
+def test_it_pairs_only_results_of_the_callers_teams(
+    team: Any, other_team: Any, llama: dict[str, Any]
+) -> None:
+    # other_team sees no Llama results at all: nothing to evaluate, nothing to alert.
+    assert (
+        drift_evaluate(team_ids=[other_team.pk], model_ids=[llama["model"].pk])[llama["model"].pk].tasks == []
+    )
+    assert [f.model for f in drift_check(team=other_team)] == ["Secret-7B"]
+    assert list(Alert.objects.values_list("team_id", flat=True)) == [other_team.pk]
+
+
+def test_it_says_no_data_without_reference_results(team: Any) -> None:
+    from .conftest import START, accuracy_run
+
+    accuracy_run(team=team, model="Lonely-1B", variant="int8", precision="int8", at=START, metrics={ARC: 0.7})
+    accuracy_run(
+        team=team,
+        model="Lonely-1B",
+        variant="fp16",
+        precision="fp16",
+        at=START,
+        metrics={"throughput_tokens_per_s": 10.0},
+    )
+    task = _task([team.pk], "Lonely-1B", "int8")
+    assert task.pairs == [] and task.verdict == c.NO_DATA
