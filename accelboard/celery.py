@@ -43,6 +43,10 @@ BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
     # Minute rollups feed the live host pages; refreshing each minute keeps them at most ~1 min behind.
     # Ingest also enqueues a refresh per batch; this pass drains what those missed.
     "telemetry-rollups": ("accelboard.fleet.tasks.telemetry_rollups_refresh", "* * * * *", 50),
+    # Quantization drift: trends move even on days without new accuracy results (new results
+    # also enqueue a check of their model). 05:30 UTC is after the nightly benchmark runs and
+    # before the 07:00 digest, so a drift alert makes that day's digest.
+    "drift-check": ("accelboard.drift.tasks.drift_check_daily", "30 5 * * *", 3600),
 }
 
 

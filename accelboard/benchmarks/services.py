@@ -233,4 +233,8 @@ def run_record(
         if series.last_run_at is None or started_at >= series.last_run_at:
             Series.objects.filter(pk=series.pk).update(last_value=metric.value, last_run_at=started_at)
     MetricValue.objects.bulk_create(values)
+    if any(v.name == "accuracy" or v.name.startswith("accuracy:") for v in values):
+        from accelboard.drift.services import drift_check_enqueue  # noqa: PLC0415 - drift imports benchmarks
+
+        drift_check_enqueue(team_id=team.pk, variant_id=workload.variant_id)
     return run, True
