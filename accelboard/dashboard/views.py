@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
 
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
+
+from accelboard.benchmarks.models import Series
 from accelboard.core.selectors import team_ids_visible
 
-from . import charts, selectors
+from . import charts, selectors, trends_charts, trends_selectors
 
 
 def _team_scope(request: HttpRequest) -> list[int] | None:
@@ -64,8 +70,151 @@ PLANNED = {
 }
 
 
+class BadParameter(ValueError):
+    """A query parameter that cannot be read: a 400 naming it."""
+
+
+def _series_ids(request: HttpRequest) -> list[int]:
+    ids: list[int] = []
+    for raw in request.GET.getlist("series"):
+        for part in raw.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if not part.isdigit() or int(part) <= 0:
+                raise BadParameter(f"series: {part!r} is not a series id (a positive whole number)")
+            if int(part) not in ids:
+                ids.append(int(part))
+    if len(ids) > trends_selectors.MAX_SERIES:
+        raise BadParameter(
+            f"series: at most {trends_selectors.MAX_SERIES} series on one chart, got {len(ids)}"
+        )
+    return ids
+
+
+def _moment(request: HttpRequest, name: str) -> str | None:
+    """An ISO date or date-time (``2026-01-31`` or ``2026-01-31T12:00``) kept as written, or None."""
+    value = request.GET.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise BadParameter(f"{name}: {value!r} is not an ISO date (YYYY-MM-DD or YYYY-MM-DDTHH:MM)") from exc
+    return value
+
+
+def _view_params(request: HttpRequest) -> dict[str, Any]:
+    scale = request.GET.get("scale", "")
+    if scale not in trends_charts.SCALES:
+        raise BadParameter(
+            f"scale: {scale!r} is not one of {', '.join(s for s in trends_charts.SCALES if s)}"
+        )
+    start, end = _moment(request, "from"), _moment(request, "to")
+    if start and end and _aware(start) >= _aware(end):
+        raise BadParameter("to: must be after from")
+    return {"series": _series_ids(request), "scale": scale, "from": start, "to": end}
+
+
+def _aware(value: str) -> datetime:
+    moment = datetime.fromisoformat(value)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def trends_url(
+    *, series_ids: list[int], scale: str = "", start: str | None = None, end: str | None = None
+) -> str:
+    """The shareable address of a trends view: series in order, then scale and zoom if set."""
+    query: list[tuple[str, Any]] = [("series", pk) for pk in series_ids]
+    if scale:
+        query.append(("scale", scale))
+    if start:
+        query.append(("from", start))
+    if end:
+        query.append(("to", end))
+    return reverse("dashboard:trends") + (f"?{urlencode(query)}" if query else "")
+
+
+def _alert_url(alert_id: int) -> str:
+    try:
+        return reverse("alerts:detail", args=[alert_id])
+    except NoReverseMatch:  # the alert page is another app's; until it exists, the list
+        return reverse("alerts:list") + f"#alert-{alert_id}"
+
+
+def _trend_input(history: trends_selectors.SeriesHistory) -> trends_charts.TrendInput:
+    alerts = [
+        {
+            **alert,
+            "url": _alert_url(alert["id"]),
+            "index": trends_charts.alert_index(alert=alert, run_ids=history.run_ids, times=history.times),
+        }
+        for alert in history.alerts
+    ]
+    history.alerts = alerts
+    return trends_charts.TrendInput(
+        label=history.label,
+        unit=history.unit,
+        direction=history.direction,
+        times=history.times,
+        values=history.values,
+        commits=history.commits,
+        alerts=alerts,
+        expected=history.expected,
+        min_effect=history.min_effect,
+    )
+
+
 def trends(request: HttpRequest) -> HttpResponse:
-    return planned(request, area="trends")
+    """Series over time. Picking filters redirects to the canonical ``?series=..`` address."""
+    team_ids = _team_scope(request)
+    try:
+        params = _view_params(request)
+    except BadParameter as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+    filters = trends_selectors.Filters(
+        **{name: request.GET.get(name, "").strip() for name in ("model", "variant", "hardware", "metric")}
+    )
+    no_match = None
+    if filters.any():
+        found, matched = trends_selectors.series_find(team_ids=team_ids, filters=filters)
+        if found:
+            keep = params["series"] if request.GET.get("add") else []
+            merged = list(dict.fromkeys([*keep, *found]))[: trends_selectors.MAX_SERIES]
+            return redirect(
+                trends_url(series_ids=merged, scale=params["scale"], start=params["from"], end=params["to"])
+            )
+        no_match = filters
+    try:
+        histories = trends_selectors.series_histories(series_ids=params["series"], team_ids=team_ids)
+    except Series.DoesNotExist as exc:
+        raise Http404("No such series in your teams") from exc
+    figure, summaries = None, []
+    if histories:
+        x_range = [params["from"], params["to"]] if params["from"] and params["to"] else None
+        figure, summaries = trends_charts.trend_figure(
+            inputs=[_trend_input(h) for h in histories], scale=params["scale"], x_range=x_range
+        )
+    context = {
+        "choices": trends_selectors.trend_choices(team_ids=team_ids),
+        "filters": filters,
+        "no_match": no_match,
+        "histories": histories,
+        "rows": list(zip(histories, summaries, strict=True)),
+        "figure": figure,
+        "has_points": any(h.values for h in histories),
+        "params": params,
+        "scale_used": figure["layout"]["meta"]["scale"] if figure else "",
+        "scales": [s for s in trends_charts.SCALES if s],
+        "share_url": request.build_absolute_uri(
+            trends_url(
+                series_ids=params["series"], scale=params["scale"], start=params["from"], end=params["to"]
+            )
+        ),
+        "max_series": trends_selectors.MAX_SERIES,
+        "no_team": team_ids == [],
+    }
+    return render(request, "dashboard/trends.html", context)
 
 
 def planned(request: HttpRequest, area: str) -> HttpResponse:

@@ -1,0 +1,206 @@
+"""Reads for the trends page: which series a user may chart, their points, alerts and annotations.
+
+A fixed handful of queries whatever the number of series drawn (at most ``MAX_SERIES``): one for
+the pickers' choices, one for the series, one for all their points, one for their alerts, one for
+expected-change annotations.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.apps import apps
+from django.db.models import Model as DjangoModel
+from django.db.models import QuerySet
+
+from accelboard.alerts.choices import DismissReason
+from accelboard.alerts.models import Alert
+from accelboard.benchmarks.metrics import metric_spec
+from accelboard.benchmarks.models import MetricValue, Series
+
+# Beyond a handful of lines a chart stops being readable; the URL is also the share link.
+MAX_SERIES = 8
+# Points per series drawn (the newest); the range slider handles zoom within them.
+MAX_POINTS = 2000
+
+
+@dataclass
+class Filters:
+    """What the pickers selected; empty strings mean "any"."""
+
+    model: str = ""
+    variant: str = ""
+    hardware: str = ""
+    metric: str = ""
+
+    def any(self) -> bool:
+        return bool(self.model or self.variant or self.hardware or self.metric)
+
+
+@dataclass
+class SeriesHistory:
+    """One series with everything the chart marks on it, oldest point first."""
+
+    series: Series
+    label: str
+    unit: str
+    direction: str
+    min_effect: float | None
+    times: list[datetime] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    run_ids: list[int] = field(default_factory=list)
+    commits: list[str] = field(default_factory=list)
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+    expected: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _scoped(queryset: QuerySet[Any], team_ids: list[int] | None) -> QuerySet[Any]:
+    return queryset if team_ids is None else queryset.filter(team_id__in=team_ids)
+
+
+def series_label(*, series: Series) -> str:
+    """``Llama-3.1-8B bf16 · p99 latency · 1× H100 SXM 80GB``: what a legend needs to tell lines apart."""
+    variant = series.workload.variant
+    spec = metric_spec(series.metric)
+    metric = f"{spec.label} ({series.unit})" if spec else f"{series.metric} ({series.unit})"
+    hardware = f"{series.accelerator_count}× {series.accelerator_type.name if series.accelerator_type else 'unknown'}"
+    return f"{variant.model.name} {variant.name} · {metric} · {hardware}"
+
+
+def trend_choices(*, team_ids: list[int] | None) -> dict[str, list[tuple[str, str]]]:
+    """The pickers' options (value, label) from the series the user may see. One query."""
+    rows = _scoped(Series.objects.all(), team_ids).values_list(
+        "workload__variant__model__name",
+        "workload__variant__name",
+        "accelerator_type__slug",
+        "accelerator_type__name",
+        "metric",
+    )
+    models, variants, hardware, metrics = set(), set(), set(), set()
+    for model, variant, slug, type_name, metric in rows.distinct():
+        models.add((model, model))
+        variants.add((variant, variant))
+        if slug:
+            hardware.add((slug, type_name))
+        spec = metric_spec(metric)
+        metrics.add((metric, f"{spec.label} ({spec.unit})" if spec else metric))
+    return {
+        "model": sorted(models),
+        "variant": sorted(variants),
+        "hardware": sorted(hardware, key=lambda item: item[1]),
+        "metric": sorted(metrics, key=lambda item: item[1]),
+    }
+
+
+def series_find(*, team_ids: list[int] | None, filters: Filters) -> tuple[list[int], int]:
+    """Ids of visible series matching the filters (at most ``MAX_SERIES``) and how many matched."""
+    series = _scoped(Series.objects.all(), team_ids)
+    if filters.model:
+        series = series.filter(workload__variant__model__name=filters.model)
+    if filters.variant:
+        series = series.filter(workload__variant__name=filters.variant)
+    if filters.hardware:
+        series = series.filter(accelerator_type__slug=filters.hardware)
+    if filters.metric:
+        series = series.filter(metric=filters.metric)
+    ids = list(series.order_by("-last_run_at", "pk").values_list("pk", flat=True)[: MAX_SERIES + 1])
+    return ids[:MAX_SERIES], len(ids)
+
+
+def _expected_change_model() -> type[DjangoModel] | None:
+    """The alerts app's ExpectedChange model where it exists (annotations a person wrote)."""
+    try:
+        return apps.get_model("alerts", "ExpectedChange")
+    except LookupError:
+        return None
+
+
+def series_histories(*, series_ids: list[int], team_ids: list[int] | None) -> list[SeriesHistory]:
+    """The requested series in the requested order, with points, alerts and expected changes.
+
+    Raises ``Series.DoesNotExist`` if any id is not a series the user may see: a shared link to
+    another team's series reveals nothing, not even which of its ids exist.
+    """
+    found = {
+        s.pk: s
+        for s in _scoped(Series.objects.all(), team_ids)
+        .filter(pk__in=series_ids)
+        .select_related("workload__variant__model", "accelerator_type")
+    }
+    missing = [pk for pk in series_ids if pk not in found]
+    if missing:
+        raise Series.DoesNotExist(f"series {missing[0]} is not one you may see")
+    histories = {
+        pk: SeriesHistory(
+            series=found[pk],
+            label=series_label(series=found[pk]),
+            unit=found[pk].unit,
+            direction=found[pk].direction,
+            min_effect=found[pk].min_effect,
+        )
+        for pk in series_ids
+    }
+
+    points = (
+        MetricValue.objects.filter(series_id__in=series_ids)
+        .order_by("series_id", "-measured_at")
+        .values_list("series_id", "measured_at", "value", "run_id", "run__git_commit")
+    )
+    per_series: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in points:
+        if len(per_series[row[0]]) < MAX_POINTS:
+            per_series[row[0]].append(row)
+    for pk, rows in per_series.items():
+        history = histories[pk]
+        for _, measured_at, value, run_id, commit in reversed(rows):
+            history.times.append(measured_at)
+            history.values.append(value)
+            history.run_ids.append(run_id)
+            history.commits.append(commit or "")
+
+    alerts = Alert.objects.filter(series_id__in=series_ids).values(
+        "id",
+        "series_id",
+        "title",
+        "severity",
+        "state",
+        "kind",
+        "opened_at",
+        "pct_change",
+        "dismissed_reason",
+        "dismissed_note",
+        "first_run_id",
+        "first_run__started_at",
+    )
+    for alert in alerts.order_by("opened_at"):
+        history = histories[alert["series_id"]]
+        history.alerts.append(alert)
+        # A change a person marked expected is an annotation too, and resets the baseline there.
+        if alert["dismissed_reason"] == DismissReason.EXPECTED:
+            history.expected.append(
+                {
+                    "at": alert["first_run__started_at"] or alert["opened_at"],
+                    "run_id": alert["first_run_id"],
+                    "note": alert["dismissed_note"] or alert["title"],
+                }
+            )
+
+    expected_model = _expected_change_model()
+    if expected_model is not None:
+        rows = expected_model.objects.filter(series_id__in=series_ids).values(  # type: ignore[attr-defined]
+            "series_id", "run_id", "run__started_at", "created_at", "note"
+        )
+        for row in rows:
+            histories[row["series_id"]].expected.append(
+                {
+                    "at": row["run__started_at"] or row["created_at"],
+                    "run_id": row["run_id"],
+                    "note": row["note"] or "Expected change",
+                }
+            )
+    for history in histories.values():
+        history.expected.sort(key=lambda item: item["at"])
+    return [histories[pk] for pk in series_ids]
