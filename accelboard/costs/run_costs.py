@@ -1,0 +1,279 @@
+"""Per-run energy, cost and carbon (``RunCost``): what a benchmark's unit of work costs.
+
+``run_cost_figures`` is pure (numbers in, numbers out); ``run_cost_compute`` gathers its inputs
+from the run's metrics, its host's telemetry and the price book, and upserts the ``RunCost``.
+
+Energy, first found wins (``energy_source``):
+1. "reported": the tool reported J per token / per inference, or ``energy_j`` over the run;
+2. "power": the tool reported ``power_avg_w`` (× duration);
+3. "counter": the run's host GPUs' minute rollups over [started_at, finished_at] (energy-counter
+   deltas; power integration where a GPU has no counter), used only when the host has exactly
+   ``accelerator_count`` GPUs of the run's type (otherwise we cannot tell which GPUs ran it);
+4. "board-power-estimate": board power × count × duration, flagged "energy-estimated";
+5. none: energy NULL, flag "no-energy". Never invented.
+Where a reported figure and the telemetry both exist and differ by more than 5 %, both are kept
+in ``inputs`` and the run is flagged "energy-disagreement" (DESIGN.md; zeus issue 181).
+
+Costs per 1M units at the run's throughput: capacity = 1e6 / throughput × count × price per
+GPU-hour / 3600; energy = J per unit × 1e6 / 3.6e6 × PUE × price per kWh; carbon likewise with
+the grid's g/kWh. Training runs (scenario "training" or a ``time_to_train_s`` metric) also get
+time, energy and cost to train and per sample (``formulas.training_cost``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Sum
+from django.utils import timezone
+
+from accelboard.benchmarks.models import BenchmarkRun
+from accelboard.fleet.models import TelemetryRollup
+
+from .formulas import J_PER_KWH, AcceleratorRate, ElectricityRate
+from .models import RunCost
+from .prices import accelerator_rate_value, electricity_rate_value, price_book_load
+
+DISAGREEMENT_LIMIT = 0.05
+_THROUGHPUT_UNITS = (
+    ("throughput_tokens_per_s", "token"),
+    ("throughput_samples_per_s", "sample"),
+    ("throughput_requests_per_s", "inference"),
+)
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    energy_per_unit_j: float | None
+    capacity_per_1m: float | None
+    energy_cost_per_1m: float | None
+    total_per_1m: float | None
+    carbon_g_per_1m: float | None
+    currency: str
+    flags: tuple[str, ...] = field(default=())
+
+
+def run_cost_figures(
+    *,
+    throughput: float,
+    accelerator_count: int,
+    energy_per_unit_j: float | None,
+    rate: AcceleratorRate | None,
+    electricity: ElectricityRate | None,
+) -> RunFigures:
+    """Per-1M-unit capacity, energy and carbon of a run (see the module docstring). Pure."""
+    if throughput <= 0 or accelerator_count < 1:
+        raise ValueError("throughput, accelerator_count: must be positive")
+    flags: list[str] = []
+    capacity = None
+    currency = ""
+    if rate is None:
+        flags.append("no-accelerator-price")
+    else:
+        capacity = 1e6 / throughput * accelerator_count * rate.price_per_accelerator_hour / 3600.0
+        currency = rate.currency
+    energy_cost = carbon = None
+    if energy_per_unit_j is not None and electricity is not None:
+        facility_kwh = energy_per_unit_j * 1e6 / J_PER_KWH * electricity.pue
+        carbon = facility_kwh * electricity.carbon_g_per_kwh
+        if electricity.currency and (not currency or electricity.currency == currency):
+            energy_cost = facility_kwh * electricity.price_per_kwh
+            currency = currency or electricity.currency
+        elif electricity.currency:
+            flags.append("no-exchange-rate")
+    elif energy_per_unit_j is not None:
+        flags.append("no-electricity-row")
+    total = None
+    if capacity is not None:
+        total = capacity + (energy_cost or 0.0) if "no-exchange-rate" not in flags else None
+    return RunFigures(
+        energy_per_unit_j=energy_per_unit_j,
+        capacity_per_1m=capacity,
+        energy_cost_per_1m=energy_cost,
+        total_per_1m=total,
+        carbon_g_per_1m=carbon,
+        currency=currency,
+        flags=tuple(flags),
+    )
+
+
+def _dec(value: float | None) -> Decimal | None:
+    return None if value is None else Decimal(repr(value)).quantize(Decimal("0.000001"))
+
+
+def _telemetry_energy_j(run: BenchmarkRun) -> tuple[float | None, str]:
+    if run.host_id is None or run.finished_at is None:
+        return None, "no-host-or-end"
+    gpus = list(
+        run.host.accelerators.filter(accelerator_type_id=run.accelerator_type_id).values_list("id", flat=True)
+    )
+    if len(gpus) != run.accelerator_count:
+        return None, "gpus-ambiguous"
+    total = TelemetryRollup.objects.filter(
+        width_s=60, accelerator_id__in=gpus, bucket__gte=run.started_at, bucket__lt=run.finished_at
+    ).aggregate(j=Sum("energy_j"))["j"]
+    return total, "" if total is not None else "no-telemetry"
+
+
+def _energy(
+    run: BenchmarkRun, metrics: dict[str, float], unit: str, throughput: float, duration_s: float | None
+) -> dict[str, Any]:
+    """Energy of the run and J per unit, with its source and what else was seen (see module)."""
+    out: dict[str, Any] = {"energy_j": None, "per_unit": None, "source": "", "flags": [], "inputs": {}}
+    units = throughput * duration_s if duration_s else None
+    per_unit_metric = metrics.get("energy_per_token_j" if unit == "token" else "energy_per_inference_j")
+    telemetry_j, why = _telemetry_energy_j(run)
+    out["inputs"]["telemetry_energy_j"] = telemetry_j
+    if why:
+        out["inputs"]["telemetry"] = why
+    if per_unit_metric is not None:
+        out.update(
+            per_unit=per_unit_metric, source="reported", energy_j=per_unit_metric * units if units else None
+        )
+    elif "energy_j" in metrics and units:
+        out.update(energy_j=metrics["energy_j"], per_unit=metrics["energy_j"] / units, source="reported")
+    elif "power_avg_w" in metrics and duration_s and units:
+        energy = metrics["power_avg_w"] * duration_s
+        out.update(energy_j=energy, per_unit=energy / units, source="power")
+    elif telemetry_j is not None and units:
+        out.update(energy_j=telemetry_j, per_unit=telemetry_j / units, source="counter")
+    elif run.accelerator_type and run.accelerator_type.board_power_w and duration_s and units:
+        energy = run.accelerator_type.board_power_w * run.accelerator_count * duration_s
+        out.update(energy_j=energy, per_unit=energy / units, source="board-power-estimate")
+        out["flags"].append("energy-estimated")
+        out["inputs"]["board_power_w"] = run.accelerator_type.board_power_w
+    else:
+        out["flags"].append("no-energy")
+    if out["source"] in ("reported", "power") and telemetry_j and out["energy_j"]:
+        gap = abs(out["energy_j"] - telemetry_j) / max(out["energy_j"], telemetry_j)
+        out["inputs"]["energy_disagreement"] = round(gap, 4)
+        if gap > DISAGREEMENT_LIMIT:
+            out["flags"].append("energy-disagreement")
+    return out
+
+
+def run_cost_compute(*, run: BenchmarkRun, today: date | None = None) -> RunCost | None:
+    """Compute and upsert the run's ``RunCost``; None (and any old row removed) when the run has no
+    throughput metric to cost a unit of work by."""
+    metrics = dict(run.metrics.values_list("name", "value"))
+    unit, throughput = next(((u, metrics[n]) for n, u in _THROUGHPUT_UNITS if metrics.get(n)), ("", None))
+    if not throughput or throughput <= 0:
+        RunCost.objects.filter(run=run).delete()
+        return None
+    duration_s = metrics.get("wall_time_s") or metrics.get("time_to_train_s")
+    if duration_s is None and run.finished_at:
+        duration_s = (run.finished_at - run.started_at).total_seconds() or None
+    energy = _energy(run, metrics, unit, throughput, duration_s)
+
+    day = run.started_at.date()
+    book = price_book_load(today=today or timezone.now().date())
+    price = electricity = carbon = None
+    if run.host_id is not None:
+        price = book.accelerator_price(host=run.host, accelerator_type_id=run.accelerator_type_id, day=day)
+        electricity = book.electricity_price(host=run.host, day=day)
+        carbon = None if electricity else book.carbon_intensity(host=run.host, day=day)
+    rate = accelerator_rate_value(price, today=book.today) if price else None
+    elec = electricity_rate_value(electricity=electricity, carbon=carbon, today=book.today)
+    figures = run_cost_figures(
+        throughput=throughput,
+        accelerator_count=run.accelerator_count,
+        energy_per_unit_j=energy["per_unit"],
+        rate=rate,
+        electricity=elec,
+    )
+    flags = list(
+        dict.fromkeys([*energy["flags"], *figures.flags] + (["no-host"] if run.host_id is None else []))
+    )
+    training = (
+        _training(run, metrics, duration_s, energy["energy_j"], rate, elec)
+        if _is_training(run, metrics)
+        else {}
+    )
+    cost, _ = RunCost.objects.update_or_create(
+        run=run,
+        defaults={
+            "unit": unit,
+            "units": throughput * duration_s if duration_s else None,
+            "duration_s": duration_s,
+            "throughput": throughput,
+            "accelerator_count": run.accelerator_count,
+            "energy_j": energy["energy_j"],
+            "energy_source": energy["source"],
+            "energy_per_unit_j": energy["per_unit"],
+            "energy_per_1k_j": energy["per_unit"] * 1000 if energy["per_unit"] is not None else None,
+            "capacity_cost_per_1m": _dec(figures.capacity_per_1m),
+            "energy_cost_per_1m": _dec(figures.energy_cost_per_1m),
+            "total_cost_per_1m": _dec(figures.total_per_1m),
+            "carbon_g_per_1m": figures.carbon_g_per_1m,
+            "currency": figures.currency,
+            "accelerator_price": price,
+            "electricity_price": electricity,
+            "carbon_intensity": carbon,
+            "price_stale": any(book.stale(r) for r in (price, electricity, carbon)),
+            "flags": flags,
+            "training": training,
+            "inputs": {
+                **energy["inputs"],
+                "metrics": {k: v for k, v in metrics.items() if k in _INPUT_METRICS},
+            },
+            "computed_at": timezone.now(),
+        },
+    )
+    return cost
+
+
+_INPUT_METRICS = {
+    "throughput_tokens_per_s",
+    "throughput_samples_per_s",
+    "throughput_requests_per_s",
+    "energy_j",
+    "energy_per_token_j",
+    "energy_per_inference_j",
+    "power_avg_w",
+    "wall_time_s",
+    "time_to_train_s",
+}
+
+
+def _is_training(run: BenchmarkRun, metrics: dict[str, float]) -> bool:
+    return "time_to_train_s" in metrics or run.workload.scenario == "training"
+
+
+def _training(
+    run: BenchmarkRun,
+    metrics: dict[str, float],
+    duration_s: float | None,
+    energy_j: float | None,
+    rate: AcceleratorRate | None,
+    electricity: ElectricityRate | None,
+) -> dict[str, Any]:
+    """Time, energy and cost to train and per iteration/sample, as far as the inputs go."""
+    if not duration_s:
+        return {"flags": ["no-duration"]}
+    out: dict[str, Any] = {"time_to_train_s": duration_s, "accelerator_count": run.accelerator_count}
+    samples = metrics.get("throughput_samples_per_s", 0) * duration_s or None
+    iterations = run.context.get("iterations") if isinstance(run.context, dict) else None
+    capacity = rate.price_per_accelerator_hour * run.accelerator_count * duration_s / 3600.0 if rate else None
+    energy_cost = None
+    if energy_j is not None:
+        out["energy_to_train_j"] = energy_j
+        if (
+            electricity is not None
+            and electricity.currency
+            and (rate is None or electricity.currency == rate.currency)
+        ):
+            energy_cost = energy_j / J_PER_KWH * electricity.pue * electricity.price_per_kwh
+    if capacity is not None:
+        out["cost_to_train"] = round(capacity + (energy_cost or 0.0), 6)
+        out["currency"] = rate.currency if rate else ""
+    for name, count in (("sample", samples), ("iteration", iterations)):
+        if count:
+            out[f"per_{name}_s"] = duration_s / count
+            if energy_j is not None:
+                out[f"per_{name}_j"] = energy_j / count
+            if "cost_to_train" in out:
+                out[f"per_{name}_cost"] = out["cost_to_train"] / count
+    return out

@@ -1,0 +1,74 @@
+"""Serving cost: InferenceMetric tokens joined with the named GPUs' rollups, worked by hand."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from accelboard.benchmarks.services import model_variant_get_or_create
+from accelboard.costs.models import ServingCostDaily
+from accelboard.costs.selectors import serving_costs_for
+from accelboard.costs.serving_costs import serving_cost_day_compute
+from accelboard.serving.models import InferenceMetric
+from tests.costs.builders import (
+    accelerator_price_create,
+    electricity_price_create,
+    host_place,
+    minutes_load,
+    site_create,
+)
+from tests.factories import H100, accelerator_type_from, host_create
+
+pytestmark = pytest.mark.django_db
+
+DAY = date(2026, 11, 2)
+START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def test_it_joins_serving_tokens_with_the_named_gpus_energy(team):
+    h100 = accelerator_type_from(H100)
+    host, gpus = host_create(team=team, gpus=2, gpu_name=H100["driver_name"])
+    site = site_create()
+    host_place(host, site=site)
+    price = accelerator_price_create(accelerator_type=h100)  # $98.32 / 8 = $12.29 per GPU-hour
+    electricity_price_create(site=site)  # $0.10/kWh, PUE 1.58
+    variant = model_variant_get_or_create(model="Qwen3-8B", variant="bf16", precision="bf16")
+    # GPU 0 serves the model for an hour at 500 W (1.8 MJ = 0.5 kWh); GPU 1 is busy with
+    # something else and must not be counted.
+    minutes_load(gpus=gpus, start=START, minutes=60, util=80.0, power_w=500.0)
+    for i, generated in enumerate((600_000, 400_000)):
+        InferenceMetric.objects.create(
+            team=team,
+            host=host,
+            variant=variant,
+            accelerator_uuids=[gpus[0].uuid],
+            interval_start=START + timedelta(minutes=5 * i),
+            interval_s=300,
+            requests=500,
+            prompt_tokens=100_000,
+            generated_tokens=generated,
+        )
+
+    assert serving_cost_day_compute(day=DAY) == 1
+    assert serving_cost_day_compute(day=DAY) == 1  # a re-run replaces
+
+    row = ServingCostDaily.objects.get()
+    assert (row.requests, row.prompt_tokens, row.generated_tokens) == (1000, 200_000, 1_000_000)
+    assert row.gpu_hours == pytest.approx(1.0)
+    assert row.energy_kwh == pytest.approx(0.5)
+    # $12.29 capacity + 0.5 kWh × 1.58 × $0.10 = $0.079 energy = $12.369 for 1M tokens.
+    assert row.capacity_cost == Decimal("12.2900")
+    assert row.energy_cost == Decimal("0.0790")
+    assert row.cost == Decimal("12.3690")
+    assert row.cost_per_1m_tokens == Decimal("12.369000")
+    assert row.energy_per_token_j == pytest.approx(1.8)  # 1.8 MJ / 1M tokens
+    assert row.accelerator_price_id == price.pk and row.flags == []
+
+    [item] = serving_costs_for(team_ids=[team.pk], start=DAY, end=DAY + timedelta(days=1))
+    assert (item["model"], item["variant"], item["cost_per_1m_tokens"]) == (
+        "Qwen3-8B",
+        "bf16",
+        Decimal("12.369000"),
+    )
