@@ -43,6 +43,9 @@ BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
     # Minute rollups feed the live host pages; refreshing each minute keeps them at most ~1 min behind.
     # Ingest also enqueues a refresh per batch; this pass drains what those missed.
     "telemetry-rollups": ("accelboard.fleet.tasks.telemetry_rollups_refresh", "* * * * *", 50),
+    # Costs: yesterday (UTC) once its last minute rollups have settled, plus any of the last 7 days
+    # whose telemetry arrived late. Price corrections enqueue their own recompute.
+    "costs-daily": ("accelboard.costs.tasks.cost_daily_compute", "40 0 * * *", 3600),
     # Quantization drift: trends move even on days without new accuracy results (new results
     # also enqueue a check of their model). 05:30 UTC is after the nightly benchmark runs and
     # before the 07:00 digest, so a drift alert makes that day's digest.

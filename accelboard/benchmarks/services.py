@@ -153,6 +153,12 @@ def _direction_for(metric: MetricInput) -> str:
     return spec.direction
 
 
+def _costs_run_cost_enqueue(run_id: int) -> None:
+    from accelboard.costs.tasks import run_cost  # noqa: PLC0415 - costs imports benchmarks
+
+    run_cost.delay(run_id)
+
+
 @transaction.atomic
 def run_record(
     *,
@@ -233,6 +239,8 @@ def run_record(
         if series.last_run_at is None or started_at >= series.last_run_at:
             Series.objects.filter(pk=series.pk).update(last_value=metric.value, last_run_at=started_at)
     MetricValue.objects.bulk_create(values)
+    # Energy and cost per unit of work (costs app), once the metrics are visible to the worker.
+    transaction.on_commit(lambda: _costs_run_cost_enqueue(run.pk))
     if any(v.name == "accuracy" or v.name.startswith("accuracy:") for v in values):
         from accelboard.drift.services import drift_check_enqueue  # noqa: PLC0415 - drift imports benchmarks
 

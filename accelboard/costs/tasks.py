@@ -1,1 +1,72 @@
-"""tasks of the costs app (none yet)."""
+"""Celery tasks of the costs app: thin interfaces to the services (ids and ISO dates in).
+
+Retries only for a lost database connection (``OperationalError``); a malformed argument fails
+at once. Each service records its own ``JobRun``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+from celery import shared_task
+from django.db import OperationalError
+
+from accelboard.benchmarks.models import BenchmarkRun
+
+from . import services
+from .run_costs import run_cost_compute
+from .serving_costs import serving_cost_day_compute
+
+_RETRY = {
+    "autoretry_for": (OperationalError,),
+    "retry_backoff": True,
+    "retry_jitter": True,
+    "max_retries": 3,
+}
+# How far back the nightly pass looks for days whose telemetry changed after they were costed.
+LATE_DATA_DAYS = 7
+
+
+def _parse_day(value: str) -> date:
+    try:
+        return date.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"day={value!r} is not an ISO date (YYYY-MM-DD)") from None
+
+
+@shared_task(bind=True, **_RETRY)
+def cost_daily_compute(self, today_iso: str = "") -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """Nightly: cost yesterday (UTC), and re-cost any of the last 7 days whose rollups changed
+    since (late telemetry); serving costs for the same days."""
+    today = _parse_day(today_iso) if today_iso else datetime.now(UTC).date()
+    yesterday = today - timedelta(days=1)
+    late = services.cost_days_with_late_data(since=today - timedelta(days=LATE_DATA_DAYS), until=yesterday)
+    days = sorted({yesterday, *late})
+    results = services.cost_days_compute(days=days)
+    for day in days:
+        serving_cost_day_compute(day=day)
+    return {"days": [d.isoformat() for d in days], "rows": sum(r.rows for r in results)}
+
+
+@shared_task(bind=True, **_RETRY)
+def cost_days_recompute(self, day_isos: list[str]) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """Re-cost the given days (a price correction, an operator's request): replaces their rows."""
+    days = [_parse_day(d) for d in day_isos]
+    results = services.cost_days_compute(days=days)
+    for day in sorted(set(days)):
+        serving_cost_day_compute(day=day)
+    return {"days": len(set(days)), "rows": sum(r.rows for r in results)}
+
+
+@shared_task(bind=True, **_RETRY)
+def run_cost(self, run_id: int) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """Enqueued after a benchmark run is recorded: its energy and cost per unit of work."""
+    run = (
+        BenchmarkRun.objects.select_related("host", "accelerator_type", "workload")
+        .filter(pk=int(run_id))
+        .first()
+    )
+    if run is None:  # deleted before the worker got to it
+        return {"run_id": run_id, "cost": None}
+    cost = run_cost_compute(run=run)
+    return {"run_id": run.pk, "cost": cost.pk if cost else None}
