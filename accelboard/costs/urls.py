@@ -7,5 +7,6 @@ from . import views
 app_name = "costs"
 
 urlpatterns = [
-    path("", views.cost_report, name="report"),
+    path("", views.cost_report_page, name="report"),
+    path("drill/", views.cost_drill_page, name="drill"),
 ]

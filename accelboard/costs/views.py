@@ -1,11 +1,247 @@
-"""Views of the costs app. Finance pages."""
+"""Finance pages: the monthly cost report, its drill-down, their CSV/XLSX exports and print view.
+
+Thin: each view decides which teams' costs the user may see (finance and staff: all; anyone
+else: their own teams), parses the filters with a form (a bad value is a 400 naming the field),
+calls the report selectors, and renders a page or a file. A team filter naming a team the user
+may not see is a 404, like any other team's object.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+import datetime as dt
+from typing import Any
+from urllib.parse import urlencode
 
-from accelboard.dashboard.views import planned
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from accelboard.core.models import Team
+from accelboard.fleet.models import AcceleratorType, Host
+
+from . import charts, exports
+from .forms import CostFilterForm, DrillForm
+from .report_selectors import (
+    DIMENSIONS,
+    CostFilters,
+    Report,
+    cost_drill_days,
+    cost_drill_hosts,
+    cost_drill_prices,
+    cost_filter_choices,
+    cost_report,
+    cost_team_ids_visible,
+    month_previous,
+)
 
 
-def cost_report(request: HttpRequest) -> HttpResponse:
-    return planned(request, area="costs")
+def _today() -> dt.date:
+    return timezone.now().date()
+
+
+def _with_month(request: HttpRequest) -> Any:
+    """The query with the current month filled in, so the month field always shows one."""
+    params = request.GET.copy()
+    if not params.get("month"):
+        params["month"] = f"{_today():%Y-%m}"
+    return params
+
+
+def _filters(data: dict[str, Any], *, team_ids: list[int] | None) -> CostFilters:
+    """Form values -> ids, answering 404 for a team (or host) outside the user's scope."""
+    team_id = None
+    if data.get("team"):
+        teams = Team.objects.filter(slug=data["team"])
+        if team_ids is not None:
+            teams = teams.filter(id__in=team_ids)
+        team_id = teams.values_list("id", flat=True).first()
+        if team_id is None:
+            raise Http404("No such team among the teams whose costs you may see")
+    type_id = None
+    if data.get("accelerator_type"):
+        type_id = (
+            AcceleratorType.objects.filter(slug=data["accelerator_type"]).values_list("id", flat=True).first()
+        )
+    host_id = None
+    if data.get("host"):
+        hosts = Host.objects.filter(hostname=data["host"])
+        if team_ids is not None:
+            hosts = hosts.filter(team_id__in=team_ids)
+        host_id = hosts.values_list("id", flat=True).first()
+        if host_id is None:
+            raise Http404("No such host among the teams whose costs you may see")
+    project = data.get("project")
+    return CostFilters(
+        month=data.get("month") or _today().replace(day=1),
+        team_id=team_id,
+        provider=data.get("provider") or "",
+        accelerator_type_id=type_id,
+        project=project if project else None,
+        host_id=host_id,
+        day=data.get("day"),
+    )
+
+
+def _query(data: dict[str, Any], **changes: Any) -> str:
+    """The current filters as a query string, with ``changes`` applied (None drops a key)."""
+    keys = ("month", "team", "provider", "accelerator_type", "project", "host", "day", "by")
+    params: dict[str, str] = {}
+    for key in keys:
+        value = changes[key] if key in changes else data.get(key)
+        if value in (None, ""):
+            continue
+        if isinstance(value, dt.date) and key == "month":
+            value = value.strftime("%Y-%m")
+        params[key] = str(value)
+    return urlencode(params)
+
+
+def _export(tables: list[exports.ExportTable], *, data: dict[str, Any], stem: str) -> HttpResponse:
+    fmt, name = data["format"], data.get("table") or ""
+    by_name = {table.name: table for table in tables}
+    if name and name not in by_name:
+        return HttpResponse(
+            f"table: unknown table {name!r}; one of {', '.join(by_name)}",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
+    if fmt == "csv":
+        if not name:
+            return HttpResponse(
+                f"table: a CSV holds one table; add table=one of {', '.join(by_name)} (or format=xlsx for all)",
+                status=400,
+                content_type="text/plain; charset=utf-8",
+            )
+        body, content_type, filename = (
+            exports.table_csv(table=by_name[name]),
+            exports.CSV_CONTENT_TYPE,
+            f"{stem}-{name}.csv",
+        )
+    else:
+        chosen = [by_name[name]] if name else tables
+        body, content_type = exports.tables_xlsx(tables=chosen), exports.XLSX_CONTENT_TYPE
+        filename = f"{stem}-{name or 'all'}.xlsx"
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def _report_tables(report: Report, data: dict[str, Any]) -> list[exports.ExportTable]:
+    drill = reverse("costs:drill")
+    tables = []
+    for name, label in DIMENSIONS.items():
+        groups = report.breakdowns[name]
+        # A slice with no key of its own (no team, no project) has nothing to narrow the drill-down by.
+        links: list[str | None] = [
+            f"{drill}?{_query(data, by=None, **group.drill)}"
+            if all(group.drill.values()) and group.drill
+            else None
+            for group in groups
+        ]
+        tables.append(
+            exports.breakdown_table(
+                name=name, label=label, groups=groups, currency=report.currency, links=links
+            )
+        )
+    tables.append(exports.model_table(groups=report.by_model, currency=report.currency))
+    tables.append(exports.daily_table(rows=report.daily, currency=report.currency))
+    return tables
+
+
+def _bad_request(request: HttpRequest, template: str, form: Any) -> HttpResponse:
+    errors = "; ".join(f"{name}: {' '.join(messages)}" for name, messages in form.errors.items())
+    return render(request, template, {"form": form, "invalid": errors}, status=400)
+
+
+@require_GET
+def cost_report_page(request: HttpRequest) -> HttpResponse:
+    team_ids = cost_team_ids_visible(user=request.user)
+    form = CostFilterForm(_with_month(request), **cost_filter_choices(team_ids=team_ids))
+    if not form.is_valid():
+        return _bad_request(request, "costs/report.html", form)
+    data = dict(form.cleaned_data)
+    filters = _filters(data, team_ids=team_ids)
+    data["month"] = filters.month
+    report = cost_report(team_ids=team_ids, filters=filters, today=_today())
+    tables = _report_tables(report, data)
+    stem = f"costs-{filters.month:%Y-%m}"
+    if data.get("format"):
+        return _export(tables, data=data, stem=stem)
+    by = data.get("by") or "team"
+    context = {
+        "form": form,
+        "report": report,
+        "tables": [table for table in tables if table.name != "daily" and table.rows],
+        "daily_table": tables[-1],
+        "by": by,
+        "spend_figure": charts.spend_over_time_figure(
+            rows=[row for row in report.daily if row["by"] == by],
+            by_label=by,
+            currency=report.currency,
+            days=report.days,
+        ),
+        "treemap_figure": charts.spend_treemap_figure(rows=report.treemap, currency=report.currency),
+        "filtered": any(data.get(key) for key in ("team", "provider", "accelerator_type")),
+        "no_team": team_ids == [],
+        "query": _query(data),
+        "previous_query": _query(data, month=month_previous(filters.month)),
+        "next_query": _query(data, month=(filters.month + dt.timedelta(days=32)).replace(day=1)),
+        "drill_query": _query(data, by=None),
+        "by_team_query": _query(data, by="team"),
+        "by_provider_query": _query(data, by="provider"),
+    }
+    return render(request, "costs/report.html", context)
+
+
+@require_GET
+def cost_drill_page(request: HttpRequest) -> HttpResponse:
+    team_ids = cost_team_ids_visible(user=request.user)
+    form = DrillForm(_with_month(request), **cost_filter_choices(team_ids=team_ids))
+    if not form.is_valid():
+        return _bad_request(request, "costs/drill.html", form)
+    data = dict(form.cleaned_data)
+    filters = _filters(data, team_ids=team_ids)
+    data["month"] = filters.month
+    today = _today()
+    drill = reverse("costs:drill")
+    hosts = cost_drill_hosts(team_ids=team_ids, filters=filters)
+    for row in hosts:
+        row["_link"] = f"{drill}?{_query(data, host=row['host__hostname'])}"
+    tables = [exports.hosts_table(rows=hosts)]
+    # Every host-day of a whole month is long; the page lists them once narrowed to a host or a
+    # day, the exports always carry them.
+    narrowed = filters.host_id is not None or filters.day is not None
+    if narrowed or data.get("format"):
+        tables.append(exports.days_table(rows=cost_drill_days(team_ids=team_ids, filters=filters)))
+    tables.append(
+        exports.prices_table(rows=cost_drill_prices(team_ids=team_ids, filters=filters, today=today))
+    )
+    stem = f"costs-{filters.month:%Y-%m}-drill"
+    if data.get("format"):
+        return _export(tables, data=data, stem=stem)
+    applied = [
+        (label, data[key])
+        for key, label in (
+            ("team", "Team"),
+            ("project", "Project"),
+            ("accelerator_type", "Accelerator type"),
+            ("provider", "Provider"),
+            ("host", "Host"),
+            ("day", "Day"),
+        )
+        if data.get(key) not in (None, "")
+    ]
+    context = {
+        "form": form,
+        "month": filters.month,
+        "tables": tables,
+        "applied": applied,
+        "narrowed": narrowed,
+        "no_team": team_ids == [],
+        "query": _query(data),
+        "report_query": _query(data, project=None, host=None, day=None),
+        "up_query": _query(data, host=None, day=None) if narrowed else None,
+    }
+    return render(request, "costs/drill.html", context)

@@ -1,0 +1,585 @@
+"""Reads behind the finance pages: the monthly report and its drill-down.
+
+The report costs a fixed handful of queries whatever the fleet size: one aggregate over
+``CostDaily`` for the month and the month before (grouped by day, team, project, accelerator
+type, provider and currency, so ~hosts × days rows at most), one over ``ServingCostDaily`` for
+spend by model, one for exchange rates. Every breakdown, the daily series, the month-over-month
+change and the forecast are then pure functions of those rows (``report_build``).
+
+Money is summed per currency and converted into the report currency only with an
+``ExchangeRate`` row valid on the day; amounts with no rate are left out of the totals and
+listed as unconverted, never guessed.
+
+Who sees what: finance members and staff see every team's costs; anyone else the teams they are
+a member of (``cost_team_ids_visible``).
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, Max, Q, QuerySet, Sum
+
+from accelboard.core.models import Team
+from accelboard.core.selectors import team_ids_visible, user_is_finance
+from accelboard.fleet.models import AcceleratorType
+
+from .models import AcceleratorPrice, CostDaily, ElectricityPrice, ExchangeRate, ServingCostDaily, is_stale
+
+REPORT_CURRENCY = "USD"
+SUM_FIELDS = (
+    "alloc_hours",
+    "busy_hours",
+    "idle_hours",
+    "energy_kwh",
+    "energy_kwh_pue",
+    "carbon_kg",
+    "capacity_cost",
+    "energy_cost",
+    "idle_cost",
+    "total_cost",
+)
+MONEY_FIELDS = ("capacity_cost", "energy_cost", "idle_cost", "total_cost")
+DIMENSIONS = {
+    "team": "Team",
+    "project": "Project",
+    "accelerator_type": "Accelerator type",
+    "provider": "Provider",
+}
+
+
+# --- scope and filters -------------------------------------------------------------------------
+
+
+def cost_team_ids_visible(*, user: Any) -> list[int] | None:
+    """None: every team (staff, finance). Otherwise the ids of the user's own teams."""
+    if user.is_staff or user_is_finance(user=user):
+        return None
+    return team_ids_visible(user=user)
+
+
+def cost_filter_choices(*, team_ids: list[int] | None) -> dict[str, list[tuple[str, str]]]:
+    teams = Team.objects.order_by("name")
+    if team_ids is not None:
+        teams = teams.filter(id__in=team_ids)
+    types = AcceleratorType.objects.order_by("name")
+    return {
+        "teams": [(team.slug, team.name) for team in teams],
+        "accelerator_types": [(kind.slug, kind.name) for kind in types],
+    }
+
+
+@dataclass(frozen=True)
+class CostFilters:
+    month: dt.date
+    team_id: int | None = None
+    provider: str = ""
+    accelerator_type_id: int | None = None
+    project: str | None = None
+    host_id: int | None = None
+    day: dt.date | None = None
+
+
+def month_bounds(month: dt.date) -> tuple[dt.date, dt.date]:
+    """First day of the month and first day of the next."""
+    first = month.replace(day=1)
+    days = calendar.monthrange(first.year, first.month)[1]
+    return first, first + dt.timedelta(days=days)
+
+
+def month_previous(month: dt.date) -> dt.date:
+    return (month.replace(day=1) - dt.timedelta(days=1)).replace(day=1)
+
+
+def _scoped(qs: QuerySet[Any], *, team_ids: list[int] | None, filters: CostFilters) -> QuerySet[Any]:
+    if team_ids is not None:
+        qs = qs.filter(team_id__in=team_ids)
+    if filters.team_id is not None:
+        qs = qs.filter(team_id=filters.team_id)
+    if filters.provider:
+        qs = qs.filter(provider=filters.provider)
+    if filters.accelerator_type_id is not None:
+        qs = qs.filter(accelerator_type_id=filters.accelerator_type_id)
+    if filters.project is not None:
+        qs = qs.filter(project=filters.project)
+    if filters.host_id is not None:
+        qs = qs.filter(host_id=filters.host_id)
+    if filters.day is not None:
+        qs = qs.filter(day=filters.day)
+    return qs
+
+
+# --- currency ----------------------------------------------------------------------------------
+
+
+class Rates:
+    """Exchange rates into one currency, looked up by day (valid_from ≤ day < valid_to, the
+    price book's validity end being exclusive)."""
+
+    def __init__(self, *, currency: str, rows: list[ExchangeRate]) -> None:
+        self.currency = currency
+        self._by_from: dict[str, list[ExchangeRate]] = defaultdict(list)
+        for row in rows:
+            self._by_from[row.from_currency].append(row)
+        for rates in self._by_from.values():
+            rates.sort(key=lambda rate: rate.valid_from, reverse=True)
+
+    def factor(self, *, currency: str, day: dt.date) -> float | None:
+        if currency == self.currency:
+            return 1.0
+        for rate in self._by_from.get(currency, []):
+            if rate.valid_from <= day and (rate.valid_to is None or day < rate.valid_to):
+                return float(rate.rate)
+        return None
+
+
+def rates_load(*, currency: str) -> Rates:
+    return Rates(currency=currency, rows=list(ExchangeRate.objects.filter(to_currency=currency)))
+
+
+# --- the report --------------------------------------------------------------------------------
+
+
+def _num(value: Any) -> float:
+    return float(value) if value is not None else 0.0
+
+
+@dataclass
+class Group:
+    """Sums of one slice (a team, a project, a day, the whole month) in the report currency."""
+
+    key: str
+    label: str
+    alloc_hours: float = 0.0
+    busy_hours: float = 0.0
+    idle_hours: float = 0.0
+    energy_kwh: float = 0.0
+    energy_kwh_pue: float = 0.0
+    carbon_kg: float = 0.0
+    capacity_cost: float = 0.0
+    energy_cost: float = 0.0
+    idle_cost: float = 0.0
+    total_cost: float = 0.0
+    rows: int = 0
+    stale_rows: int = 0
+    unpriced_rows: int = 0
+    previous_total: float | None = None
+    drill: dict[str, str] = field(default_factory=dict)
+
+    def add(self, row: dict[str, Any], factor: float) -> None:
+        for name in ("alloc_hours", "busy_hours", "idle_hours", "energy_kwh", "energy_kwh_pue", "carbon_kg"):
+            setattr(self, name, getattr(self, name) + _num(row[name]))
+        for name in MONEY_FIELDS:
+            setattr(self, name, getattr(self, name) + _num(row[name]) * factor)
+        self.rows += row["rows"]
+        self.stale_rows += row["stale_rows"]
+        self.unpriced_rows += row["unpriced_rows"]
+
+    @property
+    def change_pct(self) -> float | None:
+        if self.previous_total is None or self.previous_total == 0:
+            return None
+        return (self.total_cost - self.previous_total) / self.previous_total * 100.0
+
+
+@dataclass
+class Report:
+    month: dt.date
+    currency: str
+    total: Group
+    previous: Group
+    breakdowns: dict[str, list[Group]]
+    by_model: list[Group]
+    daily: list[dict[str, Any]]
+    days: list[dt.date]
+    forecast: dict[str, Any] | None
+    unconverted: dict[str, float]
+    treemap: list[dict[str, Any]]
+
+    @property
+    def change_pct(self) -> float | None:
+        if self.previous.rows == 0 or self.previous.total_cost == 0:
+            return None
+        return (self.total.total_cost - self.previous.total_cost) / self.previous.total_cost * 100.0
+
+    @property
+    def empty(self) -> bool:
+        return self.total.rows == 0
+
+
+def _aggregate_rows(*, team_ids: list[int] | None, filters: CostFilters) -> list[dict[str, Any]]:
+    """The month and the month before, summed per day × team × project × type × provider × currency."""
+    start, end = month_bounds(filters.month)
+    previous_start = month_previous(filters.month)
+    qs = _scoped(CostDaily.objects.all(), team_ids=team_ids, filters=filters).filter(
+        day__gte=previous_start, day__lt=end
+    )
+    return list(
+        qs.values(
+            "day",
+            "team_id",
+            "team__name",
+            "team__slug",
+            "project",
+            "accelerator_type__name",
+            "accelerator_type__slug",
+            "provider",
+            "currency",
+        )
+        # Counts first: once annotated, "total_cost" names the sum, and a FILTER may not hold one.
+        .annotate(
+            rows=Count("id"),
+            stale_rows=Count("id", filter=Q(price_stale=True)),
+            unpriced_rows=Count("id", filter=Q(total_cost__isnull=True)),
+        )
+        .annotate(**{name: Sum(name) for name in SUM_FIELDS})
+        .order_by()
+    )
+
+
+def _model_rows(*, team_ids: list[int] | None, filters: CostFilters) -> list[dict[str, Any]]:
+    start, end = month_bounds(filters.month)
+    qs = ServingCostDaily.objects.filter(day__gte=start, day__lt=end)
+    if team_ids is not None:
+        qs = qs.filter(team_id__in=team_ids)
+    if filters.team_id is not None:
+        qs = qs.filter(team_id=filters.team_id)
+    if filters.provider:
+        qs = qs.filter(host__provider=filters.provider)
+    return list(
+        qs.values("day", "variant__model__name", "currency")
+        .annotate(
+            rows=Count("id"),
+            stale_rows=Count("id", filter=Q(price_stale=True)),
+            unpriced_rows=Count("id", filter=Q(cost__isnull=True)),
+        )
+        .annotate(
+            total_cost=Sum("cost"),
+            capacity_cost=Sum("capacity_cost"),
+            energy_cost=Sum("energy_cost"),
+            energy_kwh=Sum("energy_kwh"),
+            energy_kwh_pue=Sum("energy_kwh_pue"),
+            carbon_kg=Sum("carbon_kg"),
+            alloc_hours=Sum("gpu_hours"),
+        )
+        .order_by()
+    )
+
+
+def _drill_keys(dimension: str, row: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
+    if dimension == "team":
+        slug = row["team__slug"] or ""
+        return slug or "-", row["team__name"] or "No team", {"team": slug} if slug else {}
+    if dimension == "project":
+        project = row["project"] or ""
+        return project or "-", project or "No project", {"project": project}
+    if dimension == "accelerator_type":
+        slug = row["accelerator_type__slug"] or ""
+        return (
+            slug or "-",
+            row["accelerator_type__name"] or "Unknown type",
+            ({"accelerator_type": slug} if slug else {}),
+        )
+    provider = row["provider"] or ""
+    return provider or "-", provider or "unknown", {"provider": provider}
+
+
+def report_build(
+    *,
+    month: dt.date,
+    rows: list[dict[str, Any]],
+    model_rows: list[dict[str, Any]],
+    rates: Rates,
+    today: dt.date,
+) -> Report:
+    """Totals, breakdowns, daily series, month-over-month and forecast from aggregate rows. Pure."""
+    start, end = month_bounds(month)
+    total, previous = Group("total", "Total"), Group("previous", "Previous month")
+    groups: dict[str, dict[str, Group]] = {name: {} for name in DIMENSIONS}
+    daily: dict[tuple[dt.date, str, str], float] = defaultdict(float)
+    treemap: dict[tuple[str, str], float] = defaultdict(float)
+    unconverted: dict[str, float] = defaultdict(float)
+    for row in rows:
+        factor = rates.factor(currency=row["currency"] or rates.currency, day=row["day"])
+        if factor is None:
+            if row["day"] >= start:
+                unconverted[row["currency"]] += _num(row["total_cost"])
+            continue
+        current = row["day"] >= start
+        for dimension in DIMENSIONS:
+            key, label, drill = _drill_keys(dimension, row)
+            group = groups[dimension].setdefault(key, Group(key, label, drill=drill))
+            if current:
+                group.add(row, factor)
+            else:
+                group.previous_total = (group.previous_total or 0.0) + _num(row["total_cost"]) * factor
+        if not current:
+            previous.add(row, factor)
+            continue
+        total.add(row, factor)
+        spend = _num(row["total_cost"]) * factor
+        daily[(row["day"], "team", row["team__name"] or "No team")] += spend
+        daily[(row["day"], "provider", row["provider"] or "unknown")] += spend
+        treemap[(row["team__name"] or "No team", row["accelerator_type__name"] or "Unknown type")] += spend
+
+    by_model: dict[str, Group] = {}
+    for row in model_rows:
+        factor = rates.factor(currency=row["currency"] or rates.currency, day=row["day"])
+        name = row["variant__model__name"] or "unknown model"
+        if factor is None:
+            unconverted[row["currency"]] += _num(row["total_cost"])
+            continue
+        group = by_model.setdefault(name, Group(name, name))
+        row = {**row, "busy_hours": None, "idle_hours": None, "idle_cost": None}
+        group.add(row, factor)
+
+    breakdowns = {
+        name: sorted(
+            (group for group in found.values() if group.rows),
+            key=lambda group: (-group.total_cost, group.label),
+        )
+        for name, found in groups.items()
+    }
+    return Report(
+        month=start,
+        currency=rates.currency,
+        total=total,
+        previous=previous,
+        breakdowns=breakdowns,
+        by_model=sorted(by_model.values(), key=lambda group: (-group.total_cost, group.label)),
+        daily=[
+            {"day": day, "by": by, "group": group, "spend": spend}
+            for (day, by, group), spend in sorted(daily.items())
+        ],
+        days=[start + dt.timedelta(days=i) for i in range((end - start).days)],
+        forecast=forecast_month(month=start, daily_spend=_daily_totals(daily), today=today),
+        unconverted=dict(unconverted),
+        treemap=[
+            {"team": team, "accelerator_type": kind, "spend": spend}
+            for (team, kind), spend in treemap.items()
+        ],
+    )
+
+
+def _daily_totals(daily: dict[tuple[dt.date, str, str], float]) -> dict[dt.date, float]:
+    totals: dict[dt.date, float] = defaultdict(float)
+    for (day, by, _group), spend in daily.items():
+        if by == "team":
+            totals[day] += spend
+    return totals
+
+
+def forecast_month(
+    *, month: dt.date, daily_spend: dict[dt.date, float], today: dt.date
+) -> dict[str, Any] | None:
+    """Spend of the whole month at the run rate of its complete days so far (today excluded).
+
+    Only for the current month (a past month is known, a future one has no rate); None before
+    the first day is complete. Example: 10 complete days costing 1,000 in a 30-day month ->
+    run rate 100/day, forecast 3,000.
+    """
+    start, end = month_bounds(month)
+    if not start <= today < end:
+        return None
+    elapsed = (today - start).days
+    if elapsed == 0:
+        return None
+    to_date = sum(spend for day, spend in daily_spend.items() if day < today)
+    rate = to_date / elapsed
+    days = (end - start).days
+    return {
+        "to_date": to_date,
+        "days_elapsed": elapsed,
+        "days": days,
+        "run_rate": rate,
+        "forecast": rate * days,
+    }
+
+
+def cost_report(
+    *, team_ids: list[int] | None, filters: CostFilters, today: dt.date, currency: str = REPORT_CURRENCY
+) -> Report:
+    """The monthly report for the teams in scope (None: all) and the filters. Three queries."""
+    return report_build(
+        month=filters.month,
+        rows=_aggregate_rows(team_ids=team_ids, filters=filters),
+        model_rows=_model_rows(team_ids=team_ids, filters=filters),
+        rates=rates_load(currency=currency),
+        today=today,
+    )
+
+
+# --- the drill-down ----------------------------------------------------------------------------
+
+
+def cost_drill_hosts(*, team_ids: list[int] | None, filters: CostFilters) -> list[dict[str, Any]]:
+    """Per host (and price rows: a host whose price changed mid-month shows one line per price)."""
+    start, end = month_bounds(filters.month)
+    qs = _scoped(CostDaily.objects.all(), team_ids=team_ids, filters=filters).filter(
+        day__gte=start, day__lt=end
+    )
+    rows = list(
+        qs.values(
+            "host_id",
+            "host__hostname",
+            "team__name",
+            "project",
+            "provider",
+            "region",
+            "accelerator_type__name",
+            "currency",
+            "gpu_hour_rate",
+            "accelerator_price_id",
+            "accelerator_price__price_per_hour",
+            "accelerator_price__accelerator_count",
+            "accelerator_price__source",
+            "accelerator_price__fetched_on",
+            "electricity_price_id",
+            "electricity_price__price_per_kwh",
+            "electricity_price__pue",
+            "electricity_price__source",
+            "electricity_price__fetched_on",
+        )
+        .annotate(
+            gpus_max=Max("gpus"),
+            days=Count("day", distinct=True),
+            stale_rows=Count("id", filter=Q(price_stale=True)),
+        )
+        .annotate(**{name: Sum(name) for name in SUM_FIELDS})
+        .order_by("host__hostname", "accelerator_type__name", "accelerator_price_id")
+    )
+    return [_price_inputs(row) for row in rows]
+
+
+def cost_drill_days(*, team_ids: list[int] | None, filters: CostFilters) -> list[dict[str, Any]]:
+    """Every CostDaily row behind the filters, with the price rows' inputs beside the figures."""
+    start, end = month_bounds(filters.month)
+    qs = (
+        _scoped(CostDaily.objects.all(), team_ids=team_ids, filters=filters)
+        .filter(day__gte=start, day__lt=end)
+        .order_by("day", "host__hostname")
+    )
+    rows = qs.values(
+        "id",
+        "day",
+        "host_id",
+        "host__hostname",
+        "team__name",
+        "project",
+        "provider",
+        "region",
+        "accelerator_type__name",
+        "gpus",
+        "currency",
+        "gpu_hour_rate",
+        "price_stale",
+        "flags",
+        "accelerator_price_id",
+        "accelerator_price__price_per_hour",
+        "accelerator_price__accelerator_count",
+        "accelerator_price__source",
+        "accelerator_price__fetched_on",
+        "electricity_price_id",
+        "electricity_price__price_per_kwh",
+        "electricity_price__pue",
+        "electricity_price__source",
+        "electricity_price__fetched_on",
+        *SUM_FIELDS,
+    )
+    return [_price_inputs(row) for row in rows]
+
+
+def _price_inputs(row: dict[str, Any]) -> dict[str, Any]:
+    """Flatten the price-row columns into the names the tables and exports use."""
+    if "gpus_max" in row:
+        row["gpus"] = row.pop("gpus_max")
+    row["price_per_hour"] = row.pop("accelerator_price__price_per_hour")
+    row["price_gpus"] = row.pop("accelerator_price__accelerator_count")
+    row["price_source"] = row.pop("accelerator_price__source")
+    row["price_fetched_on"] = row.pop("accelerator_price__fetched_on")
+    row["kwh_price"] = row.pop("electricity_price__price_per_kwh")
+    row["pue"] = row.pop("electricity_price__pue")
+    row["kwh_source"] = row.pop("electricity_price__source")
+    row["kwh_fetched_on"] = row.pop("electricity_price__fetched_on")
+    for name in MONEY_FIELDS + ("gpu_hour_rate", "price_per_hour", "kwh_price"):
+        if row.get(name) is not None:
+            row[name] = float(row[name])
+    if "stale_rows" in row:
+        row["price_stale"] = row["stale_rows"] > 0
+    return row
+
+
+def cost_drill_prices(
+    *, team_ids: list[int] | None, filters: CostFilters, today: dt.date
+) -> list[dict[str, Any]]:
+    """The price rows behind the filtered costs, with source, fetched date and staleness."""
+    start, end = month_bounds(filters.month)
+    qs = _scoped(CostDaily.objects.all(), team_ids=team_ids, filters=filters).filter(
+        day__gte=start, day__lt=end
+    )
+    used_accel = dict(
+        qs.exclude(accelerator_price=None)
+        .values("accelerator_price_id")
+        .annotate(n=Count("id"))
+        .values_list("accelerator_price_id", "n")
+    )
+    used_power = dict(
+        qs.exclude(electricity_price=None)
+        .values("electricity_price_id")
+        .annotate(n=Count("id"))
+        .values_list("electricity_price_id", "n")
+    )
+    out: list[dict[str, Any]] = []
+    for price in AcceleratorPrice.objects.filter(id__in=used_accel).select_related("accelerator_type"):
+        out.append(
+            {
+                "kind": "accelerator",
+                "id": price.pk,
+                "key": " ".join(
+                    part
+                    for part in (
+                        price.provider,
+                        price.region,
+                        price.instance_type or "",
+                        f"{price.accelerator_count}× {price.accelerator_type.name}",
+                        price.pricing_model,
+                    )
+                    if part
+                ),
+                "price": float(price.price_per_hour),
+                "unit": f"{price.currency}/h",
+                "per_gpu": price.price_per_accelerator_hour,
+                "pue": None,
+                "currency": price.currency,
+                "source": price.source,
+                "fetched_on": price.fetched_on,
+                "valid_from": price.valid_from,
+                "valid_to": price.valid_to,
+                "stale": is_stale(price.fetched_on, today=today),
+                "rows": used_accel[price.pk],
+            }
+        )
+    for power in ElectricityPrice.objects.filter(id__in=used_power).select_related("site"):
+        out.append(
+            {
+                "kind": "electricity",
+                "id": power.pk,
+                "key": f"site {power.site.name}",
+                "price": float(power.price_per_kwh),
+                "unit": f"{power.currency}/kWh",
+                "per_gpu": None,
+                "pue": power.pue,
+                "currency": power.currency,
+                "source": power.source,
+                "fetched_on": power.fetched_on,
+                "valid_from": power.valid_from,
+                "valid_to": power.valid_to,
+                "stale": is_stale(power.fetched_on, today=today),
+                "rows": used_power[power.pk],
+            }
+        )
+    return out

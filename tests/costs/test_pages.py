@@ -1,0 +1,501 @@
+"""Finance pages: who sees which team's costs, the report's numbers against the CostDaily rows
+made here by hand, the drill-down to hosts, days and price rows, bad input, query budgets.
+
+The fleet (``cost_fleet``), with figures worked by hand:
+
+- ``gpu-a`` (team "Inference Platform", project "search", AWS us-east-1, 8× H100 at
+  $98.32/h for the instance = $12.29 per GPU-hour, electricity $0.10/kWh at PUE 1.5 and
+  475 g/kWh): 1 and 2 October 2026, each day 8 GPUs × 24 h = 192 GPU-hours held, 48 of them
+  idle (below 10 %), 100 kWh at the device.
+  capacity 192 × 12.29 = 2,359.68; idle 48 × 12.29 = 589.92; energy 100 × 1.5 × 0.10 = 15.00;
+  spend 2,374.68 a day, 4,749.36 for the two days; carbon 150 kWh × 0.475 = 71.25 kg a day.
+  30 September 2026: spend 1,000.00 (the month before).
+- ``gpu-b`` (team "Research", project "llm", on-prem, 2× L4): 1 October 2026, spend 50.00 on a
+  price fetched in 2025 (stale).
+
+So October: finance and staff see 4,799.36; the inference team sees 4,749.36 (+374.9 % on
+September's 1,000.00); research's lead sees 50.00.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from accelboard.costs.models import AcceleratorPrice, CostDaily, ElectricityPrice, ExchangeRate
+from accelboard.costs.report_selectors import forecast_month
+from accelboard.fleet.models import Site
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+OCT = dt.date(2026, 10, 1)
+# Staleness of a price row is judged against today (30 days); this one is always fresh.
+FRESH = timezone.now().date() - dt.timedelta(days=10)
+
+
+def cost_row(
+    *,
+    host: Any,
+    day: dt.date,
+    accelerator_type: Any,
+    gpus: int,
+    rate: Decimal,
+    alloc_hours: float,
+    idle_hours: float,
+    kwh: float,
+    accelerator_price: AcceleratorPrice | None,
+    electricity_price: ElectricityPrice | None,
+    stale: bool = False,
+    currency: str = "USD",
+    total: Decimal | None = None,
+) -> CostDaily:
+    """One CostDaily row with its money worked out from the inputs (as the engine does)."""
+    pue = electricity_price.pue if electricity_price else 1.0
+    kwh_price = electricity_price.price_per_kwh if electricity_price else Decimal("0")
+    capacity = (Decimal(str(alloc_hours)) * rate).quantize(Decimal("0.0001"))
+    energy = (Decimal(str(kwh)) * Decimal(str(pue)) * kwh_price).quantize(Decimal("0.0001"))
+    return CostDaily.objects.create(
+        day=day,
+        team=host.team,
+        host=host,
+        project=host.project,
+        accelerator_type=accelerator_type,
+        provider=host.provider,
+        region=host.region,
+        gpus=gpus,
+        alloc_hours=alloc_hours,
+        busy_hours=alloc_hours - idle_hours,
+        idle_hours=idle_hours,
+        energy_kwh=kwh,
+        energy_kwh_pue=kwh * pue,
+        carbon_kg=kwh * pue * 0.475,
+        gpu_hour_rate=rate,
+        capacity_cost=capacity,
+        usage_cost=(Decimal(str(alloc_hours - idle_hours)) * rate).quantize(Decimal("0.0001")),
+        energy_cost=energy,
+        idle_cost=(Decimal(str(idle_hours)) * rate).quantize(Decimal("0.0001")),
+        total_cost=total if total is not None else capacity + energy,
+        currency=currency,
+        accelerator_price=accelerator_price,
+        electricity_price=electricity_price,
+        price_stale=stale,
+        computed_at=timezone.now(),
+    )
+
+
+def _host(*, team: Any, hostname: str, project: str, provider: str, region: str, site: Site | None) -> Any:
+    host, _ = factories.host_create(team=team, gpus=1, hostname=hostname)
+    host.project, host.provider, host.region, host.site = project, provider, region, site
+    host.save(update_fields=["project", "provider", "region", "site"])
+    return host
+
+
+@pytest.fixture
+def cost_fleet(team: Any, other_team: Any) -> dict[str, Any]:
+    h100 = factories.accelerator_type_from(factories.H100)
+    l4 = factories.accelerator_type_from(factories.L4)
+    site = Site.objects.create(name="dc-east", provider="on-prem", region="east")
+    power = ElectricityPrice.objects.create(
+        site=site,
+        price_per_kwh=Decimal("0.10"),
+        pue=1.5,
+        carbon_g_per_kwh=475.0,
+        source="utility tariff 2026",
+        fetched_on=FRESH,
+        valid_from=dt.date(2026, 1, 1),
+    )
+    p5 = AcceleratorPrice.objects.create(
+        accelerator_type=h100,
+        accelerator_count=8,
+        provider="aws",
+        region="us-east-1",
+        instance_type="p5.48xlarge",
+        price_per_hour=Decimal("98.32"),
+        source="skypilot-catalog aws/vms.csv",
+        fetched_on=FRESH,
+        valid_from=dt.date(2026, 1, 1),
+    )
+    onprem = AcceleratorPrice.objects.create(
+        accelerator_type=l4,
+        accelerator_count=1,
+        provider="on-prem",
+        pricing_model="on-prem",
+        price_per_hour=Decimal("0.50"),
+        source="capex sheet",
+        fetched_on=dt.date(2025, 6, 1),
+        valid_from=dt.date(2025, 1, 1),
+    )
+    a = _host(team=team, hostname="gpu-a", project="search", provider="aws", region="us-east-1", site=site)
+    b = _host(team=other_team, hostname="gpu-b", project="llm", provider="on-prem", region="east", site=site)
+    rate = Decimal("12.29")
+    rows = [
+        cost_row(
+            host=a,
+            day=day,
+            accelerator_type=h100,
+            gpus=8,
+            rate=rate,
+            alloc_hours=192.0,
+            idle_hours=48.0,
+            kwh=100.0,
+            accelerator_price=p5,
+            electricity_price=power,
+        )
+        for day in (OCT, OCT + dt.timedelta(days=1))
+    ]
+    rows.append(
+        cost_row(
+            host=a,
+            day=dt.date(2026, 9, 30),
+            accelerator_type=h100,
+            gpus=8,
+            rate=rate,
+            alloc_hours=80.0,
+            idle_hours=0.0,
+            kwh=10.0,
+            accelerator_price=p5,
+            electricity_price=power,
+            total=Decimal("1000.00"),
+        )
+    )
+    rows.append(
+        cost_row(
+            host=b,
+            day=OCT,
+            accelerator_type=l4,
+            gpus=2,
+            rate=Decimal("0.50"),
+            alloc_hours=48.0,
+            idle_hours=0.0,
+            kwh=2.0,
+            accelerator_price=onprem,
+            electricity_price=None,
+            stale=True,
+            total=Decimal("50.00"),
+        )
+    )
+    return {"a": a, "b": b, "h100": h100, "l4": l4, "p5": p5, "onprem": onprem, "power": power, "rows": rows}
+
+
+def _report(client: Any, **params: str) -> Any:
+    return client.get(reverse("costs:report"), {"month": "2026-10", **params})
+
+
+def _drill(client: Any, **params: str) -> Any:
+    return client.get(reverse("costs:drill"), {"month": "2026-10", **params})
+
+
+# --- who sees what -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("who", "total", "teams"),
+    [
+        ("finance", 4799.36, ["Inference Platform", "Research"]),
+        ("staff", 4799.36, ["Inference Platform", "Research"]),
+        ("lead", 4749.36, ["Inference Platform"]),
+        ("engineer", 4749.36, ["Inference Platform"]),
+        ("other_lead", 50.00, ["Research"]),
+    ],
+)
+def test_it_scopes_the_report_to_the_teams_each_role_may_see(
+    cast: dict[str, Any],
+    cost_fleet: dict[str, Any],
+    login_client: Any,
+    who: str,
+    total: float,
+    teams: list[str],
+) -> None:
+    response = _report(login_client(cast[who]))
+    assert response.status_code == 200
+    report = response.context["report"]
+    assert report.total.total_cost == pytest.approx(total)
+    assert [group.label for group in report.breakdowns["team"]] == teams
+    assert f"{total:,.2f}" in response.content.decode()
+    hidden = {"Inference Platform", "Research"} - set(teams)
+    table = response.content.decode().split('data-table="by_team"')[1].split("</table>")[0]
+    for name in hidden:
+        assert name not in table
+
+
+def test_it_shows_the_outsider_an_empty_state_and_no_numbers(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    response = _report(login_client(cast["outsider"]))
+    assert response.status_code == 200
+    assert response.context["report"].total.rows == 0
+    assert "You are not in a team yet" in response.content.decode()
+    assert "gpu-a" not in _drill(login_client(cast["outsider"])).content.decode()
+
+
+@pytest.mark.parametrize(
+    ("who", "team_slug", "status"),
+    [
+        ("outsider", "inference", 404),
+        ("engineer", "research", 404),
+        ("lead", "research", 404),
+        ("engineer", "no-such-team", 404),
+        ("engineer", "inference", 200),
+        ("finance", "research", 200),
+        ("staff", "research", 200),
+    ],
+)
+def test_it_answers_404_for_a_team_filter_the_user_may_not_see(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any, who: str, team_slug: str, status: int
+) -> None:
+    client = login_client(cast[who])
+    assert _report(client, team=team_slug).status_code == status
+    assert _drill(client, team=team_slug).status_code == status
+
+
+def test_it_answers_404_for_another_teams_host_in_the_drill_down(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    assert _drill(login_client(cast["engineer"]), host="gpu-b").status_code == 404
+    assert _drill(login_client(cast["finance"]), host="gpu-b").status_code == 200
+
+
+def test_it_sends_anonymous_visitors_to_the_login_page(client: Any, cost_fleet: dict[str, Any]) -> None:
+    response = _report(client)
+    assert response.status_code == 302
+    assert "/accounts/login/" in response["Location"]
+
+
+# --- the numbers -------------------------------------------------------------------------------
+
+
+def test_it_adds_up_the_month_with_idle_energy_and_carbon_beside_money(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    report = _report(login_client(cast["engineer"])).context["report"]
+    total = report.total
+    assert total.capacity_cost == pytest.approx(2 * 2359.68)
+    assert total.idle_cost == pytest.approx(2 * 589.92)
+    assert total.energy_cost == pytest.approx(2 * 15.00)
+    assert total.total_cost == pytest.approx(4749.36)
+    assert total.alloc_hours == pytest.approx(384.0)
+    assert total.idle_hours == pytest.approx(96.0)
+    assert total.energy_kwh == pytest.approx(200.0)
+    assert total.energy_kwh_pue == pytest.approx(300.0)
+    assert total.carbon_kg == pytest.approx(142.5)
+    # Month over month: September's 1,000.00 for the same team.
+    assert report.previous.total_cost == pytest.approx(1000.0)
+    assert report.change_pct == pytest.approx(374.936)
+    (inference,) = report.breakdowns["team"]
+    assert inference.previous_total == pytest.approx(1000.0)
+    assert inference.change_pct == pytest.approx(374.936)
+    # A past month has no forecast.
+    assert report.forecast is None
+
+
+def test_it_breaks_spend_down_by_project_type_and_provider(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    report = _report(login_client(cast["finance"])).context["report"]
+    spend = {
+        name: {g.label: round(g.total_cost, 2) for g in groups} for name, groups in report.breakdowns.items()
+    }
+    assert spend["project"] == {"search": 4749.36, "llm": 50.0}
+    assert spend["accelerator_type"] == {"H100 SXM 80GB": 4749.36, "L4": 50.0}
+    assert spend["provider"] == {"aws": 4749.36, "on-prem": 50.0}
+    daily = {
+        (row["day"], row["group"]): round(row["spend"], 2) for row in report.daily if row["by"] == "team"
+    }
+    assert daily == {
+        (OCT, "Inference Platform"): 2374.68,
+        (OCT, "Research"): 50.0,
+        (OCT + dt.timedelta(days=1), "Inference Platform"): 2374.68,
+    }
+
+
+def test_it_filters_by_provider_and_accelerator_type(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    client = login_client(cast["finance"])
+    assert _report(client, provider="on-prem").context["report"].total.total_cost == pytest.approx(50.0)
+    assert _report(client, accelerator_type="h100-sxm-80gb").context[
+        "report"
+    ].total.total_cost == pytest.approx(4749.36)
+    empty = _report(client, provider="gcp")
+    assert empty.context["report"].empty
+    assert "No costs match these filters" in empty.content.decode()
+
+
+def test_it_flags_stale_price_rows_where_they_are_used(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    finance = _report(login_client(cast["finance"]))
+    assert 'id="stale-notice"' in finance.content.decode()
+    assert finance.context["report"].total.stale_rows == 1
+    # The inference team's rows are all on fresh prices: no warning there.
+    assert 'id="stale-notice"' not in _report(login_client(cast["engineer"])).content.decode()
+    prices = {row["source"]: row for row in _drill(login_client(cast["finance"])).context["tables"][-1].rows}
+    assert prices["capex sheet"]["stale"] is True
+    assert prices["skypilot-catalog aws/vms.csv"]["stale"] is False
+
+
+def test_it_converts_currencies_only_with_a_rate_in_the_price_book(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    fleet = cost_fleet
+    cost_row(
+        host=fleet["a"],
+        day=OCT + dt.timedelta(days=2),
+        accelerator_type=fleet["l4"],
+        gpus=1,
+        rate=Decimal("1"),
+        alloc_hours=10.0,
+        idle_hours=0.0,
+        kwh=0.0,
+        accelerator_price=None,
+        electricity_price=None,
+        currency="EUR",
+        total=Decimal("100.00"),
+    )
+    client = login_client(cast["engineer"])
+    response = _report(client)
+    assert response.context["report"].total.total_cost == pytest.approx(4749.36)
+    assert response.context["report"].unconverted == {"EUR": pytest.approx(100.0)}
+    assert 'id="unconverted-notice"' in response.content.decode()
+    ExchangeRate.objects.create(
+        from_currency="EUR",
+        to_currency="USD",
+        rate=Decimal("1.10"),
+        source="ECB reference rate",
+        fetched_on=FRESH,
+        valid_from=dt.date(2026, 10, 1),
+    )
+    converted = _report(client).context["report"]
+    assert converted.total.total_cost == pytest.approx(4749.36 + 110.0)
+    assert converted.unconverted == {}
+
+
+def test_it_forecasts_the_current_month_from_its_run_rate(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    # "Today" is 3 October: two complete days (4,749.36 for the team) -> 2,374.68/day × 31 days.
+    with mock.patch("accelboard.costs.views._today", return_value=dt.date(2026, 10, 3)):
+        response = login_client(cast["engineer"]).get(reverse("costs:report"))
+    forecast = response.context["report"].forecast
+    assert forecast["days_elapsed"] == 2
+    assert forecast["forecast"] == pytest.approx(2374.68 * 31)
+    assert 'data-kpi="forecast"' in response.content.decode()
+
+
+def test_it_leaves_out_of_the_forecast_the_day_still_running() -> None:
+    spend = {dt.date(2026, 10, 1): 100.0, dt.date(2026, 10, 2): 100.0, dt.date(2026, 10, 3): 7.0}
+    forecast = forecast_month(month=OCT, daily_spend=spend, today=dt.date(2026, 10, 3))
+    assert forecast is not None
+    assert forecast["forecast"] == pytest.approx(3100.0)
+    assert forecast_month(month=OCT, daily_spend=spend, today=dt.date(2026, 10, 1)) is None
+    assert forecast_month(month=OCT, daily_spend=spend, today=dt.date(2026, 11, 5)) is None
+
+
+# --- drill-down --------------------------------------------------------------------------------
+
+
+def test_it_drills_from_a_team_total_to_hosts_days_and_price_rows(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    client = login_client(cast["finance"])
+    report = _report(client)
+    body = report.content.decode()
+    link = reverse("costs:drill") + "?month=2026-10&amp;team=inference"
+    assert link in body
+    hosts = _drill(client, team="inference")
+    assert hosts.status_code == 200
+    (host_table, price_table) = hosts.context["tables"]
+    assert [row["host__hostname"] for row in host_table.rows] == ["gpu-a"]
+    (row,) = host_table.rows
+    assert row["days"] == 2
+    assert row["total_cost"] == pytest.approx(4749.36)
+    assert row["gpu_hour_rate"] == pytest.approx(12.29)
+    assert row["price_source"] == "skypilot-catalog aws/vms.csv"
+    assert row["_link"].endswith("host=gpu-a")
+    days = _drill(client, team="inference", host="gpu-a")
+    host_table, day_table, price_table = days.context["tables"]
+    assert [r["day"] for r in day_table.rows] == [OCT, OCT + dt.timedelta(days=1)]
+    assert all(r["total_cost"] == pytest.approx(2374.68) for r in day_table.rows)
+    assert {(r["kind"], r["source"]) for r in price_table.rows} == {
+        ("accelerator", "skypilot-catalog aws/vms.csv"),
+        ("electricity", "utility tariff 2026"),
+    }
+    assert FRESH.isoformat() in days.content.decode()
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"month": "2026-13"}, "month"),
+        ({"month": "October"}, "month"),
+        ({"provider": "moon"}, "provider"),
+        ({"accelerator_type": "no-such-gpu"}, "accelerator_type"),
+        ({"format": "pdf"}, "format"),
+        ({"by": "colour"}, "by"),
+    ],
+)
+def test_it_answers_400_naming_the_bad_field(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any, params: dict[str, str], field: str
+) -> None:
+    client = login_client(cast["finance"])
+    for response in (_report(client, **params), _drill(client, **params)):
+        assert response.status_code == 400
+        assert f"{field}:" in response.content.decode()
+
+
+def test_it_answers_400_for_an_unknown_table_or_a_csv_without_one(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    client = login_client(cast["finance"])
+    unknown = _report(client, format="csv", table="salaries")
+    assert unknown.status_code == 400
+    assert unknown.content.decode().startswith("table: unknown table 'salaries'")
+    missing = _drill(client, format="csv")
+    assert missing.status_code == 400
+    assert missing.content.decode().startswith("table:")
+    assert _drill(client, day="2026-10-41").status_code == 400
+
+
+# --- query budgets -----------------------------------------------------------------------------
+
+
+def test_it_reads_the_report_and_drill_down_in_a_flat_number_of_queries(
+    cast: dict[str, Any],
+    cost_fleet: dict[str, Any],
+    login_client: Any,
+    django_assert_max_num_queries: Any,
+    team: Any,
+) -> None:
+    client = login_client(cast["finance"])
+    for n in range(6):
+        host = _host(team=team, hostname=f"gpu-x{n}", project=f"p{n}", provider="gcp", region="eu", site=None)
+        for day in range(5):
+            cost_row(
+                host=host,
+                day=OCT + dt.timedelta(days=day),
+                accelerator_type=cost_fleet["h100"],
+                gpus=8,
+                rate=Decimal("3"),
+                alloc_hours=192.0,
+                idle_hours=10.0,
+                kwh=50.0,
+                accelerator_price=cost_fleet["p5"],
+                electricity_price=cost_fleet["power"],
+            )
+    # session, user, finance check, team and type choices, aggregate, serving, rates.
+    with django_assert_max_num_queries(9):
+        assert _report(client).status_code == 200
+    with django_assert_max_num_queries(11):
+        assert _drill(client).status_code == 200
+    with django_assert_max_num_queries(12):
+        assert _drill(client, host="gpu-x1").status_code == 200
