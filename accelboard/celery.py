@@ -46,10 +46,16 @@ BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
     # Costs: yesterday (UTC) once its last minute rollups have settled, plus any of the last 7 days
     # whose telemetry arrived late. Price corrections enqueue their own recompute.
     "costs-daily": ("accelboard.costs.tasks.cost_daily_compute", "40 0 * * *", 3600),
+    # Alert emails: failed sends whose backoff has passed, and any delivery whose task was lost
+    # (also plans immediate emails if an alerts_dispatch enqueue was lost). Every 5 minutes keeps
+    # a lost email at most minutes late without hammering a broken SMTP server.
+    "alert-email-retry": ("accelboard.notifications.tasks.deliveries_retry", "*/5 * * * *", 280),
     # Quantization drift: trends move even on days without new accuracy results (new results
     # also enqueue a check of their model). 05:30 UTC is after the nightly benchmark runs and
     # before the 07:00 digest, so a drift alert makes that day's digest.
     "drift-check": ("accelboard.drift.tasks.drift_check_daily", "30 5 * * *", 3600),
+    # The daily digest: early morning UTC, before most teams start their day.
+    "alert-email-digest": ("accelboard.notifications.tasks.digests_send", "0 7 * * *", 3600),
 }
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
+import django as _django
+
 from .env import (
     ConfigError,
     env_bool,
@@ -191,14 +193,37 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_POLLING_INTERVAL = env_float("CELERY_BROKER_POLLING_INTERVAL", 1.0)
 
 # --- Email --------------------------------------------------------------------------------------
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
-EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
-EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
-EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD", "") or ""
-EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
-EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
-EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
+# Alert emails. Django 6.1 replaces EMAIL_* with MAILERS (the old names warn, and are not even
+# readable once MAILERS is set): the same env vars feed whichever the running Django expects.
+_email_backend = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+_email_options = {
+    "host": env_str("EMAIL_HOST", "localhost"),
+    "port": env_int("EMAIL_PORT", 25, minimum=1),
+    "username": env_str("EMAIL_HOST_USER", ""),
+    "password": env_secret("EMAIL_HOST_PASSWORD", "") or "",
+    "use_tls": env_bool("EMAIL_USE_TLS", False),
+    "use_ssl": env_bool("EMAIL_USE_SSL", False),
+    "timeout": env_int("EMAIL_TIMEOUT", 10, minimum=1),
+}
+if _email_options["use_tls"] and _email_options["use_ssl"]:
+    raise ConfigError("EMAIL_USE_TLS and EMAIL_USE_SSL are exclusive; set one of them")
+if _django.VERSION >= (6, 1):
+    MAILERS = {
+        "default": {
+            "BACKEND": _email_backend,
+            # Other backends (console, locmem, file) refuse SMTP options.
+            "OPTIONS": _email_options if _email_backend.endswith("smtp.EmailBackend") else {},
+        }
+    }
+else:
+    EMAIL_BACKEND = _email_backend
+    EMAIL_HOST = _email_options["host"]
+    EMAIL_PORT = _email_options["port"]
+    EMAIL_HOST_USER = _email_options["username"]
+    EMAIL_HOST_PASSWORD = _email_options["password"]
+    EMAIL_USE_TLS = _email_options["use_tls"]
+    EMAIL_USE_SSL = _email_options["use_ssl"]
+    EMAIL_TIMEOUT = _email_options["timeout"]
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "accelboard <alerts@accelboard.localhost>")
 
 # --- accelboard ---------------------------------------------------------------------------------

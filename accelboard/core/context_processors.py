@@ -14,6 +14,7 @@ NAVIGATION = [
     ("costs:report", "Costs"),
     ("alerts:list", "Alerts"),
     ("fleet:hosts", "Hosts"),
+    ("notifications:subscriptions", "Alert emails"),
 ]
 
 

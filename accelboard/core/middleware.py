@@ -1,4 +1,5 @@
-"""Login is required everywhere except the login page, static files, health and the token API."""
+"""Login is required everywhere except the login page, static files, health, the token API and
+the signed unsubscribe links of alert emails."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 
-OPEN_PREFIXES = ("/accounts/login/", "/static/", "/healthz", "/api/", "/admin/")
+# The unsubscribe link in alert emails works without a login: its signed token is the authority.
+OPEN_PREFIXES = (
+    "/accounts/login/",
+    "/static/",
+    "/healthz",
+    "/api/",
+    "/admin/",
+    "/notifications/unsubscribe/",
+)
 
 
 class LoginRequiredMiddleware:

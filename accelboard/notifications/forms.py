@@ -1,1 +1,49 @@
-"""forms of the notifications app (none yet)."""
+"""Forms of the notifications page: add a subscription, change its mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from accelboard.alerts.choices import AlertKind
+
+from . import selectors
+from .choices import DeliveryMode
+
+
+class SeriesChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Any) -> str:
+        return f"{obj.team.name} · {obj}"
+
+
+class SubscriptionAddForm(forms.Form):
+    """Team is required; a series or an alert kind narrows it (at most one of them)."""
+
+    team = forms.ModelChoiceField(queryset=None, empty_label=None)  # type: ignore[arg-type]
+    series = SeriesChoiceField(
+        queryset=None,  # type: ignore[arg-type]
+        required=False,
+        empty_label="Every series",
+    )
+    kind = forms.ChoiceField(choices=[("", "Every kind")] + list(AlertKind.choices), required=False)
+    mode = forms.ChoiceField(choices=DeliveryMode.choices, initial=DeliveryMode.IMMEDIATE)
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = selectors.subscribable_teams(user=user)
+        self.fields["series"].queryset = selectors.subscribable_series(user=user)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        series = data.get("series")
+        team = data.get("team")
+        if series is not None and data.get("kind"):
+            self.add_error("kind", "Choose a series or an alert kind, not both.")
+        if series is not None and team is not None and series.team_id != team.pk:
+            self.add_error("series", f"This series belongs to {series.team.name}, not {team.name}.")
+        return data
+
+
+class SubscriptionModeForm(forms.Form):
+    mode = forms.ChoiceField(choices=DeliveryMode.choices)

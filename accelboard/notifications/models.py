@@ -1,1 +1,102 @@
-"""models of the notifications app (none yet)."""
+"""Who wants which alerts by email, and every email planned or sent (never lost, never twice).
+
+``Subscription``: a user follows a whole team, one series, or one alert kind of a team, either
+immediately or as a daily digest. ``Delivery``: one email to one user; ``DeliveryItem`` ties it
+to the alerts it carries, with a unique (user, alert) pair so that an alert reaches a user once
+at most, whichever worker or mode gets there first.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from accelboard.alerts.choices import AlertKind
+
+from .choices import DeliveryMode, DeliveryStatus
+
+
+class Subscription(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="alert_subscriptions"
+    )
+    # Always set: the team whose alerts these are (a series' team for a series subscription).
+    team = models.ForeignKey("core.Team", on_delete=models.CASCADE, related_name="+")
+    series = models.ForeignKey(
+        "benchmarks.Series", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    kind = models.CharField(max_length=16, choices=AlertKind.choices, blank=True)
+    mode = models.CharField(max_length=16, choices=DeliveryMode.choices, default=DeliveryMode.IMMEDIATE)
+    # Alerts opened before the subscription existed are not mailed: subscribing is not a backlog.
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team_id", "series_id", "kind"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "team", "series", "kind"],
+                name="subscription_unique",
+                nulls_distinct=False,
+            ),
+            models.CheckConstraint(
+                condition=Q(series__isnull=True) | Q(kind=""), name="subscription_series_or_kind"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} → {self.scope_label()}"
+
+    @property
+    def specificity(self) -> int:
+        """Series beats kind beats team when several subscriptions match one alert."""
+        return 2 if self.series_id else (1 if self.kind else 0)
+
+    def scope_label(self) -> str:
+        if self.series_id:
+            return f"{self.team.name}: series {self.series}"
+        if self.kind:
+            return f"{self.team.name}: {AlertKind(self.kind).label.lower()} alerts"
+        return f"{self.team.name}: all alerts"
+
+
+class Delivery(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # The subscription an immediate email answers to (its unsubscribe link); null for digests.
+    subscription = models.ForeignKey(
+        Subscription, null=True, blank=True, on_delete=models.SET_NULL, related_name="deliveries"
+    )
+    mode = models.CharField(max_length=16, choices=DeliveryMode.choices)
+    # What grouped the alerts: "commit:<sha>", "alert:<id>" or "digest:<date>".
+    group_key = models.CharField(max_length=120)
+    status = models.CharField(
+        max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING, db_index=True
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    subject = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "deliveries"
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_status_next")]
+
+    def __str__(self) -> str:
+        return f"{self.mode} {self.group_key} → {self.user} ({self.status})"
+
+
+class DeliveryItem(models.Model):
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="items")
+    alert = models.ForeignKey("alerts.Alert", on_delete=models.CASCADE, related_name="+")
+    # Denormalised from the delivery so that the database itself refuses a second email.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "alert"], name="delivery_item_once")]
+
+    def __str__(self) -> str:
+        return f"alert {self.alert_id} → user {self.user_id}"

@@ -1,1 +1,277 @@
-"""services of the notifications app (none yet)."""
+"""Writes of the notifications app: subscriptions, and planning and sending alert emails.
+
+Sending is in two steps so that it is safe to run twice and under two workers:
+
+1. **Plan** (``deliveries_plan``): under a PostgreSQL advisory lock, the alerts not yet delivered
+   to each subscriber are grouped (``grouping.deliveries_plan``) and written as ``Delivery`` rows
+   with their ``DeliveryItem``s in one transaction. A second planner waits for the lock and then
+   finds everything planned; the unique (user, alert) constraint backs this up.
+2. **Send** (``delivery_send``): a delivery is claimed with a conditional ``UPDATE`` (pending or
+   failed-and-due → sending); only the worker whose update changed the row sends. Alerts
+   acknowledged, dismissed or resolved since planning are left out; when none is left the
+   delivery is ``skipped``. An SMTP error is recorded (status failed, attempts, last error, next
+   attempt) and re-raised so that the task's declared retry runs; the beat pass retries what is due.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from accelboard.alerts.choices import AlertState
+from accelboard.alerts.models import Alert
+from accelboard.benchmarks.models import Series
+from accelboard.core.models import Membership, Team
+
+from . import emails
+from .choices import DeliveryMode, DeliveryStatus
+from .grouping import AlertRef, SubscriptionRef
+from .grouping import deliveries_plan as plan_groups
+from .models import Delivery, DeliveryItem, Subscription
+
+log = logging.getLogger(__name__)
+
+# Six attempts over about an hour (1, 2, 4, 8, 16 minutes apart), then the delivery stays failed.
+MAX_ATTEMPTS = 6
+BACKOFF_FIRST_S = 60
+BACKOFF_MAX_S = 3600
+# A delivery left "sending" this long was lost with its worker; it may be claimed again.
+SENDING_STALE = timedelta(minutes=15)
+# A "pending" delivery this old lost its enqueued task; the retry pass sends it.
+PENDING_STALE = timedelta(minutes=5)
+# Alerts older than this are never mailed, whatever happened to the mail system meanwhile.
+ALERT_MAX_AGE = timedelta(days=7)
+_PLAN_LOCK = 0x6E6F7469  # "noti": one advisory lock for every planner
+
+
+# --- subscriptions ----------------------------------------------------------------------------
+
+
+def _require_member(*, user: Any, team: Team) -> None:
+    if not Membership.objects.filter(user=user, team=team).exists():
+        raise ValidationError({"team": "You can only subscribe to alerts of teams you belong to."})
+
+
+def subscription_create(
+    *, user: Any, team: Team, series: Series | None = None, kind: str = "", mode: str
+) -> Subscription:
+    """Follow a team's alerts, one series of it, or one kind of alert in it."""
+    _require_member(user=user, team=team)
+    if series is not None and kind:
+        raise ValidationError({"kind": "Choose a series or an alert kind, not both."})
+    if series is not None and series.team_id != team.pk:
+        raise ValidationError({"series": "This series belongs to another team."})
+    if mode not in DeliveryMode.values:
+        raise ValidationError({"mode": f"Unknown delivery mode {mode!r}."})
+    try:
+        with transaction.atomic():
+            return Subscription.objects.create(user=user, team=team, series=series, kind=kind, mode=mode)
+    except IntegrityError:
+        raise ValidationError({"__all__": "You already have this subscription."}) from None
+
+
+def subscriptions_for_my_teams(*, user: Any, mode: str = DeliveryMode.IMMEDIATE) -> int:
+    """One click: follow all alerts of every team the user belongs to. Returns how many were new."""
+    team_ids = Membership.objects.filter(user=user).values_list("team_id", flat=True)
+    rows = [Subscription(user=user, team_id=team_id, mode=mode) for team_id in team_ids]
+    before = Subscription.objects.filter(user=user).count()
+    Subscription.objects.bulk_create(rows, ignore_conflicts=True)
+    return Subscription.objects.filter(user=user).count() - before
+
+
+def subscription_mode_set(*, subscription: Subscription, mode: str) -> Subscription:
+    if mode not in DeliveryMode.values:
+        raise ValidationError({"mode": f"Unknown delivery mode {mode!r}."})
+    Subscription.objects.filter(pk=subscription.pk).update(mode=mode)
+    subscription.mode = mode
+    return subscription
+
+
+def subscription_delete(*, subscription: Subscription) -> None:
+    subscription.delete()
+
+
+def subscription_unsubscribe(*, token: str) -> tuple[Any, int]:
+    """Follow an unsubscribe link: (user, number of subscriptions removed). Removing what is
+    already gone is not an error (mail clients may post the link twice).
+
+    Raises ``signing.BadSignature`` for a token we did not sign."""
+    from django.contrib.auth import get_user_model
+
+    payload = emails.unsubscribe_token_read(token)
+    user = get_user_model().objects.filter(pk=payload["u"]).first()
+    if user is None:
+        return None, 0
+    subs = Subscription.objects.filter(user=user)
+    subs = subs.filter(pk=payload["s"]) if "s" in payload else subs.filter(mode=DeliveryMode.DIGEST)
+    removed, _ = subs.delete()
+    return user, removed
+
+
+# --- planning ---------------------------------------------------------------------------------
+
+
+def deliveries_plan(*, mode: str, now: datetime | None = None) -> list[int]:
+    """Write the deliveries due in ``mode`` and return their ids (to be sent)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_PLAN_LOCK])
+        subs = list(
+            Subscription.objects.filter(team__memberships__user=F("user"))
+            .exclude(user__email="")
+            .filter(user__is_active=True)
+        )
+        if not subs or not any(s.mode == mode for s in subs):
+            return []
+        since = max(min(s.created_at for s in subs), now - ALERT_MAX_AGE)
+        alerts = list(
+            Alert.objects.filter(
+                state=AlertState.OPEN, team_id__in={s.team_id for s in subs}, opened_at__gte=since
+            )
+            .select_related("first_run")
+            .only("id", "team_id", "series_id", "kind", "opened_at", "first_run__git_commit")
+        )
+        if not alerts:
+            return []
+        delivered = set(
+            DeliveryItem.objects.filter(alert_id__in=[a.pk for a in alerts]).values_list(
+                "user_id", "alert_id"
+            )
+        )
+        day = timezone.localdate(now).isoformat()
+        groups = plan_groups(
+            subscriptions=[
+                SubscriptionRef(s.pk, s.user_id, s.team_id, s.series_id, s.kind, s.mode, s.created_at)
+                for s in subs
+            ],
+            alerts=[
+                AlertRef(
+                    a.pk,
+                    a.team_id,
+                    a.series_id,
+                    a.kind,
+                    a.opened_at,
+                    a.first_run.git_commit if a.first_run else "",
+                )
+                for a in alerts
+            ],
+            delivered=delivered,
+            mode=mode,
+            digest_key=f"digest:{day}",
+        )
+        ids: list[int] = []
+        for group in groups:
+            delivery = Delivery.objects.create(
+                user_id=group.user_id,
+                subscription_id=group.subscription_id,
+                mode=mode,
+                group_key=group.key[:120],
+            )
+            DeliveryItem.objects.bulk_create(
+                [DeliveryItem(delivery=delivery, alert_id=a, user_id=group.user_id) for a in group.alert_ids]
+            )
+            ids.append(delivery.pk)
+    return ids
+
+
+# --- sending ----------------------------------------------------------------------------------
+
+
+def _backoff(attempts: int) -> timedelta:
+    return timedelta(seconds=min(BACKOFF_FIRST_S * 2 ** max(attempts - 1, 0), BACKOFF_MAX_S))
+
+
+def _claim(*, delivery_id: int, now: datetime) -> bool:
+    claimable = (
+        Q(status=DeliveryStatus.PENDING)
+        | Q(status=DeliveryStatus.FAILED, attempts__lt=MAX_ATTEMPTS)
+        | Q(status=DeliveryStatus.SENDING, claimed_at__lt=now - SENDING_STALE)
+    )
+    changed = (
+        Delivery.objects.filter(claimable, pk=delivery_id)
+        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+        .update(status=DeliveryStatus.SENDING, claimed_at=now, attempts=F("attempts") + 1)
+    )
+    return changed == 1
+
+
+def delivery_send(*, delivery_id: int, now: datetime | None = None, force: bool = False) -> str:
+    """Send one planned email; returns the delivery's status afterwards.
+
+    ``force`` ignores the backoff time (a retry that Celery itself scheduled is already due).
+    Raises the ``OSError`` (``smtplib.SMTPException`` is one) of a failed send after recording it.
+    """
+    now = now or timezone.now()
+    if force:
+        Delivery.objects.filter(pk=delivery_id, status=DeliveryStatus.FAILED).update(next_attempt_at=None)
+    if not _claim(delivery_id=delivery_id, now=now):
+        status = Delivery.objects.filter(pk=delivery_id).values_list("status", flat=True).first()
+        return status or "missing"
+    delivery = Delivery.objects.select_related("user", "subscription").get(pk=delivery_id)
+    alerts = list(
+        Alert.objects.filter(pk__in=delivery.items.values("alert_id"), state=AlertState.OPEN)
+        .select_related(
+            "team",
+            "series__workload__variant__model",
+            "series__accelerator_type",
+            "first_run",
+            "last_good_run",
+        )
+        .order_by("opened_at", "pk")
+    )
+    reason = ""
+    if not alerts:
+        reason = "every alert was acknowledged, dismissed or resolved before sending"
+    elif delivery.mode == DeliveryMode.IMMEDIATE and delivery.subscription is None:
+        reason = "the subscription was removed before sending"
+    elif not delivery.user.email:
+        reason = "the user has no email address"
+    if reason:
+        Delivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.SKIPPED, last_error=reason)
+        return DeliveryStatus.SKIPPED
+    token = emails.unsubscribe_token(user_id=delivery.user_id, subscription_id=delivery.subscription_id)
+    message = emails.message_build(
+        to=delivery.user.email,
+        alerts=alerts,
+        mode=delivery.mode,
+        token=token,
+        day=delivery.group_key.removeprefix("digest:") if delivery.mode == DeliveryMode.DIGEST else "",
+    )
+    try:
+        emails.mail_connection().send_messages([message])
+    except OSError as exc:
+        attempts = delivery.attempts
+        gave_up = attempts >= MAX_ATTEMPTS
+        Delivery.objects.filter(pk=delivery.pk).update(
+            status=DeliveryStatus.FAILED,
+            last_error=f"{type(exc).__name__}: {exc}"[:2000],
+            next_attempt_at=None if gave_up else now + _backoff(attempts),
+            subject=message.subject[:300],
+        )
+        log.warning("delivery %s attempt %s failed: %s", delivery.pk, attempts, exc)
+        raise
+    Delivery.objects.filter(pk=delivery.pk).update(
+        status=DeliveryStatus.SENT, sent_at=timezone.now(), subject=message.subject[:300], last_error=""
+    )
+    return DeliveryStatus.SENT
+
+
+def deliveries_due(*, now: datetime | None = None) -> list[int]:
+    """Deliveries a retry pass should send: failed and due, pending too long, lost mid-send."""
+    now = now or timezone.now()
+    return list(
+        Delivery.objects.filter(
+            Q(status=DeliveryStatus.FAILED, attempts__lt=MAX_ATTEMPTS, next_attempt_at__lte=now)
+            | Q(status=DeliveryStatus.PENDING, created_at__lt=now - PENDING_STALE)
+            | Q(status=DeliveryStatus.SENDING, claimed_at__lt=now - SENDING_STALE)
+        )
+        .order_by("created_at")
+        .values_list("pk", flat=True)
+    )

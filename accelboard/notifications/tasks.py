@@ -1,1 +1,81 @@
-"""tasks of the notifications app (none yet)."""
+"""Alert email jobs: dispatch after new alerts, the daily digest, retries, and one send.
+
+Thin interfaces to ``services``. ``alerts_dispatch`` is enqueued (no arguments) by the alerts
+app on commit after it opens alerts; it plans deliveries and enqueues one ``delivery_send`` per
+email, so that a failing SMTP server delays only the emails it refuses. ``delivery_send``
+declares its retries: an ``OSError`` (every ``smtplib.SMTPException`` and a refused connection)
+is retried with exponential backoff and jitter; each attempt is recorded on the ``Delivery``.
+The beat pass ``deliveries_retry`` resends what is due, so a delivery whose task was lost (a
+worker killed, a broker flushed) is not lost with it.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import OperationalError
+
+from accelboard.core.services import job_run_record
+
+from . import services
+from .choices import DeliveryMode
+
+
+def _enqueue_sends(ids: list[int]) -> None:
+    for delivery_id in ids:
+        delivery_send.delay(delivery_id)
+
+
+@shared_task(
+    bind=True,
+    autoretry_for=(OSError,),
+    retry_backoff=services.BACKOFF_FIRST_S,
+    retry_backoff_max=services.BACKOFF_MAX_S,
+    retry_jitter=True,
+    max_retries=services.MAX_ATTEMPTS - 1,
+)
+def delivery_send(self, delivery_id: int) -> str:  # type: ignore[no-untyped-def]
+    """Send one planned email. A retry scheduled by Celery is due by construction (force)."""
+    return services.delivery_send(delivery_id=int(delivery_id), force=self.request.retries > 0)
+
+
+_DB_RETRY = {
+    "autoretry_for": (OperationalError,),
+    "retry_backoff": True,
+    "retry_jitter": True,
+    "max_retries": 3,
+}
+
+
+@shared_task(bind=True, **_DB_RETRY)
+def alerts_dispatch(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Mail subscribers the alerts they have not had yet (immediate mode)."""
+    with job_run_record(name="alerts_dispatch", task_id=self.request.id or "") as job:
+        ids = services.deliveries_plan(mode=DeliveryMode.IMMEDIATE)
+        job.rows = len(ids)
+        job.detail = {"deliveries": ids}
+    _enqueue_sends(ids)
+    return {"deliveries": len(ids)}
+
+
+@shared_task(bind=True, **_DB_RETRY)
+def digests_send(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Once a day: one email per digest subscriber with the open alerts not mailed yet."""
+    with job_run_record(name="digests_send", task_id=self.request.id or "") as job:
+        ids = services.deliveries_plan(mode=DeliveryMode.DIGEST)
+        job.rows = len(ids)
+        job.detail = {"deliveries": ids}
+    _enqueue_sends(ids)
+    return {"deliveries": len(ids)}
+
+
+@shared_task(bind=True, **_DB_RETRY)
+def deliveries_retry(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Resend failed deliveries whose backoff has passed, and any whose task was lost; also
+    plans immediate deliveries in case an ``alerts_dispatch`` enqueue was lost."""
+    with job_run_record(name="deliveries_retry", task_id=self.request.id or "") as job:
+        planned = services.deliveries_plan(mode=DeliveryMode.IMMEDIATE)
+        due = services.deliveries_due()
+        job.rows = len(planned) + len(due)
+        job.detail = {"planned": planned, "due": due}
+    _enqueue_sends(planned + due)
+    return {"planned": len(planned), "due": len(due)}
