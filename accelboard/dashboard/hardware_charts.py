@@ -81,7 +81,7 @@ def pareto_figure(
     )
     layout = {
         **_LAYOUT,
-        "title": _title("Cost against p99 latency (faded: beaten on both by another configuration)"),
+        "title": _title("Cost per 1M against p99 latency (lower left is better)"),
         "xaxis": {"title": {"text": "p99 latency (ms)"}, "gridcolor": "#f3f4f6", "rangemode": "tozero"},
         "yaxis": {
             "title": {"text": f"Total cost per 1M {cost_unit or 'unit'}s ({currency})"},
