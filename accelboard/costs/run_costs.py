@@ -35,7 +35,7 @@ from accelboard.fleet.models import TelemetryRollup
 
 from .formulas import J_PER_KWH, AcceleratorRate, ElectricityRate
 from .models import RunCost
-from .prices import accelerator_rate_value, electricity_rate_value, price_book_load
+from .prices import PriceBook, accelerator_rate_value, electricity_rate_value, price_book_load
 
 DISAGREEMENT_LIMIT = 0.05
 _THROUGHPUT_UNITS = (
@@ -155,7 +155,9 @@ def _energy(
     return out
 
 
-def run_cost_compute(*, run: BenchmarkRun, today: date | None = None) -> RunCost | None:
+def run_cost_compute(
+    *, run: BenchmarkRun, today: date | None = None, book: PriceBook | None = None
+) -> RunCost | None:
     """Compute and upsert the run's ``RunCost``; None (and any old row removed) when the run has no
     throughput metric to cost a unit of work by."""
     metrics = dict(run.metrics.values_list("name", "value"))
@@ -169,7 +171,7 @@ def run_cost_compute(*, run: BenchmarkRun, today: date | None = None) -> RunCost
     energy = _energy(run, metrics, unit, throughput, duration_s)
 
     day = run.started_at.date()
-    book = price_book_load(today=today or timezone.now().date())
+    book = book or price_book_load(today=today or timezone.now().date())
     price = electricity = carbon = None
     if run.host_id is not None:
         price = book.accelerator_price(host=run.host, accelerator_type_id=run.accelerator_type_id, day=day)
