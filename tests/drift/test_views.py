@@ -1,0 +1,136 @@
+"""Quantization pages: who sees what (team scoping, outsider 404), what the pages say, and flat
+query counts."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from accelboard.benchmarks.models import Model
+
+from .conftest import ARC
+
+pytestmark = pytest.mark.django_db
+
+
+def _figure(html: str, figure_id: str) -> dict[str, Any]:
+    match = re.search(rf'<script id="{figure_id}" type="application/json">(.*?)</script>', html, re.S)
+    assert match, f"no json_script {figure_id}"
+    return json.loads(match.group(1))
+
+
+def test_it_lists_variants_riskiest_first_for_the_team(
+    login_client: Any, lead: Any, llama: dict[str, Any]
+) -> None:
+    response = login_client(lead).get("/quantization/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    rows = re.findall(r'data-model="([^"]+)" data-variant="([^"]+)" data-verdict="([^"]+)"', html)
+    assert rows == [("Llama-3.1-8B", "int4-awq", "over"), ("Llama-3.1-8B", "fp8", "within")]
+    assert "Secret-7B" not in html  # another team's model
+    assert '<span class="value over" data-kpi="over">1</span>' in html
+    assert "-2.50%" in html and "0.9750" in html
+
+
+@pytest.mark.parametrize(
+    ("who", "status"),
+    [
+        ("lead", 200),
+        ("engineer", 200),
+        ("finance", 200),
+        ("staff", 200),
+        ("other_lead", 404),
+        ("outsider", 404),
+    ],
+)
+def test_it_shows_a_model_page_only_to_teams_that_ran_it(
+    login_client: Any, cast: dict[str, Any], llama: dict[str, Any], who: str, status: int
+) -> None:
+    response = login_client(cast[who]).get(f"/quantization/{llama['model'].pk}/")
+    assert response.status_code == status
+
+
+def test_it_answers_404_for_a_model_that_does_not_exist(login_client: Any, staff: Any) -> None:
+    assert login_client(staff).get("/quantization/999999/").status_code == 404
+
+
+def test_it_redirects_an_anonymous_visitor_to_the_login_form(client: Any, llama: dict[str, Any]) -> None:
+    response = client.get(f"/quantization/{llama['model'].pk}/")
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_it_shows_speedup_savings_and_verdicts_per_variant(
+    login_client: Any, lead: Any, llama: dict[str, Any]
+) -> None:
+    html = login_client(lead).get(f"/quantization/{llama['model'].pk}/").content.decode()
+    # fp8: 7100/4700 = 1.51x, memory 1 - 70/71 = +1.4%, energy 1 - 21.6/30.5 = +29.2%.
+    fp8 = re.search(r'<tr class="verdict-within" data-variant="fp8".*?</tr>', html, re.S).group(0)
+    assert "1.51×" in fp8 and "+1.4%" in fp8 and "+29.2%" in fp8 and "-0.50%" in fp8
+    int4 = re.search(r'<tr class="verdict-over" data-variant="int4-awq".*?</tr>', html, re.S).group(0)
+    assert "1.32×" in int4 and "-2.50%" in int4 and "Over" in int4
+    pareto = _figure(html, "pareto-figure")
+    points = pareto["data"][0]
+    by_label = dict(zip(points["text"], zip(points["x"], points["y"], strict=True), strict=True))
+    assert by_label["bf16 · 1× H100 SXM 80GB"] == (0.0, 1.0)
+    assert by_label["fp8 · 1× H100 SXM 80GB"] == pytest.approx((0.5, 7100 / 4700))
+    assert by_label["int4-awq · 1× H100 SXM 80GB"] == pytest.approx((2.5, 6200 / 4700))
+    # The frontier: reference then fp8; int4 is slower than fp8 and loses more (dominated).
+    assert pareto["data"][1]["y"] == pytest.approx([1.0, 7100 / 4700])
+    band = pareto["layout"]["shapes"][0]
+    assert band["x1"] == pytest.approx(1.0)  # the 1% budget
+    drift = _figure(html, "drift-0-figure")
+    assert [trace["name"] for trace in drift["data"]] == ["fp8", "int4-awq"]
+    assert len(drift["data"][1]["y"]) == 10
+    assert drift["layout"]["yaxis"]["title"]["text"] == "Accuracy loss vs reference (%)"
+    assert "No production agreement data" in html
+
+
+def test_it_shows_the_cost_saving_from_run_costs(login_client: Any, lead: Any, llama: dict[str, Any]) -> None:
+    from decimal import Decimal
+
+    from accelboard.costs.models import RunCost
+
+    for name, cost in (("bf16", "0.200000"), ("fp8", "0.130000")):
+        for run in llama["runs"][name]:
+            RunCost.objects.create(
+                run=run, total_cost_per_1m=Decimal(cost), currency="USD", computed_at=run.started_at
+            )
+    html = login_client(lead).get(f"/quantization/{llama['model'].pk}/").content.decode()
+    reference = re.search(r'<tr class="verdict-reference" data-variant="bf16".*?</tr>', html, re.S).group(0)
+    assert "0.200 USD" in reference
+    fp8 = re.search(r'<tr class="verdict-within" data-variant="fp8".*?</tr>', html, re.S).group(0)
+    assert "+35.0%" in fp8  # 1 - 0.13 / 0.20
+    int4 = re.search(r'<tr class="verdict-over" data-variant="int4-awq".*?</tr>', html, re.S).group(0)
+    assert int4.count("—") >= 1  # no cost for int4: no saving claimed
+
+
+def test_it_explains_an_empty_overview(login_client: Any, lead: Any, outsider: Any) -> None:
+    html = login_client(lead).get("/quantization/").content.decode()
+    assert "No quantized variants with accuracy results yet" in html
+    html = login_client(outsider).get("/quantization/").content.decode()
+    assert "You are not in a team yet" in html
+
+
+def test_it_keeps_the_query_count_flat(
+    login_client: Any, lead: Any, llama: dict[str, Any], drift_series: Any, django_assert_max_num_queries: Any
+) -> None:
+    from accelboard.core.models import Team
+
+    client = login_client(lead)
+    model_url = f"/quantization/{llama['model'].pk}/"
+    client.get("/quantization/")
+    with django_assert_max_num_queries(7):
+        assert client.get("/quantization/").status_code == 200
+    with django_assert_max_num_queries(11):
+        assert client.get(model_url).status_code == 200
+    # Twice the history and another model: the same number of queries.
+    drift_series(team=Team.objects.get(slug="inference"), losses=[0.001] * 12)
+    with django_assert_max_num_queries(7):
+        assert client.get("/quantization/").status_code == 200
+    with django_assert_max_num_queries(11):
+        assert client.get(model_url).status_code == 200
+    assert Model.objects.filter(name="Drifty-8B").exists()
+    assert ARC
