@@ -108,12 +108,18 @@ def alert_filter_choices(*, team_ids: list[int] | None) -> dict[str, list[tuple[
         alerts.exclude(series__isnull=True).values_list("series__workload__variant__model__name", flat=True)
     )
     metrics = set(alerts.exclude(series__isnull=True).values_list("series__metric", flat=True))
-    for detail in alerts.filter(series__isnull=True).values_list("detail", flat=True):
-        if isinstance(detail, dict):
-            if isinstance(detail.get("model"), str):
-                models.add(detail["model"])
-            if isinstance(detail.get("metric"), str):
-                metrics.add(detail["metric"])
+    # Production alerts name their model and metric in the detail JSON: read only those keys.
+    named = (
+        alerts.filter(series__isnull=True)
+        .order_by()
+        .values_list("detail__model", "detail__metric")
+        .distinct()
+    )
+    for model, metric in named:
+        if isinstance(model, str) and model:
+            models.add(model)
+        if isinstance(metric, str) and metric:
+            metrics.add(metric)
     return {
         "team": [(t.slug, t.name) for t in teams.order_by("name")],
         "model": [(m, m) for m in sorted(models)],

@@ -251,7 +251,8 @@ def test_it_keeps_list_queries_flat(
         alert_create(team=team, kind="slo")
     client = login_client(lead)
     client.get(reverse("alerts:list"))  # warm the session and content types
-    with django_assert_max_num_queries(14) as few:
+    # session, user, teams, 3 filter choices, team choices, roles, count, states, page, 2 feedback
+    with django_assert_max_num_queries(13) as few:
         client.get(reverse("alerts:list"))
     for i in range(20):
         regression_alert(team, step_series(team, n=STEP_AT + 2, model=f"R{i}"), key=f"r{i}")
@@ -377,7 +378,8 @@ def test_it_keeps_detail_queries_bounded(
 ) -> None:
     client = login_client(lead)
     client.get(reverse("alerts:detail", args=[alert.pk]))
-    with django_assert_max_num_queries(14):
+    # session, user, teams, alert, marks, points, threshold, run range, events, roles
+    with django_assert_max_num_queries(10):
         client.get(reverse("alerts:detail", args=[alert.pk]))
 
 
@@ -470,3 +472,82 @@ def test_it_returns_to_the_list_after_a_row_action(team: Team, engineer: Any, lo
         {"next": "https://evil.example/"},
     )
     assert evil["Location"].startswith("/alerts/")
+
+
+def test_it_says_why_a_new_series_has_no_chart(team: Team, lead: Any, login_client: Any) -> None:
+    runs = [run_create(team=team, started_at=START)]
+    series = Series.objects.get(workload=runs[0].workload, metric="throughput_tokens_per_s")
+    lonely, _ = alert_raise(
+        team=team,
+        kind="regression",
+        dedupe_key="lonely",
+        title="One result",
+        series=series,
+        first_run=runs[0],
+    )
+    body = login_client(lead).get(reverse("alerts:detail", args=[lonely.pk])).content.decode()
+    assert 'id="no-chart"' in body and "1 result," in body
+    assert "did not record" not in body  # the first bad run is known
+    assert "alert-chart-data" not in body
+
+
+def test_it_links_a_host_alert_to_its_host(team: Team, lead: Any, login_client: Any) -> None:
+    from tests.factories import host_create
+
+    host, _ = host_create(team=team, hostname="gpu-node-042")
+    alert, _ = alert_raise(
+        team=team,
+        kind="hardware",
+        severity="critical",
+        dedupe_key="xid:42",
+        title="XID 79 on gpu-node-042 GPU 1",
+        host=host,
+        detail={"xid": 79, "gpu_index": 1, "count": 3},
+    )
+    client = login_client(lead)
+    body = client.get(reverse("alerts:detail", args=[alert.pk])).content.decode()
+    assert reverse("fleet:host_detail", args=[host.pk]) in body
+    assert "<dt>xid</dt><dd>79</dd>" in body
+    listing = client.get(reverse("alerts:list")).content.decode()
+    assert "gpu-node-042" in listing
+
+
+def test_it_draws_other_change_points_and_survives_empty_input() -> None:
+    from accelboard.alerts.charts import alert_series_figure
+
+    points = [
+        {
+            "measured_at": START + timedelta(days=i),
+            "value": 10.0 + (i >= 5) + (i >= 10),
+            "run_id": i,
+            "git_commit": "ab",
+        }
+        for i in range(15)
+    ]
+    figure = alert_series_figure(
+        points=points,
+        label="Output tokens per second",
+        unit="tokens/s",
+        direction="higher",
+        change_at=points[10]["measured_at"],
+        before=(11.0, None),
+        after=(12.0, 0.1),
+        before_from=points[5]["measured_at"],
+        history_changes=[points[5]["measured_at"]],
+        expected=[{"at": points[5]["measured_at"], "text": "new kernel"}],
+        run_ids=[9, 10],
+    )
+    shapes = {s["name"]: s for s in figure["layout"]["shapes"]}
+    assert set(shapes) == {"history-change", "change-point", "expected-change"}
+    assert shapes["history-change"]["line"]["dash"] == "dot"
+    before = next(t for t in figure["data"] if t["name"].startswith("before"))
+    assert before["x"] == [points[5]["measured_at"].isoformat(), points[10]["measured_at"].isoformat()]
+    bands = [t for t in figure["data"] if t.get("fill") == "toself"]
+    assert len(bands) == 1  # no spread before: a line without a band
+    ringed = next(t for t in figure["data"] if t["name"] == "last good / first bad run")
+    assert ringed["y"] == [11.0, 12.0]
+    empty = alert_series_figure(
+        points=[], label="x", unit="ms", direction="lower", change_at=None, before=None, after=None
+    )
+    assert len(empty["data"]) == 1 and empty["layout"]["shapes"] == []
+    assert empty["layout"]["yaxis"]["title"]["text"] == "x (ms)"
