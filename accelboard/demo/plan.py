@@ -818,6 +818,34 @@ BENCHMARKS: list[dict[str, Any]] = [
     },
 ]
 
+# Batch-size sweeps of Llama-3.1-8B fp8 (demo assumption) around the nightly batch-64 runs above, so
+# that the hardware page has a sweep per accelerator with a knee: on the H100 p99 outgrows
+# throughput from batch 64 to 128 (knee at 64), on the L40S from 32 to 64 (knee at 32). Appended
+# after the other configurations so that their start times do not move.
+# (gpu, batch size) -> (throughput tokens/s, p50 ms, power W, peak memory GiB)
+_LLAMA8B_FP8_SWEEPS: dict[tuple[str, int], tuple[float, float, float, float]] = {
+    ("h100-sxm-80gb", 8): (1500.0, 1400.0, 380.0, 70.0),
+    ("h100-sxm-80gb", 16): (2800.0, 1500.0, 450.0, 70.0),
+    ("h100-sxm-80gb", 32): (4800.0, 1700.0, 530.0, 70.0),
+    ("h100-sxm-80gb", 128): (8300.0, 3300.0, 650.0, 71.0),
+    ("l40s", 8): (700.0, 3000.0, 220.0, 41.0),
+    ("l40s", 16): (1200.0, 3400.0, 260.0, 41.0),
+    ("l40s", 32): (1800.0, 4600.0, 300.0, 41.0),
+}
+BENCHMARKS += [
+    {
+        "key": f"llama8b-fp8-{'h100' if gpu.startswith('h100') else gpu}-bs{batch}",
+        "team": "llm-serving",
+        "model": "Llama-3.1-8B",
+        "variant": "fp8",
+        "gpu": gpu,
+        "count": 1,
+        "workload": {**_LLM, "batch_size": batch, "framework": "vLLM", "framework_version": "0.6.3"},
+        "base": (throughput, p50, power, memory_gib, 0.679),
+    }
+    for (gpu, batch), (throughput, p50, power, memory_gib) in _LLAMA8B_FP8_SWEEPS.items()
+]
+
 # Relative run-to-run noise (standard deviation) per metric, from what repeated runs show.
 NOISE = {
     "throughput": 0.015,

@@ -250,3 +250,26 @@ def test_it_orders_precisions_by_bit_width() -> None:
     assert precision_allowed(precision="fp16", floor="fp8")
     assert not precision_allowed(precision="int4", floor="fp8")
     assert precision_allowed(precision="int4", floor=None)
+
+
+def test_it_finds_the_knees_the_demo_plan_was_built_with() -> None:
+    from accelboard.demo import plan
+
+    runs = [
+        _run(
+            variant=bench["variant"],
+            precision="fp8",
+            accelerator=bench["gpu"],
+            batch_size=bench["workload"]["batch_size"],
+            throughput=bench["base"][0],
+            p99_ms=bench["base"][1] * 1.6,  # the generator's LLM p99 / p50 ratio
+        )
+        for bench in plan.BENCHMARKS
+        if (bench["model"], bench["variant"]) == ("Llama-3.1-8B", "fp8")
+    ]
+    sweeps = {s.points[0].accelerator: s for s in sweeps_build(points=config_points_build(runs=runs))}
+    assert set(sweeps) == {"h100-sxm-80gb", "l40s"}
+    for gpu, knee_batch in (("h100-sxm-80gb", 64), ("l40s", 32)):
+        knee = sweeps[gpu].knee
+        assert knee is not None and knee.reached
+        assert sweeps[gpu].points[knee.index].batch_size == knee_batch
