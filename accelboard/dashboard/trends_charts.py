@@ -259,9 +259,10 @@ def trend_figure(
                 {
                     "x": at,
                     "xref": "x",
-                    "y": 1,
+                    "y": 0.99,
                     "yref": "paper",
-                    "yanchor": "bottom",
+                    "yanchor": "top",
+                    "xanchor": "left",
                     "text": "expected: " + (note if len(note) <= 40 else note[:39] + "…"),
                     "showarrow": False,
                     "font": {"size": 10, "color": EXPECTED},
@@ -294,12 +295,13 @@ def trend_figure(
 
     layout: dict[str, Any] = {
         "height": 520,
-        "margin": {"l": 72, "r": 72 if used == SCALE_AXES else 24, "t": 40, "b": 40},
+        "margin": {"l": 72, "r": 72 if used == SCALE_AXES else 24, "t": 64, "b": 40},
         "plot_bgcolor": "#ffffff",
         "paper_bgcolor": "#ffffff",
         "font": _FONT,
         "hovermode": "closest",
-        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.32, "yanchor": "top"},
+        # Legend above the plot (below, it collided with the range slider and the axis title).
+        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"},
         "shapes": shapes,
         "annotations": annotations,
         "xaxis": {
@@ -308,13 +310,17 @@ def trend_figure(
             "gridcolor": "#f3f4f6",
             "rangeslider": {"visible": True, "thickness": 0.08},
             "rangeselector": {
+                "x": 1,
+                "xanchor": "right",
+                "y": 1.02,
+                "yanchor": "bottom",
                 "buttons": [
                     {"count": 7, "label": "7d", "step": "day", "stepmode": "backward"},
                     {"count": 1, "label": "1m", "step": "month", "stepmode": "backward"},
                     {"count": 3, "label": "3m", "step": "month", "stepmode": "backward"},
                     {"count": 1, "label": "1y", "step": "year", "stepmode": "backward"},
                     {"step": "all", "label": "all"},
-                ]
+                ],
             },
         },
         "yaxis": {"title": {"text": _axis_title(used, axis_units, 0)}, "gridcolor": "#e5e7eb"},

@@ -177,9 +177,10 @@ def series_histories(*, series_ids: list[int], team_ids: list[int] | None) -> li
     )
     for alert in alerts.order_by("opened_at"):
         history = histories[alert["series_id"]]
-        history.alerts.append(alert)
-        # A change a person marked expected is an annotation too, and resets the baseline there.
-        if alert["dismissed_reason"] == DismissReason.EXPECTED:
+        # A change a person marked expected is an annotation, not an alert, and resets the baseline.
+        if alert["dismissed_reason"] != DismissReason.EXPECTED:
+            history.alerts.append(alert)
+        else:
             history.expected.append(
                 {
                     "at": alert["first_run__started_at"] or alert["opened_at"],
