@@ -13,10 +13,12 @@ demo's replay, and is tested with hand-worked numbers.
    **loss** = the relative accuracy given up, positive when the variant is worse, whichever way
    the metric points: (ref − value) / |ref| for higher-is-better, (value − ref) / |ref| for
    lower-is-better (perplexity). A budget is a maximum loss (0.01 = 1% relative).
-3. **Level**: the median loss of the last ``LEVEL_POINTS`` pairs, so that one noisy evaluation
+3. **Days**: pairs are first reduced to one loss per UTC day (the median of that day's pairs), so
+   a variant evaluated nightly on several machines weighs as much as one evaluated on one.
+   **Level**: the median of the last ``LEVEL_POINTS`` days' losses, so that one noisy evaluation
    neither opens nor closes an over-budget verdict.
 4. **Trend** (``drift_trend``): least-squares slope of loss per day over the last
-   ``TREND_POINTS`` pairs, its standard error and t statistic. The trend is *significant* when
+   ``TREND_POINTS`` days, its standard error and t statistic. The trend is *significant* when
    t ≥ ``TREND_T_MIN`` (one-sided, ~p < 0.001 at 12 degrees of freedom) and the slope makes the
    loss grow; then the fitted level is projected forward to find the days until the budget.
 5. **Verdict** (``budget_verdict``): ``over`` when the level exceeds the budget; ``trending``
@@ -37,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 LEVEL_POINTS = 3
 TREND_POINTS = 14
@@ -142,11 +144,28 @@ def _median(values: Sequence[float]) -> float:
     return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+@dataclass(frozen=True)
+class DailyLoss:
+    """The median loss of one UTC day's pairs (a variant run nightly on several machines gives
+    several results a day; the level and the trend weigh days, not machines)."""
+
+    day: date
+    loss: float
+    count: int
+
+
+def daily_losses(pairs: Sequence[DriftPair]) -> list[DailyLoss]:
+    by_day: dict[date, list[float]] = {}
+    for pair in pairs:
+        by_day.setdefault(pair.at.astimezone(UTC).date(), []).append(pair.loss)
+    return [DailyLoss(day=d, loss=_median(losses), count=len(losses)) for d, losses in sorted(by_day.items())]
+
+
 def drift_level(pairs: Sequence[DriftPair], *, points: int = LEVEL_POINTS) -> float | None:
-    """The current loss: median of the newest ``points`` pairs (None without pairs)."""
+    """The current loss: median of the newest ``points`` days' losses (None without pairs)."""
     if not pairs:
         return None
-    return _median([p.loss for p in pairs[-points:]])
+    return _median([d.loss for d in daily_losses(pairs)[-points:]])
 
 
 def drift_trend(
@@ -157,14 +176,14 @@ def drift_trend(
     min_points: int = TREND_MIN_POINTS,
     t_min: float = TREND_T_MIN,
 ) -> Trend | None:
-    """Least-squares loss-per-day slope of the newest ``points`` pairs; None with too few."""
-    window = list(pairs[-points:])
+    """Least-squares loss-per-day slope of the newest ``points`` days; None with too few."""
+    window = daily_losses(pairs)[-points:]
     n = len(window)
     if n < min_points:
         return None
-    t0 = window[0].at
-    x = [(p.at - t0).total_seconds() / 86400.0 for p in window]
-    y = [p.loss for p in window]
+    d0 = window[0].day
+    x = [float((d.day - d0).days) for d in window]
+    y = [d.loss for d in window]
     mx, my = sum(x) / n, sum(y) / n
     sxx = sum((xi - mx) ** 2 for xi in x)
     if sxx <= 0:

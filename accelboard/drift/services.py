@@ -29,7 +29,7 @@ from accelboard.core.models import Team
 
 from . import computation as c
 from .models import AgreementBatch, DriftBudget, ProductionAgreement
-from .selectors import TaskDrift, drift_evaluate
+from .selectors import TaskDrift, accuracy_values, drift_evaluate, model_ids_visible
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,40 @@ def _detail(model_name: str, task: TaskDrift) -> dict[str, Any]:
     }
 
 
+def _raise(*, team: Team, model_name: str, task: TaskDrift, as_of: datetime | None = None) -> DriftFinding:
+    latest = task.latest
+    assert latest is not None  # a verdict other than no-data has pairs
+    value = (
+        MetricValue.objects.select_related("series", "run")
+        .filter(run_id=latest.run_id, name=task.metric)
+        .first()
+    )
+    detail = _detail(model_name, task)
+    if as_of is not None:
+        detail["as_of"] = as_of.isoformat()
+    alert, created = alert_raise(
+        team=team,
+        kind=AlertKind.DRIFT,
+        severity=_SEVERITY[task.verdict],
+        dedupe_key=f"drift:{team.pk}:{task.variant_id}:{task.metric}:{task.verdict}"[:200],
+        title=_title(model_name, task),
+        series=value.series if value else None,
+        first_run=value.run if value else None,
+        after_mean=task.level,
+        pct_change=-(task.level or 0.0) * 100,
+        detail=detail,
+    )
+    return DriftFinding(
+        model=model_name,
+        variant=task.variant_name,
+        metric=task.metric,
+        verdict=task.verdict,
+        level=task.level or 0.0,
+        alert_id=alert.pk,
+        created=created,
+    )
+
+
 def drift_check(
     *,
     team: Team,
@@ -100,37 +134,31 @@ def drift_check(
     )
     for entry in evaluated.values():
         for task in entry.tasks:
-            if task.verdict not in _SEVERITY or task.latest is None:
-                continue
-            run_id = task.latest.run_id
-            value = (
-                MetricValue.objects.select_related("series", "run")
-                .filter(run_id=run_id, name=task.metric)
-                .first()
-            )
-            alert, created = alert_raise(
-                team=team,
-                kind=AlertKind.DRIFT,
-                severity=_SEVERITY[task.verdict],
-                dedupe_key=f"drift:{team.pk}:{task.variant_id}:{task.metric}:{task.verdict}"[:200],
-                title=_title(entry.model_name, task),
-                series=value.series if value else None,
-                first_run=value.run if value else None,
-                after_mean=task.level,
-                pct_change=-(task.level or 0.0) * 100,
-                detail=_detail(entry.model_name, task),
-            )
-            findings.append(
-                DriftFinding(
-                    model=entry.model_name,
-                    variant=task.variant_name,
-                    metric=task.metric,
-                    verdict=task.verdict,
-                    level=task.level or 0.0,
-                    alert_id=alert.pk,
-                    created=created,
-                )
-            )
+            if task.verdict in _SEVERITY:
+                findings.append(_raise(team=team, model_name=entry.model_name, task=task, as_of=as_of))
+    return findings
+
+
+def drift_history_check(*, team: Team, days: list[datetime]) -> list[DriftFinding]:
+    """What the daily check would have raised had it run at each of ``days`` (ascending).
+
+    For a history loaded at once (the demo): each variant × task × verdict is raised on the first
+    day it appears, with ``detail.as_of`` saying when, then left alone, so the alert shows when
+    the drift was first caught rather than the latest evidence. The accuracy values are read once."""
+    model_ids = model_ids_visible(team_ids=[team.pk])
+    rows = accuracy_values(team_ids=[team.pk], model_ids=model_ids)
+    seen: set[tuple[int, str, str]] = set()
+    findings: list[DriftFinding] = []
+    for as_of in days:
+        evaluated = drift_evaluate(
+            team_ids=[team.pk], model_ids=model_ids, as_of=as_of, change_points=False, rows=rows
+        )
+        for entry in evaluated.values():
+            for task in entry.tasks:
+                key = (task.variant_id, task.metric, task.verdict)
+                if task.verdict in _SEVERITY and key not in seen:
+                    seen.add(key)
+                    findings.append(_raise(team=team, model_name=entry.model_name, task=task, as_of=as_of))
     return findings
 
 
