@@ -220,7 +220,57 @@ def _load(*, config: generator.DemoConfig, result: DemoLoad, progress: Callable[
     steps.run("telemetry", telemetry)
     steps.run("rollups", rollups)
     steps.run("serving metrics", serving)
+    steps.run("quantization drift", lambda: _drift(config, state["teams"]))
     result.manifest = _manifest_with_ids(config, hosts, state["runs"], events, state["series"])
+
+
+def _agreement_items(config: generator.DemoConfig) -> list[Any]:
+    """Daily production agreement of the served quantized variants (``plan.PRODUCTION_AGREEMENT``)
+    over the last ``AGREEMENT_DAYS`` run days; int4-awq slides with the accuracy drift."""
+    from accelboard.drift.services import AgreementInput  # noqa: PLC0415 - drift imports benchmarks
+
+    first = max(0, config.days_runs - plan.AGREEMENT_DAYS)
+    drift_start = max(2, int(round(plan.DRIFT_EVENT["at"] * (config.days_runs - 1))))
+    drift_bench = next(b for b in plan.BENCHMARKS if b["key"] == plan.DRIFT_EVENT["config"])
+    items = []
+    for model, variant, task, rate, kl, samples in plan.PRODUCTION_AGREEMENT:
+        rng = generator._rng(config, "agreement", model, variant)
+        drifting = (model, variant) == (drift_bench["model"], drift_bench["variant"])
+        for day in range(first, config.days_runs):
+            slide = plan.AGREEMENT_SLIDE_PER_DAY * max(0, day - drift_start) if drifting else 0.0
+            items.append(
+                AgreementInput(
+                    model=model,
+                    variant=variant,
+                    day=generator.run_day_start(config, day).date(),
+                    task=task,
+                    agreement_rate=round(float(np.clip(rate - slide + rng.normal(0, 0.002), 0, 1)), 5),
+                    kl_divergence=round(float(kl * (1 + 20 * slide) * rng.lognormal(0, 0.05)), 5),
+                    samples=int(samples * rng.uniform(0.9, 1.1)),
+                )
+            )
+    return items
+
+
+def _drift(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[str, int]:
+    """Drift budgets, production agreement (through the drift-metrics ingest service) and the
+    drift alerts the daily check would have raised over the run history, day by day: the
+    int4-awq slow drift is warned of (trending) before it crosses its budget."""
+    from accelboard.benchmarks.models import Model  # noqa: PLC0415
+    from accelboard.drift.services import agreement_batch_ingest, drift_history_check  # noqa: PLC0415
+
+    for name, budget in plan.DRIFT_BUDGETS.items():
+        Model.objects.filter(name=name).update(drift_budget=budget)
+    accepted, _ = agreement_batch_ingest(
+        team=teams[plan.AGREEMENT_TEAM],
+        batch_id=f"demo-agreement-{config.seed}",
+        items=_agreement_items(config),
+    )
+    days = [generator.run_day_start(config, day) + timedelta(hours=23) for day in range(config.days_runs)]
+    findings = []
+    for team in teams.values():
+        findings += drift_history_check(team=team, days=days)
+    return {"production_agreement": accepted["accepted"], "drift_alerts": len(findings)}
 
 
 def _counts(tables: list[str]) -> dict[str, int]:
