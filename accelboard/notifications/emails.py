@@ -22,6 +22,7 @@ from accelboard.alerts.choices import AlertKind, Severity
 from accelboard.alerts.models import Alert
 
 from .choices import DeliveryMode
+from .models import series_label
 
 UNSUBSCRIBE_SALT = "accelboard.notifications.unsubscribe"
 SEVERITY_ORDER = [Severity.CRITICAL, Severity.WARNING, Severity.INFO]
@@ -96,7 +97,7 @@ def alert_row(alert: Alert) -> dict[str, Any]:
         "kind_label": alert.get_kind_display(),
         "team": alert.team.name,
         "metric": series.metric if series else "",
-        "series": str(series) if series else "",
+        "series": series_label(series) if series else "",
         "before": _mean_spread(alert.before_mean, alert.before_spread, unit),
         "after": _mean_spread(alert.after_mean, alert.after_spread, unit),
         "pct_change": "–" if alert.pct_change is None else f"{alert.pct_change:+.1f}%",

@@ -10,11 +10,12 @@ from accelboard.alerts.choices import AlertKind
 
 from . import selectors
 from .choices import DeliveryMode
+from .models import series_label
 
 
 class SeriesChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, obj: Any) -> str:
-        return f"{obj.team.name} · {obj}"
+        return f"{obj.team.name} · {series_label(obj)}"
 
 
 class SubscriptionAddForm(forms.Form):

@@ -8,6 +8,8 @@ at most, whichever worker or mode gets there first.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -15,6 +17,14 @@ from django.db.models import Q
 from accelboard.alerts.choices import AlertKind
 
 from .choices import DeliveryMode, DeliveryStatus
+
+
+def series_label(series: Any) -> str:
+    """metric · workload · hardware, leaving out hardware the series does not name."""
+    label = f"{series.metric} · {series.workload}"
+    if series.accelerator_type_id:
+        label += f" · {series.accelerator_count}× {series.accelerator_type}"
+    return label
 
 
 class Subscription(models.Model):
@@ -52,9 +62,13 @@ class Subscription(models.Model):
         """Series beats kind beats team when several subscriptions match one alert."""
         return 2 if self.series_id else (1 if self.kind else 0)
 
+    @property
+    def series_label(self) -> str:
+        return series_label(self.series) if self.series is not None else ""
+
     def scope_label(self) -> str:
         if self.series_id:
-            return f"{self.team.name}: series {self.series}"
+            return f"{self.team.name}: series {self.series_label}"
         if self.kind:
             return f"{self.team.name}: {AlertKind(self.kind).label.lower()} alerts"
         return f"{self.team.name}: all alerts"
