@@ -131,7 +131,13 @@ def _list_context(
     context["feedback"] = alert_feedback_stats(
         team_ids=team_ids if team_ids is not None else Team.objects.values_list("pk", flat=True)
     )
-    context["next"] = request.get_full_path()
+    # Where triage returns to: this list with its filters (on a refused bulk POST, the list the
+    # form came from, not the POST's own URL).
+    list_url = reverse("alerts:list")
+    context["next"] = _next_url(request, list_url) if request.method == "POST" else request.get_full_path()
+    # After a refused bulk action the same boxes stay ticked, so fixing the reason is one click.
+    posted = request.POST.getlist("ids") if request.method == "POST" else []
+    context["checked"] = {int(v) for v in posted if v.isdigit()}
     return context, status
 
 

@@ -146,3 +146,38 @@ def test_it_shows_finance_the_alert_without_triage(
     page.goto("/alerts/")
     assert page.locator("#bulk-form").count() == 0
     assert page.locator("button[data-action]").count() == 0
+
+
+def test_it_bulk_dismisses_the_ticked_alerts(
+    page: Any, login: Any, screenshot: Any, lead: Any, team: Any
+) -> None:
+    alerts = [
+        alert_create(team=team, kind="throttle", title=f"Thermal throttling on gpu-node-00{i}")
+        for i in range(3)
+    ]
+    login(page, lead)
+    page.goto("/alerts/")
+    for alert in alerts[:2]:
+        page.check(f"tr[data-alert='{alert.pk}'] input[name=ids]")
+    page.select_option("#id_action", "dismiss")
+    # No reason: refused by name, nothing changed.
+    with page.expect_navigation():
+        page.click("#bulk-apply")
+    assert "reason:" in page.locator("#triage-error").inner_text()
+    assert Alert.objects.filter(state="open").count() == 3
+    screenshot(page, "alerts-list-bulk-error")
+    # The boxes stay ticked and the action chosen: pick the reason and apply again.
+    assert [page.locator(f"tr[data-alert='{a.pk}'] input[name=ids]").is_checked() for a in alerts] == [
+        True,
+        True,
+        False,
+    ]
+    page.select_option("#id_reason", "false-alarm")
+    with page.expect_navigation():
+        page.click("#bulk-apply")
+    assert "2 alerts dismissed." in page.locator(".messages").inner_text()
+    for alert in alerts:
+        alert.refresh_from_db()
+    assert [a.state for a in alerts] == ["dismissed", "dismissed", "open"]
+    assert {a.dismissed_reason for a in alerts[:2]} == {"false-alarm"}
+    assert page.locator("#state-counts [data-state=dismissed] strong").inner_text() == "2"
