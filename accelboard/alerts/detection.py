@@ -69,6 +69,7 @@ Known limits:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -175,8 +176,11 @@ def _finite(values: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarra
     return keep, x[keep]
 
 
-def _within_run_se(samples: Sequence[Sequence[float] | None], positions: np.ndarray) -> tuple[float, float]:
-    """Pooled robust spread of repeated samples within runs, and the standard error of one run."""
+def _within_run_se(
+    samples: Sequence[Sequence[float] | None], positions: np.ndarray
+) -> tuple[float, float, float]:
+    """Pooled robust spread of repeated samples within runs, the standard error of one run's value,
+    and the degrees of freedom behind them."""
     residuals: list[np.ndarray] = []
     counts: list[int] = []
     for pos in positions:
@@ -189,10 +193,17 @@ def _within_run_se(samples: Sequence[Sequence[float] | None], positions: np.ndar
             residuals.append(arr - np.median(arr))
             counts.append(len(arr))
     if not residuals:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     pooled = np.concatenate(residuals)
     spread = float(_MAD_TO_SIGMA * np.median(np.abs(pooled)))
-    return spread, spread / math.sqrt(float(np.median(counts)))
+    df = _MAD_EFFICIENCY * float(sum(c - 1 for c in counts))
+    return spread, spread / math.sqrt(float(np.median(counts))), df
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_isf(p: float, df: float) -> float:
+    """Student t quantile, cached: the check asks for the same few dozen per call."""
+    return float(stats.t.isf(p, df))
 
 
 def _none(reason: str) -> Verdict:
@@ -275,8 +286,7 @@ def check_latest(
     m = len(y)
     if m < 2:
         return _none("too few results since the baseline")
-    # The baseline keeps at least half the segment: a short one makes the noise estimate unreliable.
-    k_max = min(max_after, m - min_baseline, m // 2)
+    k_max = min(max_after, m - min_baseline)
     if k_max < 2:
         if samples is not None:
             return _samples_check(
@@ -284,61 +294,94 @@ def check_latest(
             )
         return _none(f"baseline too short (needs {min_baseline} results and 2 after)")
 
-    base = y[max(0, m - k_max - max_baseline) : m - k_max]
-    n_base = len(base)
-    level_before = float(np.median(base))
-    sigma = max(robust_sigma(base), _sigma_floor(level_before))
-    if n_base >= _TAIL_MIN:
-        # Heavy tails: the MAD sees only the centre. The central 95% of a long baseline, read as
-        # +/- 1.96 sigma, is the same figure for normal noise and larger when the tails are fat.
-        lo, hi = np.percentile(base, [2.5, 97.5])
-        sigma = max(sigma, float(hi - lo) / (2 * 1.96))
+    run_spread, run_se, sample_df = 0.0, 0.0, 0.0
     if samples is not None:
-        _, run_se = _within_run_se(samples, keep[max(0, m - k_max - max_baseline) : m - k_max])
-        sigma = max(sigma, run_se)
+        run_spread, run_se, sample_df = _within_run_se(samples, keep[max(0, m - max_baseline - k_max) :])
 
-    newest_shift = y[-1] - level_before
-    if newest_shift == 0:
-        return _none("newest result at the baseline level")
-    up = newest_shift > 0
-    # The MAD has about 37% of the standard deviation's efficiency: its t has fewer degrees of freedom.
-    z_needed = float(stats.t.isf(alpha, df=max(1.0, _MAD_EFFICIENCY * (n_base - 1))))
-    base_var = _MEDIAN_VAR / n_base
+    newest_shift_sign = 0.0
+    passing: list[tuple[int, float, float, float, float, float]] = []  # (k, z, df, level, sigma, n)
+    far_off = False
+    # Each window k is tested against the results just before it; the baseline statistics are
+    # computed at a few cut points (the smallest cut >= k), so a check costs a handful of medians.
+    cuts = sorted({c for c in (2, 3, 4, 6, 8, 12, 16, 24) if c < k_max} | {k_max})
+    stats_at: dict[int, tuple[float, float, float, int, bool]] = {}
 
-    tail = np.array(y[m - k_max :])
-    passing: list[tuple[int, float]] = []  # (k, z)
+    def baseline_at(cut: int) -> tuple[float, float, float, int, bool]:
+        if cut not in stats_at:
+            base = y[max(0, m - cut - max_baseline) : m - cut]
+            n_base = len(base)
+            level = float(np.median(base))
+            sigma_series = max(robust_sigma(base), _sigma_floor(level))
+            if n_base >= _TAIL_MIN:
+                # Heavy tails: the MAD sees only the centre. The central 95% of a long baseline,
+                # read as +/- 1.96 sigma, is the same for normal noise and larger for fat tails.
+                lo, hi = np.percentile(base, [2.5, 97.5])
+                sigma_series = max(sigma_series, float(hi - lo) / (2 * 1.96))
+            # The MAD has about 37% of the standard deviation's efficiency: fewer degrees of freedom.
+            df = max(1.0, _MAD_EFFICIENCY * (n_base - 1))
+            sigma, from_samples = sigma_series, False
+            if run_se > 0 and sigma_series <= 2 * run_se:
+                # The series spreads no more than twice what its own repeats say: the repeats'
+                # many degrees of freedom carry the noise estimate, at the larger of the two.
+                sigma, df, from_samples = max(sigma_series, run_se), max(df, sample_df), True
+            elif run_se > sigma:
+                sigma = run_se  # a run cannot be more precise than its own samples say
+            stats_at[cut] = (level, sigma, df, n_base, from_samples)
+        return stats_at[cut]
+
     for k in range(2, k_max + 1):
-        window = np.sort(tail[k_max - k :])
-        # The middle value nearer the baseline: for k = 2 the smaller shift of the two.
-        level = float(window[(k - 1) // 2] if up else window[k // 2])
-        shift = level - level_before
-        if (shift > 0) != up or shift == 0:
+        level_before, sigma, df, n_base, _ = baseline_at(next(c for c in cuts if c >= k))
+        newest_shift = y[-1] - level_before
+        if newest_shift == 0:
             continue
-        if abs(newest_shift) < abs(shift) / 2:
-            continue  # the newest result went back: whatever moved did not last
+        up = newest_shift > 0
+        newest_shift_sign = 1.0 if up else -1.0
+        window = y[m - k :]
+        base_var = _MEDIAN_VAR / n_base
+        if k == 2 and abs(newest_shift) > _t_isf(alpha, df) * sigma * math.sqrt(1 + base_var):
+            far_off = True
+        if k == 2:
+            # Both results must be off: the smaller shift, tested at sqrt(alpha) (two independent
+            # tails must both be crossed), so a lone wild value never carries it.
+            shift = float(min(window - level_before)) if up else float(max(window - level_before))
+            z_needed = _t_isf(math.sqrt(alpha), df)
+            z = abs(shift) / (sigma * math.sqrt(1.0 + base_var)) if (shift > 0) == up else 0.0
+        else:
+            # Mean of the window winsorized at +/- 3 sigma around its own median: a wild value
+            # moves it by at most 3 sigma / k, a real step keeps its full height.
+            centre = float(np.median(window))
+            level = float(np.mean(np.clip(window, centre - 3 * sigma, centre + 3 * sigma)))
+            shift = level - level_before
+            z_needed = _t_isf(alpha, df)
+            z = abs(shift) / (sigma * math.sqrt(1.0 / k + base_var)) if (shift > 0) == up else 0.0
+        if z == 0.0 or abs(newest_shift) < abs(shift) / 2:
+            continue  # wrong side, or the newest result went back: whatever moved did not last
         if _relative(level_before, shift) < min_effect:
             continue
-        z = abs(shift) / (sigma * math.sqrt((1.0 if k <= 2 else _MEDIAN_VAR) / k + base_var))
         if z >= z_needed:
-            passing.append((k, z))
+            passing.append((k, z / z_needed, df, level_before, sigma, float(n_base)))
     if not passing:
-        if abs(newest_shift) > z_needed * sigma * math.sqrt(1 + base_var):
+        if far_off and newest_shift_sign:
             return _none("newest result is far off; waiting for a second result to confirm")
         return _none("no significant sustained shift")
 
-    k_long = max(k for k, _ in passing)
-    z_best = max(z for _, z in passing)
+    k_long = max(p[0] for p in passing)
+    best = max(passing, key=lambda p: p[1])
+    _, ratio, df, level_before, sigma, n_base_f = best
+    n_base = int(n_base_f)
     # Locate the change inside the longest passing window: the split maximising the two-sample
     # mean difference (CUSUM argmax), with the baseline as the left side's prior.
-    seg = y[m - k_long - n_base :]
-    start = _cusum_argmax(seg, lo=max(1, n_base // 2), hi=len(seg) - 2)
+    seg = y[max(0, m - k_long - n_base) :]
+    lead = len(seg) - k_long
+    start = _cusum_argmax(seg, lo=max(1, lead // 2), hi=len(seg) - 2)
     change = m - len(seg) + start
     after = y[change:]
     level_after = float(np.median(after))
-    p = float(stats.t.sf(z_best, df=max(1.0, _MAD_EFFICIENCY * (n_base - 1))))
+    z_alpha = _t_isf(alpha, df)
+    p = float(stats.t.sf(ratio * z_alpha, df))
     shift = level_after - level_before
     return Verdict(
-        kind=_kind(shift if shift != 0 else newest_shift, direction),
+        kind=_kind(shift if shift != 0 else newest_shift_sign, direction),
         change_index=int(keep[change]),
         level_before=level_before,
         spread_before=sigma,
@@ -347,7 +390,7 @@ def check_latest(
         pct_change=_pct(level_before, level_after),
         confidence=1.0 - p,
         results_after=len(after),
-        reason=f"{len(after)} results shifted, z={z_best:.1f} against {n_base} baseline results",
+        reason=f"{len(after)} results shifted, {ratio:.1f}x the evidence needed, against {n_base} baseline results",
     )
 
 

@@ -245,4 +245,12 @@ def run_record(
         from accelboard.drift.services import drift_check_enqueue  # noqa: PLC0415 - drift imports benchmarks
 
         drift_check_enqueue(team_id=team.pk, variant_id=workload.variant_id)
+    # Regression check of each series the run touched, once the rows are visible to the worker.
+    transaction.on_commit(lambda: _alerts_run_check_enqueue(run.pk))
     return run, True
+
+
+def _alerts_run_check_enqueue(run_id: int) -> None:
+    from accelboard.alerts.tasks import run_check  # noqa: PLC0415 - alerts imports benchmarks
+
+    run_check.delay(run_id)
