@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",
     "accelboard.core",
     "accelboard.fleet",
     "accelboard.benchmarks",

@@ -146,8 +146,10 @@ def test_it_keeps_the_overview_query_count_flat(
     for _ in range(5):
         factories.run_create(team=team)
     client = login_client(lead)
-    # session + user, visible teams, the rollup frame, four KPI counts: nothing per host or GPU.
-    with django_assert_max_num_queries(9):
+    # session + user, visible teams, the rollup frame, four KPI counts, the cost days and their
+    # exchange rates, the spend series and its rates, two mover lists, the saturation aggregate:
+    # nothing per host, GPU, day or alert.
+    with django_assert_max_num_queries(16):
         response = client.get(reverse("dashboard:overview"))
     assert response.status_code == 200
     assert response.context["summary"]["gpus"] == 24
@@ -176,3 +178,91 @@ def test_it_keeps_the_run_list_query_count_flat(
     with django_assert_max_num_queries(len(captured.captured_queries)):
         assert client.get(reverse("benchmarks:run_list")).status_code == 200
     assert response.content.decode().count("<tr") == 31  # the header row and one per run
+
+
+def _cost_day(*, team: Any, host: Any, day: Any, hours: float, busy: float, total: str, kwh: float) -> None:
+    from decimal import Decimal
+
+    from accelboard.costs.models import CostDaily
+
+    CostDaily.objects.create(
+        day=day, team=team, host=host, provider="aws", gpus=8, alloc_hours=hours, busy_hours=busy,
+        idle_hours=hours - busy, energy_kwh=kwh, energy_kwh_pue=kwh * 1.5, carbon_kg=kwh * 0.4,
+        capacity_cost=Decimal(total), energy_cost=Decimal(0), idle_cost=Decimal(0), total_cost=Decimal(total),
+        currency="USD", computed_at=datetime.now(UTC),
+    )  # fmt: skip
+
+
+def test_it_shows_this_weeks_spend_hours_and_utilisation_with_the_change_against_last_week(
+    login_client: Any, lead: Any, team: Any, other_team: Any
+) -> None:
+    host, _ = factories.host_create(team=team, gpus=8)
+    other, _ = factories.host_create(team=other_team, gpus=8)
+    today = datetime.now(UTC).date()
+    # This week: 8 GPUs × 24 h on 2 days = 384 GPU-hours, 288 busy (75%), $1,000 + $1,200 = $2,200.
+    _cost_day(team=team, host=host, day=today, hours=192.0, busy=144.0, total="1000", kwh=100.0)
+    _cost_day(
+        team=team, host=host, day=today - timedelta(days=6), hours=192.0, busy=144.0, total="1200", kwh=120.0
+    )
+    # Last week: $2,000, so spend rose by 10%. The other team's day is not ours.
+    _cost_day(
+        team=team, host=host, day=today - timedelta(days=7), hours=192.0, busy=96.0, total="2000", kwh=90.0
+    )
+    _cost_day(team=other_team, host=other, day=today, hours=192.0, busy=10.0, total="5000", kwh=80.0)
+    response = login_client(lead).get(reverse("dashboard:overview"))
+    week = response.context["periods"]["week"]
+    assert float(week["spend"]) == 2200.0
+    assert week["gpu_hours"] == 384.0
+    assert week["utilisation_pct"] == pytest.approx(75.0)
+    assert week["energy_kwh"] == pytest.approx(220.0)
+    assert week["spend_change_pct"] == pytest.approx(10.0)
+    html = response.content.decode()
+    assert 'data-period="week"' in html and "2,200 USD" in html
+
+
+def test_it_lists_the_biggest_movers_of_the_week_largest_first(
+    login_client: Any, lead: Any, team: Any, other_team: Any
+) -> None:
+    from accelboard.alerts.models import Alert
+
+    now = datetime.now(UTC)
+
+    def alert(kind: str, pct: float, *, days_ago: float = 1, state: str = "open", owner: Any = team) -> Alert:
+        made = factories.alert_create(
+            team=owner, kind=kind, state=state, opened_at=now - timedelta(days=days_ago)
+        )
+        Alert.objects.filter(pk=made.pk).update(pct_change=pct)
+        return made
+
+    small = alert("regression", -4.0)
+    big = alert("regression", -18.0)
+    alert("regression", -30.0, days_ago=9)  # before last week
+    alert("regression", -50.0, state="dismissed")  # a false alarm is not a mover
+    alert("regression", -60.0, owner=other_team)
+    gain = alert("improvement", 12.0)
+    response = login_client(lead).get(reverse("dashboard:overview"))
+    movers = response.context["movers"]
+    assert [a.pk for a in movers["regressions"]] == [big.pk, small.pk]
+    assert [a.pk for a in movers["improvements"]] == [gain.pk]
+    assert response.content.decode().count('data-mover="regression"') == 2
+
+
+def test_it_measures_fleet_saturation_from_the_last_day_of_rollups(
+    login_client: Any, lead: Any, team: Any
+) -> None:
+    factories.accelerator_type_from(factories.H100)
+    _, busy = factories.host_create(team=team, gpus=1)
+    _, calm = factories.host_create(team=team, gpus=3)
+    factories.telemetry_days_load(gpus=busy, days=1, interval_s=600, util_mean=97.0)
+    factories.telemetry_days_load(gpus=calm, days=1, interval_s=600, util_mean=40.0, seed=3)
+    response = login_client(lead).get(reverse("dashboard:overview"))
+    saturation = response.context["saturation"]
+    # One of four GPUs averaged above 90%; memory sits at 50% of total, nothing throttled.
+    assert (saturation["gpus"], saturation["busy"], saturation["memory"], saturation["throttled"]) == (
+        4,
+        1,
+        0,
+        0,
+    )
+    assert saturation["busy_pct"] == pytest.approx(25.0)
+    assert 'data-sat="busy">25%<' in response.content.decode()

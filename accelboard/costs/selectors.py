@@ -32,6 +32,7 @@ __all__ = [
     "carbon_for_host",
     "cost_breakdown",
     "cost_daily_series",
+    "cost_days_totals",
     "cost_drilldown",
     "cost_month_forecast",
     "cost_month_summary",
@@ -476,3 +477,16 @@ def serving_costs_for(
             item["energy_kwh"] * 3_600_000 / tokens if tokens and item["energy_kwh"] else None
         )
     return items
+
+
+def cost_days_totals(
+    *, team_ids: Sequence[int] | None, start: date, end: date, currency: str = "USD"
+) -> dict[str, Any]:
+    """Totals per day of [start, end) in one currency, for pages that sum their own periods (the
+    overview's week and month so far and the periods before them): ``days`` maps a day to
+    the sums ``cost_month_summary`` makes; ``unconverted`` lists what had no exchange rate.
+    One grouped query and the rates."""
+    conv = _Converter(currency=currency, on=end - timedelta(days=1))
+    groups = _group(_daily(team_ids=team_ids, start=start, end=end), "day")
+    days, unconverted = _fold(groups, "day", conv)
+    return {"days": days, "currency": currency, "unconverted": unconverted}

@@ -88,3 +88,28 @@ def fleet_energy_figure(frame: pd.DataFrame) -> dict[str, Any]:
         xaxis={"title": "Day (UTC)"},
     )
     return figure_json(fig)
+
+
+def spend_days_figure(spend: dict[str, Any]) -> dict[str, Any]:
+    """Spend per day stacked by team (``costs.selectors.cost_daily_series``), in its currency."""
+    currency = spend["currency"]
+    fig = go.Figure()
+    for i, series in enumerate(spend["series"]):
+        fig.add_trace(
+            go.Bar(
+                x=[d.isoformat() for d in spend["days"]],
+                y=[round(float(v), 2) for v in series["values"]],
+                name=str(series["label"]),
+                marker_color=PALETTE[i % len(PALETTE)],
+                hovertemplate="%{y:,.2f} " + currency + "<extra>" + str(series["label"]) + "</extra>",
+            )
+        )
+    fig.update_layout(
+        **_LAYOUT,
+        barmode="stack",
+        legend_traceorder="normal",
+        title={"text": "Spend per day by team (capacity + energy)", "x": 0.01, "y": 0.97, "yanchor": "top"},
+        yaxis={"title": f"Spend ({currency})", "gridcolor": "#e5e7eb", "tickformat": ",.0f"},
+        xaxis={"title": "Day (UTC)"},
+    )
+    return figure_json(fig)

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
 
 from accelboard.benchmarks.models import Series
 from accelboard.core.selectors import team_ids_visible
@@ -23,21 +24,31 @@ def _team_scope(request: HttpRequest) -> list[int] | None:
     return team_ids_visible(user=request.user)
 
 
-# How far back the overview's charts look.
+# How far back the overview's charts look: telemetry two weeks, spend a month.
 OVERVIEW_DAYS = 14
+OVERVIEW_SPEND_DAYS = 30
 
 
 def overview(request: HttpRequest) -> HttpResponse:
     team_ids = _team_scope(request)
-    frame = selectors.overview_fleet_frame(team_ids=team_ids, days=OVERVIEW_DAYS)
+    now = timezone.now()
+    today = now.astimezone(UTC).date()
+    frame = selectors.overview_fleet_frame(team_ids=team_ids, days=OVERVIEW_DAYS, now=now)
+    spend = selectors.overview_spend_days(team_ids=team_ids, today=today, days=OVERVIEW_SPEND_DAYS)
     context = {
-        "summary": selectors.overview_summary(team_ids=team_ids),
+        "summary": selectors.overview_summary(team_ids=team_ids, now=now),
+        "periods": selectors.overview_periods(team_ids=team_ids, today=today),
+        "movers": selectors.overview_movers(team_ids=team_ids, now=now),
+        "saturation": selectors.overview_saturation(team_ids=team_ids, now=now),
         "window_days": OVERVIEW_DAYS,
+        "spend_days": OVERVIEW_SPEND_DAYS,
         # A user in no team sees nothing; telling them how to install an agent would mislead.
         "no_team": team_ids == [],
         "has_telemetry": not frame.empty,
+        "has_spend": bool(spend["series"]),
         "utilisation_figure": charts.fleet_utilisation_figure(frame),
         "energy_figure": charts.fleet_energy_figure(frame),
+        "spend_figure": charts.spend_days_figure(spend),
     }
     return render(request, "dashboard/overview.html", context)
 
