@@ -12,12 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.apps import apps
-from django.db.models import Model as DjangoModel
 from django.db.models import QuerySet
 
 from accelboard.alerts.choices import DismissReason
-from accelboard.alerts.models import Alert
+from accelboard.alerts.models import Alert, DetectionSetting, ExpectedChange
 from accelboard.benchmarks.metrics import metric_spec
 from accelboard.benchmarks.models import MetricValue, Series
 
@@ -110,20 +108,14 @@ def series_find(*, team_ids: list[int] | None, filters: Filters) -> tuple[list[i
     return ids[:MAX_SERIES], len(ids)
 
 
-def _expected_change_model() -> type[DjangoModel] | None:
-    """The alerts app's ExpectedChange model where it exists (annotations a person wrote)."""
-    try:
-        return apps.get_model("alerts", "ExpectedChange")
-    except LookupError:
-        return None
-
-
 def series_histories(*, series_ids: list[int], team_ids: list[int] | None) -> list[SeriesHistory]:
     """The requested series in the requested order, with points, alerts and expected changes.
 
     Raises ``Series.DoesNotExist`` if any id is not a series the user may see: a shared link to
     another team's series reveals nothing, not even which of its ids exist.
     """
+    if not series_ids:
+        return []
     found = {
         s.pk: s
         for s in _scoped(Series.objects.all(), team_ids)
@@ -171,37 +163,37 @@ def series_histories(*, series_ids: list[int], team_ids: list[int] | None) -> li
         "opened_at",
         "pct_change",
         "dismissed_reason",
-        "dismissed_note",
         "first_run_id",
         "first_run__started_at",
     )
     for alert in alerts.order_by("opened_at"):
-        history = histories[alert["series_id"]]
-        # A change a person marked expected is an annotation, not an alert, and resets the baseline.
+        # A change a person marked expected shows as its ExpectedChange annotation, not as an alert.
         if alert["dismissed_reason"] != DismissReason.EXPECTED:
-            history.alerts.append(alert)
-        else:
-            history.expected.append(
-                {
-                    "at": alert["first_run__started_at"] or alert["opened_at"],
-                    "run_id": alert["first_run_id"],
-                    "note": alert["dismissed_note"] or alert["title"],
-                }
-            )
+            histories[alert["series_id"]].alerts.append(alert)
 
-    expected_model = _expected_change_model()
-    if expected_model is not None:
-        rows = expected_model.objects.filter(series_id__in=series_ids).values(  # type: ignore[attr-defined]
-            "series_id", "run_id", "run__started_at", "created_at", "note"
+    changes = (
+        ExpectedChange.objects.filter(series_id__in=series_ids)
+        .order_by("run__started_at")
+        .values("series_id", "run_id", "run__started_at", "note")
+    )
+    for row in changes:
+        histories[row["series_id"]].expected.append(
+            {"at": row["run__started_at"], "run_id": row["run_id"], "note": row["note"] or "Expected change"}
         )
-        for row in rows:
-            histories[row["series_id"]].expected.append(
-                {
-                    "at": row["run__started_at"] or row["created_at"],
-                    "run_id": row["run_id"],
-                    "note": row["note"] or "Expected change",
-                }
-            )
+
+    # The detector's thresholds, as the alerts use them (``alerts.selectors.min_effect_for_series``),
+    # read for every series at once: series override, team's metric setting, team default.
+    settings = {
+        (team_id, metric): effect
+        for team_id, metric, effect in DetectionSetting.objects.filter(
+            team_id__in={h.series.team_id for h in histories.values()},
+            metric__in=[*{h.series.metric for h in histories.values()}, ""],
+        ).values_list("team_id", "metric", "min_effect")
+    }
+    for history in histories.values():
+        one = history.series
+        if one.min_effect is None:
+            history.min_effect = settings.get((one.team_id, one.metric), settings.get((one.team_id, "")))
     for history in histories.values():
         history.expected.sort(key=lambda item: item["at"])
     return [histories[pk] for pk in series_ids]

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 import pytest
 
-from accelboard.alerts.choices import DismissReason
+from accelboard.alerts.services import alert_mark_expected
 from accelboard.benchmarks.models import Series
 from tests import factories
 
@@ -22,7 +22,7 @@ ROLES = "document.getElementById('trend-chart').data.map(t => t.meta && t.meta.r
 
 
 @pytest.fixture
-def history(team: Any, other_team: Any) -> dict[str, Any]:
+def history(team: Any, other_team: Any, lead: Any) -> dict[str, Any]:
     """30 daily results of throughput (down 14% at run 18) and p99 latency, an alert on the step
     and an expected change; another team's series that must not be offered."""
     h100 = factories.accelerator_type_from(factories.H100)
@@ -45,10 +45,10 @@ def history(team: Any, other_team: Any) -> dict[str, Any]:
     alert = factories.alert_create(team=team, severity="critical", title="Throughput down 14% on H100")
     alert.series, alert.first_run = throughput, runs[18]
     alert.save(update_fields=["series", "first_run"])
-    expected = factories.alert_create(team=team, state="dismissed", title="Driver 560 rollout")
+    expected = factories.alert_create(team=team, title="Throughput up again on H100")
     expected.series, expected.first_run = throughput, runs[24]
-    expected.dismissed_reason, expected.dismissed_note = DismissReason.EXPECTED, "driver 560 rollout"
-    expected.save()
+    expected.save(update_fields=["series", "first_run"])
+    alert_mark_expected(alert=expected, user=lead, note="driver 560 rollout")
     return {"throughput": throughput, "latency": latency, "alert": alert, "runs": runs}
 
 

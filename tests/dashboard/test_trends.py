@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from django.urls import reverse
 
-from accelboard.alerts.choices import DismissReason
+from accelboard.alerts.models import DetectionSetting
+from accelboard.alerts.services import alert_mark_expected
 from accelboard.benchmarks.models import Series
 from accelboard.dashboard import trends_charts
 from accelboard.testing.plotly import trace_values
@@ -111,7 +112,8 @@ def test_it_marks_change_points_alerts_and_the_baseline_band(
 ) -> None:
     series, runs, alert = stepped["series"], stepped["runs"], stepped["alert"]
     client = login_client(lead)
-    with django_assert_max_num_queries(8):
+    # Session, user, teams, choices, series, points, alerts, expected changes, thresholds.
+    with django_assert_max_num_queries(9):
         response = client.get(reverse("dashboard:trends"), {"series": series.pk})
     assert response.status_code == 200
     figure = response.context["figure"]
@@ -212,22 +214,35 @@ def test_it_annotates_an_expected_change_and_restarts_the_baseline_there(
     login_client: Any, lead: Any, stepped: dict[str, Any], team: Any
 ) -> None:
     series, runs = stepped["series"], stepped["runs"]
-    expected = factories.alert_create(team=team, state="dismissed", title="New tokenizer")
-    expected.series, expected.first_run = series, runs[14]
-    expected.dismissed_reason, expected.dismissed_note = (
-        DismissReason.EXPECTED,
-        "tokenizer change, slower by design",
-    )
-    expected.save()
+    later = factories.alert_create(team=team, title="New tokenizer")
+    later.series, later.first_run = series, runs[14]
+    later.save(update_fields=["series", "first_run"])
+    alert_mark_expected(alert=later, user=lead, note="tokenizer change, slower by design")
     response = login_client(lead).get(reverse("dashboard:trends"), {"series": series.pk})
     figure = response.context["figure"]
     at = runs[14].started_at.isoformat()
     assert any(
         s["x0"] == at and s["line"]["color"] == trends_charts.EXPECTED for s in figure["layout"]["shapes"]
     )
-    assert any(a["text"].startswith("expected: tokenizer change") for a in figure["layout"]["annotations"])
+    assert [a["text"] for a in figure["layout"]["annotations"]] == [
+        "expected: tokenizer change, slower by design"
+    ]
     (band,) = _traces(figure, "baseline")
     assert band["x"][0] == at
+    # The change marked expected is an annotation, no longer an alert marker; the open alert still is.
+    (alerts,) = _traces(figure, "alerts")
+    assert alerts["x"] == [runs[10].started_at.isoformat()]
+
+
+def test_it_finds_change_points_with_the_teams_detection_threshold(
+    login_client: Any, lead: Any, stepped: dict[str, Any], team: Any
+) -> None:
+    # The team asks for 20% before a change counts: the 14% step is no longer one.
+    DetectionSetting.objects.create(team=team, metric="throughput_tokens_per_s", min_effect=0.20)
+    response = login_client(lead).get(reverse("dashboard:trends"), {"series": stepped["series"].pk})
+    assert _traces(response.context["figure"], "change-points") == []
+    (band,) = _traces(response.context["figure"], "baseline")
+    assert band["x"][0] == stepped["runs"][0].started_at.isoformat()
 
 
 @pytest.mark.parametrize(
@@ -277,7 +292,7 @@ def test_it_keeps_several_series_to_a_fixed_number_of_queries(
         alert.save(update_fields=["series", "first_run"])
         ids.append(series.pk)
     client = login_client(lead)
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(9):
         response = client.get(reverse("dashboard:trends"), {"series": ids})
     assert len(_traces(response.context["figure"], "series")) == 4
     assert len(_traces(response.context["figure"], "alerts")) == 4
