@@ -6,6 +6,7 @@ Built as dicts rather than through ``plotly.graph_objects``: the run pages measu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,8 @@ from .hardware import ConfigPoint, Sweep
 
 FRONTIER_COLOUR = "#111827"
 DOMINATED_OPACITY = 0.3
+# Above this max/min ratio the cost axis is logarithmic.
+LOG_AXIS_SPAN = 10.0
 
 _LAYOUT: dict[str, Any] = {
     "margin": {"l": 70, "r": 20, "t": 76, "b": 56},
@@ -79,17 +82,36 @@ def pareto_figure(
             "hoverinfo": "skip",
         }
     )
+    costs = [p.total_cost_per_1m for p in points if p.total_cost_per_1m]
+    # Costs across accelerators often span more than a decade: a log axis keeps the cheap end
+    # (where the answer usually is) readable.
+    log_cost = bool(costs) and max(costs) / min(costs) > LOG_AXIS_SPAN
+    y_title = f"Total cost per 1M {cost_unit or 'unit'}s ({currency}{', log scale' if log_cost else ''})"
+    yaxis: dict[str, Any] = {"title": {"text": y_title}, "gridcolor": "#e5e7eb"}
+    if log_cost:
+        ticks = _log_ticks(low=min(costs), high=max(costs))
+        yaxis.update({"type": "log", "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]})
+    else:
+        yaxis["rangemode"] = "tozero"
     layout = {
         **_LAYOUT,
         "title": _title("Cost per 1M against p99 latency (lower left is better)"),
-        "xaxis": {"title": {"text": "p99 latency (ms)"}, "gridcolor": "#f3f4f6", "rangemode": "tozero"},
-        "yaxis": {
-            "title": {"text": f"Total cost per 1M {cost_unit or 'unit'}s ({currency})"},
-            "gridcolor": "#e5e7eb",
-            "rangemode": "tozero",
-        },
+        "xaxis": {"title": {"text": "p99 latency (ms)"}, "gridcolor": "#f3f4f6"},
+        "yaxis": yaxis,
     }
     return {"data": data, "layout": layout}
+
+
+def _log_ticks(*, low: float, high: float) -> list[float]:
+    """1-2-5 ticks covering [low, high]: plotly's own log ticks label the minor ones with bare
+    digits ("2", "5"), which read as whole currency units."""
+    ticks = []
+    for exponent in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1):
+        for mantissa in (1, 2, 5):
+            tick = float(f"{mantissa}e{exponent}")
+            if low / 2.5 <= tick <= high * 2.5:
+                ticks.append(tick)
+    return ticks
 
 
 def sweep_figure(*, sweeps: Sequence[Sweep], throughput_unit: str) -> dict[str, Any]:
@@ -152,7 +174,7 @@ def sweep_figure(*, sweeps: Sequence[Sweep], throughput_unit: str) -> dict[str, 
     layout = {
         **_LAYOUT,
         "title": _title("Batch-size sweep: throughput against p99 latency (★ knee)"),
-        "xaxis": {"title": {"text": "p99 latency (ms)"}, "gridcolor": "#f3f4f6", "rangemode": "tozero"},
+        "xaxis": {"title": {"text": "p99 latency (ms)"}, "gridcolor": "#f3f4f6"},
         "yaxis": {
             "title": {"text": f"Throughput ({throughput_unit})"},
             "gridcolor": "#e5e7eb",

@@ -140,7 +140,7 @@ def test_it_shows_every_configuration_of_the_teams_runs_side_by_side(
     assert row.total_cost_per_1m == pytest.approx(0.21)
     assert row.memory_headroom_bytes == H100["memory_bytes"] - 70 * 2**30
     body = response.content.decode()
-    assert "tokens/s per W" in body and "Total / 1M tokens" in body
+    assert "tokens/s / W" in body and "1M tokens" in body
     assert f'href="/runs/{fleet["runs"][("fp8", "H100", 64)][0].pk}/"' in body
 
 
