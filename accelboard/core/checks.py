@@ -39,10 +39,23 @@ def check_debug_public(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
     return []
 
 
+def _smtp_config() -> tuple[str, str, str]:
+    """(backend, host, user) from ``MAILERS`` (Django >= 6.1, where reading ``EMAIL_*`` raises)
+    or from the ``EMAIL_*`` settings."""
+    mailers = getattr(settings, "MAILERS", None)
+    if mailers is not None:
+        default = mailers.get("default", {})
+        options = default.get("OPTIONS", {})
+        backend = default.get("BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+        return backend, str(options.get("host", "")), str(options.get("username", ""))
+    return settings.EMAIL_BACKEND, settings.EMAIL_HOST, settings.EMAIL_HOST_USER
+
+
 @register()
 def check_production_email(app_configs: Any = None, **kwargs: Any) -> list[Error]:
-    if getattr(settings, "PRODUCTION", False) and settings.EMAIL_BACKEND.endswith("smtp.EmailBackend"):
-        if settings.EMAIL_HOST in {"", "localhost"} and not settings.EMAIL_HOST_USER:
+    backend, host, user = _smtp_config()
+    if getattr(settings, "PRODUCTION", False) and backend.endswith("smtp.EmailBackend"):
+        if host in {"", "localhost"} and not user:
             return [
                 Error(
                     "EMAIL_HOST is not set: alert emails would go to a local SMTP server that is probably not there.",
