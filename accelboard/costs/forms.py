@@ -87,3 +87,8 @@ class DrillForm(CostFilterForm):
     project = forms.CharField(required=False, max_length=100)
     host = forms.CharField(required=False, max_length=255)
     day = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The drill-down has no chart to group.
+        del self.fields["by"]

@@ -46,7 +46,7 @@ def test_it_exports_the_team_breakdown_as_csv_with_the_pages_numbers(
     inference = rows[0]
     assert float(inference["Spend (USD)"]) == pytest.approx(4749.36)
     assert float(inference["Idle cost (USD)"]) == pytest.approx(1179.84)
-    assert float(inference["Previous month (USD)"]) == pytest.approx(1000.0)
+    assert float(inference["Previous month (USD)"]) == pytest.approx(984.70)
     assert float(inference["Energy × PUE (kWh)"]) == pytest.approx(300.0)
     assert float(inference["Carbon (kgCO2e)"]) == pytest.approx(142.5)
     assert inference["Host-days"] == "2"

@@ -9,12 +9,13 @@ The fleet (``cost_fleet``), with figures worked by hand:
   idle (below 10 %), 100 kWh at the device.
   capacity 192 × 12.29 = 2,359.68; idle 48 × 12.29 = 589.92; energy 100 × 1.5 × 0.10 = 15.00;
   spend 2,374.68 a day, 4,749.36 for the two days; carbon 150 kWh × 0.475 = 71.25 kg a day.
-  30 September 2026: spend 1,000.00 (the month before).
-- ``gpu-b`` (team "Research", project "llm", on-prem, 2× L4): 1 October 2026, spend 50.00 on a
-  price fetched in 2025 (stale).
+  30 September 2026 (the month before): 80 GPU-hours and 10 kWh: 983.20 + 1.50 = 984.70.
+- ``gpu-b`` (team "Research", project "llm", on-prem, 2× L4 at $0.50 per GPU-hour, no
+  electricity row): 1 October 2026, 100 GPU-hours = 50.00 on a price fetched in 2025 (stale);
+  its energy cost is unknown (NULL), not zero.
 
-So October: finance and staff see 4,799.36; the inference team sees 4,749.36 (+374.9 % on
-September's 1,000.00); research's lead sees 50.00.
+So October: finance and staff see 4,799.36; the inference team sees 4,749.36 (+382.3 % on
+September's 984.70); research's lead sees 50.00.
 """
 
 from __future__ import annotations
@@ -54,13 +55,15 @@ def cost_row(
     electricity_price: ElectricityPrice | None,
     stale: bool = False,
     currency: str = "USD",
-    total: Decimal | None = None,
 ) -> CostDaily:
     """One CostDaily row with its money worked out from the inputs (as the engine does)."""
     pue = electricity_price.pue if electricity_price else 1.0
-    kwh_price = electricity_price.price_per_kwh if electricity_price else Decimal("0")
     capacity = (Decimal(str(alloc_hours)) * rate).quantize(Decimal("0.0001"))
-    energy = (Decimal(str(kwh)) * Decimal(str(pue)) * kwh_price).quantize(Decimal("0.0001"))
+    energy = (
+        (Decimal(str(kwh)) * Decimal(str(pue)) * electricity_price.price_per_kwh).quantize(Decimal("0.0001"))
+        if electricity_price
+        else None
+    )
     return CostDaily.objects.create(
         day=day,
         team=host.team,
@@ -81,7 +84,7 @@ def cost_row(
         usage_cost=(Decimal(str(alloc_hours - idle_hours)) * rate).quantize(Decimal("0.0001")),
         energy_cost=energy,
         idle_cost=(Decimal(str(idle_hours)) * rate).quantize(Decimal("0.0001")),
-        total_cost=total if total is not None else capacity + energy,
+        total_cost=capacity + (energy or 0),
         currency=currency,
         accelerator_price=accelerator_price,
         electricity_price=electricity_price,
@@ -162,7 +165,6 @@ def cost_fleet(team: Any, other_team: Any) -> dict[str, Any]:
             kwh=10.0,
             accelerator_price=p5,
             electricity_price=power,
-            total=Decimal("1000.00"),
         )
     )
     rows.append(
@@ -172,13 +174,12 @@ def cost_fleet(team: Any, other_team: Any) -> dict[str, Any]:
             accelerator_type=l4,
             gpus=2,
             rate=Decimal("0.50"),
-            alloc_hours=48.0,
+            alloc_hours=100.0,
             idle_hours=0.0,
             kwh=2.0,
             accelerator_price=onprem,
             electricity_price=None,
             stale=True,
-            total=Decimal("50.00"),
         )
     )
     return {"a": a, "b": b, "h100": h100, "l4": l4, "p5": p5, "onprem": onprem, "power": power, "rows": rows}
@@ -285,12 +286,14 @@ def test_it_adds_up_the_month_with_idle_energy_and_carbon_beside_money(
     assert total.energy_kwh == pytest.approx(200.0)
     assert total.energy_kwh_pue == pytest.approx(300.0)
     assert total.carbon_kg == pytest.approx(142.5)
-    # Month over month: September's 1,000.00 for the same team.
-    assert report.previous.total_cost == pytest.approx(1000.0)
-    assert report.change_pct == pytest.approx(374.936)
+    # Month over month: September's 984.70 for the same team.
+    change = (4749.36 - 984.70) / 984.70 * 100
+    assert report.previous.total_cost == pytest.approx(984.70)
+    assert report.change_pct == pytest.approx(change)
     (inference,) = report.breakdowns["team"]
-    assert inference.previous_total == pytest.approx(1000.0)
-    assert inference.change_pct == pytest.approx(374.936)
+    assert inference.previous_total == pytest.approx(984.70)
+    assert inference.change_pct == pytest.approx(change)
+    assert "+382.3 % vs 984.70" in _report(login_client(cast["engineer"])).content.decode()
     # A past month has no forecast.
     assert report.forecast is None
 
@@ -350,14 +353,13 @@ def test_it_converts_currencies_only_with_a_rate_in_the_price_book(
         day=OCT + dt.timedelta(days=2),
         accelerator_type=fleet["l4"],
         gpus=1,
-        rate=Decimal("1"),
+        rate=Decimal("10"),
         alloc_hours=10.0,
         idle_hours=0.0,
         kwh=0.0,
         accelerator_price=None,
         electricity_price=None,
         currency="EUR",
-        total=Decimal("100.00"),
     )
     client = login_client(cast["engineer"])
     response = _report(client)
@@ -441,7 +443,6 @@ def test_it_drills_from_a_team_total_to_hosts_days_and_price_rows(
         ({"provider": "moon"}, "provider"),
         ({"accelerator_type": "no-such-gpu"}, "accelerator_type"),
         ({"format": "pdf"}, "format"),
-        ({"by": "colour"}, "by"),
     ],
 )
 def test_it_answers_400_naming_the_bad_field(
@@ -451,6 +452,14 @@ def test_it_answers_400_naming_the_bad_field(
     for response in (_report(client, **params), _drill(client, **params)):
         assert response.status_code == 400
         assert f"{field}:" in response.content.decode()
+
+
+def test_it_answers_400_for_an_unknown_chart_grouping(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    response = _report(login_client(cast["finance"]), by="colour")
+    assert response.status_code == 400
+    assert "by:" in response.content.decode()
 
 
 def test_it_answers_400_for_an_unknown_table_or_a_csv_without_one(
