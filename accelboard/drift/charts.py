@@ -44,7 +44,8 @@ def pareto_figure(*, points: Sequence[dict[str, Any]], budget: float) -> dict[st
     frontier = c.pareto_frontier([(p["speedup"], p["loss"]) for p in usable])
     budget_pct = budget * 100
     x_max = max([budget_pct * 1.5, *(x * 1.15 for x in xs)]) if xs else budget_pct * 1.5
-    x_min = min([0.0, *(x * 1.15 for x in xs)])
+    # Room left of zero so that the reference's label (at 0% loss) is not cut off.
+    x_min = min([-0.12 * x_max, *(x * 1.15 for x in xs)])
     colors = [BUDGET if p["verdict"] == c.OVER else PALETTE[0] for p in usable]
     data: list[dict[str, Any]] = [
         {
