@@ -350,7 +350,7 @@ def report_build(
         total=total,
         previous=previous,
         breakdowns=breakdowns,
-        by_model=sorted(by_model.values(), key=lambda group: (-group.total_cost, group.label)),
+        by_model=_models_with_rest(by_model, total),
         daily=[
             {"day": day, "by": by, "group": group, "spend": spend}
             for (day, by, group), spend in sorted(daily.items())
@@ -363,6 +363,23 @@ def report_build(
             for (team, kind), spend in treemap.items()
         ],
     )
+
+
+def _models_with_rest(by_model: dict[str, Group], total: Group) -> list[Group]:
+    """Serving spend per model, biggest first, then what no model's serving accounts for
+    (training, benchmarks, idle hosts): the column adds up to the month's spend."""
+    models = sorted(by_model.values(), key=lambda group: (-group.total_cost, group.label))
+    if not models:
+        return []
+    rest = Group("-", "Not attributed to a model")
+    rest.total_cost = max(total.total_cost - sum(group.total_cost for group in models), 0.0)
+    rest.capacity_cost = max(total.capacity_cost - sum(group.capacity_cost for group in models), 0.0)
+    rest.energy_cost = max(total.energy_cost - sum(group.energy_cost for group in models), 0.0)
+    rest.alloc_hours = max(total.alloc_hours - sum(group.alloc_hours for group in models), 0.0)
+    rest.energy_kwh = max(total.energy_kwh - sum(group.energy_kwh for group in models), 0.0)
+    rest.energy_kwh_pue = max(total.energy_kwh_pue - sum(group.energy_kwh_pue for group in models), 0.0)
+    rest.carbon_kg = max(total.carbon_kg - sum(group.carbon_kg for group in models), 0.0)
+    return [*models, rest]
 
 
 def _daily_totals(daily: dict[tuple[dt.date, str, str], float]) -> dict[dt.date, float]:
@@ -403,11 +420,16 @@ def forecast_month(
 def cost_report(
     *, team_ids: list[int] | None, filters: CostFilters, today: dt.date, currency: str = REPORT_CURRENCY
 ) -> Report:
-    """The monthly report for the teams in scope (None: all) and the filters. Three queries."""
+    """The monthly report for the teams in scope (None: all) and the filters. Three queries.
+
+    Serving costs know their host, team and model but not the accelerator type or project a
+    host-day was booked to: under those filters the model breakdown is left out, not guessed.
+    """
+    models = filters.accelerator_type_id is None and filters.project is None
     return report_build(
         month=filters.month,
         rows=_aggregate_rows(team_ids=team_ids, filters=filters),
-        model_rows=_model_rows(team_ids=team_ids, filters=filters),
+        model_rows=_model_rows(team_ids=team_ids, filters=filters) if models else [],
         rates=rates_load(currency=currency),
         today=today,
     )

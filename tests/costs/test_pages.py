@@ -29,7 +29,14 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from accelboard.costs.models import AcceleratorPrice, CostDaily, ElectricityPrice, ExchangeRate
+from accelboard.benchmarks.services import model_variant_get_or_create
+from accelboard.costs.models import (
+    AcceleratorPrice,
+    CostDaily,
+    ElectricityPrice,
+    ExchangeRate,
+    ServingCostDaily,
+)
 from accelboard.costs.report_selectors import forecast_month
 from accelboard.fleet.models import Site
 from tests import factories
@@ -316,6 +323,35 @@ def test_it_breaks_spend_down_by_project_type_and_provider(
         (OCT, "Research"): 50.0,
         (OCT + dt.timedelta(days=1), "Inference Platform"): 2374.68,
     }
+
+
+def test_it_shows_serving_spend_by_model_and_what_no_model_accounts_for(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    # gpu-a served Llama-3.1-8B bf16 for 40 of its 192 GPU-hours on 1 October: 40 × 12.29 = 491.60.
+    variant = model_variant_get_or_create(model="Llama-3.1-8B", variant="bf16", precision="bf16")
+    ServingCostDaily.objects.create(
+        day=OCT,
+        team=cost_fleet["a"].team,
+        variant=variant,
+        host=cost_fleet["a"],
+        requests=1000,
+        generated_tokens=2_000_000,
+        gpu_hours=40.0,
+        capacity_cost=Decimal("491.60"),
+        energy_cost=Decimal("0"),
+        cost=Decimal("491.60"),
+        currency="USD",
+        computed_at=timezone.now(),
+    )
+    client = login_client(cast["engineer"])
+    models = [(g.label, round(g.total_cost, 2)) for g in _report(client).context["report"].by_model]
+    assert models == [("Llama-3.1-8B", 491.60), ("Not attributed to a model", round(4749.36 - 491.60, 2))]
+    # Serving rows carry no accelerator type or project: under those filters no model table.
+    assert _report(client, project="search").status_code == 200
+    assert _report(client, accelerator_type="h100-sxm-80gb").context["report"].by_model == []
+    # Another team's engineer sees no model spend.
+    assert _report(login_client(cast["other_lead"])).context["report"].by_model == []
 
 
 def test_it_filters_by_provider_and_accelerator_type(
