@@ -18,5 +18,6 @@ urlpatterns = [
     path("quantization/", include("accelboard.drift.urls")),
     path("hosts/", include("accelboard.fleet.urls")),
     path("notifications/", include("accelboard.notifications.urls")),
+    path("teams/", include("accelboard.core.urls")),
     path("", include("accelboard.dashboard.urls")),
 ]

@@ -14,9 +14,13 @@ NAVIGATION = [
     ("costs:report", "Costs"),
     ("alerts:list", "Alerts"),
     ("fleet:hosts", "Hosts"),
+]
+# Per-person pages, beside the user name.
+USER_MENU = [
+    ("core:team_list", "Teams"),
     ("notifications:subscriptions", "Alert emails"),
 ]
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:
-    return {"navigation": NAVIGATION}
+    return {"navigation": NAVIGATION, "user_menu": USER_MENU}

@@ -39,3 +39,19 @@ def user_is_finance(*, user: Any) -> bool:
 
 def job_run_latest(*, name: str) -> JobRun | None:
     return JobRun.objects.filter(name=name).order_by("-started_at").first()
+
+
+def team_get_visible(*, user: Any, slug: str) -> Team | None:
+    """The team if the user may see it (member or staff); None otherwise (a 404 for the page)."""
+    return team_list_for_user(user=user).filter(slug=slug).first()
+
+
+def team_can_manage(*, user: Any, team: Team) -> bool:
+    """Team leads (and staff) manage members, thresholds and objectives."""
+    return user.is_staff or Membership.objects.filter(user=user, team=team, role=Role.TEAM_LEAD).exists()
+
+
+def team_members(*, team: Team) -> list[Membership]:
+    return list(
+        Membership.objects.filter(team=team).select_related("user").order_by("role", "user__username")
+    )

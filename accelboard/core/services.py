@@ -30,6 +30,31 @@ def membership_set(*, team: Team, user: Any, role: str) -> Membership:
     return membership
 
 
+class MembershipError(ValueError):
+    """A membership change that would leave a team without a lead, or names no such member."""
+
+
+@transaction.atomic
+def membership_change(*, team: Team, user: Any, role: str | None) -> Membership | None:
+    """Set ``user``'s role in ``team`` (``None``: remove them). A team keeps at least one lead,
+    so the last lead can be neither removed nor demoted (the rows are locked while checking)."""
+    leads = list(
+        Membership.objects.select_for_update()
+        .filter(team=team, role=Role.TEAM_LEAD)
+        .values_list("user_id", flat=True)
+    )
+    if user.pk in leads and len(leads) == 1 and role != Role.TEAM_LEAD:
+        raise MembershipError(
+            f"{user.get_username()} is the last lead of {team.name}; make someone else lead first"
+        )
+    if role is None:
+        deleted, _ = Membership.objects.filter(team=team, user=user).delete()
+        if not deleted:
+            raise MembershipError(f"{user.get_username()} is not a member of {team.name}")
+        return None
+    return membership_set(team=team, user=user, role=role)
+
+
 def user_create(*, username: str, password: str, email: str = "", is_staff: bool = False) -> Any:
     User = get_user_model()
     user, created = User.objects.get_or_create(
