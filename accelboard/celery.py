@@ -56,6 +56,10 @@ BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
     "drift-check": ("accelboard.drift.tasks.drift_check_daily", "30 5 * * *", 3600),
     # The daily digest: early morning UTC, before most teams start their day.
     "alert-email-digest": ("accelboard.notifications.tasks.digests_send", "0 7 * * *", 3600),
+    # Production signals (SLO, decode speed, energy per token, memory, throttling, XID/ECC) over
+    # the last 15 minutes of rollups: every 5 minutes, offset by 2 so the minute rollups of the
+    # window's end are in; the rules need 5 sustained minutes, so a condition alerts within ~10.
+    "alerts-production": ("accelboard.alerts.tasks.production_signals_check", "2-59/5 * * * *", 280),
 }
 
 

@@ -89,7 +89,7 @@ def decode_speed_drop(
         return None
     now, before = statistics.median(recent), statistics.median(reference)
     drop = 1.0 - now / before
-    if drop < min_drop:
+    if drop < min_drop - 1e-9:  # "at least": 40 vs 50 tok/s is a 20% drop despite rounding
         return None
     return Finding(
         since=since,
@@ -137,7 +137,7 @@ def energy_per_token_rise(
         return None
     now, before = recent_j / recent_tokens, reference_j / reference_tokens
     rise = now / before - 1.0
-    if rise < min_rise:
+    if rise < min_rise - 1e-9:
         return None
     return Finding(
         since=since,

@@ -1,0 +1,170 @@
+"""Production-signal rules, hand-computed, and the pass that turns their findings into alerts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from accelboard.alerts import production as rules
+from accelboard.alerts.models import Alert, ServingSlo
+from accelboard.alerts.production_checks import production_check
+from accelboard.benchmarks.services import model_variant_get_or_create
+from accelboard.fleet.choices import RollupWidth
+from accelboard.fleet.models import TelemetryRollup
+from accelboard.serving.models import InferenceMetric
+from tests.factories import host_create
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def minutes(n: int) -> list[datetime]:
+    return [T0 + timedelta(minutes=i) for i in range(n)]
+
+
+# --- Pure rules ---------------------------------------------------------------------------------
+
+
+def test_slo_breach_needs_half_the_intervals_and_the_newest() -> None:
+    t = minutes(4)
+    found = rules.slo_breach(list(zip(t, [180.0, 260.0, 300.0, 240.0], strict=True)), slo_ms=200)
+    assert found is not None
+    assert found.since == t[1] and found.value == 260.0  # median of 260, 300, 240
+    assert found.detail == {"intervals_above": 3, "intervals": 4}
+    # Newest back under the SLO: over.
+    assert rules.slo_breach(list(zip(t, [250.0, 260.0, 300.0, 190.0], strict=True)), slo_ms=200) is None
+    # One of four above: not sustained.
+    assert rules.slo_breach(list(zip(t, [150.0, 160.0, 170.0, 240.0], strict=True)), slo_ms=200) is None
+    # Too few intervals with data.
+    assert rules.slo_breach([(t[0], None), (t[1], 300.0), (t[2], 300.0)], slo_ms=200) is None
+
+
+def test_decode_speed_drop_compares_per_stream_tokens_per_second() -> None:
+    # ITL 20 ms = 50 tok/s per stream; 25 ms = 40 tok/s: a 20% drop exactly.
+    found = rules.decode_speed_drop([25.0, 25.0, 25.0], [20.0, 20.0, 20.0, 20.0], since=T0)
+    assert found is not None
+    assert found.value == pytest.approx(40.0) and found.detail["reference_tokens_per_s"] == pytest.approx(
+        50.0
+    )
+    assert found.detail["drop"] == pytest.approx(0.2)
+    assert rules.decode_speed_drop([24.0, 24.0, 24.0], [20.0] * 4, since=T0) is None  # 16.7%
+    assert rules.decode_speed_drop([25.0, None], [20.0] * 4, since=T0) is None
+
+
+def test_throughput_floor_ignores_idle_intervals() -> None:
+    t = minutes(4)
+    # (start, seconds, requests, tokens): 60000/60 = 1000 tok/s, 54000/60 = 900 tok/s.
+    rows = [(t[0], 60, 10, 54_000), (t[1], 60, 0, 0), (t[2], 60, 12, 48_000), (t[3], 60, 9, 57_000)]
+    found = rules.throughput_floor(rows, floor_tokens_per_s=1000)
+    assert found is not None and found.value == 900.0 and found.since == t[0]
+    rows[3] = (t[3], 60, 9, 60_000)
+    assert rules.throughput_floor(rows, floor_tokens_per_s=1000) is None
+
+
+def test_energy_per_token_rise() -> None:
+    # 0.12 J/token now against 0.10: +20%.
+    found = rules.energy_per_token_rise(
+        recent_j=1_200.0, recent_tokens=10_000, reference_j=4_000.0, reference_tokens=40_000, since=T0
+    )
+    assert (
+        found is not None
+        and found.value == pytest.approx(0.12)
+        and found.detail["rise"] == pytest.approx(0.2)
+    )
+    assert (
+        rules.energy_per_token_rise(
+            recent_j=1_100.0, recent_tokens=10_000, reference_j=4_000.0, reference_tokens=40_000, since=T0
+        )
+        is None
+    )
+    assert (
+        rules.energy_per_token_rise(
+            recent_j=50.0, recent_tokens=100, reference_j=4e3, reference_tokens=4e4, since=T0
+        )
+        is None
+    )  # type: ignore[arg-type]
+
+
+def test_sustained_counts_the_trailing_run_and_a_gap_ends_it() -> None:
+    t = minutes(8)
+    flags: list[bool | None] = [True, False, True, True, True, True, True, True]
+    assert rules.sustained(list(zip(t, flags, strict=True)), min_buckets=5) == t[2]
+    flags[5] = None
+    assert rules.sustained(list(zip(t, flags, strict=True)), min_buckets=5) is None
+    assert rules.memory_high(96.0, 100.0) is True and rules.memory_high(95.0, 100.0) is False
+    assert rules.memory_high(None, 100.0) is None
+    assert (
+        rules.throttled(30, 60) is True and rules.throttled(29, 60) is False and rules.throttled(0, 0) is None
+    )
+
+
+def test_counter_increase_ignores_resets() -> None:
+    assert rules.counter_increase(3, [3, 5, 5, None, 6]) == 3
+    assert rules.counter_increase(7, [0, 2]) == 2  # driver reload: counts again from the new segment
+    assert rules.counter_increase(None, [4, 4]) == 0
+
+
+# --- The pass -----------------------------------------------------------------------------------
+
+
+def _rollup(gpu: Any, bucket: datetime, **values: Any) -> TelemetryRollup:
+    return TelemetryRollup.objects.create(
+        width_s=RollupWidth.MINUTE, bucket=bucket, host=gpu.host, accelerator=gpu, samples=60, **values
+    )
+
+
+@pytest.mark.django_db
+def test_the_pass_raises_memory_and_ecc_alerts_once_and_resolves_memory_when_it_clears(team: Any) -> None:
+    host, (gpu,) = host_create(team=team, gpus=1)
+    now = T0 + timedelta(minutes=15)
+    for i in range(-10, 15):
+        _rollup(
+            gpu,
+            T0 + timedelta(minutes=i),
+            mem_used_avg_bytes=97.0 if i >= 8 else 50.0,
+            mem_total_bytes=100,
+            ecc_errors_max=2 if i < 12 else 5,
+        )
+    summary = production_check(now=now)
+    kinds = sorted(Alert.objects.values_list("kind", flat=True))
+    assert kinds == ["hardware", "memory"] and len(summary.raised) == 2
+    memory = Alert.objects.get(kind="memory")
+    assert memory.detail["entity"] == f"gpu:{gpu.pk}" and memory.host == host and memory.team == team
+    assert memory.dedupe_key.endswith((T0 + timedelta(minutes=8)).strftime("%Y%m%dT%H%M"))
+    assert "3 new ECC" in Alert.objects.get(kind="hardware").detail["reason"]
+
+    assert production_check(now=now).raised == []  # the same episode: no second alert
+    assert Alert.objects.count() == 2
+
+    for i in range(15, 20):
+        _rollup(
+            gpu, T0 + timedelta(minutes=i), mem_used_avg_bytes=50.0, mem_total_bytes=100, ecc_errors_max=5
+        )
+    later = production_check(now=now + timedelta(minutes=5))
+    memory.refresh_from_db()
+    assert memory.state == "resolved" and later.resolved == [memory.pk]
+    assert Alert.objects.get(kind="hardware").state == "open"  # hardware errors wait for a person
+
+
+@pytest.mark.django_db
+def test_the_pass_checks_serving_latency_against_the_model_slo(team: Any) -> None:
+    host, _ = host_create(team=team, gpus=1)
+    variant = model_variant_get_or_create(model="Llama-3.1-8B", variant="fp8", precision="fp8")
+    ServingSlo.objects.create(team=team, model=variant.model, p99_latency_ms=500)
+    for i in range(8):
+        InferenceMetric.objects.create(
+            team=team,
+            host=host,
+            variant=variant,
+            interval_start=T0 + timedelta(minutes=2 * i),
+            interval_s=120,
+            requests=100,
+            generated_tokens=20_000,
+            e2e_p99_ms=650.0 if i >= 4 else 400.0,
+            itl_p50_ms=20.0,
+        )
+    production_check(now=T0 + timedelta(minutes=16), window=timedelta(minutes=8))
+    alert = Alert.objects.get()
+    assert (alert.kind, alert.severity, alert.after_mean) == ("slo", "critical", 650.0)
+    assert alert.detail["threshold"] == 500
