@@ -22,16 +22,19 @@ time, energy and cost to train and per sample (``formulas.training_cost``).
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Sum
+from django.db import transaction
+from django.db.models import Max, Min, Sum
 from django.utils import timezone
 
-from accelboard.benchmarks.models import BenchmarkRun
-from accelboard.fleet.models import TelemetryRollup
+from accelboard.benchmarks.models import BenchmarkRun, MetricValue
+from accelboard.fleet.models import Accelerator, TelemetryRollup
 
 from .formulas import J_PER_KWH, AcceleratorRate, ElectricityRate
 from .models import RunCost
@@ -104,12 +107,33 @@ def _dec(value: float | None) -> Decimal | None:
     return None if value is None else Decimal(repr(value)).quantize(Decimal("0.000001"))
 
 
-def _telemetry_energy_j(run: BenchmarkRun) -> tuple[float | None, str]:
+@dataclass
+class _Context:
+    """What costing runs reads besides the run: the book, its host's GPUs, the rollups' span.
+
+    Filled per run by ``run_cost_compute``, once for many by ``run_costs_compute``."""
+
+    book: PriceBook
+    gpus: dict[tuple[int, int | None], list[int]] | None = None  # (host, type) -> GPU ids
+    telemetry_span: tuple[Any, Any] | None = None  # (first, last) minute bucket; None = unknown
+
+    def host_gpus(self, run: BenchmarkRun) -> list[int]:
+        if self.gpus is None:
+            return list(
+                Accelerator.objects.filter(
+                    host_id=run.host_id, accelerator_type_id=run.accelerator_type_id
+                ).values_list("id", flat=True)
+            )
+        return self.gpus.get((run.host_id, run.accelerator_type_id), [])
+
+
+def _telemetry_energy_j(run: BenchmarkRun, ctx: _Context) -> tuple[float | None, str]:
     if run.host_id is None or run.finished_at is None:
         return None, "no-host-or-end"
-    gpus = list(
-        run.host.accelerators.filter(accelerator_type_id=run.accelerator_type_id).values_list("id", flat=True)
-    )
+    span = ctx.telemetry_span
+    if span is not None and (span[0] is None or run.finished_at <= span[0] or run.started_at > span[1]):
+        return None, "no-telemetry"
+    gpus = ctx.host_gpus(run)
     if len(gpus) != run.accelerator_count:
         return None, "gpus-ambiguous"
     total = TelemetryRollup.objects.filter(
@@ -119,13 +143,18 @@ def _telemetry_energy_j(run: BenchmarkRun) -> tuple[float | None, str]:
 
 
 def _energy(
-    run: BenchmarkRun, metrics: dict[str, float], unit: str, throughput: float, duration_s: float | None
+    run: BenchmarkRun,
+    metrics: dict[str, float],
+    unit: str,
+    throughput: float,
+    duration_s: float | None,
+    ctx: _Context,
 ) -> dict[str, Any]:
     """Energy of the run and J per unit, with its source and what else was seen (see module)."""
     out: dict[str, Any] = {"energy_j": None, "per_unit": None, "source": "", "flags": [], "inputs": {}}
     units = throughput * duration_s if duration_s else None
     per_unit_metric = metrics.get("energy_per_token_j" if unit == "token" else "energy_per_inference_j")
-    telemetry_j, why = _telemetry_energy_j(run)
+    telemetry_j, why = _telemetry_energy_j(run, ctx)
     out["inputs"]["telemetry_energy_j"] = telemetry_j
     if why:
         out["inputs"]["telemetry"] = why
@@ -155,23 +184,18 @@ def _energy(
     return out
 
 
-def run_cost_compute(
-    *, run: BenchmarkRun, today: date | None = None, book: PriceBook | None = None
-) -> RunCost | None:
-    """Compute and upsert the run's ``RunCost``; None (and any old row removed) when the run has no
-    throughput metric to cost a unit of work by."""
-    metrics = dict(run.metrics.values_list("name", "value"))
+def _run_cost_build(run: BenchmarkRun, metrics: dict[str, float], ctx: _Context) -> RunCost | None:
+    """The run's ``RunCost`` (unsaved), or None without a throughput metric to cost a unit by."""
     unit, throughput = next(((u, metrics[n]) for n, u in _THROUGHPUT_UNITS if metrics.get(n)), ("", None))
     if not throughput or throughput <= 0:
-        RunCost.objects.filter(run=run).delete()
         return None
     duration_s = metrics.get("wall_time_s") or metrics.get("time_to_train_s")
     if duration_s is None and run.finished_at:
         duration_s = (run.finished_at - run.started_at).total_seconds() or None
-    energy = _energy(run, metrics, unit, throughput, duration_s)
+    energy = _energy(run, metrics, unit, throughput, duration_s, ctx)
 
     day = run.started_at.date()
-    book = book or price_book_load(today=today or timezone.now().date())
+    book = ctx.book
     price = electricity = carbon = None
     if run.host_id is not None:
         price = book.accelerator_price(host=run.host, accelerator_type_id=run.accelerator_type_id, day=day)
@@ -194,9 +218,9 @@ def run_cost_compute(
         if _is_training(run, metrics)
         else {}
     )
-    cost, _ = RunCost.objects.update_or_create(
+    return RunCost(
         run=run,
-        defaults={
+        **{
             "unit": unit,
             "units": throughput * duration_s if duration_s else None,
             "duration_s": duration_s,
@@ -224,7 +248,45 @@ def run_cost_compute(
             "computed_at": timezone.now(),
         },
     )
+
+
+def run_cost_compute(
+    *, run: BenchmarkRun, today: date | None = None, book: PriceBook | None = None
+) -> RunCost | None:
+    """Compute and store (replace) the run's ``RunCost``; None (and any old row removed) when the
+    run has no throughput metric to cost a unit of work by."""
+    ctx = _Context(book=book or price_book_load(today=today or timezone.now().date()))
+    cost = _run_cost_build(run, dict(run.metrics.values_list("name", "value")), ctx)
+    with transaction.atomic():
+        RunCost.objects.filter(run=run).delete()
+        if cost is not None:
+            cost.save()
     return cost
+
+
+def run_costs_compute(*, runs: Iterable[BenchmarkRun], book: PriceBook) -> int:
+    """Cost many runs with a handful of queries (the demo, a backfill): metrics, GPUs and the
+    rollups' time span read once; telemetry summed only for runs inside that span. Replaces."""
+    runs = list(runs)
+    ids = [r.pk for r in runs]
+    metrics: dict[int, dict[str, float]] = defaultdict(dict)
+    for run_id, name, value in MetricValue.objects.filter(run_id__in=ids).values_list(
+        "run_id", "name", "value"
+    ):
+        metrics[run_id][name] = value
+    gpus: dict[tuple[int, int | None], list[int]] = defaultdict(list)
+    host_ids = {r.host_id for r in runs if r.host_id}
+    for gpu_id, host_id, type_id in Accelerator.objects.filter(host_id__in=host_ids).values_list(
+        "id", "host_id", "accelerator_type_id"
+    ):
+        gpus[(host_id, type_id)].append(gpu_id)
+    span = TelemetryRollup.objects.filter(width_s=60).aggregate(first=Min("bucket"), last=Max("bucket"))
+    ctx = _Context(book=book, gpus=gpus, telemetry_span=(span["first"], span["last"]))
+    costs = [c for c in (_run_cost_build(r, metrics[r.pk], ctx) for r in runs) if c is not None]
+    with transaction.atomic():
+        RunCost.objects.filter(run_id__in=ids).delete()
+        RunCost.objects.bulk_create(costs, batch_size=1000)
+    return len(costs)
 
 
 _INPUT_METRICS = {

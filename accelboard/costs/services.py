@@ -12,7 +12,8 @@ imports in ``pricebook_services``.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -21,7 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Count, F, FloatField, IntegerField, Sum, Value, When
 from django.utils import timezone
 
-from accelboard.core.services import job_run_record
+from accelboard.core.services import JobHandle, job_run_record
 from accelboard.fleet.models import Host, TelemetryRollup
 
 from .daily import IDLE_UTIL_BELOW_PCT, host_day_cost
@@ -172,11 +173,24 @@ def month_days(*, month: date, until: date | None = None) -> list[date]:
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
 
 
-def cost_days_compute(*, days: Iterable[date], team_id: int | None = None) -> list[DayResult]:
-    """Recompute several days with one read of the price book; one JobRun for the whole pass."""
+@contextmanager
+def _job(name: str, record: bool) -> Iterator[JobHandle]:
+    """A JobRun for the pass, unless the caller is itself a recorded job (the demo load)."""
+    if not record:
+        yield JobHandle()
+        return
+    with job_run_record(name=name) as job:
+        yield job
+
+
+def cost_days_compute(
+    *, days: Iterable[date], team_id: int | None = None, record: bool = True
+) -> list[DayResult]:
+    """Recompute several days with one read of the price book; one JobRun for the whole pass
+    (none with ``record=False``, for a caller that records its own)."""
     days = sorted(set(days))
     results: list[DayResult] = []
-    with job_run_record(name="cost_days_compute") as job:
+    with _job("cost_days_compute", record) as job:
         book = price_book_load(today=timezone.now().date())
         for day in days:
             results.append(_cost_day_write(day=day, team_id=team_id, book=book))

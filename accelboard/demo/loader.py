@@ -44,6 +44,10 @@ from accelboard.core.choices import JobStatus, Role
 from accelboard.core.models import JobRun, Membership, Team
 from accelboard.core.services import job_run_record, membership_set, team_create, user_create
 from accelboard.costs.models import AcceleratorPrice, ElectricityPrice
+from accelboard.costs.prices import price_book_load
+from accelboard.costs.run_costs import run_costs_compute
+from accelboard.costs.services import cost_days_compute
+from accelboard.costs.serving_costs import serving_cost_day_compute
 from accelboard.fleet.catalogue import accelerator_types_sync
 from accelboard.fleet.models import TELEMETRY_COLUMNS, Accelerator, AcceleratorType, Host, Site
 from accelboard.fleet.services import (
@@ -221,7 +225,33 @@ def _load(*, config: generator.DemoConfig, result: DemoLoad, progress: Callable[
     steps.run("rollups", rollups)
     steps.run("serving metrics", serving)
     steps.run("quantization drift", lambda: _drift(config, state["teams"]))
+    # After everything else, as the per-run check would have done as each night's runs landed.
+    steps.run("alerts", _alerts)
+    steps.run("costs", lambda: _costs(config))
     result.manifest = _manifest_with_ids(config, hosts, state["runs"], events, state["series"])
+
+
+def _costs(config: generator.DemoConfig) -> dict[str, int]:
+    """Daily and serving costs of every telemetry day, as the nightly task computes them, and the
+    per-run costs of the benchmark runs (one read of the price book for all of it)."""
+    first = datetime.fromtimestamp(config.telemetry_start, UTC).date()
+    last = datetime.fromtimestamp(config.telemetry_end, UTC).date()
+    days = [first + timedelta(days=i) for i in range((last - first).days + 1)]
+    results = cost_days_compute(days=days, record=False)  # the demo_fleet JobRun covers it
+    book = price_book_load(today=config.now.astimezone(UTC).date())
+    serving = sum(serving_cost_day_compute(day=day, book=book, record=False) for day in days)
+    costed = run_costs_compute(
+        runs=BenchmarkRun.objects.select_related("host", "accelerator_type", "workload"), book=book
+    )
+    return {"cost_daily": sum(r.rows for r in results), "serving_cost_daily": serving, "run_costs": costed}
+
+
+def _alerts() -> dict[str, int]:
+    """Regression alerts over the loaded run history: each series replayed run by run (the
+    bulk-created runs did not enqueue the per-run check)."""
+    from accelboard.alerts.checks import alerts_history_check  # noqa: PLC0415 - alerts imports benchmarks
+
+    return alerts_history_check()
 
 
 def _agreement_items(config: generator.DemoConfig) -> list[Any]:
@@ -379,6 +409,15 @@ def _sites_and_prices(config: generator.DemoConfig) -> dict[str, Site]:
     return sites
 
 
+# What each profile's spend is booked to in the cost report (Host.project).
+_PROJECTS = {
+    "serving": "chat-api",
+    "batch": "batch-inference",
+    "training": "foundation-models",
+    "office": "notebooks",
+}
+
+
 def _hosts(
     config: generator.DemoConfig,
     hosts: list[generator.HostPlan],
@@ -419,7 +458,9 @@ def _hosts(
             ],
             seen_at=seen,
         )
-        Host.objects.filter(pk=host.pk).update(site=sites[host_plan.site])
+        Host.objects.filter(pk=host.pk).update(
+            site=sites[host_plan.site], project=_PROJECTS.get(host_plan.profile, "")
+        )
         gpus.update(registered)
         host_ids[host_plan.hostname] = host.pk
     return gpus, host_ids

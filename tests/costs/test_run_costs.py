@@ -9,7 +9,8 @@ import pytest
 
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.costs.models import RunCost
-from accelboard.costs.run_costs import run_cost_compute
+from accelboard.costs.prices import price_book_load
+from accelboard.costs.run_costs import run_cost_compute, run_costs_compute
 from accelboard.costs.selectors import run_costs_for
 from tests.costs.builders import (
     accelerator_price_create,
@@ -161,3 +162,30 @@ def test_it_costs_a_training_run_to_its_target(team, lambda_h100):
     assert t["cost_to_train"] == pytest.approx(3.4006)
     assert t["per_sample_j"] == pytest.approx(0.35)  # 2.52 MJ / 7.2M samples
     assert t["per_sample_cost"] == pytest.approx(3.4006 / 7_200_000)
+
+
+def test_it_costs_many_runs_at_once_with_the_same_figures(team, lambda_h100):
+    host, gpus, h100, price, electricity = lambda_h100
+    minutes_load(gpus=gpus, start=START, minutes=10, util=90.0, power_w=500.0)
+    runs = [
+        _finish(
+            run_create(team=team, accelerator_type=h100, host=host, started_at=START, metrics=metrics), 600
+        )
+        for metrics in (
+            {"throughput_tokens_per_s": 4890.0, "energy_per_token_j": 0.0935},
+            {"throughput_tokens_per_s": 1000.0},
+            {"latency_p99_ms": 40.0},  # nothing to cost a unit by
+        )
+    ]
+    one_by_one = [run_cost_compute(run=run) for run in runs]
+    assert run_costs_compute(runs=runs, book=price_book_load()) == 2
+    again = run_costs_for(run_ids=[r.pk for r in runs])
+    assert set(again) == {runs[0].pk, runs[1].pk} and one_by_one[2] is None
+    for before in one_by_one[:2]:
+        after = again[before.run_id]
+        assert (after.total_cost_per_1m, after.energy_j, after.energy_source, after.flags) == (
+            before.total_cost_per_1m,
+            before.energy_j,
+            before.energy_source,
+            before.flags,
+        )
