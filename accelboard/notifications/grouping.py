@@ -10,6 +10,8 @@
 3. Pairs already delivered are skipped.
 4. Immediate emails are grouped by (user, winning subscription, commit): fifty series moved by one
    commit are one email. An alert without a commit is its own group. Digests are one per user.
+5. A commit whose newest alert was opened after ``hold_after`` is held back whole: the detector
+   may still be opening alerts for it, and mailing the first ten now would split the email.
 """
 
 from __future__ import annotations
@@ -68,12 +70,19 @@ def deliveries_plan(
     delivered: set[tuple[int, int]],
     mode: str,
     digest_key: str = "digest",
+    hold_after: datetime | None = None,
 ) -> list[Group]:
     """Groups of alerts to mail in ``mode`` ("immediate" or "digest"), in a stable order."""
     by_user: dict[int, list[SubscriptionRef]] = {}
     for sub in subscriptions:
         by_user.setdefault(sub.user_id, []).append(sub)
     alert_list = sorted(alerts, key=lambda a: (a.opened_at, a.id))
+    if hold_after is not None:
+        latest: dict[tuple[int, str], datetime] = {}
+        for a in alert_list:
+            key = _commit_key(a)
+            latest[key] = max(latest.get(key, a.opened_at), a.opened_at)
+        alert_list = [a for a in alert_list if latest[_commit_key(a)] <= hold_after]
     groups: dict[tuple[int, int | None, str], Group] = {}
     for user_id in sorted(by_user):
         subs = sorted(by_user[user_id], key=lambda s: (-s.specificity, s.id))
@@ -93,3 +102,7 @@ def deliveries_plan(
                 group = groups[gkey] = Group(user_id=user_id, subscription_id=gkey[1], key=gkey[2])
             group.alert_ids.append(alert.id)
     return list(groups.values())
+
+
+def _commit_key(alert: AlertRef) -> tuple[int, str]:
+    return (alert.team_id, alert.commit or f"alert:{alert.id}")

@@ -47,6 +47,9 @@ SENDING_STALE = timedelta(minutes=15)
 PENDING_STALE = timedelta(minutes=5)
 # Alerts older than this are never mailed, whatever happened to the mail system meanwhile.
 ALERT_MAX_AGE = timedelta(days=7)
+# A commit's alerts are mailed once its newest alert is this old: a detector opening fifty alerts
+# one transaction at a time must not have the first few mailed alone.
+SETTLE = timedelta(seconds=20)
 _PLAN_LOCK = 0x6E6F7469  # "noti": one advisory lock for every planner
 
 
@@ -117,8 +120,10 @@ def subscription_unsubscribe(*, token: str) -> tuple[Any, int]:
 # --- planning ---------------------------------------------------------------------------------
 
 
-def deliveries_plan(*, mode: str, now: datetime | None = None) -> list[int]:
-    """Write the deliveries due in ``mode`` and return their ids (to be sent)."""
+def deliveries_plan(*, mode: str, now: datetime | None = None, settle: timedelta = SETTLE) -> list[int]:
+    """Write the deliveries due in ``mode`` and return their ids (to be sent).
+
+    Immediate emails wait until a commit's alerts have settled (``settle``); digests do not."""
     now = now or timezone.now()
     with transaction.atomic():
         with connection.cursor() as cursor:
@@ -165,6 +170,7 @@ def deliveries_plan(*, mode: str, now: datetime | None = None) -> list[int]:
             delivered=delivered,
             mode=mode,
             digest_key=f"digest:{day}",
+            hold_after=now - settle if mode == DeliveryMode.IMMEDIATE else None,
         )
         ids: list[int] = []
         for group in groups:
@@ -179,6 +185,12 @@ def deliveries_plan(*, mode: str, now: datetime | None = None) -> list[int]:
             )
             ids.append(delivery.pk)
     return ids
+
+
+def alerts_settling(*, now: datetime | None = None, settle: timedelta = SETTLE) -> bool:
+    """Whether open alerts are too fresh to mail yet: the dispatcher looks again after ``settle``."""
+    now = now or timezone.now()
+    return Alert.objects.filter(state=AlertState.OPEN, opened_at__gt=now - settle).exists()
 
 
 # --- sending ----------------------------------------------------------------------------------

@@ -48,12 +48,17 @@ _DB_RETRY = {
 
 @shared_task(bind=True, **_DB_RETRY)
 def alerts_dispatch(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    """Mail subscribers the alerts they have not had yet (immediate mode)."""
+    """Mail subscribers the alerts they have not had yet (immediate mode), once each commit's
+    alerts have settled; if some are still fresh, run again when they will have."""
     with job_run_record(name="alerts_dispatch", task_id=self.request.id or "") as job:
         ids = services.deliveries_plan(mode=DeliveryMode.IMMEDIATE)
+        settling = services.alerts_settling()
         job.rows = len(ids)
-        job.detail = {"deliveries": ids}
+        job.detail = {"deliveries": ids, "settling": settling}
     _enqueue_sends(ids)
+    if settling:
+        # Alerts of a commit still arriving: look again once they have settled.
+        alerts_dispatch.apply_async(countdown=int(services.SETTLE.total_seconds()) + 1)
     return {"deliveries": len(ids)}
 
 

@@ -137,7 +137,8 @@ def regression_alert(
         after_spread=30.0,
         pct_change=pct_change,
         confidence=0.97,
-        opened_at=opened_at or datetime.now(UTC),
+        # A minute old by default: settled, so the dispatcher does not hold it back.
+        opened_at=opened_at or datetime.now(UTC) - timedelta(minutes=1),
     )
 
 

@@ -35,8 +35,8 @@ def send_all(mode: str = IMMEDIATE) -> list[str]:
 
 def subscribe(user: Any, team: Any, mode: str = IMMEDIATE, **kwargs: Any) -> Subscription:
     sub = services.subscription_create(user=user, team=team, mode=mode, **kwargs)
-    # Alerts opened in the same second as the subscription must count as after it.
-    Subscription.objects.filter(pk=sub.pk).update(created_at=datetime.now(UTC) - timedelta(minutes=1))
+    # Backdated: the test's alerts (a minute old) must count as opened after it.
+    Subscription.objects.filter(pk=sub.pk).update(created_at=datetime.now(UTC) - timedelta(minutes=10))
     sub.refresh_from_db()
     return sub
 
@@ -360,3 +360,27 @@ def test_it_plans_each_alert_once_when_two_workers_dispatch_at_once(
     assert sorted(len(r) for r in results) == [0, 2]
     assert DeliveryItem.objects.count() == 10
     assert Delivery.objects.count() == 2
+
+
+def test_it_holds_a_commits_alerts_until_the_last_one_has_settled(
+    smtp_server: SMTPServer, team: Any, lead: Any
+) -> None:
+    subscribe(lead, team)
+    good, bad, series = runs_and_series(team, commit="5e771e0000000000")
+    now = datetime.now(UTC)
+    regression_alert(
+        team=team, series=series, first_run=bad, last_good_run=good, opened_at=now - timedelta(minutes=5)
+    )
+    other = Series.objects.create(
+        team=team, workload=series.workload, metric="m", unit="ms", direction="lower"
+    )
+    # The detector is still opening alerts for this commit: nothing goes out yet.
+    regression_alert(team=team, series=other, first_run=bad, last_good_run=good, opened_at=now)
+    assert services.deliveries_plan(mode=IMMEDIATE, now=now) == []
+    assert services.alerts_settling(now=now)
+
+    later = now + services.SETTLE + timedelta(seconds=1)
+    assert not services.alerts_settling(now=later)
+    [delivery_id] = services.deliveries_plan(mode=IMMEDIATE, now=later)
+    assert services.delivery_send(delivery_id=delivery_id, now=later) == DeliveryStatus.SENT
+    assert smtp_server.messages[0]["Subject"] == "[Warning] Inference Platform: 2 regressions in 5e771e0000"

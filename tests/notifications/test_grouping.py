@@ -75,3 +75,20 @@ def test_it_gives_the_same_plan_for_the_same_input_in_any_order() -> None:
         subscriptions=list(reversed(subs)), alerts=list(reversed(alerts)), delivered=set(), mode="immediate"
     )
     assert a == b
+
+
+def test_it_holds_back_a_commit_whose_newest_alert_is_too_fresh() -> None:
+    alerts = [alert(1, commit="abc"), alert(2, commit="abc"), alert(3, commit="def")]
+    hold_after = T0 + timedelta(hours=2, minutes=30)  # after alerts 1 and 2, before alert 3
+    groups = deliveries_plan(
+        subscriptions=[sub(1, 7)], alerts=alerts, delivered=set(), mode="immediate", hold_after=hold_after
+    )
+    assert [(g.key, g.alert_ids) for g in groups] == [("commit:abc", [1, 2])]
+    held = deliveries_plan(
+        subscriptions=[sub(1, 7)],
+        alerts=alerts,
+        delivered=set(),
+        mode="immediate",
+        hold_after=T0 + timedelta(hours=1, minutes=30),
+    )
+    assert held == []  # alert 2 of commit abc is fresh: alert 1 waits for it

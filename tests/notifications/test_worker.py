@@ -56,7 +56,7 @@ def test_it_mails_new_alerts_from_a_real_worker(
 ) -> None:
     for user in (lead, engineer):
         sub = services.subscription_create(user=user, team=team, mode=DeliveryMode.IMMEDIATE)
-        Subscription.objects.filter(pk=sub.pk).update(created_at=datetime.now(UTC) - timedelta(minutes=1))
+        Subscription.objects.filter(pk=sub.pk).update(created_at=datetime.now(UTC) - timedelta(minutes=10))
     good, bad, series = runs_and_series(team, commit="feedface00112233")
     regression_alert(team=team, series=series, first_run=bad, last_good_run=good)
 
