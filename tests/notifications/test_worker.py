@@ -80,3 +80,28 @@ def test_it_mails_new_alerts_from_a_real_worker(
     assert wait_for_job(again.id, mail_worker).rows == 0
     time.sleep(1)
     assert len(smtp_env.messages) == 2
+
+    # The alerts app's own hook: alert_raise enqueues alerts_dispatch on commit; the fresh alert
+    # is held until it has settled, then the rescheduled dispatch mails it.
+    from accelboard.alerts.services import alert_raise
+
+    _, later_run, _ = runs_and_series(team, commit="0123abcd99999999")
+    alert_raise(
+        team=team,
+        kind="regression",
+        severity="critical",
+        dedupe_key="worker-test:hook",
+        title="throughput down 30%",
+        series=series,
+        first_run=later_run,
+        last_good_run=bad,
+        before_mean=4400.0,
+        after_mean=3080.0,
+        pct_change=-30.0,
+        confidence=0.99,
+    )
+    wait_for_messages(smtp_env, 4, mail_worker)
+    subjects = {m["Subject"] for m in smtp_env.messages[2:]}
+    assert subjects == {
+        "[Critical] Inference Platform: throughput_tokens_per_s -30.0% on Llama-3.1-8B bf16, Offline, bs64"
+    }
