@@ -74,7 +74,13 @@ def _comparison(
 def hardware(request: HttpRequest) -> HttpResponse:
     team_ids = _team_scope(request)
     form = HardwareQueryForm(request.GET)
-    context: dict[str, Any] = {"form": form, "no_team": team_ids == [], "last_n": LAST_N_RUNS, "group": None}
+    context: dict[str, Any] = {
+        "form": form,
+        "no_team": team_ids == [],
+        "last_n": LAST_N_RUNS,
+        "group": None,
+        "focus_labels": [],
+    }
     if not form.is_valid():
         context["error"] = form.first_error()
         context["groups"] = []
@@ -83,11 +89,13 @@ def hardware(request: HttpRequest) -> HttpResponse:
     groups = hardware_selectors.hardware_groups_for(team_ids=team_ids)
     context["groups"] = groups
     model_id, scenario = query.get("model"), query.get("scenario")
+    focus = None
     if query.get("workload"):
         workload = hardware_selectors.hardware_workload_get(team_ids=team_ids, workload_id=query["workload"])
         if workload is None:
             raise Http404("No such workload in your teams")
         model_id, scenario = workload.variant.model_id, workload.scenario
+        focus = workload
     if model_id:
         group = next((g for g in groups if (g.model_id, g.scenario) == (model_id, scenario)), None)
         context["asked_missing"] = group is None
@@ -98,4 +106,12 @@ def hardware(request: HttpRequest) -> HttpResponse:
         context.update(
             _comparison(team_ids=team_ids, model_id=group.model_id, scenario=group.scenario, query=query)
         )
+        if focus is not None:
+            # The workload the link came from: its rows (any hardware) are highlighted.
+            context["focus_labels"] = [
+                p.label
+                for p in context["points"]
+                if (p.variant, p.batch_size, p.concurrency, p.framework)
+                == (focus.variant.name, focus.batch_size, focus.concurrency, focus.framework)
+            ]
     return render(request, "dashboard/hardware.html", context)

@@ -273,3 +273,23 @@ def test_it_finds_the_knees_the_demo_plan_was_built_with() -> None:
         knee = sweeps[gpu].knee
         assert knee is not None and knee.reached
         assert sweeps[gpu].points[knee.index].batch_size == knee_batch
+
+
+def test_it_puts_costs_spanning_more_than_a_decade_on_a_log_axis() -> None:
+    from accelboard.dashboard.hardware_charts import pareto_figure
+
+    narrow = [
+        _point("fp8", "fp8", "H100", p99=20.0, cost=0.2),
+        _point("fp8", "fp8", "L4", p99=40.0, cost=1.0),
+    ]
+    wide = [
+        _point("fp8", "fp8", "H100", p99=20.0, cost=0.03),
+        _point("fp8", "fp8", "L4", p99=40.0, cost=0.75),
+    ]
+    linear = pareto_figure(points=narrow, frontier=[True, False], currency="USD", cost_unit="token")["layout"]
+    assert linear["yaxis"]["rangemode"] == "tozero" and "type" not in linear["yaxis"]
+    log = pareto_figure(points=wide, frontier=[True, False], currency="USD", cost_unit="token")["layout"]
+    assert log["yaxis"]["type"] == "log"
+    # 1-2-5 ticks from 0.03 / 2.5 to 0.75 × 2.5.
+    assert log["yaxis"]["tickvals"] == [0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
+    assert log["yaxis"]["ticktext"] == ["0.02", "0.05", "0.1", "0.2", "0.5", "1"]

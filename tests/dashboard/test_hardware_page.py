@@ -299,3 +299,24 @@ def test_it_reads_a_flat_number_of_queries_however_many_runs(
         large = client.get(f"{URL}?p99_ms=25")
     assert large.context["recommendation"].best.label == small.context["recommendation"].best.label
     assert all(len(p.run_ids) == 5 for p in large.context["points"])
+
+
+@pytest.mark.parametrize(
+    ("who", "configurations"),
+    [("lead", 8), ("engineer", 8), ("finance", 8), ("other_lead", 1), ("outsider", 0), ("staff", 9)],
+)
+def test_it_scopes_the_page_to_each_role_s_teams(
+    login_client: Any, cast: dict[str, Any], fleet: dict[str, Any], who: str, configurations: int
+) -> None:
+    response = login_client(cast[who]).get(URL)
+    assert response.status_code == 200
+    assert len(response.context.get("points") or []) == configurations
+
+
+def test_it_highlights_the_workload_a_link_came_from(
+    login_client: Any, lead: Any, fleet: dict[str, Any]
+) -> None:
+    workload_id = fleet["runs"][("fp8", "H100", 32)][0].workload_id
+    response = login_client(lead).get(f"{URL}?workload={workload_id}")
+    assert response.context["focus_labels"] == ["fp8 on 1× H100 SXM 80GB (batch 32)"]
+    assert response.content.decode().count('class="focus"') == 1
