@@ -390,14 +390,20 @@ def _daily_totals(daily: dict[tuple[dt.date, str, str], float]) -> dict[dt.date,
     return totals
 
 
+RUN_RATE_DAYS = 7
+
+
 def forecast_month(
     *, month: dt.date, daily_spend: dict[dt.date, float], today: dt.date
 ) -> dict[str, Any] | None:
-    """Spend of the whole month at the run rate of its complete days so far (today excluded).
+    """Spend of the whole month: the complete days so far plus the remaining days at the run
+    rate (mean daily spend of the last 7 complete days, fewer early in the month).
 
     Only for the current month (a past month is known, a future one has no rate); None before
-    the first day is complete. Example: 10 complete days costing 1,000 in a 30-day month ->
-    run rate 100/day, forecast 3,000.
+    the first day is complete. Today is still running, so its partial spend is left out and the
+    run rate stands in for it. The run rate is recent rather than month-to-date so that a fleet
+    that grew (or started) mid-month is not under-forecast. Example: 1 and 2 October at 100
+    each, today 3 October -> 200 + 100 × 29 = 3,100.
     """
     start, end = month_bounds(month)
     if not start <= today < end:
@@ -406,14 +412,20 @@ def forecast_month(
     if elapsed == 0:
         return None
     to_date = sum(spend for day, spend in daily_spend.items() if day < today)
-    rate = to_date / elapsed
+    window = min(RUN_RATE_DAYS, elapsed)
+    recent = sum(
+        spend for day, spend in daily_spend.items() if today - dt.timedelta(days=window) <= day < today
+    )
+    rate = recent / window
     days = (end - start).days
     return {
         "to_date": to_date,
         "days_elapsed": elapsed,
         "days": days,
+        "days_left": days - elapsed,
+        "window_days": window,
         "run_rate": rate,
-        "forecast": rate * days,
+        "forecast": to_date + rate * (days - elapsed),
     }
 
 

@@ -415,6 +415,17 @@ def test_it_converts_currencies_only_with_a_rate_in_the_price_book(
     assert converted.unconverted == {}
 
 
+def test_it_forecasts_from_the_last_weeks_rate_when_the_fleet_grew_mid_month() -> None:
+    # Nothing until 16 November, then 5,000 a day; today is the 30th (29 complete days).
+    # Month-to-date / 29 would say 2,413.79/day and 72,413.79; the last 7 days say 5,000/day:
+    # 70,000 so far + 5,000 × 1 day left = 75,000.
+    spend = {dt.date(2026, 11, day): 5000.0 for day in range(16, 30)}
+    forecast = forecast_month(month=dt.date(2026, 11, 1), daily_spend=spend, today=dt.date(2026, 11, 30))
+    assert forecast is not None
+    assert forecast["run_rate"] == pytest.approx(5000.0)
+    assert forecast["forecast"] == pytest.approx(75000.0)
+
+
 def test_it_forecasts_the_current_month_from_its_run_rate(
     cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
 ) -> None:
@@ -431,7 +442,9 @@ def test_it_leaves_out_of_the_forecast_the_day_still_running() -> None:
     spend = {dt.date(2026, 10, 1): 100.0, dt.date(2026, 10, 2): 100.0, dt.date(2026, 10, 3): 7.0}
     forecast = forecast_month(month=OCT, daily_spend=spend, today=dt.date(2026, 10, 3))
     assert forecast is not None
+    # 200 so far + 100/day × 29 days left.
     assert forecast["forecast"] == pytest.approx(3100.0)
+    assert forecast["days_left"] == 29
     assert forecast_month(month=OCT, daily_spend=spend, today=dt.date(2026, 10, 1)) is None
     assert forecast_month(month=OCT, daily_spend=spend, today=dt.date(2026, 11, 5)) is None
 
