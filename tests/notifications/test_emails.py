@@ -384,3 +384,28 @@ def test_it_holds_a_commits_alerts_until_the_last_one_has_settled(
     [delivery_id] = services.deliveries_plan(mode=IMMEDIATE, now=later)
     assert services.delivery_send(delivery_id=delivery_id, now=later) == DeliveryStatus.SENT
     assert smtp_server.messages[0]["Subject"] == "[Warning] Inference Platform: 2 regressions in 5e771e0000"
+
+
+def test_it_resends_deliveries_whose_task_or_worker_was_lost(
+    smtp_server: SMTPServer, team: Any, lead: Any
+) -> None:
+    subscribe(lead, team)
+    good, bad, series = runs_and_series(team)
+    regression_alert(team=team, series=series, first_run=bad, last_good_run=good)
+    other = Series.objects.create(
+        team=team, workload=series.workload, metric="m", unit="ms", direction="lower"
+    )
+    regression_alert(team=team, series=other, first_run=bad, last_good_run=good)
+    [delivery_id] = services.deliveries_plan(mode=IMMEDIATE)
+    now = datetime.now(UTC)
+    # Planned, but its enqueued send never ran: due once it has waited a while.
+    assert services.deliveries_due(now=now) == []
+    assert services.deliveries_due(now=now + services.PENDING_STALE + timedelta(seconds=1)) == [delivery_id]
+    # Claimed by a worker that then died mid-send: another may claim it once it is stale.
+    Delivery.objects.filter(pk=delivery_id).update(status=DeliveryStatus.SENDING, claimed_at=now, attempts=1)
+    assert services.delivery_send(delivery_id=delivery_id, now=now) == DeliveryStatus.SENDING
+    stale = now + services.SENDING_STALE + timedelta(seconds=1)
+    assert services.deliveries_due(now=stale) == [delivery_id]
+    assert services.delivery_send(delivery_id=delivery_id, now=stale) == DeliveryStatus.SENT
+    assert len(smtp_server.messages) == 1
+    assert Delivery.objects.get(pk=delivery_id).attempts == 2
