@@ -34,7 +34,7 @@ from accelboard.core.models import Team
 from accelboard.core.selectors import roles_for_user, team_ids_visible
 
 from . import charts, page_selectors
-from .choices import AlertState
+from .choices import AlertKind, AlertState
 from .detection import segment
 from .forms import AcknowledgeForm, AlertFilterForm, BulkTriageForm, DismissForm, ExpectedForm, NoteForm
 from .models import Alert
@@ -50,6 +50,8 @@ from .services import (
 ALERTS_PER_PAGE = 50
 TRIAGE_ROLES = {Role.TEAM_LEAD, Role.ENGINEER}
 ACTIONS = ("acknowledge", "resolve", "dismiss", "expected")
+# Units of the observed/reference figures production rules store (production.py's Finding.value).
+PRODUCTION_UNITS = {AlertKind.SLO: "ms", AlertKind.THROUGHPUT: "tokens/s", AlertKind.ENERGY: "J/token"}
 
 
 def _team_scope(request: HttpRequest) -> list[int] | None:
@@ -246,7 +248,11 @@ def _detail_context(
         "events": page_selectors.alert_events(alert=alert),
         "marks": marks,
         "evidence": _evidence(detail),
-        "unit": alert.series.unit if alert.series else str(detail.get("unit", "")),
+        "unit": alert.series.unit
+        if alert.series
+        else str(detail.get("unit") or PRODUCTION_UNITS.get(alert.kind, "")),
+        "reason": str(detail.get("reason", "")),
+        "limit": detail.get("threshold") if isinstance(detail.get("threshold"), int | float) else None,
         "confidence": _confidence(alert.confidence),
         "min_effect_pct": f"{alert.min_effect * 100:.3g}%" if alert.min_effect is not None else "",
         "compare_url": (

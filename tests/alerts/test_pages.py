@@ -491,6 +491,26 @@ def test_it_says_why_a_new_series_has_no_chart(team: Team, lead: Any, login_clie
     assert "alert-chart-data" not in body
 
 
+def test_it_shows_a_production_alert_with_units_and_limit(team: Team, lead: Any, login_client: Any) -> None:
+    alert, _ = alert_raise(
+        team=team,
+        kind="slo",
+        severity="critical",
+        dedupe_key="prod:slo:serving:1:2:20261001T1000",
+        title="p99 latency over SLO · Mistral-7B bf16 on gpu-node-001",
+        after_mean=812.0,
+        detail={
+            "entity": "serving:1:2",
+            "reason": "p99 above 500 ms in 5 of 6 intervals",
+            "threshold": 500.0,
+        },
+    )
+    body = login_client(lead).get(reverse("alerts:detail", args=[alert.pk])).content.decode()
+    assert "The signal" in body and "p99 above 500 ms in 5 of 6 intervals" in body
+    assert re.search(r'id="observed">812 ms<', body) and re.search(r'id="limit">500 ms<', body)
+    assert 'id="before"' not in body and 'id="alert-chart"' not in body
+
+
 def test_it_links_a_host_alert_to_its_host(team: Team, lead: Any, login_client: Any) -> None:
     from tests.factories import host_create
 
