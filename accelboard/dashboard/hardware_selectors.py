@@ -85,6 +85,12 @@ def _float(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
 
 
+def _per_inference(row: dict) -> float | None:
+    """The stored cost's energy per unit, where its unit is one inference (a run that reported
+    energy but not per inference)."""
+    return row["cost__energy_per_unit_j"] if row["cost__unit"] == "inference" else None
+
+
 def hardware_run_figures(
     *, team_ids: list[int] | None, model_id: int, scenario: str, last_n: int = LAST_N_RUNS
 ) -> list[RunFigures]:
@@ -112,6 +118,7 @@ def hardware_run_figures(
             "cost__currency",
             "cost__unit",
             "cost__price_stale",
+            "cost__energy_per_unit_j",
         )
     )
     # Newest first: keep each configuration's first ``last_n`` rows, so the metric query stays small
@@ -156,7 +163,7 @@ def hardware_run_figures(
                 p50_ms=values.get("latency_p50_ms"),
                 p99_ms=values.get("latency_p99_ms"),
                 power_w=values.get("power_avg_w"),
-                energy_per_inference_j=values.get("energy_per_inference_j"),
+                energy_per_inference_j=values.get("energy_per_inference_j", _per_inference(row)),
                 memory_peak_bytes=values.get("memory_peak_bytes"),
                 memory_total_bytes=_float(row["accelerator_type__memory_bytes"]),
                 capacity_cost_per_1m=_float(row["cost__capacity_cost_per_1m"]),

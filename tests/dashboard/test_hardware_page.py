@@ -320,3 +320,25 @@ def test_it_highlights_the_workload_a_link_came_from(
     response = login_client(lead).get(f"{URL}?workload={workload_id}")
     assert response.context["focus_labels"] == ["fp8 on 1× H100 SXM 80GB (batch 32)"]
     assert response.content.decode().count('class="focus"') == 1
+
+
+def test_it_takes_energy_per_inference_from_the_stored_cost_when_the_run_lacks_it(
+    login_client: Any, lead: Any, team: Team
+) -> None:
+    per_inference = run_create(
+        team=team,
+        accelerator_type=accelerator_type_from(H100),
+        model="ResNet-50",
+        variant="fp16",
+        precision="fp16",
+    )
+    RunCost.objects.create(
+        run=per_inference, unit="inference", energy_per_unit_j=2.5, computed_at=timezone.now()
+    )
+    per_token = run_create(
+        team=team, accelerator_type=accelerator_type_create(name="L40S"), model="ResNet-50", variant="fp16"
+    )
+    RunCost.objects.create(run=per_token, unit="token", energy_per_unit_j=0.1, computed_at=timezone.now())
+    points = {p.accelerator: p for p in login_client(lead).get(URL).context["points"]}
+    assert points["H100 SXM 80GB"].energy_per_inference_j == 2.5
+    assert points["L40S"].energy_per_inference_j is None  # per token is not per inference
