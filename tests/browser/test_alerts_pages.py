@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from accelboard.alerts.models import Alert, ExpectedChange
+from accelboard.alerts.services import alert_raise
 from tests.alerts.test_pages import STEP_AT, regression_alert, step_series
 from tests.factories import alert_create
 
@@ -20,11 +21,24 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def fleet(team: Any) -> dict[str, Any]:
     llama_runs = step_series(team)
     mistral_runs = step_series(team, n=STEP_AT + 6, model="Mistral-7B")
-    slo = alert_create(
-        team=team, kind="slo", severity="critical", title="p99 latency above SLO on Mistral-7B"
+    slo, _ = alert_raise(
+        team=team,
+        kind="slo",
+        severity="critical",
+        dedupe_key="prod:slo:serving:1:2:20261015T1000",
+        title="p99 latency over SLO · Mistral-7B bf16 on gpu-node-001",
+        after_mean=812.0,
+        detail={
+            "entity": "serving:1:2",
+            "model": "Mistral-7B",
+            "metric": "latency_p99_ms",
+            "reason": "p99 above 500 ms in 5 of 6 intervals (median 812.0 ms)",
+            "threshold": 500.0,
+            "intervals_above": 5,
+            "intervals": 6,
+            "since": "2026-10-15T10:00:00+00:00",
+        },
     )
-    slo.detail = {"model": "Mistral-7B", "metric": "latency_p99_ms", "p99_ms": 812.0, "slo_ms": 500.0}
-    slo.save()
     return {
         "llama": regression_alert(team, llama_runs, key="llama"),
         "llama_runs": llama_runs,
@@ -136,13 +150,17 @@ def test_it_lists_filters_charts_and_triages_alerts(
 
 
 def test_it_shows_finance_the_alert_without_triage(
-    page: Any, login: Any, finance: Any, fleet: dict[str, Any]
+    page: Any, login: Any, screenshot: Any, finance: Any, fleet: dict[str, Any]
 ) -> None:
     login(page, finance)
     page.goto(f"/alerts/{fleet['llama'].pk}/")
     page.wait_for_selector("#alert-chart .main-svg")
     assert page.locator("#no-triage").is_visible()
     assert page.locator("#triage").count() == 0
+    page.goto(f"/alerts/{fleet['slo'].pk}/")
+    assert "812 ms" in page.locator("#observed").inner_text()
+    assert "500 ms" in page.locator("#limit").inner_text()
+    screenshot(page, "alerts-detail-production")
     page.goto("/alerts/")
     assert page.locator("#bulk-form").count() == 0
     assert page.locator("button[data-action]").count() == 0
