@@ -274,3 +274,32 @@ def accuracy_task(metric_name: str) -> tuple[str, str]:
     if len(parts) == 2 and parts[0] == "accuracy" and parts[1]:
         return parts[1], "score"
     return "accuracy", "score"
+
+
+BASELINE_DAYS = 7
+AGREEMENT_BUDGET = 0.01
+
+
+def agreement_pairs(
+    days: Sequence[tuple[datetime, float]], *, baseline_days: int = BASELINE_DAYS
+) -> list[DriftPair]:
+    """Production agreement against its own start: each day's rate paired with the median rate of
+    the first ``baseline_days`` days, so the drift arithmetic above (level, trend, verdict) reads
+    a falling agreement as a growing loss. Empty until there are more days than the baseline."""
+    ordered = sorted(days)
+    if len(ordered) <= baseline_days:
+        return []
+    baseline = _median([rate for _, rate in ordered[:baseline_days]])
+    first_day = ordered[0][0]
+    return [
+        DriftPair(
+            at=at,
+            value=rate,
+            reference_value=baseline,
+            reference_at=first_day,
+            drift=rate - baseline,
+            ratio=rate / baseline if baseline else None,
+            loss=relative_loss(value=rate, reference=baseline, direction="higher"),
+        )
+        for at, rate in ordered
+    ]

@@ -3,7 +3,7 @@ energy against the reference on the same hardware and workload settings) next to
 in accuracy (``selectors.drift_evaluate``).
 
 A fixed number of queries whatever the model's history: accuracy (3), performance metrics (1),
-run costs (1), production agreement (1).
+run costs (1), production agreement (2).
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ from accelboard.benchmarks.models import MetricValue, Model
 from accelboard.costs.models import RunCost
 
 from . import computation as c
-from .selectors import ModelDrift, TaskDrift, agreement_rows, drift_evaluate
+from .selectors import (
+    AgreementDrift,
+    ModelDrift,
+    TaskDrift,
+    agreement_evaluate,
+    agreement_rows,
+    drift_evaluate,
+)
 
 THROUGHPUT = ("throughput_tokens_per_s", "throughput_samples_per_s", "throughput_requests_per_s")
 MEMORY = "memory_peak_bytes"
@@ -61,6 +68,7 @@ class ModelReport:
     rows: list[VariantRow]
     metrics: list[str]  # accuracy metrics (columns), in order
     agreement: list[dict[str, Any]]
+    agreement_verdicts: list[AgreementDrift]
 
 
 def _median(values: list[float]) -> float | None:
@@ -203,4 +211,5 @@ def drift_model_report(*, model: Model, team_ids: list[int] | None) -> ModelRepo
         rows=rows,
         metrics=metrics,
         agreement=agreement_rows(team_ids=team_ids, model_id=model.pk),
+        agreement_verdicts=agreement_evaluate(team_ids=team_ids, model_ids=[model.pk]),
     )

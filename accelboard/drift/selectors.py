@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from django.db.models import F, Q
@@ -217,6 +217,72 @@ def drift_overview_rows(*, team_ids: list[int] | None) -> list[dict[str, Any]]:
             rows.append({"model_id": entry.model_id, "model_name": entry.model_name, "task": task})
     rows.sort(key=lambda r: (c.VERDICT_ORDER[r["task"].verdict], -r["task"].risk, r["model_name"]))
     return rows
+
+
+@dataclass
+class AgreementDrift:
+    """One variant × task of production agreement against its own first week."""
+
+    model_id: int
+    model_name: str
+    variant_id: int
+    variant_name: str
+    task: str
+    pairs: list[c.DriftPair]
+    level: float | None
+    trend: c.Trend | None
+    verdict: str
+    latest_rate: float
+    latest_samples: int
+
+
+def agreement_evaluate(
+    *, team_ids: list[int] | None, model_ids: Iterable[int] | None = None
+) -> list[AgreementDrift]:
+    """Production agreement per variant and task, read as drift from its first week (one query)."""
+    queryset = ProductionAgreement.objects.all()
+    if team_ids is not None:
+        queryset = queryset.filter(team_id__in=team_ids)
+    if model_ids is not None:
+        queryset = queryset.filter(variant__model_id__in=list(model_ids))
+    grouped: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in queryset.order_by("day").values(
+        "variant_id",
+        "task",
+        "day",
+        "agreement_rate",
+        "samples",
+        "variant__name",
+        "variant__model_id",
+        "variant__model__name",
+    ):
+        grouped[(row["variant_id"], row["task"])].append(row)
+    out = []
+    for (variant_id, task), rows in sorted(
+        grouped.items(),
+        key=lambda item: (item[1][0]["variant__model__name"], item[1][0]["variant__name"], item[0][1]),
+    ):
+        pairs = c.agreement_pairs(
+            [(datetime.combine(r["day"], time(12), tzinfo=UTC), r["agreement_rate"]) for r in rows]
+        )
+        level = c.drift_level(pairs)
+        trend = c.drift_trend(pairs, budget=c.AGREEMENT_BUDGET)
+        out.append(
+            AgreementDrift(
+                model_id=rows[0]["variant__model_id"],
+                model_name=rows[0]["variant__model__name"],
+                variant_id=variant_id,
+                variant_name=rows[0]["variant__name"],
+                task=task,
+                pairs=pairs,
+                level=level,
+                trend=trend,
+                verdict=c.budget_verdict(level=level, budget=c.AGREEMENT_BUDGET, trend=trend),
+                latest_rate=rows[-1]["agreement_rate"],
+                latest_samples=rows[-1]["samples"],
+            )
+        )
+    return out
 
 
 def agreement_rows(*, team_ids: list[int] | None, model_id: int) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from datetime import date, datetime
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Q
 
 from accelboard.alerts.choices import AlertKind, Severity
 from accelboard.alerts.services import alert_raise
@@ -29,7 +30,7 @@ from accelboard.core.models import Team
 
 from . import computation as c
 from .models import AgreementBatch, DriftBudget, ProductionAgreement
-from .selectors import TaskDrift, accuracy_values, drift_evaluate, model_ids_visible
+from .selectors import TaskDrift, accuracy_values, agreement_evaluate, drift_evaluate, model_ids_visible
 
 logger = logging.getLogger(__name__)
 
@@ -162,12 +163,67 @@ def drift_history_check(*, team: Team, days: list[datetime]) -> list[DriftFindin
     return findings
 
 
+def agreement_check(*, team: Team) -> list[DriftFinding]:
+    """Raise a ``drift`` alert for each of the team's variants whose production agreement with
+    the reference has fallen more than ``AGREEMENT_BUDGET`` (1% relative) below its first week,
+    or is heading there within the horizon. Dedupe key ``drift-agreement:<team>:<variant>:<task>:
+    <verdict>``."""
+    findings = []
+    for item in agreement_evaluate(team_ids=[team.pk]):
+        if item.verdict not in _SEVERITY or not item.pairs:
+            continue
+        level = (item.level or 0.0) * 100
+        since = item.pairs[0].reference_at.date().isoformat()
+        title = f"{item.model_name} {item.variant_name}: production agreement ({item.task}) down {level:.2f}% since {since}"
+        if item.verdict == c.TRENDING and item.trend and item.trend.days_to_budget is not None:
+            title += f", {c.AGREEMENT_BUDGET * 100:.2g}% in ~{item.trend.days_to_budget:.0f} days"
+        alert, created = alert_raise(
+            team=team,
+            kind=AlertKind.DRIFT,
+            severity=_SEVERITY[item.verdict],
+            dedupe_key=f"drift-agreement:{team.pk}:{item.variant_id}:{item.task}:{item.verdict}"[:200],
+            title=title,
+            before_mean=item.pairs[0].reference_value,
+            after_mean=item.latest_rate,
+            pct_change=-level,
+            detail={
+                "source": "production agreement",
+                "model": item.model_name,
+                "variant": item.variant_name,
+                "task": item.task,
+                "verdict": item.verdict,
+                "loss": item.level,
+                "budget": c.AGREEMENT_BUDGET,
+                "baseline_rate": item.pairs[0].reference_value,
+                "latest_rate": item.latest_rate,
+                "latest_samples": item.latest_samples,
+                "days_to_budget": item.trend.days_to_budget if item.trend else None,
+            },
+        )
+        findings.append(
+            DriftFinding(
+                model=item.model_name,
+                variant=item.variant_name,
+                metric=f"agreement:{item.task}",
+                verdict=item.verdict,
+                level=item.level or 0.0,
+                alert_id=alert.pk,
+                created=created,
+            )
+        )
+    return findings
+
+
 def drift_check_all(*, as_of: datetime | None = None) -> dict[str, int]:
-    """The daily pass: every team with accuracy results. Returns counts for the job record."""
-    teams = Team.objects.filter(workloads__series__metric__startswith="accuracy").distinct()
+    """The daily pass: every team with accuracy results or production agreement. Returns counts
+    for the job record."""
+    teams = Team.objects.filter(
+        Q(workloads__series__metric__startswith="accuracy")
+        | Q(pk__in=ProductionAgreement.objects.values("team_id"))
+    ).distinct()
     checked = alerts = created = 0
     for team in teams:
-        findings = drift_check(team=team, as_of=as_of)
+        findings = drift_check(team=team, as_of=as_of) + agreement_check(team=team)
         checked += 1
         alerts += len(findings)
         created += sum(1 for f in findings if f.created)

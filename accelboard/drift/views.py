@@ -98,5 +98,6 @@ def drift_model(request: HttpRequest, model_id: int) -> HttpResponse:
         "agreement_figure": charts.agreement_figure(rows=report.agreement) if report.agreement else None,
         "horizon": int(c.HORIZON_DAYS),
         "latest_runs": LATEST_RUNS,
+        "agreement_budget": c.AGREEMENT_BUDGET,
     }
     return render(request, "drift/model.html", context)

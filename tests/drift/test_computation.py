@@ -147,3 +147,17 @@ def test_it_reads_the_task_from_the_metric_name() -> None:
     assert c.accuracy_task("accuracy:llama2-70b-99:rouge1") == ("llama2-70b-99", "rouge1")
     assert c.accuracy_task("accuracy") == ("accuracy", "score")
     assert math.isinf(c.relative_loss(value=1, reference=0, direction="higher"))
+
+
+def test_it_reads_a_falling_production_agreement_as_a_growing_loss() -> None:
+    # A week at 0.96, 0.97, 0.96, 0.96, 0.95, 0.96, 0.96 (median 0.96), then 0.955, 0.950, 0.945.
+    rates = [0.96, 0.97, 0.96, 0.96, 0.95, 0.96, 0.96, 0.955, 0.950, 0.945]
+    pairs = c.agreement_pairs([(day(i), r) for i, r in enumerate(rates)])
+    assert len(pairs) == 10
+    assert {p.reference_value for p in pairs} == {0.96}
+    assert pairs[-1].loss == pytest.approx(0.015 / 0.96)
+    # Newest three days' losses 0.5/96, 1/96, 1.5/96 -> level 1/96 = 1.04%: over a 1% budget.
+    level = c.drift_level(pairs)
+    assert level == pytest.approx(0.01 / 0.96)
+    assert c.budget_verdict(level=level, budget=c.AGREEMENT_BUDGET, trend=None) == c.OVER
+    assert c.agreement_pairs([(day(i), 0.9) for i in range(7)]) == []  # a baseline only

@@ -120,3 +120,50 @@ def test_it_says_no_data_without_reference_results(team: Any) -> None:
     )
     task = _task([team.pk], "Lonely-1B", "int8")
     assert task.pairs == [] and task.verdict == c.NO_DATA
+
+
+def _agreement(team: Any, rates: list[float], variant: str = "int4-awq") -> None:
+    from datetime import timedelta
+
+    from accelboard.drift.services import AgreementInput, agreement_batch_ingest
+
+    from .conftest import START
+
+    agreement_batch_ingest(
+        team=team,
+        batch_id=f"agreement-{variant}",
+        items=[
+            AgreementInput(
+                model="Llama-3.1-8B",
+                variant=variant,
+                day=(START + timedelta(days=i)).date(),
+                task="chat",
+                agreement_rate=rate,
+                samples=5000,
+            )
+            for i, rate in enumerate(rates)
+        ],
+    )
+
+
+def test_it_alerts_when_production_agreement_falls_from_its_first_week(
+    team: Any, llama: dict[str, Any]
+) -> None:
+    from accelboard.drift.services import agreement_check
+
+    # fp8 steady around 0.985; int4-awq a week at 0.962 then down 0.4 points a day for 5 days.
+    _agreement(team, [0.985, 0.986, 0.984] * 4, variant="fp8")
+    _agreement(team, [0.962] * 7 + [0.962 - 0.004 * n for n in range(1, 6)])
+    (finding,) = agreement_check(team=team)
+    assert (finding.variant, finding.metric, finding.verdict) == ("int4-awq", "agreement:chat", c.OVER)
+    alert = Alert.objects.get()
+    assert (alert.kind, alert.severity) == ("drift", "critical")
+    assert alert.title.startswith("Llama-3.1-8B int4-awq: production agreement (chat) down")
+    assert alert.detail["baseline_rate"] == pytest.approx(0.962)
+    assert alert.detail["latest_rate"] == pytest.approx(0.942)
+    # Newest three days 0.950, 0.946, 0.942 -> median 0.946: 1.66% below 0.962.
+    assert alert.detail["loss"] == pytest.approx(0.016 / 0.962)
+    assert [f.created for f in agreement_check(team=team)] == [False]
+    counts = drift_check_all()
+    assert counts["alerts_created"] == 2  # Llama int4 over on accuracy, other team's Secret-7B
+    assert Alert.objects.filter(detail__source="production agreement").count() == 1

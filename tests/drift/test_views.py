@@ -124,13 +124,13 @@ def test_it_keeps_the_query_count_flat(
     client.get("/quantization/")
     with django_assert_max_num_queries(7):
         assert client.get("/quantization/").status_code == 200
-    with django_assert_max_num_queries(11):
+    with django_assert_max_num_queries(12):
         assert client.get(model_url).status_code == 200
     # Twice the history and another model: the same number of queries.
     drift_series(team=Team.objects.get(slug="inference"), losses=[0.001] * 12)
     with django_assert_max_num_queries(7):
         assert client.get("/quantization/").status_code == 200
-    with django_assert_max_num_queries(11):
+    with django_assert_max_num_queries(12):
         assert client.get(model_url).status_code == 200
     assert Model.objects.filter(name="Drifty-8B").exists()
     assert ARC
