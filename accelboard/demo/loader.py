@@ -287,7 +287,11 @@ def _drift(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[str, in
     drift alerts the daily check would have raised over the run history, day by day: the
     int4-awq slow drift is warned of (trending) before it crosses its budget."""
     from accelboard.benchmarks.models import Model  # noqa: PLC0415
-    from accelboard.drift.services import agreement_batch_ingest, drift_history_check  # noqa: PLC0415
+    from accelboard.drift.services import (  # noqa: PLC0415
+        agreement_batch_ingest,
+        agreement_check,
+        drift_history_check,
+    )
 
     for name, budget in plan.DRIFT_BUDGETS.items():
         Model.objects.filter(name=name).update(drift_budget=budget)
@@ -300,6 +304,7 @@ def _drift(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[str, in
     findings = []
     for team in teams.values():
         findings += drift_history_check(team=team, days=days)
+    findings += agreement_check(team=teams[plan.AGREEMENT_TEAM])
     return {"production_agreement": accepted["accepted"], "drift_alerts": len(findings)}
 
 
