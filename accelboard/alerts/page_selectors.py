@@ -145,17 +145,27 @@ def alert_get_visible(*, alert_id: int, team_ids: list[int] | None) -> Alert:
 
 
 def alert_series_points(*, alert: Alert, limit: int = CHART_POINTS) -> list[dict[str, Any]]:
-    """The alert's series, oldest first: the last ``limit`` points up to now, so the chart shows
-    the change and what came after it."""
+    """The alert's series, oldest first, at most ``limit`` points that include the change.
+
+    Usually the last ``limit`` points (the change and what came after it). For an old alert whose
+    change lies before them, a window around the change instead: up to ``limit`` * 5/8 points
+    before the first bad run and the rest after it, so the red line is never off the chart."""
     if alert.series_id is None:
         return []
-    rows = list(
-        MetricValue.objects.filter(series_id=alert.series_id)
-        .order_by("-measured_at", "-pk")
-        .values("measured_at", "value", "run_id", git_commit=F("run__git_commit"))[:limit]
+    values = MetricValue.objects.filter(series_id=alert.series_id).values(
+        "measured_at", "value", "run_id", git_commit=F("run__git_commit")
     )
+    rows = list(values.order_by("-measured_at", "-pk")[:limit])
     rows.reverse()
-    return rows
+    change_at = alert.first_run.started_at if alert.first_run_id and alert.first_run else None
+    if change_at is None or len(rows) < limit or rows[0]["measured_at"] <= change_at:
+        return rows
+    before = list(values.filter(measured_at__lt=change_at).order_by("-measured_at", "-pk")[: limit * 5 // 8])
+    before.reverse()
+    after = list(
+        values.filter(measured_at__gte=change_at).order_by("measured_at", "pk")[: limit - len(before)]
+    )
+    return before + after
 
 
 def alert_run_range(*, alert: Alert) -> list[BenchmarkRun]:

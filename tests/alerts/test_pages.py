@@ -571,3 +571,15 @@ def test_it_draws_other_change_points_and_survives_empty_input() -> None:
     )
     assert len(empty["data"]) == 1 and empty["layout"]["shapes"] == []
     assert empty["layout"]["yaxis"]["title"]["text"] == "x (ms)"
+
+
+def test_it_keeps_an_old_change_point_on_the_chart(team: Team, lead: Any, login_client: Any) -> None:
+    from accelboard.alerts import page_selectors
+
+    runs = step_series(team, n=40)
+    alert = regression_alert(team, runs)
+    recent = page_selectors.alert_series_points(alert=alert, limit=20)
+    assert [p["run_id"] for p in recent] == [r.pk for r in runs[STEP_AT - 12 : STEP_AT + 8]]
+    assert len(page_selectors.alert_series_points(alert=alert, limit=40)) == 40
+    tail = page_selectors.alert_series_points(alert=alert, limit=30)
+    assert [p["run_id"] for p in tail] == [r.pk for r in runs[10:]]  # the change is in the last 30
