@@ -47,7 +47,12 @@ def pareto_figure(
     colours = accelerator_colours(points)
     data: list[dict[str, Any]] = []
     for name, colour in colours.items():
-        members = [(p, on) for p, on in zip(points, frontier, strict=True) if p.accelerator == name]
+        # Frontier points first: the legend takes its colour from the trace's first point, and a
+        # faded legend symbol would read as "this accelerator is dominated".
+        members = sorted(
+            ((p, on) for p, on in zip(points, frontier, strict=True) if p.accelerator == name),
+            key=lambda member: (not member[1], member[0].p99_ms),
+        )
         if not members:
             continue
         data.append(
@@ -59,9 +64,10 @@ def pareto_figure(
                 "y": [round(p.total_cost_per_1m or 0.0, 6) for p, _ in members],
                 "text": [p.label for p, _ in members],
                 "marker": {
-                    "color": colour,
+                    # Faded by colour, not by marker.opacity: plotly draws the legend symbol with
+                    # the mean of an opacity array, which would fade the whole accelerator.
+                    "color": [colour if on else _faded(colour) for _, on in members],
                     "size": 12,
-                    "opacity": [1.0 if on else DOMINATED_OPACITY for _, on in members],
                     "line": {"color": "#ffffff", "width": 1},
                 },
                 "hovertemplate": "%{text}<br>p99 %{x:.4g} ms<br>%{y:.4g} " + currency + "<extra></extra>",
@@ -100,6 +106,12 @@ def pareto_figure(
         "yaxis": yaxis,
     }
     return {"data": data, "layout": layout}
+
+
+def _faded(colour: str) -> str:
+    """``#rrggbb`` as rgba at the dominated points' opacity."""
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red},{green},{blue},{DOMINATED_OPACITY})"
 
 
 def _log_ticks(*, low: float, high: float) -> list[float]:

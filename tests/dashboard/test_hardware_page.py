@@ -161,7 +161,10 @@ def test_it_draws_the_pareto_frontier_and_the_sweep_knee(
     assert frontier["x"] == [20.0, 21.0, 22.0, 36.0, 45.0]
     assert frontier["y"] == [1.02, 0.52, 0.26, 0.21, 0.13]
     h100 = pareto["data"][0]
-    faded = [x for x, opacity in zip(h100["x"], h100["marker"]["opacity"], strict=True) if opacity < 1]
+    faded = [
+        x for x, colour in zip(h100["x"], h100["marker"]["color"], strict=True) if colour.endswith(",0.3)")
+    ]
+    assert h100["marker"]["color"][0] == "#2563eb"  # a frontier point first: the legend's colour
     assert sorted(faded) == [24.0, 30.0, 60.0]  # fp8 bs32, bf16, fp8 bs128
     sweep = response.context["sweep_figure"]
     assert [t["name"] for t in sweep["data"]] == ["fp8 on 1× H100 SXM 80GB", "Knee"]
