@@ -379,7 +379,8 @@ def _models_with_rest(by_model: dict[str, Group], total: Group) -> list[Group]:
     rest.energy_kwh = max(total.energy_kwh - sum(group.energy_kwh for group in models), 0.0)
     rest.energy_kwh_pue = max(total.energy_kwh_pue - sum(group.energy_kwh_pue for group in models), 0.0)
     rest.carbon_kg = max(total.carbon_kg - sum(group.carbon_kg for group in models), 0.0)
-    return [*models, rest]
+    # Where serving accounts for every cent there is nothing to attribute: no empty line.
+    return [*models, rest] if rest.total_cost >= 0.005 else models
 
 
 def _daily_totals(daily: dict[tuple[dt.date, str, str], float]) -> dict[dt.date, float]:
