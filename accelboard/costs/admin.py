@@ -123,6 +123,24 @@ class _RecomputeOnSave(admin.ModelAdmin):
             days.update(cost_days_for_price_window(valid_from=old[0], valid_to=old[1], today=today))
         cost_recompute_enqueue(days=days)
 
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        # The days it priced lose their price (SET_NULL): re-cost them with what the book has left.
+        days = cost_days_for_price_window(
+            valid_from=obj.valid_from, valid_to=obj.valid_to, today=timezone.now().date()
+        )
+        super().delete_model(request, obj)
+        cost_recompute_enqueue(days=days)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        today = timezone.now().date()
+        days = {
+            d
+            for obj in queryset
+            for d in cost_days_for_price_window(valid_from=obj.valid_from, valid_to=obj.valid_to, today=today)
+        }
+        super().delete_queryset(request, queryset)
+        cost_recompute_enqueue(days=days)
+
 
 @admin.register(AcceleratorPrice)
 class AcceleratorPriceAdmin(_RecomputeOnSave):
