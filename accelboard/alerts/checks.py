@@ -88,11 +88,11 @@ def _change_alerts(series: Series) -> list[Alert]:
     )
 
 
-def _baseline(h: _History, series: Series, alerts: list[Alert]) -> tuple[int, np.ndarray]:
+def _baseline(h: _History, expected: list[int], alerts: list[Alert]) -> tuple[int, np.ndarray]:
     """Index where the baseline starts, and the values with reverted excursions hidden."""
     position = {run_id: i for i, run_id in enumerate(h.run_ids)}
     values = h.values.copy()
-    markers = [position[r] for r in expected_change_runs(series=series) if r in position]
+    markers = [position[r] for r in expected if r in position]
     for alert in alerts:
         start = position.get(alert.first_run_id)  # type: ignore[arg-type]
         if start is None:
@@ -130,6 +130,15 @@ def _revert_check(h: _History, alert: Alert) -> int | None:
     return None
 
 
+def _is_return(alert: Alert, verdict: detection.Verdict) -> bool:
+    """Is ``verdict`` the way back of an open change alert (its new level nearer the old one)?"""
+    if alert.state not in (AlertState.OPEN, AlertState.ACKNOWLEDGED) or verdict.level_after is None:
+        return False
+    if alert.before_mean is None or alert.after_mean is None:
+        return False
+    return abs(verdict.level_after - alert.before_mean) < abs(verdict.level_after - alert.after_mean)
+
+
 def _title(series: Series, verdict: detection.Verdict) -> str:
     word = "regressed" if verdict.kind == detection.REGRESSION else "improved"
     pct = verdict.pct_change if verdict.pct_change is not None else math.nan
@@ -141,23 +150,52 @@ def series_check(*, series: Series, upto: BenchmarkRun | None = None) -> SeriesC
     """Check one series at ``upto`` (default: its newest run); raise or resolve alerts."""
     _lock_series(series.pk)
     h = _history(series, upto)
+    return _check_at(
+        series,
+        h,
+        alerts=_change_alerts(series),
+        expected=expected_change_runs(series=series),
+        min_effect=min_effect_for_series(series=series),
+    )
+
+
+@transaction.atomic
+def series_history_check(*, series: Series) -> list[SeriesCheck]:
+    """Replay the whole history as if each run had just landed (loaded or imported data).
+
+    The same steps as ``series_check`` at every run, with the history read once: what the
+    per-run task would have raised and resolved, had it seen the runs arrive one by one.
+    """
+    _lock_series(series.pk)
+    h = _history(series, None)
+    alerts = _change_alerts(series)
+    expected = expected_change_runs(series=series)
+    min_effect = min_effect_for_series(series=series)
+    out = []
+    for n in range(detection.DEFAULT_MIN_BASELINE // 2, len(h.run_ids) + 1):
+        prefix = _History(h.run_ids[:n], h.values[:n], h.samples[:n])
+        out.append(_check_at(series, prefix, alerts=alerts, expected=expected, min_effect=min_effect))
+    return out
+
+
+def _check_at(
+    series: Series, h: _History, *, alerts: list[Alert], expected: list[int], min_effect: float
+) -> SeriesCheck:
+    """One check at the end of ``h``; ``alerts`` (the series' change alerts) is kept current."""
     result = SeriesCheck(series_id=series.pk, verdict=detection.NONE, reason="no results")
     if not h.run_ids:
         return result
     checked_run = h.run_ids[-1]
-    alerts = _change_alerts(series)
     for alert in alerts:
         if alert.state in (AlertState.OPEN, AlertState.ACKNOWLEDGED):
             reverted_at = _revert_check(h, alert)
             if reverted_at is not None:
-                Alert.objects.filter(pk=alert.pk).update(
-                    detail={**alert.detail, "reverted_at_run": reverted_at}
-                )
-                alert.detail = {**alert.detail, "reverted_at_run": reverted_at}
+                detail = {**alert.detail, "reverted_at_run": reverted_at}
+                Alert.objects.filter(pk=alert.pk).update(detail=detail)
+                alert.detail = detail
                 alert_resolve(alert=alert, reason="reverted", note="the values went back to the old level")
                 result.resolved.append(alert.pk)
-    baseline, values = _baseline(h, series, alerts)
-    min_effect = min_effect_for_series(series=series)
+    baseline, values = _baseline(h, expected, alerts)
     has_samples = any(s for s in h.samples)
     verdict = detection.check_latest(
         values,
@@ -168,6 +206,12 @@ def series_check(*, series: Series, upto: BenchmarkRun | None = None) -> SeriesC
     )
     result.verdict, result.reason = verdict.kind, verdict.reason
     if verdict.kind == detection.NONE or verdict.change_index is None:
+        return result
+    returning = next((a for a in alerts if _is_return(a, verdict)), None)
+    if returning is not None:
+        # Back towards the level before an open alert: a revert in the making (resolved once two
+        # results confirm it), not a new change in the other direction.
+        result.verdict, result.reason = detection.NONE, f"returning to the level before alert #{returning.pk}"
         return result
     first_run_id = h.run_ids[verdict.change_index]
     good = [i for i in range(verdict.change_index) if math.isfinite(values[i])]
@@ -198,6 +242,7 @@ def series_check(*, series: Series, upto: BenchmarkRun | None = None) -> SeriesC
     )
     if created:
         result.raised.append(alert.pk)
+        alerts.append(alert)
     return result
 
 
@@ -219,6 +264,19 @@ def _detail(
         "min_effect": min_effect,
         "commit_range": [last_good.git_commit if last_good else "", first_run.git_commit],
     }
+
+
+def alerts_history_check(*, series_ids: list[int] | None = None) -> dict[str, int]:
+    """Replay every series (or the given ones): the alerts pass after a bulk load such as the demo."""
+    series_list = Series.objects.select_related("team", "workload__variant__model", "accelerator_type")
+    if series_ids is not None:
+        series_list = series_list.filter(pk__in=series_ids)
+    raised = resolved = 0
+    for series in series_list.order_by("pk"):
+        for check in series_history_check(series=series):
+            raised += len(check.raised)
+            resolved += len(check.resolved)
+    return {"alerts_raised": raised, "alerts_resolved": resolved}
 
 
 def run_check(*, run_id: int) -> list[SeriesCheck]:

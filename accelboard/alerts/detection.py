@@ -34,7 +34,9 @@ points share the same noise model:
    g. Short history with samples: when the baseline has too few runs for a series noise estimate
       (under ``min_baseline``) but the newest run and earlier runs carry repeated samples, their
       samples are compared with a one-sided Mann-Whitney U test at ``alpha_samples`` (asv uses
-      p < 0.002), and the newest run alone may be flagged.
+      p < 0.002) and the mean shift must also pass a z test on the pooled within-run spread at
+      ``alpha`` (ranks say "different", not "by how much"); then the newest run alone may be
+      flagged.
 
 2. ``segment(values, direction=..., min_effect=..., min_size=...)`` segments a whole history
    offline (trend charts, re-scoring after a threshold change):
@@ -218,6 +220,7 @@ def _samples_check(
     direction: str,
     min_effect: float,
     alpha: float,
+    alpha_z: float = DEFAULT_ALPHA,
 ) -> Verdict:
     """Short history: the newest run's samples against the pooled samples of the runs before it."""
 
@@ -240,6 +243,16 @@ def _samples_check(
     p = float(test.pvalue)
     if p > alpha:
         return _none(f"samples do not differ (Mann-Whitney p={p:.3g})")
+    # Ranks alone say "different", not "by how much": with a few runs checked per series, p < 0.002
+    # happens by chance. The mean shift must also stand out of the runs' own spread at the main
+    # check's false-alarm rate (Welch-like z on pooled robust spreads).
+    spread, _, df = _within_run_se(samples, keep[-6:])
+    if spread > 0:
+        z = abs(float(np.mean(newest) - np.mean(before))) / (
+            spread * math.sqrt(1 / len(newest) + 1 / len(before))
+        )
+        if z < _t_isf(alpha_z, max(1.0, df)):
+            return _none(f"newest run's samples differ (Mann-Whitney p={p:.3g}) but by only {z:.1f} sigma")
     if _relative(level_before, shift) < min_effect:
         return _none("shift below the minimum effect")
     return Verdict(

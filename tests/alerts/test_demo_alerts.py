@@ -1,0 +1,77 @@
+"""The demo's injected benchmark regressions all raise alerts; its noise and its outlier raise none."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from accelboard.alerts.models import Alert
+from accelboard.benchmarks.models import BenchmarkRun
+
+SMALL_FLAGS = [
+    "--hosts=6",
+    "--days-runs=20",
+    "--days-telemetry=1",
+    "--telemetry-interval=900",
+    "--serving-interval=900",
+    "--now=2026-11-29T22:00:00Z",
+]
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def manifest(transactional_db: None, tmp_path: Path) -> dict[str, Any]:
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE fleet_telemetrysample")  # unmanaged: the flush does not empty it
+    path = tmp_path / "manifest.json"
+    call_command("demo_fleet", *SMALL_FLAGS, f"--manifest={path}", stdout=StringIO())
+    return json.loads(path.read_text())
+
+
+def test_the_demo_raises_exactly_its_injected_regressions(manifest: dict[str, Any]) -> None:
+    events = manifest["benchmark_events"]
+    regressions = [e for e in events if e.get("expect_alert")]
+    expected_series = {item["series_id"] for e in regressions for item in e["series"]}
+    assert len(regressions) == 5 and len(expected_series) == 10
+
+    bench_alerts = Alert.objects.filter(kind__in=["regression", "improvement"]).select_related("first_run")
+    by_series = {a.series_id: a for a in bench_alerts}
+    # Every injected regression, every series it moves, one alert each, at (or one run after) its start.
+    for event in regressions:
+        start = BenchmarkRun.objects.get(uuid=event["first_run_uuid"]).started_at
+        for item in event["series"]:
+            alert = by_series.get(item["series_id"])
+            assert alert is not None, f"{event['id']}: no alert on {item['metric']}"
+            assert alert.kind == "regression", (event["id"], item["metric"], alert.title)
+            assert 0 <= (alert.first_run.started_at - start).days <= 1, (event["id"], item["metric"])
+            assert alert.pct_change == pytest.approx(item["pct"], abs=max(3.0, abs(item["pct"]) * 0.25))
+            # A regression that the plan reverts is resolved by the detector once two results are
+            # back (the last run day is 19); the others stay open.
+            reverted = event["end_day"] is not None and event["end_day"] <= 18
+            assert alert.state == ("resolved" if reverted else "open"), (event["id"], event["end_day"])
+    # Nothing else: no alert on the noise-only series, the outlier or a second alert per series.
+    extra = [
+        (a.title, a.pct_change, a.detail.get("reason"), a.first_run.started_at.date(), a.state)
+        for a in bench_alerts
+        if a.series_id not in expected_series
+    ]
+    assert extra == []
+    assert bench_alerts.count() == len(expected_series)
+    outlier = next(e for e in events if e["kind"] == "outlier")
+    # (Drift alerts on accuracy series are the drift check's, judged by its own tests.)
+    assert not bench_alerts.filter(series_id__in=[i["series_id"] for i in outlier["series"]]).exists()
+    assert not bench_alerts.filter(series_id__in=manifest["series_without_events"]).exists()
+    print(
+        f"demo: {len(regressions)} injected regressions on {len(expected_series)} series -> "
+        f"{bench_alerts.count()} alerts; {len(manifest['series_without_events'])} noise-only series -> 0"
+    )
