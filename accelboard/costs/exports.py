@@ -225,7 +225,7 @@ def breakdown_table(
     )
 
 
-def model_table(*, groups: list[Any], currency: str) -> ExportTable:
+def model_table(*, groups: list[Any], currency: str, links: list[str | None] | None = None) -> ExportTable:
     """Serving spend per model (from the daily serving costs): GPU-hours, energy, money."""
     return ExportTable(
         name="by_model",
@@ -241,7 +241,10 @@ def model_table(*, groups: list[Any], currency: str) -> ExportTable:
             Column("carbon_kg", "Carbon (kgCO2e)", "kg"),
             Column("stale_rows", "Days on a stale price", "int"),
         ],
-        rows=[group_row(group) for group in groups],
+        rows=[
+            group_row(group, link=link)
+            for group, link in zip(groups, links or [None] * len(groups), strict=True)
+        ],
     )
 
 
@@ -339,6 +342,44 @@ def prices_table(*, rows: list[dict[str, Any]]) -> ExportTable:
             Column("valid_to", "Valid until (exclusive)", "date"),
             Column("stale", "Stale (> 30 days)", "flag"),
             Column("rows", "Host-days using it", "int"),
+        ],
+        rows=rows,
+    )
+
+
+def serving_table(*, rows: list[dict[str, Any]]) -> ExportTable:
+    """The serving rows behind one model's spend (one per day, host and variant)."""
+    return ExportTable(
+        name="serving",
+        title="Serving days",
+        columns=[
+            Column("day", "Day (UTC)", "date"),
+            Column("host__hostname", "Host", "key"),
+            Column("team__name", "Team", on_page=False),
+            Column("variant__model__name", "Model", on_page=False),
+            Column("variant__name", "Variant"),
+            Column("requests", "Requests", "int"),
+            Column("prompt_tokens", "Prompt tokens", "int", on_page=False),
+            Column("generated_tokens", "Generated tokens", "int"),
+            Column("gpu_hours", "GPU-hours (h)", "hours"),
+            Column("price_per_hour", "Instance price per hour", "rate", on_page=False),
+            Column("price_gpus", "GPUs in priced instance", "int", on_page=False),
+            Column("price_source", "Price source", on_page=False),
+            Column("price_fetched_on", "Price fetched", "date"),
+            Column("energy_kwh", "Energy (kWh)", "kwh"),
+            Column("pue", "PUE", "rate", on_page=False),
+            Column("energy_kwh_pue", "Energy × PUE (kWh)", "kwh", on_page=False),
+            Column("kwh_price", "Electricity price per kWh", "rate"),
+            Column("kwh_source", "Electricity price source", on_page=False),
+            Column("kwh_fetched_on", "Electricity price fetched", "date", on_page=False),
+            Column("carbon_kg", "Carbon (kgCO2e)", "kg", on_page=False),
+            Column("energy_per_token_j", "Energy per token (J)", "rate"),
+            Column("capacity_cost", "Capacity", "money"),
+            Column("energy_cost", "Energy cost", "money"),
+            Column("total_cost", "Spend", "money"),
+            Column("cost_per_1m_tokens", "Cost per 1M tokens", "money"),
+            Column("currency", "Currency", on_page=False),
+            Column("price_stale", "Stale price", "flag"),
         ],
         rows=rows,
     )

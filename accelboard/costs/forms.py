@@ -87,6 +87,7 @@ class DrillForm(CostFilterForm):
     project = forms.CharField(required=False, max_length=100)
     host = forms.CharField(required=False, max_length=255)
     day = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    model = forms.CharField(required=False, max_length=120, widget=forms.HiddenInput)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

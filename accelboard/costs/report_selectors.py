@@ -82,6 +82,8 @@ class CostFilters:
     project: str | None = None
     host_id: int | None = None
     day: dt.date | None = None
+    # A served model's name: the drill-down then lists the serving rows behind its total.
+    model: str | None = None
 
 
 def month_bounds(month: dt.date) -> tuple[dt.date, dt.date]:
@@ -551,10 +553,14 @@ def _price_inputs(row: dict[str, Any]) -> dict[str, Any]:
 def cost_drill_prices(
     *, team_ids: list[int] | None, filters: CostFilters, today: dt.date
 ) -> list[dict[str, Any]]:
-    """The price rows behind the filtered costs, with source, fetched date and staleness."""
-    start, end = month_bounds(filters.month)
-    qs = _scoped(CostDaily.objects.all(), team_ids=team_ids, filters=filters).filter(
-        day__gte=start, day__lt=end
+    """The price rows behind the filtered costs (or, with ``filters.model``, behind that model's
+    serving costs), with source, fetched date and staleness."""
+    qs = (
+        _serving_scoped(team_ids=team_ids, filters=filters)
+        if filters.model is not None
+        else _scoped(CostDaily.objects.all(), team_ids=team_ids, filters=filters).filter(
+            day__gte=month_bounds(filters.month)[0], day__lt=month_bounds(filters.month)[1]
+        )
     )
     used_accel = dict(
         qs.exclude(accelerator_price=None)
@@ -617,4 +623,66 @@ def cost_drill_prices(
                 "rows": used_power[power.pk],
             }
         )
+    return out
+
+
+def _serving_scoped(*, team_ids: list[int] | None, filters: CostFilters) -> QuerySet[Any]:
+    start, end = month_bounds(filters.month)
+    qs = ServingCostDaily.objects.filter(day__gte=start, day__lt=end, variant__model__name=filters.model)
+    if team_ids is not None:
+        qs = qs.filter(team_id__in=team_ids)
+    if filters.team_id is not None:
+        qs = qs.filter(team_id=filters.team_id)
+    if filters.provider:
+        qs = qs.filter(host__provider=filters.provider)
+    if filters.host_id is not None:
+        qs = qs.filter(host_id=filters.host_id)
+    if filters.day is not None:
+        qs = qs.filter(day=filters.day)
+    return qs
+
+
+def cost_drill_serving(*, team_ids: list[int] | None, filters: CostFilters) -> list[dict[str, Any]]:
+    """The daily serving rows behind a model's total: tokens, GPU-hours, energy and money, with
+    the price rows' inputs beside them."""
+    rows = (
+        _serving_scoped(team_ids=team_ids, filters=filters)
+        .order_by("day", "host__hostname", "variant__name")
+        .values(
+            "day",
+            "host__hostname",
+            "team__name",
+            "variant__model__name",
+            "variant__name",
+            "requests",
+            "prompt_tokens",
+            "generated_tokens",
+            "gpu_hours",
+            "energy_kwh",
+            "energy_kwh_pue",
+            "carbon_kg",
+            "capacity_cost",
+            "energy_cost",
+            "cost",
+            "cost_per_1m_tokens",
+            "energy_per_token_j",
+            "currency",
+            "price_stale",
+            "accelerator_price__price_per_hour",
+            "accelerator_price__accelerator_count",
+            "accelerator_price__source",
+            "accelerator_price__fetched_on",
+            "electricity_price__price_per_kwh",
+            "electricity_price__pue",
+            "electricity_price__source",
+            "electricity_price__fetched_on",
+        )
+    )
+    out = []
+    for row in rows:
+        row["total_cost"] = row.pop("cost")
+        row = _price_inputs(row)
+        if row["cost_per_1m_tokens"] is not None:
+            row["cost_per_1m_tokens"] = float(row["cost_per_1m_tokens"])
+        out.append(row)
     return out

@@ -30,6 +30,7 @@ from .report_selectors import (
     cost_drill_days,
     cost_drill_hosts,
     cost_drill_prices,
+    cost_drill_serving,
     cost_filter_choices,
     cost_report,
     cost_team_ids_visible,
@@ -73,6 +74,7 @@ def _filters(data: dict[str, Any], *, team_ids: list[int] | None) -> CostFilters
         if host_id is None:
             raise Http404("No such host among the teams whose costs you may see")
     project = data.get("project")
+    model = data.get("model")
     return CostFilters(
         month=data.get("month") or _today().replace(day=1),
         team_id=team_id,
@@ -81,12 +83,13 @@ def _filters(data: dict[str, Any], *, team_ids: list[int] | None) -> CostFilters
         project=project if project else None,
         host_id=host_id,
         day=data.get("day"),
+        model=model if model else None,
     )
 
 
 def _query(data: dict[str, Any], **changes: Any) -> str:
     """The current filters as a query string, with ``changes`` applied (None drops a key)."""
-    keys = ("month", "team", "provider", "accelerator_type", "project", "host", "day", "by")
+    keys = ("month", "team", "provider", "accelerator_type", "project", "host", "day", "model", "by")
     params: dict[str, str] = {}
     for key in keys:
         value = changes[key] if key in changes else data.get(key)
@@ -145,7 +148,11 @@ def _report_tables(report: Report, data: dict[str, Any]) -> list[exports.ExportT
                 name=name, label=label, groups=groups, currency=report.currency, links=links
             )
         )
-    tables.append(exports.model_table(groups=report.by_model, currency=report.currency))
+    model_links: list[str | None] = [
+        f"{drill}?{_query(data, by=None, model=group.label)}" if group.key != "-" else None
+        for group in report.by_model
+    ]
+    tables.append(exports.model_table(groups=report.by_model, currency=report.currency, links=model_links))
     tables.append(exports.daily_table(rows=report.daily, currency=report.currency))
     return tables
 
@@ -198,7 +205,8 @@ def cost_report_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 def cost_drill_page(request: HttpRequest) -> HttpResponse:
     team_ids = cost_team_ids_visible(user=request.user)
-    form = DrillForm(_with_month(request), **cost_filter_choices(team_ids=team_ids))
+    choices = cost_filter_choices(team_ids=team_ids)
+    form = DrillForm(_with_month(request), **choices)
     if not form.is_valid():
         return _bad_request(request, "costs/drill.html", form)
     data = dict(form.cleaned_data)
@@ -206,23 +214,28 @@ def cost_drill_page(request: HttpRequest) -> HttpResponse:
     data["month"] = filters.month
     today = _today()
     drill = reverse("costs:drill")
-    hosts = cost_drill_hosts(team_ids=team_ids, filters=filters)
-    for row in hosts:
-        row["_link"] = f"{drill}?{_query(data, host=row['host__hostname'])}"
-    tables = [exports.hosts_table(rows=hosts)]
-    # Every host-day of a whole month is long; the page lists them once narrowed to a host or a
-    # day, the exports always carry them.
     narrowed = filters.host_id is not None or filters.day is not None
-    if narrowed or data.get("format"):
-        tables.append(exports.days_table(rows=cost_drill_days(team_ids=team_ids, filters=filters)))
+    if filters.model is not None:
+        # A model's total is made of serving rows, not host-days: list those.
+        tables = [exports.serving_table(rows=cost_drill_serving(team_ids=team_ids, filters=filters))]
+    else:
+        hosts = cost_drill_hosts(team_ids=team_ids, filters=filters)
+        for row in hosts:
+            row["_link"] = f"{drill}?{_query(data, host=row['host__hostname'])}"
+        tables = [exports.hosts_table(rows=hosts)]
+        # Every host-day of a whole month is long; the page lists them once narrowed to a host or
+        # a day, the exports always carry them.
+        if narrowed or data.get("format"):
+            tables.append(exports.days_table(rows=cost_drill_days(team_ids=team_ids, filters=filters)))
     tables.append(
         exports.prices_table(rows=cost_drill_prices(team_ids=team_ids, filters=filters, today=today))
     )
     stem = f"costs-{filters.month:%Y-%m}-drill"
     if data.get("format"):
         return _export(tables, data=data, stem=stem)
+    names = {"team": dict(choices["teams"]), "accelerator_type": dict(choices["accelerator_types"])}
     applied = [
-        (label, data[key])
+        (label, names.get(key, {}).get(data[key], data[key]))
         for key, label in (
             ("team", "Team"),
             ("project", "Project"),
@@ -230,6 +243,7 @@ def cost_drill_page(request: HttpRequest) -> HttpResponse:
             ("provider", "Provider"),
             ("host", "Host"),
             ("day", "Day"),
+            ("model", "Model"),
         )
         if data.get(key) not in (None, "")
     ]
@@ -241,7 +255,8 @@ def cost_drill_page(request: HttpRequest) -> HttpResponse:
         "narrowed": narrowed,
         "no_team": team_ids == [],
         "query": _query(data),
-        "report_query": _query(data, project=None, host=None, day=None),
-        "up_query": _query(data, host=None, day=None) if narrowed else None,
+        "report_query": _query(data, project=None, host=None, day=None, model=None),
+        "up_query": _query(data, host=None, day=None, model=None) if narrowed or filters.model else None,
+        "model": filters.model,
     }
     return render(request, "costs/drill.html", context)

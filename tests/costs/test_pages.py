@@ -341,7 +341,10 @@ def test_it_shows_serving_spend_by_model_and_what_no_model_accounts_for(
         capacity_cost=Decimal("491.60"),
         energy_cost=Decimal("0"),
         cost=Decimal("491.60"),
+        cost_per_1m_tokens=Decimal("245.80"),
         currency="USD",
+        accelerator_price=cost_fleet["p5"],
+        electricity_price=cost_fleet["power"],
         computed_at=timezone.now(),
     )
     client = login_client(cast["engineer"])
@@ -352,6 +355,25 @@ def test_it_shows_serving_spend_by_model_and_what_no_model_accounts_for(
     assert _report(client, accelerator_type="h100-sxm-80gb").context["report"].by_model == []
     # Another team's engineer sees no model spend.
     assert _report(login_client(cast["other_lead"])).context["report"].by_model == []
+
+    # The model's total drills down to its serving rows and the price rows they used.
+    body = _report(client).content.decode()
+    assert reverse("costs:drill") + "?month=2026-10&amp;model=Llama-3.1-8B" in body
+    drill = _drill(client, model="Llama-3.1-8B")
+    serving, prices = drill.context["tables"]
+    assert [(r["day"], r["host__hostname"], r["generated_tokens"]) for r in serving.rows] == [
+        (OCT, "gpu-a", 2_000_000)
+    ]
+    assert serving.rows[0]["total_cost"] == pytest.approx(491.60)
+    assert serving.rows[0]["price_source"] == "skypilot-catalog aws/vms.csv"
+    assert {r["source"] for r in prices.rows} == {"skypilot-catalog aws/vms.csv", "utility tariff 2026"}
+    assert "serving days and prices of Llama-3.1-8B" in drill.content.decode()
+    csv_body = _drill(client, model="Llama-3.1-8B", format="csv", table="serving").content.decode("utf-8-sig")
+    header, line = csv_body.splitlines()
+    assert "Cost per 1M tokens" in header.split(",")
+    assert line.startswith("2026-10-01,gpu-a,Inference Platform,Llama-3.1-8B,bf16,1000,")
+    other = _drill(login_client(cast["other_lead"]), model="Llama-3.1-8B")
+    assert other.context["tables"][0].rows == []
 
 
 def test_it_filters_by_provider_and_accelerator_type(
@@ -557,3 +579,5 @@ def test_it_reads_the_report_and_drill_down_in_a_flat_number_of_queries(
         assert _drill(client).status_code == 200
     with django_assert_max_num_queries(12):
         assert _drill(client, host="gpu-x1").status_code == 200
+    with django_assert_max_num_queries(10):
+        assert _drill(client, model="Llama-3.1-8B").status_code == 200
