@@ -69,17 +69,21 @@ def _visible_host(request: HttpRequest, host_id: int) -> Host:
 def _telemetry(host: Host, range_key: str, now: datetime) -> dict[str, Any]:
     """Figures and facts of one host's telemetry over the range ending now."""
     start = now - selectors.HOST_RANGES[range_key]
-    width, frame = selectors.host_telemetry(host_id=host.pk, start=start, end=now)
+    width, step, frame = selectors.host_telemetry(host_id=host.pk, start=start, end=now)
     gpus = [selectors.gpu_live_state(accelerator=gpu, now=now) for gpu in host.accelerators.all()]
     figures = charts.host_telemetry_figures(
-        frame=frame, gpus=gpus, width_s=width, x_range=[start.isoformat(), now.isoformat()]
+        frame=frame, gpus=gpus, width_s=width, step_s=step, x_range=[start.isoformat(), now.isoformat()]
     )
     return {
         "range": range_key,
         "width_s": width,
+        "step_s": step,
+        "label": charts.step_label(width_s=width, step_s=step),
         "points": len(frame),
         "has_data": not frame.empty,
-        "last_bucket": frame["bucket"].max().isoformat() if not frame.empty else None,
+        "last_bucket": datetime.fromtimestamp(frame["bucket"].max(), UTC).isoformat()
+        if not frame.empty
+        else None,
         "generated_at": now.isoformat(),
         "figures": figures,
         "gpus": gpus,

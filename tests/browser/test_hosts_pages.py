@@ -75,7 +75,7 @@ def test_it_shows_the_lead_their_hosts_live_and_opens_a_hosts_charts(
         page.wait_for_selector(f"#{key}-chart .main-svg")
     names = page.evaluate("document.getElementById('power-chart').data.map(t => t.name)")
     assert names == ["GPU 0", "GPU 1", "GPU 2", "GPU 3"]
-    util_points = page.evaluate("document.getElementById('utilisation-chart').data[0].y.length")
+    util_points = page.evaluate("document.getElementById('utilisation-chart')._fullData[0].y.length")
     assert util_points > 100  # six hours of minute buckets, one sample every two minutes
     y_title = page.evaluate("document.getElementById('power-chart').layout.yaxis.title.text")
     assert y_title == "Power (W)"
@@ -117,6 +117,6 @@ def test_it_redraws_a_host_page_from_the_refresh_endpoint_without_reloading(
     page.wait_for_selector("#power-chart .main-svg")
     names = page.evaluate("document.getElementById('power-chart').data.map(t => t.name)")
     assert names == ["GPU 0", "GPU 1"]
-    assert page.evaluate("document.getElementById('power-chart').data[0].y.length") >= 45
+    assert page.evaluate("document.getElementById('power-chart')._fullData[0].y.length") >= 45
     assert page.js_errors == []
     screenshot(page, "host-detail-after-refresh")

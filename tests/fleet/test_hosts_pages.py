@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
 
+import pandas as pd
 import pytest
 from django.urls import reverse
 
-from accelboard.fleet import selectors
+from accelboard.fleet import charts, selectors
 from accelboard.fleet.models import Accelerator, Host
 from accelboard.testing.plotly import trace_values
 from tests import factories
@@ -82,18 +83,41 @@ def test_it_flags_an_agent_stale_after_five_minutes_or_three_intervals() -> None
     assert not selectors.agent_is_stale(last_seen_at=NOW - timedelta(minutes=4), now=NOW, interval_s=1)
 
 
+@pytest.mark.parametrize(
+    ("range_key", "step"), [("1h", 60), ("6h", 60), ("24h", 300), ("7d", 3600), ("30d", 3600)]
+)
+def test_it_draws_at_most_a_few_hundred_points_per_gpu(range_key: str, step: int) -> None:
+    span = selectors.HOST_RANGES[range_key]
+    assert selectors.point_step_for(span=span) == step
+    assert span.total_seconds() / step <= 720
+
+
 def test_it_reads_a_hosts_telemetry_from_the_rollup_width_of_the_range(team: Any) -> None:
     _, gpus = factories.host_create(team=team, gpus=2)
     end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    factories.telemetry_days_load(gpus=gpus, days=2, interval_s=300, now=end)
-    width, frame = selectors.host_telemetry(host_id=gpus[0].host_id, start=end - timedelta(hours=6), end=end)
-    assert width == 60
+    batch = factories.telemetry_days_load(gpus=gpus, days=2, interval_s=300, now=end)
+    width, step, frame = selectors.host_telemetry(
+        host_id=gpus[0].host_id, start=end - timedelta(hours=6), end=end
+    )
+    assert (width, step) == (60, 60)
     # 5-minute samples land in 72 minute buckets per GPU over 6 hours.
     assert len(frame) == 2 * 72
-    width, frame = selectors.host_telemetry(host_id=gpus[0].host_id, start=end - timedelta(days=7), end=end)
-    assert width == 3600
+    width, step, frame = selectors.host_telemetry(
+        host_id=gpus[0].host_id, start=end - timedelta(days=7), end=end
+    )
+    assert (width, step) == (3600, 3600)
     assert len(frame) == 2 * 48
     assert set(frame["accelerator_id"]) == {gpu.pk for gpu in gpus}
+    # A day: minute rollups merged into 5-minute bins in the database, means weighted by samples,
+    # energy summed: the day's mean utilisation and energy match the raw samples.
+    width, step, frame = selectors.host_telemetry(
+        host_id=gpus[0].host_id, start=end - timedelta(hours=24), end=end
+    )
+    assert (width, step) == (60, 300)
+    assert len(frame) == 2 * 288
+    first = frame[frame["accelerator_id"] == gpus[0].pk]
+    raw = batch.gpu_util[batch.gpu_ids == gpus[0].pk][-288:]
+    assert first["gpu_util_avg"].mean() == pytest.approx(raw.mean(), rel=1e-6)
 
 
 # --- the grid -----------------------------------------------------------------------------------
@@ -238,7 +262,11 @@ def test_it_serves_fresh_figures_as_json_for_the_refresh(
     assert set(payload["figures"]) == {"power", "energy", "utilisation", "memory", "clocks"}
     energy = payload["figures"]["energy"]
     assert energy["layout"]["yaxis"]["title"]["text"] == "Energy (Wh)"
-    assert len(energy["data"][0]["x"]) > 0
+    # Regular minute buckets from x0, values as a typed array (no array of times on the wire).
+    bars = energy["data"][0]
+    assert bars["dx"] == 60_000 and "x" not in bars
+    assert datetime.fromisoformat(bars["x0"]) >= datetime.now(UTC) - timedelta(hours=6, minutes=1)
+    assert len(trace_values(bars["y"])) > 0
 
 
 def test_it_rejects_an_unknown_range_with_a_400_naming_it(
@@ -260,3 +288,36 @@ def test_it_says_why_a_host_has_no_charts(login_client: Any, lead: Any, team: An
     assert response.status_code == 200
     assert response.context["telemetry"]["has_data"] is False
     assert b"No telemetry from this host in the last 6h" in response.content
+
+
+def test_it_joins_sparse_samples_but_leaves_a_real_gap_in_a_line() -> None:
+    """Samples every 2 minutes into 1-minute buckets still draw a line; 16 silent minutes do not."""
+    epochs = [0.0, 120.0, 240.0, 1200.0, 1260.0]
+    frame = pd.DataFrame(
+        {
+            "bucket": [1_767_225_600.0 + e for e in epochs],
+            "accelerator_id": [7] * 5,
+            "power_avg_w": [100.0, 110.0, 120.0, 130.0, 140.0],
+            "energy_j": [6000.0] * 5,
+            "gpu_util_avg": [50.0] * 5,
+            "mem_used_avg_bytes": [2.0**30] * 5,
+            "mem_total_bytes": [2.0**31] * 5,
+            "sm_clock_avg_mhz": [1980.0] * 5,
+            "mem_clock_avg_mhz": [2619.0] * 5,
+            "temperature_max_c": [60.0] * 5,
+        }
+    )
+    figures = charts.host_telemetry_figures(
+        frame=frame, gpus=[{"id": 7, "index": 0, "power_limit_w": 700.0}], width_s=60, x_range=["a", "b"]
+    )
+    (line,) = figures["power"]["data"]
+    y = trace_values(line["y"])
+    x = trace_values(line["x"])
+    assert y[:3] == [100.0, 110.0, 120.0] and y[4:] == [130.0, 140.0]
+    assert y[3] != y[3]  # NaN: the break
+    assert [(v - x[0]) / 1000 for v in x[:3]] == [0.0, 120.0, 240.0]
+    # Energy bars: one per minute bucket from the first, J -> Wh.
+    bars = figures["energy"]["data"][0]
+    assert bars["dx"] == 60_000
+    energy = trace_values(bars["y"])
+    assert len(energy) == 22 and energy[0] == pytest.approx(6000 / 3600)
