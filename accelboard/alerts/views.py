@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -89,6 +90,9 @@ def _list_context(
 ) -> tuple[dict[str, Any], int]:
     team_ids = _team_scope(request)
     params = request.GET
+    if request.method == "POST":
+        # A refused bulk action shows the list it was posted from, with that list's filters.
+        params = QueryDict(urlsplit(_next_url(request, "")).query)
     form = AlertFilterForm(params or None, choices=page_selectors.alert_filter_choices(team_ids=team_ids))
     status = 200
     if params and not form.is_valid():

@@ -283,12 +283,17 @@ def test_it_rolls_back_a_bulk_action_when_one_alert_refuses(
 ) -> None:
     fine = alert_create(team=team)
     done = alert_create(team=team, state="resolved", title="Already resolved one")
+    other = alert_create(team=team, kind="slo")
     response = login_client(engineer).post(
-        reverse("alerts:bulk_triage"), {"action": "acknowledge", "ids": [fine.pk, done.pk]}
+        reverse("alerts:bulk_triage"),
+        {"action": "acknowledge", "ids": [fine.pk, done.pk], "next": "/alerts/?kind=regression"},
     )
     assert response.status_code == 409
     body = response.content.decode()
     assert "Nothing was changed" in body and f"alert {done.pk}" in body
+    # The list it came from, filters and ticks kept.
+    assert sorted(_listed(response)) == sorted([fine.pk, done.pk]) and other.pk not in _listed(response)
+    assert body.count(" checked") >= 1 and 'value="/alerts/?kind=regression"' in body
     fine.refresh_from_db()
     assert fine.state == "open"
     assert not AlertEvent.objects.filter(alert=fine).exists()
