@@ -183,6 +183,30 @@ def drift_model_report(*, model: Model, team_ids: list[int] | None) -> ModelRepo
         elif not row.is_reference:
             row.note = "no reference run on this hardware and workload: savings cannot be computed"
         rows.append(row)
+    # A configuration without a reference twin says nothing about savings: keep it only when it is
+    # all a variant has, and count the others on the variant's rows (batch sweeps, other GPUs).
+    matched = {r.variant_id for r in rows if r.is_reference or r.speedup is not None}
+    unmatched: dict[int, int] = defaultdict(int)
+    kept: list[VariantRow] = []
+    for row in rows:
+        if (
+            row.variant_id in matched
+            and not row.is_reference
+            and row.speedup is None
+            or row.variant_id not in matched
+            and any(k.variant_id == row.variant_id for k in kept)
+        ):
+            unmatched[row.variant_id] += 1
+        else:
+            kept.append(row)
+    for row in kept:
+        if unmatched.get(row.variant_id):
+            count = unmatched[row.variant_id]
+            extra = (
+                f"also run on {count} other configuration{'s' if count > 1 else ''} without a reference run"
+            )
+            row.note = f"{row.note}; {extra}" if row.note else extra
+    rows = kept
     # Variants with accuracy results but no performance runs still get their accuracy row.
     shown = {r.variant_id for r in rows}
     for variant in drift.variants:

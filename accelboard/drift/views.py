@@ -57,15 +57,28 @@ def drift_model(request: HttpRequest, model_id: int) -> HttpResponse:
     except Model.DoesNotExist as exc:
         raise Http404("No such model in your teams") from exc
     report = drift_model_report(model=model, team_ids=team_ids)
+    # One point per variant and hardware against the reference on it; the reference itself is one
+    # point at (0% loss, 1×) whatever hardware it ran on.
     points = [
         {
             "label": f"{row.variant_name} · {row.hardware.split(' · ')[0]}",
-            "speedup": row.speedup if not row.is_reference else 1.0,
+            "speedup": row.speedup,
             "loss": row.worst_loss,
             "verdict": row.verdict,
         }
         for row in report.rows
+        if not row.is_reference
     ]
+    if report.drift.reference is not None and any(row.is_reference for row in report.rows):
+        points.insert(
+            0,
+            {
+                "label": f"{report.drift.reference.name} (reference)",
+                "speedup": 1.0,
+                "loss": 0.0,
+                "verdict": "reference",
+            },
+        )
     drift_charts: list[dict[str, Any]] = []
     for i, metric in enumerate(report.metrics):
         tasks = [t for t in report.drift.tasks if t.metric == metric and t.pairs]

@@ -130,7 +130,7 @@ def test_it_draws_the_pareto_chart_and_marks_the_over_budget_row(
         "() => document.getElementById('pareto-chart').data.map(t => ({name: t.name, x: t.x, y: t.y, text: t.text}))"
     )
     points = {
-        label.split(" · ")[0]: (x, y)
+        label.split(" ")[0]: (x, y)
         for label, x, y in zip(data[0]["text"], data[0]["x"], data[0]["y"], strict=True)
     }
     assert set(points) == set(VARIANTS)

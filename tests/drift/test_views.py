@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from accelboard.benchmarks.models import Model
+from tests import factories
 
 from .conftest import ARC
 
@@ -74,7 +75,7 @@ def test_it_shows_speedup_savings_and_verdicts_per_variant(
     pareto = _figure(html, "pareto-figure")
     points = pareto["data"][0]
     by_label = dict(zip(points["text"], zip(points["x"], points["y"], strict=True), strict=True))
-    assert by_label["bf16 · 1× H100 SXM 80GB"] == (0.0, 1.0)
+    assert by_label["bf16 (reference)"] == (0.0, 1.0)
     assert by_label["fp8 · 1× H100 SXM 80GB"] == pytest.approx((0.5, 7100 / 4700))
     assert by_label["int4-awq · 1× H100 SXM 80GB"] == pytest.approx((2.5, 6200 / 4700))
     # The frontier: reference then fp8; int4 is slower than fp8 and loses more (dominated).
@@ -105,6 +106,28 @@ def test_it_shows_the_cost_saving_from_run_costs(login_client: Any, lead: Any, l
     assert "+35.0%" in fp8  # 1 - 0.13 / 0.20
     int4 = re.search(r'<tr class="verdict-over" data-variant="int4-awq".*?</tr>', html, re.S).group(0)
     assert int4.count("—") >= 1  # no cost for int4: no saving claimed
+
+
+def test_it_folds_configurations_without_a_reference_twin_into_a_note(
+    login_client: Any, lead: Any, team: Any, llama: dict[str, Any]
+) -> None:
+    from .conftest import START, accuracy_run
+
+    l4 = factories.accelerator_type_from(factories.L4)
+    accuracy_run(
+        team=team,
+        model="Llama-3.1-8B",
+        variant="fp8",
+        precision="fp8",
+        at=START,
+        accelerator_type=l4,
+        metrics={"throughput_tokens_per_s": 900.0},
+    )
+    html = login_client(lead).get(f"/quantization/{llama['model'].pk}/").content.decode()
+    fp8_rows = re.findall(r'<tr class="verdict-within" data-variant="fp8".*?</tr>', html, re.S)
+    assert len(fp8_rows) == 1  # the H100 row, against the H100 reference
+    assert "1.51×" in fp8_rows[0]
+    assert "also run on 1 other configuration without a reference run" in fp8_rows[0]
 
 
 def test_it_explains_an_empty_overview(login_client: Any, lead: Any, outsider: Any) -> None:
