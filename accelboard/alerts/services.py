@@ -247,4 +247,14 @@ def alert_mark_expected(
             ],
             ignore_conflicts=True,
         )
+        if scope == ExpectedScope.RUN:
+            # The same commit's other open alerts are the same intended change: close them too.
+            siblings = Alert.objects.filter(
+                first_run_id=alert.first_run_id, series_id__in=series_ids, state__in=_ACTIVE
+            ).exclude(pk=alert.pk)
+            for sibling in siblings:
+                try:
+                    alert_dismiss(alert=sibling, user=user, reason=DismissReason.EXPECTED, note=note)
+                except AlertTransitionError:
+                    continue  # moved by someone else meanwhile: their decision stands
     return alert

@@ -174,11 +174,18 @@ def test_it_marks_a_change_expected_for_the_series(team: Any, lead: Any) -> None
 def test_it_marks_every_series_of_the_run_expected(team: Any, lead: Any) -> None:
     run = run_create(team=team)
     alert = _regression_on(team, run)
-    alert_mark_expected(alert=alert, user=lead, scope="run")
+    sibling = _regression_on(team, run, metric="latency_p99_ms")
+    alert_mark_expected(alert=alert, user=lead, scope="run", note="new scheduler")
     assert set(ExpectedChange.objects.values_list("series_id", flat=True)) == set(
         run.metrics.values_list("series_id", flat=True)
     )
     assert ExpectedChange.objects.count() == 2
+    sibling.refresh_from_db()
+    assert (sibling.state, sibling.dismissed_reason, sibling.dismissed_note) == (
+        "dismissed",
+        "expected",
+        "new scheduler",
+    )
 
 
 def test_it_refuses_to_mark_expected_without_a_series(team: Any, lead: Any) -> None:
