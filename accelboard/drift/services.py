@@ -53,14 +53,13 @@ class DriftFinding:
 def _title(model_name: str, task: TaskDrift) -> str:
     level = (task.level or 0.0) * 100
     budget = task.budget * 100
+    # A bare "accuracy" metric has no task name worth repeating ("accuracy accuracy").
+    what = "accuracy" if task.task == "accuracy" else f"{task.task} accuracy"
     if task.verdict == c.OVER:
-        return (
-            f"{model_name} {task.variant_name}: {task.task} accuracy {level:.2f}% below the reference, "
-            f"over its {budget:.2g}% budget"
-        )
+        return f"{model_name} {task.variant_name}: {what} {level:.2f}% below the reference, over its {budget:.2g}% budget"
     days = task.trend.days_to_budget if task.trend else None
     return (
-        f"{model_name} {task.variant_name}: {task.task} accuracy loss {level:.2f}% and growing, "
+        f"{model_name} {task.variant_name}: {what} loss {level:.2f}% and growing, "
         f"reaches the {budget:.2g}% budget in ~{days:.0f} days"
     )
 
