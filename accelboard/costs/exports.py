@@ -189,7 +189,7 @@ def _breakdown_columns(label: str, currency: str) -> list[Column]:
 
 def group_row(group: Any, *, link: str | None = None) -> dict[str, Any]:
     row = {
-        name: getattr(group, name)
+        name: group.value(name)
         for name in (
             "label",
             "total_cost",

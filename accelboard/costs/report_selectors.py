@@ -171,15 +171,28 @@ class Group:
     unpriced_rows: int = 0
     previous_total: float | None = None
     drill: dict[str, str] = field(default_factory=dict)
+    # Figures at least one row had a value for; the others are unknown (no price, no energy
+    # measured) and a table shows them as a gap rather than as 0.
+    known: set[str] = field(default_factory=set)
 
     def add(self, row: dict[str, Any], factor: float) -> None:
         for name in ("alloc_hours", "busy_hours", "idle_hours", "energy_kwh", "energy_kwh_pue", "carbon_kg"):
             setattr(self, name, getattr(self, name) + _num(row[name]))
+            if row[name] is not None:
+                self.known.add(name)
         for name in MONEY_FIELDS:
             setattr(self, name, getattr(self, name) + _num(row[name]) * factor)
+            if row[name] is not None:
+                self.known.add(name)
         self.rows += row["rows"]
         self.stale_rows += row["stale_rows"]
         self.unpriced_rows += row["unpriced_rows"]
+
+    def value(self, name: str) -> Any:
+        """A figure, or None where no row behind it had one."""
+        if name in SUM_FIELDS and name not in self.known:
+            return None
+        return getattr(self, name)
 
     @property
     def change_pct(self) -> float | None:
@@ -381,6 +394,11 @@ def _models_with_rest(by_model: dict[str, Group], total: Group) -> list[Group]:
     rest.energy_kwh = max(total.energy_kwh - sum(group.energy_kwh for group in models), 0.0)
     rest.energy_kwh_pue = max(total.energy_kwh_pue - sum(group.energy_kwh_pue for group in models), 0.0)
     rest.carbon_kg = max(total.carbon_kg - sum(group.carbon_kg for group in models), 0.0)
+    rest.known = {name for name in SUM_FIELDS if name in total.known} - {
+        "busy_hours",
+        "idle_hours",
+        "idle_cost",
+    }
     # Where serving accounts for every cent there is nothing to attribute: no empty line.
     return [*models, rest] if rest.total_cost >= 0.005 else models
 

@@ -50,8 +50,11 @@ def test_it_exports_the_team_breakdown_as_csv_with_the_pages_numbers(
     assert float(inference["Energy × PUE (kWh)"]) == pytest.approx(300.0)
     assert float(inference["Carbon (kgCO2e)"]) == pytest.approx(142.5)
     assert inference["Host-days"] == "2"
-    # Research had no spend in September: the gap stays empty, never a zero.
+    # Research had no spend in September, and its host has no electricity price: the gaps stay
+    # empty, never a zero.
     assert rows[1]["Previous month (USD)"] == ""
+    assert rows[1]["Energy cost (USD)"] == ""
+    assert float(rows[1]["Spend (USD)"]) == pytest.approx(50.0)
     assert rows[1]["Host-days on a stale price"] == "1"
 
 
