@@ -296,3 +296,12 @@ def test_it_keeps_several_series_to_a_fixed_number_of_queries(
         response = client.get(reverse("dashboard:trends"), {"series": ids})
     assert len(_traces(response.context["figure"], "series")) == 4
     assert len(_traces(response.context["figure"], "alerts")) == 4
+
+
+def test_it_is_linked_from_a_run_page_for_each_charted_series(
+    login_client: Any, lead: Any, stepped: dict[str, Any]
+) -> None:
+    run, series = stepped["runs"][-1], stepped["series"]
+    response = login_client(lead).get(reverse("benchmarks:run_detail", args=[run.pk]))
+    link = f'href="/trends/?series={series.pk}"'
+    assert link in response.content.decode()
