@@ -22,15 +22,12 @@ from accelboard.core.models import Team
 from accelboard.fleet.models import AcceleratorType, Host
 
 from . import charts, exports
+from .drill_selectors import cost_drill_days, cost_drill_hosts, cost_drill_prices, cost_drill_serving
 from .forms import CostFilterForm, DrillForm
 from .report_selectors import (
     DIMENSIONS,
     CostFilters,
     Report,
-    cost_drill_days,
-    cost_drill_hosts,
-    cost_drill_prices,
-    cost_drill_serving,
     cost_filter_choices,
     cost_report,
     cost_team_ids_visible,
