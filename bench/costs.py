@@ -9,8 +9,8 @@
 2. Loads ``--days`` days of 60 s rollups per GPU with binary COPY (utilisation and energy vary
    by minute), as the rollup refresh would have left them.
 3. Times ``cost_days_compute`` over those days (the nightly job's work: minute rollups ->
-   CostDaily) and the month's report reads (``cost_month_summary`` + ``cost_breakdown`` by team
-   + ``cost_daily_series``) on the result.
+   CostDaily) and the month's report read (``report_selectors.cost_report``: totals, every
+   breakdown, the daily series and the forecast, as the finance page asks for them) on the result.
 4. The month figure is compute per day × 30 + the report; with ``--days 30`` nothing is
    extrapolated. Reference: the compute time per host-day and per GPU-day, whose ratio between
    the two fleets shows whether the work grows linearly with the fleet.
@@ -109,7 +109,7 @@ def rollups_load(fleet: list[tuple[int, list[int]]], start: datetime, days: int)
 
 
 def measure(fleet: list[tuple[int, list[int]]], days: list[date]) -> dict[str, float]:
-    from accelboard.costs.selectors import cost_breakdown, cost_daily_series, cost_month_summary
+    from accelboard.costs.report_selectors import CostFilters, cost_report
     from accelboard.costs.services import cost_days_compute
 
     host_ids = [h for h, _ in fleet]
@@ -121,10 +121,8 @@ def measure(fleet: list[tuple[int, list[int]]], days: list[date]) -> dict[str, f
     compute_s = time.perf_counter() - started
     rows = sum(r.rows for r in results)
     started = time.perf_counter()
-    summary = cost_month_summary(team_ids=team_ids, month=days[0])
-    cost_breakdown(team_ids=team_ids, month=days[0], by="team")
-    cost_daily_series(
-        team_ids=team_ids, start=days[0].replace(day=1), end=days[-1] + timedelta(days=1), by="team"
+    report = cost_report(
+        team_ids=team_ids, filters=CostFilters(month=days[0]), today=days[-1] + timedelta(days=1)
     )
     report_s = time.perf_counter() - started
     host_days = len(host_ids) * len(days)
@@ -137,7 +135,7 @@ def measure(fleet: list[tuple[int, list[int]]], days: list[date]) -> dict[str, f
         "per_host_day_ms": compute_s / host_days * 1000,
         "per_gpu_day_ms": compute_s / gpu_days * 1000,
         "rows": rows,
-        "total": float(summary["total_cost"]),
+        "total": float(report.total.total_cost),
     }
 
 

@@ -9,10 +9,9 @@ Money comes back as ``Decimal`` in the asked ``currency``. Sums in another curre
 converted with a price-book ``ExchangeRate`` valid on the period's last day; without one they
 are NOT converted: they are returned apart in ``unconverted`` and the page must show them so.
 
-Public names (H2's pages and others call these):
-``cost_month_summary``, ``cost_breakdown``, ``cost_daily_series``, ``cost_month_forecast``,
-``cost_drilldown``, ``run_costs_for``, ``serving_costs_for``, ``price_for_host``,
-``electricity_for_host``, ``carbon_for_host``, ``price_book_rows``.
+The monthly report and its drill-down have their own modules (``report_selectors``,
+``drill_selectors``); this one serves the other pages: per-day totals and the daily spend series
+(the overview), per-run and serving costs, and the price book.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
+from django.db.models import Count, F, Q, QuerySet, Sum
 
 from .models import AcceleratorPrice, CostDaily, ElectricityPrice, ExchangeRate, RunCost, ServingCostDaily
 from .prices import carbon_for_host, electricity_for_host, price_for_host
@@ -30,14 +29,9 @@ from .prices import carbon_for_host, electricity_for_host, price_for_host
 __all__ = [
     "BREAKDOWNS",
     "carbon_for_host",
-    "cost_breakdown",
     "cost_daily_series",
     "cost_days_totals",
-    "cost_drilldown",
-    "cost_month_forecast",
-    "cost_month_summary",
     "electricity_for_host",
-    "month_bounds",
     "price_book_rows",
     "price_for_host",
     "run_costs_for",
@@ -56,12 +50,6 @@ BREAKDOWNS: dict[str, tuple[str, str]] = {
     "model": ("variant__model_id", "variant__model__name"),
 }
 FILTERS = ("team_id", "project", "accelerator_type_id", "provider", "host_id", "day", "region")
-
-
-def month_bounds(month: date) -> tuple[date, date]:
-    """First day of ``month`` and first day of the next month (exclusive end)."""
-    first = month.replace(day=1)
-    return first, (first + timedelta(days=32)).replace(day=1)
 
 
 def _scoped(qs: QuerySet, team_ids: Sequence[int] | None) -> QuerySet:
@@ -146,127 +134,6 @@ def _group(qs: QuerySet, *keys: str) -> list[dict]:
     return [{k.removeprefix("sum_"): v for k, v in g.items()} for g in groups]
 
 
-def cost_month_summary(
-    *, team_ids: Sequence[int] | None, month: date, currency: str = "USD"
-) -> dict[str, Any]:
-    """Totals of a month (and the previous one, for month-over-month change): capacity, usage,
-    idle and energy cost, total; GPU-hours held/busy/idle; kWh, kWh × PUE, kgCO2e; how many rows
-    were priced from stale rows or left unpriced. Two grouped queries + the rates."""
-    start, end = month_bounds(month)
-    prev_start, _ = month_bounds(start - timedelta(days=1))
-    conv = _Converter(currency=currency, on=end - timedelta(days=1))
-    this_groups = _group(_daily(team_ids=team_ids, start=start, end=end))
-    this, unconverted = _fold(this_groups, None, conv)
-    prev, _ = _fold(_group(_daily(team_ids=team_ids, start=prev_start, end=start)), None, conv)
-    empty = {
-        **{f: Decimal(0) for f in MONEY_FIELDS},
-        **{f: 0.0 for f in QUANTITY_FIELDS},
-        "stale_rows": 0,
-        "rows": 0,
-    }
-    totals = this.get(None, empty)
-    prev_total = prev.get(None, empty)["total_cost"]
-    change = float((totals["total_cost"] - prev_total) / prev_total * 100) if prev_total else None
-    currencies = {g["currency"] for g in this_groups if g["currency"]}
-    return {
-        "month": start,
-        "currency": currency,
-        **totals,
-        "unpriced_hours": sum(g["unpriced_hours"] or 0.0 for g in this_groups),
-        "previous_total": prev_total,
-        "change_pct": change,
-        "unconverted": unconverted,
-        "exchange_rate_ids": conv.rate_ids(currencies),
-        "price_stale": totals["stale_rows"] > 0,
-    }
-
-
-def cost_breakdown(
-    *,
-    team_ids: Sequence[int] | None,
-    month: date,
-    by: str = "team",
-    currency: str = "USD",
-    filters: Mapping[str, Any] | None = None,
-) -> list[dict[str, Any]]:
-    """Spend of a month by team, project, accelerator type, provider, host or model, largest first.
-
-    Each item: ``key``, ``label`` and the summary's fields. ``by="model"`` reads the serving
-    costs (per model variant served) and adds a "not attributed to a model" line for the rest of
-    the fleet's spend, so the items still add up to the month's total.
-    """
-    if by not in BREAKDOWNS:
-        raise ValueError(f"by: {by!r} is not one of {', '.join(BREAKDOWNS)}")
-    start, end = month_bounds(month)
-    conv = _Converter(currency=currency, on=end - timedelta(days=1))
-    if by == "model":
-        return _model_breakdown(team_ids=team_ids, start=start, end=end, conv=conv)
-    key, label = BREAKDOWNS[by]
-    qs = _daily(team_ids=team_ids, start=start, end=end, filters=filters)
-    groups = _group(qs, key, label) if label != key else _group(qs, key)
-    labels = {g[key]: g[label] for g in groups}
-    folded, unconverted = _fold(groups, key, conv)
-    items = [
-        {"key": k, "label": labels.get(k) or ("(none)" if k in (None, "") else str(k)), **v}
-        for k, v in folded.items()
-    ]
-    for item in items:
-        item["unconverted"] = [u for u in unconverted if u["key"] == item["key"]]
-    return sorted(items, key=lambda i: i["total_cost"], reverse=True)
-
-
-def _model_breakdown(
-    *, team_ids: Sequence[int] | None, start: date, end: date, conv: _Converter
-) -> list[dict]:
-    serving = _scoped(ServingCostDaily.objects.filter(day__gte=start, day__lt=end), team_ids)
-    groups = serving.values("variant__model_id", "variant__model__name", "currency").annotate(
-        total_cost=Sum("cost"),
-        capacity_cost=Sum("capacity_cost"),
-        energy_cost=Sum("energy_cost"),
-        alloc_hours=Sum("gpu_hours"),
-        energy_kwh=Sum("energy_kwh"),
-        energy_kwh_pue=Sum("energy_kwh_pue"),
-        carbon_kg=Sum("carbon_kg"),
-        generated_tokens=Sum("generated_tokens"),
-        stale_rows=Count("id", filter=Q(price_stale=True)),
-    )
-    items: dict[Any, dict[str, Any]] = {}
-    for g in groups:
-        item = items.setdefault(
-            g["variant__model_id"],
-            {
-                "key": g["variant__model_id"],
-                "label": g["variant__model__name"],
-                "total_cost": Decimal(0),
-                "capacity_cost": Decimal(0),
-                "energy_cost": Decimal(0),
-                "alloc_hours": 0.0,
-                "energy_kwh": 0.0,
-                "energy_kwh_pue": 0.0,
-                "carbon_kg": 0.0,
-                "generated_tokens": 0,
-                "stale_rows": 0,
-            },
-        )
-        for f in ("total_cost", "capacity_cost", "energy_cost"):
-            item[f] += conv.convert(g[f], g["currency"] or conv.currency) or Decimal(0)
-        for f in ("alloc_hours", "energy_kwh", "energy_kwh_pue", "carbon_kg"):
-            item[f] += g[f] or 0.0
-        item["generated_tokens"] += g["generated_tokens"] or 0
-        item["stale_rows"] += g["stale_rows"]
-    fleet, _ = _fold(_group(_daily(team_ids=team_ids, start=start, end=end)), None, conv)
-    fleet_total = fleet.get(None, {}).get("total_cost", Decimal(0))
-    attributed = sum((i["total_cost"] for i in items.values()), Decimal(0))
-    rest = {
-        "key": None,
-        "label": "Not attributed to a model",
-        "total_cost": max(fleet_total - attributed, Decimal(0)),
-        "alloc_hours": fleet.get(None, {}).get("alloc_hours", 0.0)
-        - sum(i["alloc_hours"] for i in items.values()),
-    }
-    return sorted(items.values(), key=lambda i: i["total_cost"], reverse=True) + [rest]
-
-
 def cost_daily_series(
     *,
     team_ids: Sequence[int] | None,
@@ -300,127 +167,6 @@ def cost_daily_series(
         s["values"][index[g["day"]]] += value or Decimal(0)
     ordered = sorted(series.values(), key=lambda s: sum(s["values"]), reverse=True)
     return {"days": days, "series": ordered, "currency": currency, "unconverted_groups": unconverted}
-
-
-def cost_month_forecast(
-    *, team_ids: Sequence[int] | None, month: date, today: date, currency: str = "USD"
-) -> dict[str, Any]:
-    """The month's total projected from its run rate: spend of the complete days so far / their
-    count × days in the month. A past month returns its actual; a future one has no forecast."""
-    start, end = month_bounds(month)
-    days_in_month = (end - start).days
-    summary = cost_month_summary(team_ids=team_ids, month=month, currency=currency)
-    if today >= end:
-        return {
-            "forecast": summary["total_cost"],
-            "actual": summary["total_cost"],
-            "basis_days": days_in_month,
-            "days_in_month": days_in_month,
-            "complete": True,
-            "currency": currency,
-        }
-    if today <= start:
-        return {
-            "forecast": None,
-            "actual": Decimal(0),
-            "basis_days": 0,
-            "days_in_month": days_in_month,
-            "complete": False,
-            "currency": currency,
-        }
-    # Complete days only: today's partial day would drag the rate down.
-    so_far = cost_month_summary_until(team_ids=team_ids, start=start, end=today, currency=currency)
-    basis = (today - start).days
-    rate = so_far / basis
-    return {
-        "forecast": (rate * days_in_month).quantize(Decimal("0.01")),
-        "actual": summary["total_cost"],
-        "run_rate_per_day": rate.quantize(Decimal("0.01")),
-        "basis_days": basis,
-        "days_in_month": days_in_month,
-        "complete": False,
-        "currency": currency,
-    }
-
-
-def cost_month_summary_until(
-    *, team_ids: Sequence[int] | None, start: date, end: date, currency: str = "USD"
-) -> Decimal:
-    """Total cost of [start, end) in ``currency`` (converted where a rate exists)."""
-    conv = _Converter(currency=currency, on=end - timedelta(days=1))
-    folded, _ = _fold(_group(_daily(team_ids=team_ids, start=start, end=end)), None, conv)
-    return folded.get(None, {}).get("total_cost", Decimal(0))
-
-
-def cost_drilldown(
-    *,
-    team_ids: Sequence[int] | None,
-    month: date,
-    filters: Mapping[str, Any] | None = None,
-    currency: str = "USD",
-    limit: int = 500,
-) -> dict[str, Any]:
-    """What is behind a total: its hosts, its days and the price rows used, for a month and any of
-    the filters (team_id, project, accelerator_type_id, provider, host_id, day, region).
-
-    ``hosts``: per host (hostname, team, project, provider, region, instance type, GPU-hours,
-    costs, price rows); ``days``: per day totals; ``rows``: the CostDaily rows themselves (up to
-    ``limit``, newest first, with host/type/prices joined); ``prices``: every accelerator and
-    electricity row cited, with source, fetched date and staleness. Eight queries.
-    """
-    start, end = month_bounds(month)
-    conv = _Converter(currency=currency, on=end - timedelta(days=1))
-    qs = _daily(team_ids=team_ids, start=start, end=end, filters=filters)
-    host_groups = _group(
-        qs,
-        "host_id",
-        "host__hostname",
-        "team__name",
-        "project",
-        "provider",
-        "region",
-        "host__instance_type",
-    )
-    hosts_folded, unconverted = _fold(host_groups, "host_id", conv)
-    meta = {g["host_id"]: g for g in host_groups}
-    prices = qs.values("host_id").annotate(
-        first=Min("day"), last=Max("day"), days=Count("day", distinct=True)
-    )
-    spans = {p["host_id"]: p for p in prices}
-    hosts = [
-        {
-            "host_id": hid,
-            "hostname": meta[hid]["host__hostname"],
-            "team": meta[hid]["team__name"],
-            "project": meta[hid]["project"],
-            "provider": meta[hid]["provider"],
-            "region": meta[hid]["region"],
-            "instance_type": meta[hid]["host__instance_type"],
-            "days": spans.get(hid, {}).get("days", 0),
-            **v,
-        }
-        for hid, v in hosts_folded.items()
-    ]
-    hosts.sort(key=lambda h: h["total_cost"], reverse=True)
-    days_folded, _ = _fold(_group(qs, "day"), "day", conv)
-    days = [{"day": d, **v} for d, v in sorted(days_folded.items())]
-    rows = list(
-        qs.select_related(
-            "host", "team", "accelerator_type", "accelerator_price", "electricity_price", "carbon_intensity"
-        ).order_by("-day", "host__hostname")[:limit]
-    )
-    pairs = set(qs.values_list("accelerator_price_id", "electricity_price_id").distinct())
-    price_ids = {p for p, _ in pairs if p is not None}
-    elec_ids = {e for _, e in pairs if e is not None}
-    return {
-        "month": start,
-        "currency": currency,
-        "hosts": hosts,
-        "days": days,
-        "rows": rows,
-        "unconverted": unconverted,
-        "prices": price_book_rows(accelerator_price_ids=price_ids, electricity_price_ids=elec_ids),
-    }
 
 
 def price_book_rows(

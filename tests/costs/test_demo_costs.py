@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.costs.models import CostDaily, RunCost, ServingCostDaily
-from accelboard.costs.selectors import cost_breakdown, cost_month_summary
+from accelboard.costs.report_selectors import CostFilters, cost_report
 from accelboard.fleet.models import Host, TelemetryRollup
 from tests.test_demo_fleet import _load, empty_telemetry, fast_passwords  # noqa: F401 - fixtures
 
@@ -40,10 +39,10 @@ def test_it_loads_a_month_of_costs_with_the_demo(empty_telemetry: None, tmp_path
     )
 
     month = max(rollup_days)
-    summary = cost_month_summary(team_ids=None, month=month)
-    assert summary["total_cost"] > Decimal(0) and summary["unconverted"] == []
-    teams = cost_breakdown(team_ids=None, month=month, by="team")
-    assert sum(t["total_cost"] for t in teams) == summary["total_cost"]
+    report = cost_report(team_ids=None, filters=CostFilters(month=month), today=month)
+    assert report.total.total_cost > 0 and not report.unconverted
+    teams = report.breakdowns["team"]
+    assert sum(t.total_cost for t in teams) == pytest.approx(report.total.total_cost)
 
     assert RunCost.objects.count() == BenchmarkRun.objects.count()
     assert ServingCostDaily.objects.filter(generated_tokens__gt=0, cost_per_1m_tokens__gt=0).exists()
