@@ -25,10 +25,12 @@ points share the same noise model:
       when its shift is significant, the relative shift is at least ``min_effect``, and the
       newest result is itself past the midpoint between the two levels.
       - k = 2: both results must be off, so the statistic is the smaller of the two shifts,
-        tested at sqrt(``alpha``) (two independent tails must both be crossed).
-      - k >= 3: the mean of the window winsorized at +/- 3 sigma around its own median (one
-        wild value moves it by at most 3 sigma / k, a real step keeps its full height), over
-        the standard error of the window mean and the baseline median, at ``alpha``.
+        tested at ``alpha`` ** 0.6 (two independent tails, with room for a noisy sigma).
+      - k = 3: the mean of the two results nearer the baseline (the most extreme is dropped).
+      - k >= 4: the mean of the window winsorized at +/- 3 sigma around its own median (one
+        wild value moves it by at most 3 sigma / k, a real step keeps its full height).
+      For k >= 3 the shift is over the standard error of that mean and of the baseline median,
+      at ``alpha``.
    d. Consequences: a single result never alerts (a lone outlier that reverts is an outlier);
       a revert of the newest result fails the midpoint rule, whatever came before; a step of
       3.3 sigma or more usually passes with k = 2-3, a small one needs roughly
@@ -104,6 +106,8 @@ DEFAULT_MIN_BASELINE = 8
 DEFAULT_MIN_SIZE = 5
 _MAD_TO_SIGMA = 1.4826
 _MAD_EFFICIENCY = 0.37
+PAIR_EXPONENT = 0.6  # the pair rule tests its smaller shift at alpha ** this (0.5: two independent
+# tails; 0.6 leaves room for a noisy sigma, so a 5-sigma outlier plus an ordinary 3-sigma draw fails)
 _SAMPLE_RUNS = 40  # runs whose repeats estimate the within-run spread
 _TAIL_MIN = 40  # baseline results needed before its 2.5/97.5 percentiles mean anything
 _MEDIAN_VAR = math.pi / 2  # variance of a sample median relative to a mean, normal noise
@@ -373,17 +377,23 @@ def check_latest(
             # Both results must be off: the smaller shift, tested at sqrt(alpha) (two independent
             # tails must both be crossed), so a lone wild value never carries it.
             shift = (ordered[0] if up else ordered[-1]) - level_before
-            z_needed = _t_isf(math.sqrt(alpha), df)
+            z_needed = _t_isf(alpha**PAIR_EXPONENT, df)
             z = abs(shift) / (sigma * math.sqrt(1.0 + base_var)) if (shift > 0) == up else 0.0
         else:
-            # Mean of the window winsorized at +/- 3 sigma around its own median: a wild value
-            # moves it by at most 3 sigma / k, a real step keeps its full height.
-            centre = (ordered[(k - 1) // 2] + ordered[k // 2]) / 2
-            lo, hi = centre - 3 * sigma, centre + 3 * sigma
-            level = sum(min(max(v, lo), hi) for v in ordered) / k
+            if k == 3:
+                # Three results: drop the most extreme on the shifted side (a wild value plus two
+                # ordinary ones must not pass), the mean of the other two.
+                kept = ordered[:-1] if up else ordered[1:]
+                level, n_eff = sum(kept) / 2, 2
+            else:
+                # Mean of the window winsorized at +/- 3 sigma around its own median: a wild value
+                # moves it by at most 3 sigma / k, a real step keeps its full height.
+                centre = (ordered[(k - 1) // 2] + ordered[k // 2]) / 2
+                lo, hi = centre - 3 * sigma, centre + 3 * sigma
+                level, n_eff = sum(min(max(v, lo), hi) for v in ordered) / k, k
             shift = level - level_before
             z_needed = _t_isf(alpha, df)
-            z = abs(shift) / (sigma * math.sqrt(1.0 / k + base_var)) if (shift > 0) == up else 0.0
+            z = abs(shift) / (sigma * math.sqrt(1.0 / n_eff + base_var)) if (shift > 0) == up else 0.0
         if z == 0.0 or abs(newest_shift) < abs(shift) / 2:
             continue  # wrong side, or the newest result went back: whatever moved did not last
         if _relative(level_before, shift) < min_effect:
