@@ -130,11 +130,16 @@ def test_it_refuses_an_overlapping_or_placeholder_price_in_the_admin_form():
 
 
 def test_it_loads_the_default_price_book_and_reports_bad_files(tmp_path: Path, capsys):
-    call_command("prices", "default")
+    call_command("prices", "default", "--if-empty")
     assert AcceleratorPrice.objects.filter(provider="aws").count() == 4
     assert all(p.source and p.fetched_on for p in AcceleratorPrice.objects.all())
     with pytest.raises(CommandError, match="nothing imported"):
         call_command("prices", "default")  # the same rows again overlap themselves
+    # A deployment's first start loads it; later starts leave the book to its editors.
+    rows = AcceleratorPrice.objects.count()
+    call_command("prices", "default", "--if-empty")
+    assert AcceleratorPrice.objects.count() == rows
+    assert "already has prices" in capsys.readouterr().out
     bad = tmp_path / "prices.csv"
     bad.write_text(HEADER + "l4,1,gcp,us-central1,g2,on-demand,abc,USD,s,2026-11-20,2026-01-01\n")
     with pytest.raises(CommandError):

@@ -13,6 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from accelboard.costs.models import AcceleratorPrice
 from accelboard.costs.pricebook_services import FORMATS, PriceImportError, pricebook_csv_import
 
 DEFAULT_BOOK = Path(__file__).resolve().parents[2] / "data" / "default_pricebook.csv"
@@ -32,11 +33,19 @@ class Command(BaseCommand):
         imp.add_argument("--currency", default="USD")
         imp.add_argument("--source", default="", help="Where the prices were read (URL, catalogue and date)")
         imp.add_argument("--pricing-model", default="on-demand")
-        sub.add_parser("default", help="Load the price book shipped with accelboard (public list prices)")
+        default = sub.add_parser("default", help="Load the price book shipped with accelboard (public list prices)")
+        default.add_argument(
+            "--if-empty",
+            action="store_true",
+            help="only when the book has no accelerator price yet (first start of a deployment)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         today = timezone.now().date()
         if options["action"] == "default":
+            if options["if_empty"] and AcceleratorPrice.objects.exists():
+                self.stdout.write("the price book already has prices: the shipped book was not loaded")
+                return
             path, fmt, extra = DEFAULT_BOOK, "instances", {}
         else:
             path, fmt = options["file"], options["format"]
