@@ -38,6 +38,8 @@ from .services import alert_raise, alert_resolve
 
 _LOCK_NAMESPACE = 0x41_4C  # "AL": advisory locks of the alerts app, keyed by series id
 _CRITICAL_PCT = 10.0
+# Runs whose repeated samples a per-run check reads: the detector's within-run estimate uses 40.
+_SAMPLES_TAIL = 60
 
 
 @dataclass
@@ -63,21 +65,29 @@ def _lock_series(series_id: int) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, series_id])
 
 
-def _history(series: Series, upto: BenchmarkRun | None) -> _History:
+def _history(series: Series, upto: BenchmarkRun | None, *, samples_tail: int | None = None) -> _History:
+    """The series in run order up to ``upto``; repeated samples only for the last ``samples_tail``
+    runs when given (the detector reads no older ones, and a long history's samples are heavy)."""
     points = MetricValue.objects.filter(series=series)
     if upto is not None:
         points = points.filter(measured_at__lte=upto.started_at)
-    rows = list(
-        points.order_by("measured_at", "run_id").values_list("run_id", "value", "samples", "measured_at")
-    )
+    fields = ["run_id", "value", "measured_at"] + ([] if samples_tail is not None else ["samples"])
+    rows = list(points.order_by("measured_at", "run_id").values_list(*fields))
     if upto is not None:
         # Same start time as the checked run but recorded later: not part of its history.
-        rows = [r for r in rows if r[3] < upto.started_at or r[0] <= upto.pk]
-    return _History(
-        run_ids=[r[0] for r in rows],
-        values=np.array([r[1] for r in rows], dtype=float),
-        samples=[list(r[2]) if r[2] else None for r in rows],
-    )
+        rows = [r for r in rows if r[2] < upto.started_at or r[0] <= upto.pk]
+    run_ids = [r[0] for r in rows]
+    if samples_tail is None:
+        samples = [list(r[3]) if r[3] else None for r in rows]
+    else:
+        tail = run_ids[-samples_tail:]
+        found = dict(
+            MetricValue.objects.filter(series=series, run_id__in=tail).values_list("run_id", "samples")
+        )
+        samples = [None] * (len(run_ids) - len(tail)) + [
+            list(found[r]) if found.get(r) else None for r in tail
+        ]
+    return _History(run_ids=run_ids, values=np.array([r[1] for r in rows], dtype=float), samples=samples)
 
 
 def _change_alerts(series: Series) -> list[Alert]:
@@ -149,7 +159,7 @@ def _title(series: Series, verdict: detection.Verdict) -> str:
 def series_check(*, series: Series, upto: BenchmarkRun | None = None) -> SeriesCheck:
     """Check one series at ``upto`` (default: its newest run); raise or resolve alerts."""
     _lock_series(series.pk)
-    h = _history(series, upto)
+    h = _history(series, upto, samples_tail=_SAMPLES_TAIL)
     return _check_at(
         series,
         h,

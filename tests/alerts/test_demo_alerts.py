@@ -13,6 +13,8 @@ from django.db import connection
 
 from accelboard.alerts.models import Alert
 from accelboard.benchmarks.models import BenchmarkRun
+from accelboard.core.models import JobRun
+from accelboard.demo import loader
 
 SMALL_FLAGS = [
     "--hosts=6",
@@ -71,7 +73,8 @@ def test_the_demo_raises_exactly_its_injected_regressions(manifest: dict[str, An
     # (Drift alerts on accuracy series are the drift check's, judged by its own tests.)
     assert not bench_alerts.filter(series_id__in=[i["series_id"] for i in outlier["series"]]).exists()
     assert not bench_alerts.filter(series_id__in=manifest["series_without_events"]).exists()
+    seconds = JobRun.objects.filter(name=loader.JOB_NAME).latest("started_at").detail["seconds"]
     print(
-        f"demo: {len(regressions)} injected regressions on {len(expected_series)} series -> "
+        f"demo: alerts step {seconds.get('alerts')} s; {len(regressions)} injected regressions on {len(expected_series)} series -> "
         f"{bench_alerts.count()} alerts; {len(manifest['series_without_events'])} noise-only series -> 0"
     )
