@@ -168,3 +168,14 @@ def test_the_pass_checks_serving_latency_against_the_model_slo(team: Any) -> Non
     alert = Alert.objects.get()
     assert (alert.kind, alert.severity, alert.after_mean) == ("slo", "critical", 650.0)
     assert alert.detail["threshold"] == 500
+
+
+@pytest.mark.django_db
+def test_the_beat_task_records_its_run(team: Any) -> None:
+    from accelboard.alerts.tasks import production_signals_check  # noqa: PLC0415
+    from accelboard.core.models import JobRun  # noqa: PLC0415
+
+    result = production_signals_check.apply(kwargs={"window_minutes": 15}).get()
+    assert result == {"findings": 0, "raised": 0, "resolved": 0}
+    job = JobRun.objects.get(name="alerts_production_check")
+    assert job.status == "succeeded" and job.detail["skipped"] is False
