@@ -1,0 +1,237 @@
+"""Every page, as every role, in a real browser (issue 9, "Done when").
+
+One test per role of the cast logs in through the real form and walks every page of the nav and
+the detail pages of a small world (``tests/browser/world.py``): the status the policy of
+``tests/test_permission_matrix.py`` gives, no uncaught JS error, no request leaving 127.0.0.1,
+every chart drawn with data where the role has data (and none for the outsider, who is told what
+to do instead), none of another team's names on the page, a few charts' series named after the
+world's objects, and a full-page screenshot per page (``<role>-<page>``).
+
+One browser context per role; the world is built once per test (the live server's flush empties
+the database after each transactional test, so a module-wide world cannot outlive a test).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.browser.world import NIGHTS, World, world_create
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ROLES = ["lead", "engineer", "finance", "other_lead", "outsider", "staff"]
+# The lead's team: lead, engineer, finance; the other team: other_lead; staff sees everything.
+MEMBERS = {"lead", "engineer", "finance", "staff"}
+
+
+def _statuses(lead: int, engineer: int, finance: int, other_lead: int, outsider: int, staff: int) -> dict:
+    return dict(zip(ROLES, (lead, engineer, finance, other_lead, outsider, staff), strict=True))
+
+
+ALL = _statuses(200, 200, 200, 200, 200, 200)
+TEAM_ONLY = _statuses(200, 200, 200, 404, 404, 200)
+OTHER_TEAM_ONLY = _statuses(404, 404, 404, 200, 404, 200)
+UPLOAD = _statuses(200, 200, 403, 200, 403, 200)  # finance writes no runs; the outsider has no team
+
+
+@dataclass(frozen=True)
+class Page:
+    name: str
+    url: Callable[[World], str]
+    statuses: dict[str, int]
+    costs: bool = False  # finance sees every team's costs here
+
+
+PAGES = [
+    Page("overview", lambda w: "/", ALL),
+    Page("trends", lambda w: "/trends/", ALL),
+    Page("trends-series", lambda w: f"/trends/?series={w.series.pk}", TEAM_ONLY),
+    Page("hardware", lambda w: "/hardware/", ALL),
+    Page("runs", lambda w: "/runs/", ALL),
+    Page("run-detail", lambda w: f"/runs/{w.run.pk}/", TEAM_ONLY),
+    Page("run-baseline", lambda w: f"/runs/{w.run.pk}/compare-baseline/", TEAM_ONLY),
+    Page("compare", lambda w: f"/runs/compare/?a={w.run.pk}&b={w.fp8_run.pk}", TEAM_ONLY),
+    Page("upload", lambda w: "/runs/upload/", UPLOAD),
+    Page("quantization", lambda w: "/quantization/", ALL),
+    Page("quantization-model", lambda w: f"/quantization/{w.model_id}/", TEAM_ONLY),
+    Page("costs", lambda w: f"/costs/?month={w.month:%Y-%m}", ALL, costs=True),
+    Page("costs-drill", lambda w: f"/costs/drill/?month={w.month:%Y-%m}", ALL, costs=True),
+    Page("alerts", lambda w: "/alerts/", ALL),
+    Page("alert-detail", lambda w: f"/alerts/{w.alert.pk}/", TEAM_ONLY),
+    Page("hosts", lambda w: "/hosts/", ALL),
+    Page("host-detail", lambda w: f"/hosts/{w.h100_host.pk}/", TEAM_ONLY),
+    Page("teams", lambda w: "/teams/", ALL),
+    Page("team-detail", lambda w: f"/teams/{w.team.slug}/", TEAM_ONLY),
+    Page("alert-emails", lambda w: "/notifications/subscriptions/", ALL),
+    # The other team's objects: ids reveal nothing outside that team.
+    Page("other-run-detail", lambda w: f"/runs/{w.other_run.pk}/", OTHER_TEAM_ONLY),
+    Page("other-alert-detail", lambda w: f"/alerts/{w.other_alert.pk}/", OTHER_TEAM_ONLY),
+    Page("other-host-detail", lambda w: f"/hosts/{w.other_host.pk}/", OTHER_TEAM_ONLY),
+]
+
+# Every chart on the page, read back from Plotly: id, whether Plotly drew it, and per trace its
+# name and how many points it holds (decoded arrays of _fullData, so base64 arrays count too).
+CHARTS_JS = """() => {
+  const els = [...new Set(document.querySelectorAll('.plot[data-figure], .js-plotly-plot'))];
+  return els.map(el => ({
+    id: el.id,
+    drawn: el.classList.contains('js-plotly-plot'),
+    traces: (el._fullData || []).filter(t => t.visible !== false).map(t => ({
+      name: String(t.name || ''),
+      role: String((t.meta && t.meta.role) || ''),
+      points: Math.max(0, ...['x', 'y', 'z', 'values', 'labels'].map(k => (t[k] && t[k].length) || 0)),
+    })),
+  }));
+}"""
+DRAWN_JS = "() => [...document.querySelectorAll('.plot[data-figure]')].every(el => el.classList.contains('js-plotly-plot'))"
+# Leaks found by this walk and reported to the lead, each pinned by its own xfail(strict=True)
+# test below so that the walk keeps checking everything else: (page, mark shown).
+KNOWN_LEAKS = {("team-detail", "Secret-70B")}
+# What a page says to someone who has nothing to see there.
+EMPTY_STATE = re.compile(r"not in a team|belong to no team")
+
+
+def _left_loopback(urls: list[str]) -> list[str]:
+    return [
+        url
+        for url in urls
+        if urlsplit(url).scheme not in {"data", "blob", "about"} and urlsplit(url).hostname != "127.0.0.1"
+    ]
+
+
+@dataclass
+class Visit:
+    status: int
+    charts: list[dict[str, Any]]
+    text: str
+    js_errors: list[str]
+    left: list[str]
+
+
+def _visit(page: Any, url: str) -> Visit:
+    page.js_errors.clear()
+    page.network.clear()
+    response = page.goto(url)
+    status = response.status if response is not None else 0
+    if status == 200:
+        try:
+            page.wait_for_function(DRAWN_JS, timeout=10_000)
+        except Exception:  # noqa: BLE001 - an undrawn chart is reported below, not as a timeout
+            pass
+        page.wait_for_load_state("networkidle")
+    text = page.inner_text("main") if page.locator("main").count() else page.inner_text("body")
+    return Visit(
+        status=status,
+        charts=page.evaluate(CHARTS_JS),
+        text=text,
+        js_errors=list(page.js_errors),
+        left=_left_loopback(page.network),
+    )
+
+
+def _problems(role: str, spec: Page, visit: Visit, world: World) -> list[str]:
+    """What is wrong with one visit, in words (empty when the page is as the policy says)."""
+    where = f"{role} {spec.name}"
+    found: list[str] = []
+    expected = spec.statuses[role]
+    if visit.status != expected:
+        found.append(f"{where}: HTTP {visit.status}, expected {expected}")
+    if visit.js_errors:
+        found.append(f"{where}: JS errors {visit.js_errors}")
+    if visit.left:
+        found.append(f"{where}: requests left 127.0.0.1: {visit.left}")
+    if visit.status != 200:
+        return found
+    for chart in visit.charts:
+        if not chart["drawn"]:
+            found.append(f"{where}: chart #{chart['id']} not drawn by Plotly")
+        with_data = [t for t in chart["traces"] if t["points"] > 0]
+        if role == "outsider" and with_data:
+            found.append(f"{where}: outsider sees chart #{chart['id']} with data {with_data}")
+        if role != "outsider" and not with_data:
+            found.append(f"{where}: chart #{chart['id']} has no trace with data")
+    if role == "outsider" and not EMPTY_STATE.search(visit.text):
+        found.append(f"{where}: no empty state ({EMPTY_STATE.pattern!r}) for the outsider")
+    # Another team's names never show (finance sees every team's costs on the cost pages).
+    if role in {"lead", "engineer"} or (role == "finance" and not spec.costs):
+        hidden = world.other_marks
+    elif role == "other_lead":
+        hidden = world.team_marks
+    elif role == "outsider":
+        hidden = world.team_marks + world.other_marks
+    else:
+        hidden = []
+    if spec.statuses[role] == 200:  # a page of the other team's object shows that team by design
+        found += [
+            f"{where}: shows {mark!r} of a team not theirs"
+            for mark in hidden
+            if mark in visit.text and (spec.name, mark) not in KNOWN_LEAKS
+        ]
+    return found
+
+
+def _names(visit: Visit, chart_id: str) -> list[str]:
+    chart = next((c for c in visit.charts if c["id"] == chart_id), None)
+    assert chart is not None, f"no #{chart_id} on the page"
+    return [t["name"] for t in chart["traces"] if t["points"] > 0]
+
+
+@pytest.fixture
+def world(team: Any, other_team: Any) -> World:
+    return world_create(team=team, other_team=other_team)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_it_shows_every_page_to_each_role_as_the_policy_says(
+    role: str, page: Any, login: Any, screenshot: Any, cast: dict[str, Any], world: World
+) -> None:
+    login(page, cast[role])
+    visits: dict[str, Visit] = {}
+    problems: list[str] = []
+    for spec in PAGES:
+        visit = _visit(page, spec.url(world))
+        visits[spec.name] = visit
+        problems += _problems(role, spec, visit, world)
+        screenshot(page, f"{role}-{spec.name}")
+    assert problems == [], "\n".join(problems)
+
+    # A few charts' series, against the world.
+    if role in MEMBERS:
+        # One Pareto trace per accelerator type the model ran on, then the frontier.
+        assert _names(visits["hardware"], "pareto-chart") == [*world.type_names, "Pareto frontier"]
+        assert _names(visits["overview"], "utilisation-chart") == world.type_names
+        # The alerted series with its change point and alert marked.
+        trend = next(c for c in visits["trends-series"].charts if c["id"] == "trend-chart")
+        drawn = {t["role"]: t for t in trend["traces"]}
+        assert drawn["series"]["points"] == NIGHTS
+        assert drawn["change-points"]["points"] == 1 and drawn["alerts"]["points"] == 1
+        assert _names(visits["alert-detail"], "alert-chart")[0] == "Output tokens per second"
+        # The host's telemetry: one line per GPU.
+        assert _names(visits["host-detail"], "power-chart") == ["GPU 0", "GPU 1"]
+    spend = _names(visits["costs"], "spend-chart") if role != "outsider" else []
+    if role in {"lead", "engineer"}:
+        assert spend == [world.team.name]
+    elif role in {"finance", "staff"}:
+        assert sorted(spend) == sorted([world.team.name, world.other_team.name])
+    elif role == "other_lead":
+        assert spend == [world.other_team.name]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: the team page's serving-objective form offers every model in the database "
+    "(core.forms Model.objects unscoped), so a lead sees another team's model names",
+)
+def test_it_offers_a_lead_only_their_teams_models_on_the_team_page(
+    page: Any, login: Any, lead: Any, world: World
+) -> None:
+    login(page, lead)
+    page.goto(f"/teams/{world.team.slug}/")
+    options = " ".join(page.locator("main select option").all_text_contents())
+    assert "Secret-70B" not in options
