@@ -262,16 +262,14 @@ def daily_table(*, rows: list[dict[str, Any]], currency: str) -> ExportTable:
     )
 
 
-_INPUT_COLUMNS = [
-    Column("gpus", "GPUs", "int"),
-    Column("alloc_hours", "GPU-hours held (h)", "hours"),
-    Column("busy_hours", "GPU-hours busy (h)", "hours", on_page=False),
-    Column("idle_hours", "GPU-hours idle (h)", "hours"),
-    Column("gpu_hour_rate", "Price per GPU-hour", "rate"),
+# The inputs behind a figure, as every table that prices GPU time lists them.
+_PRICE_INPUTS = [
     Column("price_per_hour", "Instance price per hour", "rate", on_page=False),
     Column("price_gpus", "GPUs in priced instance", "int", on_page=False),
     Column("price_source", "Price source", on_page=False),
     Column("price_fetched_on", "Price fetched", "date"),
+]
+_ENERGY_INPUTS = [
     Column("energy_kwh", "Energy (kWh)", "kwh"),
     Column("pue", "PUE", "rate", on_page=False),
     Column("energy_kwh_pue", "Energy × PUE (kWh)", "kwh", on_page=False),
@@ -279,6 +277,15 @@ _INPUT_COLUMNS = [
     Column("kwh_source", "Electricity price source", on_page=False),
     Column("kwh_fetched_on", "Electricity price fetched", "date", on_page=False),
     Column("carbon_kg", "Carbon (kgCO2e)", "kg", on_page=False),
+]
+_INPUT_COLUMNS = [
+    Column("gpus", "GPUs", "int"),
+    Column("alloc_hours", "GPU-hours held (h)", "hours"),
+    Column("busy_hours", "GPU-hours busy (h)", "hours", on_page=False),
+    Column("idle_hours", "GPU-hours idle (h)", "hours"),
+    Column("gpu_hour_rate", "Price per GPU-hour", "rate"),
+    *_PRICE_INPUTS,
+    *_ENERGY_INPUTS,
     Column("capacity_cost", "Capacity", "money"),
     Column("energy_cost", "Energy cost", "money"),
     Column("idle_cost", "Idle cost", "money"),
@@ -362,17 +369,8 @@ def serving_table(*, rows: list[dict[str, Any]]) -> ExportTable:
             Column("prompt_tokens", "Prompt tokens", "int", on_page=False),
             Column("generated_tokens", "Generated tokens", "int"),
             Column("gpu_hours", "GPU-hours (h)", "hours"),
-            Column("price_per_hour", "Instance price per hour", "rate", on_page=False),
-            Column("price_gpus", "GPUs in priced instance", "int", on_page=False),
-            Column("price_source", "Price source", on_page=False),
-            Column("price_fetched_on", "Price fetched", "date"),
-            Column("energy_kwh", "Energy (kWh)", "kwh"),
-            Column("pue", "PUE", "rate", on_page=False),
-            Column("energy_kwh_pue", "Energy × PUE (kWh)", "kwh", on_page=False),
-            Column("kwh_price", "Electricity price per kWh", "rate"),
-            Column("kwh_source", "Electricity price source", on_page=False),
-            Column("kwh_fetched_on", "Electricity price fetched", "date", on_page=False),
-            Column("carbon_kg", "Carbon (kgCO2e)", "kg", on_page=False),
+            *_PRICE_INPUTS,
+            *_ENERGY_INPUTS,
             Column("energy_per_token_j", "Energy per token (J)", "rate"),
             Column("capacity_cost", "Capacity", "money"),
             Column("energy_cost", "Energy cost", "money"),
