@@ -110,6 +110,7 @@ class Visit:
     status: int
     charts: list[dict[str, Any]]
     text: str
+    html: str
     js_errors: list[str]
     left: list[str]
 
@@ -130,6 +131,7 @@ def _visit(page: Any, url: str) -> Visit:
         status=status,
         charts=page.evaluate(CHARTS_JS),
         text=text,
+        html=page.content(),
         js_errors=list(page.js_errors),
         left=_left_loopback(page.network),
     )
@@ -168,10 +170,11 @@ def _problems(role: str, spec: Page, visit: Visit, world: World) -> list[str]:
     else:
         hidden = []
     if spec.statuses[role] == 200:  # a page of the other team's object shows that team by design
+        # Shown text, and the HTML too: a chart's JSON or a form's options leak as much.
         found += [
             f"{where}: shows {mark!r} of a team not theirs"
             for mark in hidden
-            if mark in visit.text and (spec.name, mark) not in KNOWN_LEAKS
+            if (mark in visit.text or mark in visit.html) and (spec.name, mark) not in KNOWN_LEAKS
         ]
     return found
 
@@ -192,6 +195,14 @@ def test_it_shows_every_page_to_each_role_as_the_policy_says(
     role: str, page: Any, login: Any, screenshot: Any, cast: dict[str, Any], world: World
 ) -> None:
     login(page, cast[role])
+    # Every page the header links to is walked below (a page added to the nav must be added here).
+    nav = {
+        urlsplit(href).path
+        for href in page.eval_on_selector_all(".topbar a[href]", "els => els.map(e => e.href)")
+    }
+    assert {"/", "/hosts/", "/costs/", "/teams/"} <= nav, nav
+    walked = {urlsplit(spec.url(world)).path for spec in PAGES}
+    assert nav - walked - {"/admin/"} == set(), f"nav pages not walked: {nav - walked}"
     visits: dict[str, Visit] = {}
     problems: list[str] = []
     for spec in PAGES:

@@ -73,22 +73,31 @@ class World:
         return [self.other_host.hostname, OTHER_MODEL]
 
 
-def _host_at(*, team: Team, hostname: str, gpu_name: str, site: Site, gpus: int = 2) -> tuple[Host, list]:
-    host, accelerators = factories.host_create(team=team, gpus=gpus, hostname=hostname, gpu_name=gpu_name)
+def _host_at(
+    *, team: Team, hostname: str, spec: dict[str, Any], site: Site, gpus: int = 2
+) -> tuple[Host, list]:
+    host, accelerators = factories.host_create(
+        team=team,
+        gpus=gpus,
+        hostname=hostname,
+        gpu_name=spec["driver_name"],
+        memory_bytes=spec["memory_bytes"],
+        power_limit_w=spec["board_power_w"],
+    )
     host.site, host.project = site, "serving"
     host.save(update_fields=["site", "project"])
     return host, accelerators
 
 
-def _live_state_set(*, gpus: list[Accelerator], at: datetime) -> None:
+def _live_state_set(*, gpus: list[Accelerator], at: datetime, power_w: float, memory_bytes: int) -> None:
     """The live state an agent's newest sample leaves on each GPU (the ingest path does this;
     the factories copy telemetry straight into the table, so it is set here as in
     ``test_hosts_pages``)."""
     state = {
-        "power_w": 405.0,
+        "power_w": power_w,
         "gpu_util": 71.0,
-        "mem_used_bytes": 50 * 2**30,
-        "mem_total_bytes": 80 * 2**30,
+        "mem_used_bytes": memory_bytes * 0.6,
+        "mem_total_bytes": memory_bytes,
         "temperature_c": 61.0,
         "throttle_reasons": 0,
         "time": at.isoformat(),
@@ -123,21 +132,19 @@ def world_create(*, team: Team, other_team: Team) -> World:
             valid_from=today - timedelta(days=400),
         )
 
-    h100_host, h100_gpus = _host_at(
-        team=team, hostname="inf-h100-01", gpu_name=factories.H100["driver_name"], site=site
-    )
-    l4_host, l4_gpus = _host_at(
-        team=team, hostname="inf-l4-01", gpu_name=factories.L4["driver_name"], site=site
-    )
-    other_host, other_gpus = _host_at(
-        team=other_team, hostname="res-h100-07", gpu_name=factories.H100["driver_name"], site=site
-    )
+    h100_host, h100_gpus = _host_at(team=team, hostname="inf-h100-01", spec=factories.H100, site=site)
+    l4_host, l4_gpus = _host_at(team=team, hostname="inf-l4-01", spec=factories.L4, site=site)
+    other_host, other_gpus = _host_at(team=other_team, hostname="res-h100-07", spec=factories.H100, site=site)
     now = datetime.now(UTC)
     factories.telemetry_days_load(gpus=h100_gpus, days=2, interval_s=300, now=now, util_mean=70.0)
     factories.telemetry_days_load(gpus=l4_gpus, days=2, interval_s=300, now=now, power_w=60.0, seed=3)
     factories.telemetry_days_load(gpus=other_gpus, days=2, interval_s=600, now=now, seed=5)
     end = now.replace(minute=0, second=0, microsecond=0)
-    _live_state_set(gpus=[*h100_gpus, *l4_gpus, *other_gpus], at=now)
+    for gpus, spec, power_w in (
+        (h100_gpus + other_gpus, factories.H100, 405.0),
+        (l4_gpus, factories.L4, 58.0),
+    ):
+        _live_state_set(gpus=gpus, at=now, power_w=power_w, memory_bytes=spec["memory_bytes"])
     days = sorted({(end - timedelta(days=2)).date() + timedelta(days=i) for i in range(3)})
     for day in days:
         cost_day_compute(day=day)
