@@ -62,13 +62,16 @@ def test_the_demo_raises_exactly_its_injected_regressions(manifest: dict[str, An
             reverted = event["end_day"] is not None and event["end_day"] <= 18
             assert alert.state == ("resolved" if reverted else "open"), (event["id"], event["end_day"])
     # Nothing else: no alert on the noise-only series, the outlier or a second alert per series.
+    # The slow accuracy drift is the drift check's event; on a long history it also crosses the
+    # minimum effect as a level shift, which is a true regression, not noise.
+    drifting = {i["series_id"] for e in events if e["kind"] == "drift" for i in e["series"]}
     extra = [
         (a.title, a.pct_change, a.detail.get("reason"), a.first_run.started_at.date(), a.state)
         for a in bench_alerts
-        if a.series_id not in expected_series
+        if a.series_id not in expected_series | drifting
     ]
     assert extra == []
-    assert bench_alerts.count() == len(expected_series)
+    assert bench_alerts.exclude(series_id__in=drifting).count() == len(expected_series)
     outlier = next(e for e in events if e["kind"] == "outlier")
     # (Drift alerts on accuracy series are the drift check's, judged by its own tests.)
     assert not bench_alerts.filter(series_id__in=[i["series_id"] for i in outlier["series"]]).exists()
@@ -76,5 +79,6 @@ def test_the_demo_raises_exactly_its_injected_regressions(manifest: dict[str, An
     seconds = JobRun.objects.filter(name=loader.JOB_NAME).latest("started_at").detail["seconds"]
     print(
         f"demo: alerts step {seconds.get('alerts')} s; {len(regressions)} injected regressions on {len(expected_series)} series -> "
-        f"{bench_alerts.count()} alerts; {len(manifest['series_without_events'])} noise-only series -> 0"
+        f"{bench_alerts.exclude(series_id__in=drifting).count()} alerts "
+        f"(+{bench_alerts.filter(series_id__in=drifting).count()} on the drifting accuracy series); {len(manifest['series_without_events'])} noise-only series -> 0"
     )
