@@ -91,9 +91,20 @@ CHARTS_JS = """() => {
   }));
 }"""
 DRAWN_JS = "() => [...document.querySelectorAll('.plot[data-figure]')].every(el => el.classList.contains('js-plotly-plot'))"
-# Leaks found by this walk and reported to the lead, each pinned by its own xfail(strict=True)
-# test below so that the walk keeps checking everything else: (page, mark shown).
-KNOWN_LEAKS = {("team-detail", "Secret-70B")}
+# Laptop screen: nothing wider than the window, and no card whose content spills out of it.
+OVERFLOW_JS = """() => ({
+  page: document.documentElement.scrollWidth - window.innerWidth,
+  cards: [...document.querySelectorAll('main .card')]
+    .filter(el => el.scrollWidth > el.clientWidth + 2)
+    .map(el => (el.querySelector('h2, h3') || el).textContent.trim().slice(0, 40)),
+})"""
+# Problems found by this walk and reported to the lead, each pinned by its own xfail(strict=True)
+# test below so that the walk keeps checking everything else: (page, what).
+KNOWN = {
+    ("team-detail", "shows 'Secret-70B'"),
+    ("alerts", "wider than"),
+    ("alert-detail", "card 'Run / commit range' overflows"),
+}
 # What a page says to someone who has nothing to see there.
 EMPTY_STATE = re.compile(r"not in a team|belong to no team")
 
@@ -112,6 +123,7 @@ class Visit:
     charts: list[dict[str, Any]]
     text: str
     html: str
+    overflow: dict[str, Any]
     js_errors: list[str]
     left: list[str]
 
@@ -133,6 +145,7 @@ def _visit(page: Any, url: str) -> Visit:
         charts=page.evaluate(CHARTS_JS),
         text=text,
         html=page.content(),
+        overflow=page.evaluate(OVERFLOW_JS),
         js_errors=list(page.js_errors),
         left=_left_loopback(page.network),
     )
@@ -150,7 +163,10 @@ def _problems(role: str, spec: Page, visit: Visit, world: World) -> list[str]:
     if visit.left:
         found.append(f"{where}: requests left 127.0.0.1: {visit.left}")
     if visit.status != 200:
-        return found
+        return [f for f in found if not any(spec.name == name and what in f for name, what in KNOWN)]
+    if visit.overflow["page"] > 0:
+        found.append(f"{where}: page {visit.overflow['page']} px wider than a 1440 px window")
+    found += [f"{where}: card {title!r} overflows" for title in visit.overflow["cards"]]
     for chart in visit.charts:
         if not chart["drawn"]:
             found.append(f"{where}: chart #{chart['id']} not drawn by Plotly")
@@ -175,9 +191,9 @@ def _problems(role: str, spec: Page, visit: Visit, world: World) -> list[str]:
         found += [
             f"{where}: shows {mark!r} of a team not theirs"
             for mark in hidden
-            if (mark in visit.text or mark in visit.html) and (spec.name, mark) not in KNOWN_LEAKS
+            if mark in visit.text or mark in visit.html
         ]
-    return found
+    return [f for f in found if not any(spec.name == name and what in f for name, what in KNOWN)]
 
 
 def _names(visit: Visit, chart_id: str) -> list[str]:
@@ -265,3 +281,25 @@ def test_it_marks_the_change_point_on_the_first_run_after_the_step(
         "document.getElementById('trend-chart').data.filter(t => t.meta && t.meta.role === 'change-points')[0].x"
     )
     assert [datetime.fromisoformat(x) for x in xs] == [world.alert.first_run.started_at]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: the alerts list's table (triage column) is ~140 px wider than a 1440 px window",
+)
+def test_it_fits_the_alerts_list_on_a_laptop_screen(page: Any, login: Any, lead: Any, world: World) -> None:
+    login(page, lead)
+    page.goto("/alerts/")
+    assert page.evaluate(OVERFLOW_JS)["page"] <= 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: the alert page's 'Run / commit range' table spills out of its card at 1440 px",
+)
+def test_it_keeps_the_alerts_commit_range_inside_its_card(
+    page: Any, login: Any, lead: Any, world: World
+) -> None:
+    login(page, lead)
+    page.goto(f"/alerts/{world.alert.pk}/")
+    assert "Run / commit range" not in page.evaluate(OVERFLOW_JS)["cards"]
