@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
+from django.db.models import F, Q, QuerySet
 
+from accelboard.benchmarks.metrics import ACCURACY_PREFIX
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue, Series
 
 from . import detection
@@ -181,15 +184,32 @@ def series_history_check(*, series: Series) -> list[SeriesCheck]:
     alerts = _change_alerts(series)
     expected = expected_change_runs(series=series)
     min_effect = min_effect_for_series(series=series)
+    # An alert raised in the replay is dated by the run that revealed it, not by the replay.
+    run_times = dict(BenchmarkRun.objects.filter(pk__in=h.run_ids).values_list("pk", "started_at"))
     out = []
     for n in range(detection.DEFAULT_MIN_BASELINE // 2, len(h.run_ids) + 1):
         prefix = _History(h.run_ids[:n], h.values[:n], h.samples[:n])
-        out.append(_check_at(series, prefix, alerts=alerts, expected=expected, min_effect=min_effect))
+        out.append(
+            _check_at(
+                series,
+                prefix,
+                alerts=alerts,
+                expected=expected,
+                min_effect=min_effect,
+                opened_at=run_times.get(prefix.run_ids[-1]) if prefix.run_ids else None,
+            )
+        )
     return out
 
 
 def _check_at(
-    series: Series, h: _History, *, alerts: list[Alert], expected: list[int], min_effect: float
+    series: Series,
+    h: _History,
+    *,
+    alerts: list[Alert],
+    expected: list[int],
+    min_effect: float,
+    opened_at: datetime | None = None,
 ) -> SeriesCheck:
     """One check at the end of ``h``; ``alerts`` (the series' change alerts) is kept current."""
     result = SeriesCheck(series_id=series.pk, verdict=detection.NONE, reason="no results")
@@ -249,6 +269,7 @@ def _check_at(
         confidence=verdict.confidence,
         min_effect=min_effect,
         detail=_detail(series, verdict, checked_run, first_run, last_good, min_effect),
+        opened_at=opened_at,
     )
     if created:
         result.raised.append(alert.pk)
@@ -276,9 +297,22 @@ def _detail(
     }
 
 
+def _regression_checked(series: QuerySet[Series]) -> QuerySet[Series]:
+    """The series this detector watches. The accuracy of a quantized variant is judged against its
+    reference variant by the drift check (``accelboard.drift``, alerts of kind drift): checking it
+    here as well would raise two alerts for one change."""
+    return series.exclude(
+        Q(metric__startswith=ACCURACY_PREFIX)
+        & Q(workload__variant__model__reference_variant__isnull=False)
+        & ~Q(workload__variant_id=F("workload__variant__model__reference_variant_id"))
+    )
+
+
 def alerts_history_check(*, series_ids: list[int] | None = None) -> dict[str, int]:
     """Replay every series (or the given ones): the alerts pass after a bulk load such as the demo."""
-    series_list = Series.objects.select_related("team", "workload__variant__model", "accelerator_type")
+    series_list = _regression_checked(
+        Series.objects.select_related("team", "workload__variant__model", "accelerator_type")
+    )
     if series_ids is not None:
         series_list = series_list.filter(pk__in=series_ids)
     raised = resolved = 0
@@ -294,7 +328,7 @@ def run_check(*, run_id: int) -> list[SeriesCheck]:
     run = BenchmarkRun.objects.filter(pk=run_id).first()
     if run is None:
         return []
-    series_list = Series.objects.filter(points__run=run).select_related(
+    series_list = _regression_checked(Series.objects.filter(points__run=run)).select_related(
         "team", "workload__variant__model", "accelerator_type"
     )
     return [series_check(series=s, upto=run) for s in series_list]

@@ -60,6 +60,7 @@ class _Pass:
         severity: str,
         title: str,
         found: production.Finding,
+        model: str = "",
     ) -> None:
         self.holding.add((kind, entity))
         self.summary.findings += 1
@@ -70,6 +71,9 @@ class _Pass:
             "entity": entity,
             "reason": found.reason,
             "threshold": found.threshold,
+            # What the alerts page filters on, as for benchmark alerts (model and metric).
+            "metric": _METRIC_OF_KIND.get(kind, kind),
+            **({"model": model} if model else {}),
             **found.detail,
         }
         if active is not None:
@@ -96,6 +100,17 @@ class _Pass:
         )
         if created:
             self.summary.raised.append(alert.pk)
+
+
+# The signal each production rule watches, named like the benchmark metrics it mirrors.
+_METRIC_OF_KIND = {
+    AlertKind.SLO: "latency_e2e_p99_ms",
+    AlertKind.THROUGHPUT: "throughput_tokens_per_s",
+    AlertKind.ENERGY: "energy_per_token_j",
+    AlertKind.MEMORY: "memory_used_pct",
+    AlertKind.THROTTLE: "throttled_share",
+    AlertKind.HARDWARE: "gpu_errors",
+}
 
 
 def _team(team_id: int) -> Team:
@@ -129,7 +144,12 @@ def _serving(p: _Pass, *, start: datetime, end: datetime) -> None:
         slo = slos.get((first.team_id, first.variant.model_id, first.variant_id)) or slos.get(
             (first.team_id, first.variant.model_id, None)
         )
-        common = {"entity": entity, "team_id": first.team_id, "host_id": host_id}
+        common = {
+            "entity": entity,
+            "team_id": first.team_id,
+            "host_id": host_id,
+            "model": first.variant.model.name,
+        }
         if slo is not None and slo.p99_latency_ms:
             p.judged.add((AlertKind.SLO, entity))
             found = production.slo_breach(

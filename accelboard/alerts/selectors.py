@@ -42,6 +42,9 @@ _CONFIRMED = (
     | Q(state=AlertState.DISMISSED, dismissed_reason=DismissReason.EXPECTED)
 )
 _FALSE = Q(state=AlertState.DISMISSED, dismissed_reason=DismissReason.FALSE_ALARM)
+# An alert first acknowledged, then dismissed as a false alarm, is a false alarm: the later
+# verdict wins, and no alert counts on both sides.
+_CONFIRMED = _CONFIRMED & ~_FALSE
 
 
 def alert_feedback_stats(*, team_ids: Iterable[int]) -> dict[str, list[FeedbackRow]]:

@@ -75,11 +75,14 @@ def alert_raise(
     confidence: float | None = None,
     min_effect: float | None = None,
     detail: dict[str, Any] | None = None,
+    opened_at: Any = None,
 ) -> tuple[Alert, bool]:
     """Open the alert for one change, or return the one already open for it.
 
     Idempotent on ``dedupe_key``: safe to call again for the same change and from two workers at
     once (the unique index decides; the loser reads the winner's row). Returns (alert, created).
+    ``opened_at`` defaults to now; a replay of loaded history passes the time of the run that
+    revealed the change, so the alert sits where it would have been raised.
     """
     if not dedupe_key or len(dedupe_key) > 200:
         raise ValueError("dedupe_key must be 1 to 200 characters")
@@ -91,7 +94,7 @@ def alert_raise(
         "pct_change": pct_change,
         "confidence": confidence,
     }
-    now = timezone.now()
+    now = opened_at or timezone.now()
     with transaction.atomic():
         alert, created = Alert.objects.get_or_create(
             dedupe_key=dedupe_key,

@@ -35,9 +35,10 @@ def history_record(
     samples: Sequence[Sequence[float]] | None = None,
     first_day: int = 0,
     model: str = "Llama-3.1-8B",
+    variant: str = "bf16",
 ) -> list[BenchmarkRun]:
     """Record one run per value, a day apart, on one workload; returns the runs in order."""
-    variant = model_variant_get_or_create(model=model, variant="bf16", precision="bf16")
+    variant = model_variant_get_or_create(model=model, variant=variant, precision=variant.split("-")[0])
     workload = workload_get_or_create(
         team=team, variant=variant, spec=WorkloadSpec(scenario="offline", batch_size=64)
     )
@@ -53,7 +54,7 @@ def history_record(
                 MetricInput(
                     name=metric,
                     value=float(value),
-                    unit=METRICS[metric].unit,
+                    unit=METRICS[metric].unit if metric in METRICS else "score",
                     samples=tuple(samples[i]) if samples else (),
                 )
             ],

@@ -168,6 +168,8 @@ def test_the_pass_checks_serving_latency_against_the_model_slo(team: Any) -> Non
     alert = Alert.objects.get()
     assert (alert.kind, alert.severity, alert.after_mean) == ("slo", "critical", 650.0)
     assert alert.detail["threshold"] == 500
+    # Found on the alerts page by model and metric, like a benchmark alert.
+    assert (alert.detail["model"], alert.detail["metric"]) == ("Llama-3.1-8B", "latency_e2e_p99_ms")
 
 
 @pytest.mark.django_db

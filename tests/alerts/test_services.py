@@ -214,3 +214,11 @@ def test_it_counts_false_alarms_per_team_and_threshold(team: Any, other_team: An
     assert row.false_positive_rate == pytest.approx(1 / 3)
     by_threshold = {r.key: (r.alerts, r.false_alarms, r.confirmed) for r in stats["thresholds"]}
     assert by_threshold == {0.02: (2, 1, 1), 0.05: (2, 0, 1)}
+
+
+def test_an_alert_acknowledged_then_dismissed_as_a_false_alarm_counts_once(team: Any, lead: Any) -> None:
+    alert, _ = _raise(team, key="flip", min_effect=0.02)
+    alert_acknowledge(alert=alert, user=lead)
+    alert_dismiss(alert=alert, user=lead, reason="false-alarm")
+    (row,) = alert_feedback_stats(team_ids=[team.pk])["teams"]
+    assert (row.alerts, row.false_alarms, row.confirmed, row.false_positive_rate) == (1, 1, 0, 1.0)
