@@ -8,8 +8,8 @@ to draw:
   ``CostDaily`` rows made by ``cost_day_compute`` for each telemetry day.
 - Llama-3.1-8B, variants bf16 and fp8, benchmarked on both hosts for twelve nights with
   throughput, latency, power and an accuracy metric; every run costed by ``run_cost_compute``.
-  bf16 on the H100 drops 14% in throughput from night 8: an alert on that series points at the
-  run where the step starts (the change point).
+  bf16 on the H100 drops 14% in throughput from night 8: the product's detector
+  (``alerts_history_check``) replays that series and opens its alert.
 - ``other_team`` ("Research"): its own H100 host with telemetry and costs, a run of Secret-70B
   and an alert; names that must never show to ``team``'s members (except finance on the cost
   pages, who sees every team's costs).
@@ -24,6 +24,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from accelboard.alerts.checks import alerts_history_check
+from accelboard.alerts.models import Alert
 from accelboard.benchmarks.models import BenchmarkRun, Series
 from accelboard.core.models import Team
 from accelboard.costs.models import AcceleratorPrice, ElectricityPrice
@@ -55,6 +57,7 @@ class World:
     other_host: Host
     run: BenchmarkRun  # the lead's team's latest bf16 run on the H100
     fp8_run: BenchmarkRun  # the latest fp8 run on the H100
+    step_run: BenchmarkRun  # the first bf16 H100 run after the 14% throughput drop
     other_run: BenchmarkRun
     alert: Any
     other_alert: Any
@@ -136,9 +139,11 @@ def world_create(*, team: Team, other_team: Team) -> World:
     l4_host, l4_gpus = _host_at(team=team, hostname="inf-l4-01", spec=factories.L4, site=site)
     other_host, other_gpus = _host_at(team=other_team, hostname="res-h100-07", spec=factories.H100, site=site)
     now = datetime.now(UTC)
-    factories.telemetry_days_load(gpus=h100_gpus, days=2, interval_s=300, now=now, util_mean=70.0)
-    factories.telemetry_days_load(gpus=l4_gpus, days=2, interval_s=300, now=now, power_w=60.0, seed=3)
-    factories.telemetry_days_load(gpus=other_gpus, days=2, interval_s=600, now=now, seed=5)
+    # One sample a minute, as an agent leaves in the 1-minute rollups the host charts and the cost
+    # engine read (sparser samples would leave minutes unaccounted for).
+    factories.telemetry_days_load(gpus=h100_gpus, days=2, interval_s=60, now=now, util_mean=70.0)
+    factories.telemetry_days_load(gpus=l4_gpus, days=2, interval_s=60, now=now, power_w=60.0, seed=3)
+    factories.telemetry_days_load(gpus=other_gpus, days=2, interval_s=60, now=now, seed=5)
     end = now.replace(minute=0, second=0, microsecond=0)
     for gpus, spec, power_w in (
         (h100_gpus + other_gpus, factories.H100, 405.0),
@@ -198,9 +203,9 @@ def world_create(*, team: Team, other_team: Team) -> World:
         workload__variant__name="bf16",
         accelerator_type=h100,
     )
-    alert = factories.alert_create(team=team, severity="critical", title="Throughput down 14% on H100 bf16")
-    alert.series, alert.first_run = series, step_run
-    alert.save(update_fields=["series", "first_run"])
+    # The product's detector replays the series as if each run had just landed: it opens the alert.
+    alerts_history_check(series_ids=[series.pk])
+    alert = Alert.objects.get(series=series)
     other_alert = factories.alert_create(team=other_team, title=f"{OTHER_MODEL} latency up 9%")
     return World(
         team=team,
@@ -210,6 +215,7 @@ def world_create(*, team: Team, other_team: Team) -> World:
         other_host=other_host,
         run=latest,
         fp8_run=fp8_latest,
+        step_run=step_run,
         other_run=other_run,
         alert=alert,
         other_alert=other_alert,
