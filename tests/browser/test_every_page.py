@@ -107,6 +107,7 @@ KNOWN = {
     ("team-detail", "shows 'Secret-70B'"),
     ("alerts", "wider than"),
     ("alert-detail", "card 'Run / commit range' overflows"),
+    ("alert-detail", "wider than"),  # the same table, pushing the page past the window (finance, staff)
 }
 # What a page says to someone who has nothing to see there.
 EMPTY_STATE = re.compile(r"not in a team|belong to no team")
@@ -298,7 +299,8 @@ def test_it_fits_the_alerts_list_on_a_laptop_screen(page: Any, login: Any, lead:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="bug: the alert page's 'Run / commit range' table spills out of its card at 1440 px",
+    reason="bug: the alert page's 'Run / commit range' table spills out of its card at 1440 px "
+    "(for finance and staff it makes the page 3 px wider than the window)",
 )
 def test_it_keeps_the_alerts_commit_range_inside_its_card(
     page: Any, login: Any, lead: Any, world: World
