@@ -244,6 +244,8 @@ def test_it_shows_every_page_to_each_role_as_the_policy_says(
         assert drawn["series"]["points"] == NIGHTS
         assert drawn["change-points"]["points"] == 1 and drawn["alerts"]["points"] == 1
         assert _names(visits["alert-detail"], "alert-chart")[0] == "Output tokens per second"
+        # The detector's alert is the overview's biggest mover, linked to its page.
+        assert f'href="/alerts/{world.alert.pk}/"' in visits["overview"].html
         # The host's telemetry: one line per GPU.
         assert _names(visits["host-detail"], "power-chart") == ["GPU 0", "GPU 1"]
     spend = _names(visits["costs"], "spend-chart") if role != "outsider" else []
