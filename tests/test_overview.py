@@ -204,9 +204,12 @@ def test_it_shows_this_weeks_spend_hours_and_utilisation_with_the_change_against
     _cost_day(
         team=team, host=host, day=today - timedelta(days=6), hours=192.0, busy=144.0, total="1200", kwh=120.0
     )
-    # Last week: $2,000, so spend rose by 10%. The other team's day is not ours.
+    # Last week: $2,000 over two days too, so spend rose by 10%. The other team's day is not ours.
     _cost_day(
-        team=team, host=host, day=today - timedelta(days=7), hours=192.0, busy=96.0, total="2000", kwh=90.0
+        team=team, host=host, day=today - timedelta(days=7), hours=192.0, busy=96.0, total="1500", kwh=90.0
+    )
+    _cost_day(
+        team=team, host=host, day=today - timedelta(days=8), hours=192.0, busy=96.0, total="500", kwh=90.0
     )
     _cost_day(team=other_team, host=other, day=today, hours=192.0, busy=10.0, total="5000", kwh=80.0)
     response = login_client(lead).get(reverse("dashboard:overview"))
@@ -218,6 +221,24 @@ def test_it_shows_this_weeks_spend_hours_and_utilisation_with_the_change_against
     assert week["spend_change_pct"] == pytest.approx(10.0)
     html = response.content.decode()
     assert 'data-period="week"' in html and "2,200 USD" in html
+
+
+def test_it_shows_no_change_against_a_period_with_fewer_days_of_data(
+    login_client: Any, lead: Any, team: Any
+) -> None:
+    host, _ = factories.host_create(team=team, gpus=8)
+    today = datetime.now(UTC).date()
+    _cost_day(team=team, host=host, day=today, hours=192.0, busy=144.0, total="1000", kwh=100.0)
+    _cost_day(
+        team=team, host=host, day=today - timedelta(days=1), hours=192.0, busy=144.0, total="1000", kwh=100.0
+    )
+    # The fleet started on the last day of the week before: +300% would be no growth at all.
+    _cost_day(
+        team=team, host=host, day=today - timedelta(days=7), hours=24.0, busy=12.0, total="500", kwh=10.0
+    )
+    week = login_client(lead).get(reverse("dashboard:overview")).context["periods"]["week"]
+    assert float(week["spend"]) == 2000.0
+    assert week["spend_change_pct"] is None and week["gpu_hours_change_pct"] is None
 
 
 def test_it_lists_the_biggest_movers_of_the_week_largest_first(

@@ -73,6 +73,7 @@ def _period_figures(totals: dict[str, Any], *, start: date, end: date) -> dict[s
         "unconverted": any(start <= row["key"] < end for row in totals["unconverted"]),
         "stale": any(row["stale_rows"] for row in days),
         "rows": sum(row["rows"] for row in days),
+        "days_with_data": len(days),
     }
 
 
@@ -97,8 +98,13 @@ def overview_periods(*, team_ids: list[int] | None, today: date) -> dict[str, di
     month = _period_figures(totals, start=month_start, end=end)
     prev_month = _period_figures(totals, start=prev_month_start, end=prev_month_end)
     for period, before in ((week, prev_week), (month, prev_month)):
-        period["spend_change_pct"] = _change_pct(period["spend"], before["spend"])
-        period["gpu_hours_change_pct"] = _change_pct(period["gpu_hours"], before["gpu_hours"])
+        # A change against a period with fewer days of data (a fleet that started in it) would
+        # read as growth that is not there: no change is shown then.
+        comparable = before["days_with_data"] >= period["days_with_data"]
+        period["spend_change_pct"] = _change_pct(period["spend"], before["spend"]) if comparable else None
+        period["gpu_hours_change_pct"] = (
+            _change_pct(period["gpu_hours"], before["gpu_hours"]) if comparable else None
+        )
     return {"week": week, "month": month}
 
 
