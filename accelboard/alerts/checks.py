@@ -302,7 +302,7 @@ def _regression_checked(series: QuerySet[Series]) -> QuerySet[Series]:
     reference variant by the drift check (``accelboard.drift``, alerts of kind drift): checking it
     here as well would raise two alerts for one change."""
     return series.exclude(
-        Q(metric__startswith=ACCURACY_PREFIX)
+        (Q(metric="accuracy") | Q(metric__startswith=ACCURACY_PREFIX))
         & Q(workload__variant__model__reference_variant__isnull=False)
         & ~Q(workload__variant_id=F("workload__variant__model__reference_variant_id"))
     )

@@ -210,10 +210,10 @@ def test_a_replay_of_loaded_history_dates_each_alert_by_the_run_that_revealed_it
     assert runs[20].started_at <= alert.opened_at <= runs[-1].started_at
 
 
-def test_it_leaves_a_quantized_variants_accuracy_to_the_drift_check(team: Any) -> None:
+@pytest.mark.parametrize("metric", ["accuracy:gsm8k:exact_match", "accuracy"])
+def test_it_leaves_a_quantized_variants_accuracy_to_the_drift_check(team: Any, metric: str) -> None:
     from accelboard.benchmarks.models import Model, ModelVariant
 
-    metric = "accuracy:gsm8k:exact_match"
     reference = history_record(team=team, values=step(20, 5, size=-0.10), metric=metric)
     quantized = history_record(team=team, values=step(20, 5, size=-0.10), metric=metric, variant="int4-awq")
     model = Model.objects.get(name="Llama-3.1-8B")
