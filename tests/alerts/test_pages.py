@@ -336,7 +336,7 @@ def test_it_shows_the_evidence_and_the_run_range(
 ) -> None:
     response = login_client(lead).get(reverse("alerts:detail", args=[alert.pk]))
     body = response.content.decode()
-    assert re.search(r'id="pct-change">\s*-15%', body)
+    assert re.search(r'id="pct-change">\s*-15.0%', body)
     assert "5,000 ± 50 tokens/s" in body and "4,250 ± 42.5 tokens/s" in body
     assert "&gt; 99.9%" in body  # confidence never rounds up to a false 100%
     good, bad = runs[STEP_AT - 1], runs[STEP_AT]

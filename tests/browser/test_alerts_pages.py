@@ -89,7 +89,7 @@ def test_it_lists_filters_charts_and_triages_alerts(
         fleet["llama_runs"][STEP_AT].started_at.strftime("%Y-%m-%dT%H:%M")
     )
     assert drawn["lines"] >= 1  # the marker is drawn, not only declared
-    assert page.locator("#pct-change").inner_text() == "-15%"
+    assert page.locator("#pct-change").inner_text() == "-15.0%"
     assert "tokens/s" in page.locator("#before").inner_text()
     screenshot(page, "alerts-detail")
 
