@@ -173,6 +173,9 @@ class Group:
     stale_rows: int = 0
     unpriced_rows: int = 0
     previous_total: float | None = None
+    # False when the previous month has fewer days of data than this one (a fleet that started
+    # in it): a change against it would read as growth that is not there.
+    comparable: bool = True
     drill: dict[str, str] = field(default_factory=dict)
     # Figures at least one row had a value for; the others are unknown (no price, no energy
     # measured) and a table shows them as a gap rather than as 0.
@@ -199,7 +202,7 @@ class Group:
 
     @property
     def change_pct(self) -> float | None:
-        if self.previous_total is None or self.previous_total == 0:
+        if not self.comparable or self.previous_total is None or self.previous_total == 0:
             return None
         return (self.total_cost - self.previous_total) / self.previous_total * 100.0
 
@@ -217,10 +220,17 @@ class Report:
     forecast: dict[str, Any] | None
     unconverted: dict[str, float]
     treemap: list[dict[str, Any]]
+    # Days with costs in this month (so far) and in the previous one.
+    days_with_data: int = 0
+    previous_days_with_data: int = 0
+
+    @property
+    def comparable(self) -> bool:
+        return self.previous_days_with_data >= self.days_with_data
 
     @property
     def change_pct(self) -> float | None:
-        if self.previous.rows == 0 or self.previous.total_cost == 0:
+        if not self.comparable or self.previous.rows == 0 or self.previous.total_cost == 0:
             return None
         return (self.total.total_cost - self.previous.total_cost) / self.previous.total_cost * 100.0
 
@@ -355,6 +365,11 @@ def report_build(
         row = {**row, "busy_hours": None, "idle_hours": None, "idle_cost": None}
         group.add(row, factor)
 
+    days_with_data = len({row["day"] for row in rows if row["day"] >= start})
+    previous_days_with_data = len({row["day"] for row in rows if row["day"] < start})
+    for found in groups.values():
+        for group in found.values():
+            group.comparable = previous_days_with_data >= days_with_data
     breakdowns = {
         name: sorted(
             (group for group in found.values() if group.rows),
@@ -380,6 +395,8 @@ def report_build(
             {"team": team, "accelerator_type": kind, "spend": spend}
             for (team, kind), spend in treemap.items()
         ],
+        days_with_data=days_with_data,
+        previous_days_with_data=previous_days_with_data,
     )
 
 

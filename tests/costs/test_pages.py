@@ -14,8 +14,8 @@ The fleet (``cost_fleet``), with figures worked by hand:
   electricity row): 1 October 2026, 100 GPU-hours = 50.00 on a price fetched in 2025 (stale);
   its energy cost is unknown (NULL), not zero.
 
-So October: finance and staff see 4,799.36; the inference team sees 4,749.36 (+382.3 % on
-September's 984.70); research's lead sees 50.00.
+So October: finance and staff see 4,799.36; the inference team sees 4,749.36 against
+September's 984.70 (one day of data against two: no change is shown); research's lead sees 50.00.
 """
 
 from __future__ import annotations
@@ -280,7 +280,7 @@ def test_it_sends_anonymous_visitors_to_the_login_page(client: Any, cost_fleet: 
 
 
 def test_it_adds_up_the_month_with_idle_energy_and_carbon_beside_money(
-    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any, team: Any
 ) -> None:
     report = _report(login_client(cast["engineer"])).context["report"]
     total = report.total
@@ -293,14 +293,25 @@ def test_it_adds_up_the_month_with_idle_energy_and_carbon_beside_money(
     assert total.energy_kwh == pytest.approx(200.0)
     assert total.energy_kwh_pue == pytest.approx(300.0)
     assert total.carbon_kg == pytest.approx(142.5)
-    # Month over month: September's 984.70 for the same team.
-    change = (4749.36 - 984.70) / 984.70 * 100
+    # Month over month: September's 984.70 for the same team, but on one day against October's
+    # two: +382.3 % would be the fleet's start, not growth, so no change is shown.
     assert report.previous.total_cost == pytest.approx(984.70)
-    assert report.change_pct == pytest.approx(change)
+    assert (report.days_with_data, report.previous_days_with_data) == (2, 1)
+    assert report.change_pct is None
     (inference,) = report.breakdowns["team"]
     assert inference.previous_total == pytest.approx(984.70)
-    assert inference.change_pct == pytest.approx(change)
-    assert "+382.3 % vs 984.70" in _report(login_client(cast["engineer"])).content.decode()
+    assert inference.change_pct is None
+    html = _report(login_client(cast["engineer"])).content.decode()
+    assert "no change shown: the previous month has costs on 1 day, this one on 2" in html
+    # With September covered as well as October, the change is shown: (4,749.36 − 1,969.40) / 1,969.40.
+    cost_row(
+        host=cost_fleet["a"], day=dt.date(2026, 9, 29), accelerator_type=cost_fleet["h100"], gpus=8,
+        rate=Decimal("12.29"), alloc_hours=80.0, idle_hours=0.0, kwh=10.0,
+        accelerator_price=cost_fleet["p5"], electricity_price=cost_fleet["power"],
+    )  # fmt: skip
+    report = _report(login_client(cast["engineer"])).context["report"]
+    assert report.change_pct == pytest.approx((4749.36 - 1969.40) / 1969.40 * 100)
+    assert report.breakdowns["team"][0].change_pct == pytest.approx(report.change_pct)
     # A past month has no forecast.
     assert report.forecast is None
 
