@@ -529,6 +529,17 @@ def segment(
             break
         del cps[weakest]
 
+    # Locate: the search above keeps ``min_size`` points on each side of a candidate, so a step
+    # with fewer results after it than that is found one or more runs early. Each kept change
+    # moves to the best split near it, with at least two points on each side.
+    for i, t in enumerate(cps):
+        a = cps[i - 1] if i else 0
+        b = cps[i + 1] if i + 1 < len(cps) else n
+        lo, hi = max(a + 2, t - min_size), min(b - 2, t + min_size)
+        if lo < hi:
+            scores = [_split_z(csum, a, c, b, sigma) for c in range(lo, hi + 1)]
+            cps[i] = lo + int(np.argmax(scores))
+
     bounds = [0, *cps, n]
     out: list[ChangePoint] = []
     for i in range(1, len(bounds) - 1):

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 
 from accelboard.benchmarks.models import Model, ModelVariant
 
@@ -44,6 +45,20 @@ class SloForm(forms.Form):
     )
     p99_latency_ms = forms.FloatField(label="p99 latency ceiling (ms)", required=False, min_value=0.001)
     min_tokens_per_s = forms.FloatField(label="Tokens/s floor", required=False, min_value=0.001)
+
+    def __init__(self, *args: Any, team: Any, **kwargs: Any) -> None:
+        """Only the models the team benchmarks or serves: other teams' model names stay theirs."""
+        super().__init__(*args, **kwargs)
+        used = Q(workloads__team=team) | Q(inference_metrics__team=team)
+        variants = ModelVariant.objects.filter(used).values("pk")
+        self.fields["model"].queryset = (
+            Model.objects.filter(variants__in=variants).distinct().order_by("name")
+        )
+        self.fields["variant"].queryset = (
+            ModelVariant.objects.filter(pk__in=variants)
+            .select_related("model")
+            .order_by("model__name", "name")
+        )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

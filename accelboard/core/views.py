@@ -51,7 +51,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     """A team's members, detection thresholds and serving objectives; leads edit them here."""
     team = _team_for(request, slug)
     can_manage = team_can_manage(user=request.user, team=team)
-    forms_ = {"member": MemberForm(), "threshold": ThresholdForm(), "slo": SloForm()}
+    forms_ = {"member": MemberForm(), "threshold": ThresholdForm(), "slo": SloForm(team=team)}
     status = 200
     if request.method == "POST":
         if not can_manage:
@@ -102,7 +102,7 @@ def _team_change(*, team: Team, action: str, data: Any, forms_: dict[str, Any]) 
         )
         return f"minimum effect for {setting.metric or 'every metric'} set to {setting.min_effect:.1%}"
     if action == "slo":
-        form = forms_["slo"] = SloForm(data)
+        form = forms_["slo"] = SloForm(data, team=team)
         if not form.is_valid():
             return None
         slo = serving_slo_set(team=team, **form.cleaned_data)

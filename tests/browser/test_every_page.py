@@ -101,14 +101,9 @@ OVERFLOW_JS = """() => ({
     .filter(el => el.scrollWidth > el.clientWidth + 2)
     .map(el => (el.querySelector('h2, h3') || el).textContent.trim().slice(0, 40)),
 })"""
-# Problems found by this walk and reported to the lead, each pinned by its own xfail(strict=True)
-# test below so that the walk keeps checking everything else: (page, what).
-KNOWN = {
-    ("team-detail", "shows 'Secret-70B'"),
-    ("alerts", "wider than"),
-    ("alert-detail", "card 'Run / commit range' overflows"),
-    ("alert-detail", "wider than"),  # the same table, pushing the page past the window (finance, staff)
-}
+# Problems this walk found, fixed since, stay pinned by their own tests below; a problem found
+# and not yet fixed goes here as (page, what) with an xfail(strict=True) test of its own.
+KNOWN: set[tuple[str, str]] = set()
 # What a page says to someone who has nothing to see there.
 EMPTY_STATE = re.compile(r"not in a team|belong to no team")
 
@@ -257,11 +252,6 @@ def test_it_shows_every_page_to_each_role_as_the_policy_says(
         assert spend == [world.other_team.name]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the team page's serving-objective form offers every model in the database "
-    "(core.forms Model.objects unscoped), so a lead sees another team's model names",
-)
 def test_it_offers_a_lead_only_their_teams_models_on_the_team_page(
     page: Any, login: Any, lead: Any, world: World
 ) -> None:
@@ -271,11 +261,6 @@ def test_it_offers_a_lead_only_their_teams_models_on_the_team_page(
     assert "Secret-70B" not in options
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: alerts.detection.segment only tries splits leaving min_size (5) points on each side, "
-    "so a step with 4 results after it is drawn one run early, on the last good run",
-)
 def test_it_marks_the_change_point_on_the_first_run_after_the_step(
     page: Any, login: Any, lead: Any, world: World
 ) -> None:
@@ -289,21 +274,12 @@ def test_it_marks_the_change_point_on_the_first_run_after_the_step(
     assert [datetime.fromisoformat(x) for x in xs] == [world.step_run.started_at]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the alerts list's table (triage column) is ~140 px wider than a 1440 px window",
-)
 def test_it_fits_the_alerts_list_on_a_laptop_screen(page: Any, login: Any, lead: Any, world: World) -> None:
     login(page, lead)
     page.goto("/alerts/")
     assert page.evaluate(OVERFLOW_JS)["page"] <= 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the alert page's 'Run / commit range' table spills out of its card at 1440 px "
-    "(for finance and staff it makes the page 3 px wider than the window)",
-)
 def test_it_keeps_the_alerts_commit_range_inside_its_card(
     page: Any, login: Any, lead: Any, world: World
 ) -> None:

@@ -8,7 +8,6 @@ import pytest
 from django.urls import reverse
 
 from accelboard.alerts.models import DetectionSetting, ServingSlo
-from accelboard.benchmarks.models import Model, ModelVariant
 from accelboard.core.models import Membership
 
 pytestmark = pytest.mark.django_db
@@ -92,13 +91,20 @@ def test_it_sets_and_removes_a_threshold(login_client: Any, lead: Any, team: Any
 
 
 def test_it_saves_a_serving_objective_and_rejects_a_variant_of_another_model(
-    login_client: Any, lead: Any, team: Any
+    login_client: Any, lead: Any, team: Any, other_team: Any
 ) -> None:
-    llama = Model.objects.create(name="Llama-3.1-8B")
-    qwen = Model.objects.create(name="Qwen3-8B")
-    fp8 = ModelVariant.objects.create(model=llama, name="fp8", precision="fp8")
-    qwen_bf16 = ModelVariant.objects.create(model=qwen, name="bf16", precision="bf16")
+    from tests import factories
+
+    fp8 = factories.run_create(
+        team=team, model="Llama-3.1-8B", variant="fp8", precision="fp8"
+    ).workload.variant
+    qwen_bf16 = factories.run_create(team=team, model="Qwen3-8B", variant="bf16").workload.variant
+    secret = factories.run_create(team=other_team, model="Secret-70B", variant="bf16").workload.variant
+    llama = fp8.model
     client = login_client(lead)
+    page = client.get(_url(team)).content.decode()
+    # The form offers the team's models only: another team's model names stay theirs.
+    assert "Qwen3-8B" in page and "Secret-70B" not in page
     client.post(_url(team), {"action": "slo", "model": llama.pk, "variant": fp8.pk, "p99_latency_ms": "250"})
     slo = ServingSlo.objects.get(team=team)
     assert (slo.model, slo.variant, slo.p99_latency_ms, slo.min_tokens_per_s) == (llama, fp8, 250.0, None)
@@ -107,6 +113,8 @@ def test_it_saves_a_serving_objective_and_rejects_a_variant_of_another_model(
     )
     assert response.status_code == 400
     assert "is not a variant of Llama-3.1-8B" in response.content.decode()
+    response = client.post(_url(team), {"action": "slo", "model": secret.model.pk, "p99_latency_ms": "9"})
+    assert response.status_code == 400
     response = client.post(_url(team), {"action": "slo", "model": llama.pk})
     assert response.status_code == 400
     assert ServingSlo.objects.count() == 1
