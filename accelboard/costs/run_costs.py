@@ -167,11 +167,18 @@ def _energy(
     elif "power_avg_w" in metrics and duration_s and units:
         energy = metrics["power_avg_w"] * duration_s
         out.update(energy_j=energy, per_unit=energy / units, source="power")
+    elif "power_avg_w" in metrics:
+        # No duration, but the steady-state ratio needs none: J per unit = W / (units per second).
+        out.update(per_unit=metrics["power_avg_w"] / throughput, source="power")
     elif telemetry_j is not None and units:
         out.update(energy_j=telemetry_j, per_unit=telemetry_j / units, source="counter")
-    elif run.accelerator_type and run.accelerator_type.board_power_w and duration_s and units:
-        energy = run.accelerator_type.board_power_w * run.accelerator_count * duration_s
-        out.update(energy_j=energy, per_unit=energy / units, source="board-power-estimate")
+    elif run.accelerator_type and run.accelerator_type.board_power_w:
+        watts = run.accelerator_type.board_power_w * run.accelerator_count
+        out.update(
+            energy_j=watts * duration_s if duration_s else None,
+            per_unit=watts / throughput,
+            source="board-power-estimate",
+        )
         out["flags"].append("energy-estimated")
         out["inputs"]["board_power_w"] = run.accelerator_type.board_power_w
     else:

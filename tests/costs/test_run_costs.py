@@ -94,6 +94,22 @@ def test_it_says_when_a_run_has_no_measured_energy(team):
     assert cost.total_cost_per_1m is None
 
 
+def test_it_takes_energy_per_unit_from_average_power_without_a_duration(team, lambda_h100):
+    host, gpus, h100, price, electricity = lambda_h100
+    run = run_create(
+        team=team,
+        accelerator_type=h100,
+        host=host,
+        started_at=START,
+        metrics={"throughput_tokens_per_s": 4890.0, "power_avg_w": 560.0},
+    )
+    cost = run_cost_compute(run=run)
+    # 560 W at 4,890 tokens/s: 0.11452 J per token, whatever the run's length (not recorded).
+    assert (cost.energy_source, cost.energy_j) == ("power", None)
+    assert cost.energy_per_unit_j == pytest.approx(560.0 / 4890.0)
+    assert cost.energy_cost_per_1m is not None and "no-energy" not in cost.flags
+
+
 def test_it_labels_a_board_power_estimate_as_one(team, lambda_h100):
     host, gpus, h100, price, electricity = lambda_h100
     run = run_create(
