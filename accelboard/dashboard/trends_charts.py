@@ -57,6 +57,11 @@ class TrendInput:
     min_effect: float | None = None
 
 
+def _readable(value: float, digits: int) -> str:
+    """``digits`` significant digits, but whole numbers in full: 15,770 rather than 1.577e+04."""
+    return f"{value:,.0f}" if abs(value) >= 10**digits else f"{value:,.{digits}g}"
+
+
 def change_points(values: Sequence[float], *, direction: str, min_effect: float | None) -> list[ChangePoint]:
     """``segment`` with the series' own minimum effect (or the detector's default)."""
     if len(values) < 2:
@@ -286,7 +291,7 @@ def trend_figure(
                     for cp in cps
                 ],
                 "baseline": baseline,
-                "baseline_text": f"{baseline.level:,.4g} ± {baseline.spread:,.2g} {item.unit}"
+                "baseline_text": f"{_readable(baseline.level, 4)} ± {_readable(baseline.spread, 2)} {item.unit}"
                 if baseline
                 else "",
                 "baseline_since": item.times[baseline.start_index] if baseline else None,
