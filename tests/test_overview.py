@@ -199,28 +199,38 @@ def test_it_shows_this_weeks_spend_hours_and_utilisation_with_the_change_against
     host, _ = factories.host_create(team=team, gpus=8)
     other, _ = factories.host_create(team=other_team, gpus=8)
     today = datetime.now(UTC).date()
-    # This week: 8 GPUs × 24 h on 2 days = 384 GPU-hours, 288 busy (75%), $1,000 + $1,200 = $2,200.
-    _cost_day(team=team, host=host, day=today, hours=192.0, busy=144.0, total="1000", kwh=100.0)
-    _cost_day(
-        team=team, host=host, day=today - timedelta(days=6), hours=192.0, busy=144.0, total="1200", kwh=120.0
-    )
-    # Last week: $2,000 over two days too, so spend rose by 10%. The other team's day is not ours.
-    _cost_day(
-        team=team, host=host, day=today - timedelta(days=7), hours=192.0, busy=96.0, total="1500", kwh=90.0
-    )
-    _cost_day(
-        team=team, host=host, day=today - timedelta(days=8), hours=192.0, busy=96.0, total="500", kwh=90.0
-    )
+
+    def day(days_ago: int, total: str, busy: float = 144.0, kwh: float = 100.0) -> None:
+        _cost_day(
+            team=team,
+            host=host,
+            day=today - timedelta(days=days_ago),
+            hours=192.0,
+            busy=busy,
+            total=total,
+            kwh=kwh,
+        )
+
+    # This week (today so far and the 6 days before): 8 GPUs × 24 h on 3 days = 576 GPU-hours,
+    # 432 busy (75%), $1,000 + $1,200 + $1,000 = $3,200, 320 kWh.
+    day(0, "1000")
+    day(1, "1200", kwh=120.0)
+    day(6, "1000")
+    # The change compares complete days: the 7 before today ($2,200) against the 7 before them
+    # ($1,000 + $1,000): +10%. Today's partial day is left out of it.
+    day(8, "1000", busy=96.0)
+    day(13, "1000", busy=96.0)
     _cost_day(team=other_team, host=other, day=today, hours=192.0, busy=10.0, total="5000", kwh=80.0)
     response = login_client(lead).get(reverse("dashboard:overview"))
     week = response.context["periods"]["week"]
-    assert float(week["spend"]) == 2200.0
-    assert week["gpu_hours"] == 384.0
+    assert float(week["spend"]) == 3200.0
+    assert week["gpu_hours"] == 576.0
     assert week["utilisation_pct"] == pytest.approx(75.0)
-    assert week["energy_kwh"] == pytest.approx(220.0)
+    assert week["energy_kwh"] == pytest.approx(320.0)
     assert week["spend_change_pct"] == pytest.approx(10.0)
+    assert week["gpu_hours_change_pct"] == pytest.approx(0.0)
     html = response.content.decode()
-    assert 'data-period="week"' in html and "2,200 USD" in html
+    assert 'data-period="week"' in html and "3,200 USD" in html
 
 
 def test_it_shows_no_change_against_a_period_with_fewer_days_of_data(
@@ -228,14 +238,17 @@ def test_it_shows_no_change_against_a_period_with_fewer_days_of_data(
 ) -> None:
     host, _ = factories.host_create(team=team, gpus=8)
     today = datetime.now(UTC).date()
-    _cost_day(team=team, host=host, day=today, hours=192.0, busy=144.0, total="1000", kwh=100.0)
-    _cost_day(
-        team=team, host=host, day=today - timedelta(days=1), hours=192.0, busy=144.0, total="1000", kwh=100.0
-    )
-    # The fleet started on the last day of the week before: +300% would be no growth at all.
-    _cost_day(
-        team=team, host=host, day=today - timedelta(days=7), hours=24.0, busy=12.0, total="500", kwh=10.0
-    )
+    for days_ago, total in ((1, "1000"), (2, "1000"), (8, "500")):
+        _cost_day(
+            team=team,
+            host=host,
+            day=today - timedelta(days=days_ago),
+            hours=192.0,
+            busy=144.0,
+            total=total,
+            kwh=1.0,
+        )
+    # The fleet started on one day of the week before: +300% would be no growth at all.
     week = login_client(lead).get(reverse("dashboard:overview")).context["periods"]["week"]
     assert float(week["spend"]) == 2000.0
     assert week["spend_change_pct"] is None and week["gpu_hours_change_pct"] is None

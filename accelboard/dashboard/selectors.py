@@ -84,26 +84,33 @@ def _change_pct(now: Decimal | float | None, before: Decimal | float | None) -> 
 
 
 def overview_periods(*, team_ids: list[int] | None, today: date) -> dict[str, dict[str, Any]]:
-    """This week (the last 7 days, today included) and this month so far, from the daily cost rows,
-    each with the change of its spend and GPU-hours against the same number of days just before
-    it (last week; the first days of last month). One grouped query over the days concerned."""
+    """This week (the last 7 days, today so far included) and this month so far, from the daily
+    cost rows. The change of spend and GPU-hours compares complete days only (today's partial day
+    would read as a drop): the 7 days before today against the 7 before them, and the month's
+    complete days against as many first days of last month. One grouped query."""
     end = today + timedelta(days=1)
-    week_start, prev_week_start = today - timedelta(days=6), today - timedelta(days=13)
     month_start = today.replace(day=1)
     prev_month_start = (month_start - timedelta(days=1)).replace(day=1)
-    prev_month_end = min(prev_month_start + (end - month_start), month_start)
-    totals = cost_days_totals(team_ids=team_ids, start=min(prev_week_start, prev_month_start), end=end)
-    week = _period_figures(totals, start=week_start, end=end)
-    prev_week = _period_figures(totals, start=prev_week_start, end=week_start)
+    complete = (today - month_start).days
+    prev_month_end = min(prev_month_start + timedelta(days=complete), month_start)
+    totals = cost_days_totals(
+        team_ids=team_ids, start=min(today - timedelta(days=14), prev_month_start), end=end
+    )
+    week = _period_figures(totals, start=today - timedelta(days=6), end=end)
     month = _period_figures(totals, start=month_start, end=end)
-    prev_month = _period_figures(totals, start=prev_month_start, end=prev_month_end)
-    for period, before in ((week, prev_week), (month, prev_month)):
+    pairs = (
+        (week, (today - timedelta(days=7), today), (today - timedelta(days=14), today - timedelta(days=7))),
+        (month, (month_start, today), (prev_month_start, prev_month_end)),
+    )
+    for period, (start, stop), (prev_start, prev_stop) in pairs:
+        now_ = _period_figures(totals, start=start, end=stop)
+        before = _period_figures(totals, start=prev_start, end=prev_stop)
         # A change against a period with fewer days of data (a fleet that started in it) would
         # read as growth that is not there: no change is shown then.
-        comparable = before["days_with_data"] >= period["days_with_data"]
-        period["spend_change_pct"] = _change_pct(period["spend"], before["spend"]) if comparable else None
+        comparable = now_["days_with_data"] > 0 and before["days_with_data"] >= now_["days_with_data"]
+        period["spend_change_pct"] = _change_pct(now_["spend"], before["spend"]) if comparable else None
         period["gpu_hours_change_pct"] = (
-            _change_pct(period["gpu_hours"], before["gpu_hours"]) if comparable else None
+            _change_pct(now_["gpu_hours"], before["gpu_hours"]) if comparable else None
         )
     return {"week": week, "month": month}
 
