@@ -452,5 +452,7 @@ def test_it_exits_2_on_the_command_line_for_a_bad_flag(flag: str, message: str) 
 
 @pytest.mark.django_db
 def test_it_seeds_the_catalogue_on_migrate_so_a_fresh_server_knows_real_gpu_names() -> None:
-    assert set(AcceleratorType.objects.values_list("slug", flat=True)) >= {t["slug"] for t in ACCELERATOR_TYPES}
+    assert set(AcceleratorType.objects.values_list("slug", flat=True)) >= {
+        t["slug"] for t in ACCELERATOR_TYPES
+    }
     assert accelerator_type_match(name="NVIDIA H100 80GB HBM3").slug == "h100-sxm-80gb"

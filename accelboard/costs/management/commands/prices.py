@@ -33,7 +33,9 @@ class Command(BaseCommand):
         imp.add_argument("--currency", default="USD")
         imp.add_argument("--source", default="", help="Where the prices were read (URL, catalogue and date)")
         imp.add_argument("--pricing-model", default="on-demand")
-        default = sub.add_parser("default", help="Load the price book shipped with accelboard (public list prices)")
+        default = sub.add_parser(
+            "default", help="Load the price book shipped with accelboard (public list prices)"
+        )
         default.add_argument(
             "--if-empty",
             action="store_true",
