@@ -58,6 +58,10 @@ def token_create(*, team: Team, kind: str, name: str = "", created_by: Any = Non
         raise ValueError(f"kind must be one of {', '.join(TokenKind.values)}, not {kind!r}")
     for _ in range(5):
         token = secrets.token_urlsafe(32)
+        # One in 64 draws starts with "-", which a command line reads as an option
+        # (`accelboard upload --token -Xy…` fails): draw again.
+        while token.startswith("-"):
+            token = secrets.token_urlsafe(32)
         try:
             with transaction.atomic():
                 row = ApiToken.objects.create(

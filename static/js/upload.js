@@ -41,6 +41,9 @@
   }
 
   input.addEventListener("change", function () { setFiles(input.files); });
+  // Files chosen before this script ran (a slow load, or the browser restoring the form on Back)
+  // fired their change event with no listener: take them now.
+  if (input.files && input.files.length) { setFiles(input.files); }
   ["dragenter", "dragover"].forEach(function (name) {
     zone.addEventListener(name, function (event) { event.preventDefault(); zone.classList.add("over"); });
   });

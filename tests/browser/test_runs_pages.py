@@ -40,6 +40,7 @@ def test_it_uploads_previews_saves_opens_and_compares_a_run(
     page.goto("/runs/")
     page.click("text=Upload results")
     assert urlsplit(page.url).path == "/runs/upload/"
+    page.wait_for_load_state()  # the page's script listens for the file input's change event
 
     page.set_input_files("#file-input", str(FIXTURES / "vllm_2025.json"))
     assert page.locator("#chosen li").inner_text().startswith("vllm_2025.json")
