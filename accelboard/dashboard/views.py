@@ -53,34 +53,6 @@ def overview(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/overview.html", context)
 
 
-# Areas whose pages later work fills; each says what it will show rather than pretending.
-PLANNED = {
-    "trends": (
-        "Trends",
-        "Any series over time, with change points, alerts, baseline bands and expected-change annotations; "
-        "several series on one chart; shareable URLs.",
-    ),
-    "hardware": (
-        "Hardware comparison",
-        "For one workload, every accelerator it ran on side by side: throughput, p50/p99 latency, throughput per "
-        "watt, energy and cost per 1M inferences, and a recommendation for a latency target.",
-    ),
-    "drift": (
-        "Quantization drift",
-        "Per model, what each precision buys in speed and cost and what it costs in accuracy, over time.",
-    ),
-    "costs": (
-        "Costs",
-        "Monthly spend by team, project, model, accelerator type and provider, with drill-down and exports.",
-    ),
-    "alerts": (
-        "Alerts",
-        "Regression, drift and production alerts with triage: acknowledge, dismiss, mark expected.",
-    ),
-    "hosts": ("Hosts", "The fleet as a live grid of hosts and GPUs, and per-host telemetry from rollups."),
-}
-
-
 class BadParameter(ValueError):
     """A query parameter that cannot be read: a 400 naming it."""
 
@@ -226,10 +198,3 @@ def trends(request: HttpRequest) -> HttpResponse:
         "no_team": team_ids == [],
     }
     return render(request, "dashboard/trends.html", context)
-
-
-def planned(request: HttpRequest, area: str) -> HttpResponse:
-    title, description = PLANNED[area]
-    return render(
-        request, "dashboard/planned.html", {"title": title, "description": description, "area": area}
-    )
