@@ -7,6 +7,8 @@ from typing import Any
 
 from django import forms
 
+from accelboard.core.forms import ListFilterForm
+
 from .choices import AlertKind, AlertState, DismissReason, Severity
 from .page_selectors import AlertFilters
 
@@ -18,7 +20,7 @@ def _any(choices: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [("", "Any")] + list(choices)
 
 
-class AlertFilterForm(forms.Form):
+class AlertFilterForm(ListFilterForm):
     """The list page's filters; team, model and metric choices come from what the user may see."""
 
     state = forms.ChoiceField(required=False, choices=_any(AlertState.choices))
@@ -29,18 +31,6 @@ class AlertFilterForm(forms.Form):
     metric = forms.ChoiceField(required=False)
     since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
-
-    def __init__(self, *args: Any, choices: dict[str, list[tuple[str, str]]], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for name, options in choices.items():
-            self.fields[name].choices = _any(options)  # type: ignore[attr-defined]
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        since, until = data.get("since"), data.get("until")
-        if since and until and since > until:
-            self.add_error("until", "must be on or after From")
-        return data
 
     def filters(self) -> AlertFilters:
         data = self.cleaned_data

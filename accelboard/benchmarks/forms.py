@@ -6,13 +6,14 @@ from typing import Any
 
 from django import forms
 
+from accelboard.core.forms import ListFilterForm
 from accelboard.core.models import Team
 
 from .choices import Precision
 from .selectors_pages import RunFilters
 
 
-class RunFilterForm(forms.Form):
+class RunFilterForm(ListFilterForm):
     """The runs list's filters; choices come from the runs the user may see."""
 
     q = forms.CharField(required=False, max_length=200, label="Search", help_text="commit, branch or model")
@@ -23,18 +24,6 @@ class RunFilterForm(forms.Form):
     branch = forms.ChoiceField(required=False)
     since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
-
-    def __init__(self, *args: Any, choices: dict[str, list[tuple[str, str]]], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for name, options in choices.items():
-            self.fields[name].choices = [("", "Any")] + list(options)  # type: ignore[attr-defined]
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        since, until = data.get("since"), data.get("until")
-        if since and until and since > until:
-            self.add_error("until", "must be on or after From")
-        return data
 
     def filters(self) -> RunFilters:
         data = self.cleaned_data

@@ -68,3 +68,21 @@ class SloForm(forms.Form):
         if variant is not None and model is not None and variant.model_id != model.pk:
             self.add_error("variant", f"{variant.name} is not a variant of {model.name}")
         return data
+
+
+class ListFilterForm(forms.Form):
+    """Base of a list page's filter form: select filters whose choices the page passes in (with
+    "Any" first), and an optional ``since``/``until`` date range that must not run backwards.
+    Subclasses declare their fields (``since`` and ``until`` included) in the order shown."""
+
+    def __init__(self, *args: Any, choices: dict[str, list[tuple[str, str]]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, options in choices.items():
+            self.fields[name].choices = [("", "Any"), *options]  # type: ignore[attr-defined]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            self.add_error("until", "must be on or after From")
+        return data
