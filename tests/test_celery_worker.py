@@ -24,6 +24,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from accelboard.celery import app as celery_app
 from accelboard.core.choices import JobStatus
 from accelboard.core.models import JobRun
 from accelboard.embedded import broker_url_for
@@ -107,6 +108,10 @@ class Worker:
 
 @pytest.fixture
 def worker(tmp_path: Path) -> Iterator[Worker]:
+    # Tasks that earlier tests enqueued on commit, with no worker to run them, wait in the shared
+    # broker queue; a worker that ran them first would act on this test's rows (a stray
+    # alerts_dispatch mailed a test's alerts before the test's own dispatch did).
+    celery_app.control.purge()
     env = dict(os.environ)
     env.update(
         DATABASE_URL=database_url_of_tests(),
