@@ -30,7 +30,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 
-from accelboard.benchmarks.metrics import ACCURACY_PREFIX
+from accelboard.benchmarks.metrics import ACCURACY_PREFIX, metric_label
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue, Series
 
 from . import detection
@@ -155,7 +155,7 @@ def _is_return(alert: Alert, verdict: detection.Verdict) -> bool:
 def _title(series: Series, verdict: detection.Verdict) -> str:
     word = "regressed" if verdict.kind == detection.REGRESSION else "improved"
     pct = verdict.pct_change if verdict.pct_change is not None else math.nan
-    return f"{series.metric} {word} {pct:+.1f}% · {series.workload} · {series.accelerator_type or 'any'}"
+    return f"{metric_label(series.metric)} {word} {pct:+.1f}% · {series.workload} · {series.accelerator_type or 'any'}"
 
 
 @transaction.atomic

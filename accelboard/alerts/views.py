@@ -29,7 +29,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from accelboard.benchmarks.metrics import metric_spec
+from accelboard.benchmarks.metrics import metric_label
 from accelboard.core.choices import Role
 from accelboard.core.models import Team
 from accelboard.core.selectors import roles_for_user, team_ids_visible
@@ -198,11 +198,6 @@ def alert_bulk_triage(request: HttpRequest) -> HttpResponse:
 # --- detail -------------------------------------------------------------------------------------
 
 
-def _label(metric: str) -> str:
-    spec = metric_spec(metric)
-    return spec.label if spec else metric.replace("_", " ")
-
-
 def _chart(alert: Alert, marks: list[Any]) -> tuple[dict[str, Any] | None, int]:
     """The series figure and how many points it shows (None without a series or points)."""
     series = alert.series
@@ -221,7 +216,7 @@ def _chart(alert: Alert, marks: list[Any]) -> tuple[dict[str, Any] | None, int]:
     before_from = max((m for m in history if change_at and m < change_at), default=None)
     figure = charts.alert_series_figure(
         points=points,
-        label=_label(series.metric),
+        label=metric_label(series.metric),
         unit=series.unit,
         direction=series.direction,
         change_at=change_at,
@@ -245,7 +240,7 @@ def _detail_context(
     return {
         "alert": alert,
         "series": alert.series,
-        "metric_label": _label(alert.series.metric) if alert.series else "",
+        "metric_label": metric_label(alert.series.metric) if alert.series else "",
         "figure": figure,
         "point_count": point_count,
         "runs": page_selectors.alert_run_range(alert=alert),

@@ -138,3 +138,9 @@ def metric_spec(name: str) -> MetricSpec | None:
     if spec is None and name.startswith(ACCURACY_PREFIX) and len(name) > len(ACCURACY_PREFIX):
         return MetricSpec(name, _ACCURACY_SPEC.unit, _ACCURACY_SPEC.direction, name[len(ACCURACY_PREFIX) :])
     return spec
+
+
+def metric_label(name: str) -> str:
+    """What people read for a metric: its spec's label ("p99 TTFT"), else the name with spaces."""
+    spec = metric_spec(name)
+    return spec.label if spec else name.replace("_", " ")

@@ -26,7 +26,7 @@ from accelboard.importers import ContextError, ParseError, UnrecognisedFormat, p
 from . import charts, selectors_pages
 from .forms import RunFilterForm, UploadOverridesForm, UploadTeamForm
 from .imports import ImportRejected, run_import, run_import_preview
-from .metrics import metric_spec
+from .metrics import metric_label
 from .models import BenchmarkRun
 from .selectors import run_baseline_compare
 from .upload_store import UploadExpired, upload_discard, upload_load, upload_stash
@@ -51,11 +51,6 @@ def _visible_run(request: HttpRequest, run_id: int) -> BenchmarkRun:
         return selectors_pages.run_get_visible(run_id=run_id, team_ids=_team_scope(request))
     except BenchmarkRun.DoesNotExist as exc:
         raise Http404("No such run in your teams") from exc
-
-
-def _label(metric: str) -> str:
-    spec = metric_spec(metric)
-    return spec.label if spec else metric.replace("_", " ")
 
 
 # --- runs list ----------------------------------------------------------------------------------
@@ -100,14 +95,14 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         rows.append(
             {
                 "value": value,
-                "label": _label(value.name),
+                "label": metric_label(value.name),
                 "baseline": baseline.get(value.name),
                 "points": len(points),
                 "chart_id": f"history-{value.pk}",
                 "figure_id": f"history-{value.pk}-data",
                 "figure": charts.metric_history_figure(
                     points=points,
-                    label=_label(value.name),
+                    label=metric_label(value.name),
                     unit=value.unit,
                     direction=value.direction,
                     run_id=run.pk,
@@ -191,7 +186,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         result = selectors_pages.runs_compare(ids_a=ids_a, ids_b=ids_b, team_ids=_team_scope(request))
     except BenchmarkRun.DoesNotExist as exc:
         raise Http404("No such run in your teams") from exc
-    rows = [{"row": row, "label": _label(row.metric)} for row in result.rows]
+    rows = [{"row": row, "label": metric_label(row.metric)} for row in result.rows]
     context = {"error": None, "result": result, "rows": rows, "differs": _differences(result)}
     return render(request, "benchmarks/compare.html", context)
 
@@ -267,7 +262,7 @@ def _parsed_preview(parsed: Any) -> dict[str, Any]:
         "accelerator_type": hardware.get("accelerator_type"),
         "accelerator_count": hardware.get("count"),
         "started_at": preview.get("started_at"),
-        "metrics": [{**metric, "label": _label(metric["name"])} for metric in preview["metrics"]],
+        "metrics": [{**metric, "label": metric_label(metric["name"])} for metric in preview["metrics"]],
         # The importers' "give it with --context" hints speak to the CLI; "missing" says the same
         # in the page's terms, next to the field to fill.
         "warnings": [w for w in preview["warnings"] if "--context" not in w],

@@ -6,6 +6,7 @@ hour rollups beyond. Fleet-wide reads use the per-host rollups (8 GPUs per row o
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -275,9 +276,19 @@ def host_grid(*, team_ids: list[int] | None, now: datetime) -> list[dict[str, An
                 "stale": agent_is_stale(last_seen_at=host.last_seen_at, now=now, interval_s=interval),
                 "stale_after": stale_after(interval_s=interval),
                 "throttled": sum(1 for gpu in gpus if gpu["throttled"]),
+                "gpu_types": gpu_types_summary([gpu["type"] for gpu in gpus]),
+                "mixed_types": len({gpu["type"] for gpu in gpus}) > 1,
             }
         )
     return grid
+
+
+def gpu_types_summary(types: list[str]) -> str:
+    """ "8× H100 SXM 80GB", or "4× H100 SXM 80GB + 2× L4" for a mixed host, most common first. Pure."""
+    counts = Counter(types)
+    return " + ".join(
+        f"{n}× {name}" for name, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    )
 
 
 def host_get_visible(*, host_id: int, team_ids: list[int] | None) -> Host:

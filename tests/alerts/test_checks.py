@@ -46,6 +46,7 @@ def test_it_opens_one_alert_for_a_sustained_step_with_its_evidence(team: Any) ->
     assert alert.detail["commit_range"] == [runs[19].git_commit, runs[20].git_commit]
     assert alert.dedupe_key == f"bench:{alert.series_id}:{runs[20].pk}"
     assert "regressed -10" in alert.title or "regressed -9" in alert.title
+    assert alert.title.startswith("Output tokens per second regressed")  # the label, not the key
 
 
 def test_it_does_not_duplicate_on_a_recheck(team: Any) -> None:

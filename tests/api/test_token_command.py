@@ -63,7 +63,9 @@ def test_it_never_hands_out_a_token_that_reads_as_a_command_line_option(
 ) -> None:
     from accelboard.api import services
 
-    draws = iter(["-DsLYmQBwal_rcSv1ZarY8GSuPKVvfM50CdD29Xfm5k", "xDsLYmQBwal_rcSv1ZarY8GSuPKVvfM50CdD29Xfm5k"])
+    draws = iter(
+        ["-DsLYmQBwal_rcSv1ZarY8GSuPKVvfM50CdD29Xfm5k", "xDsLYmQBwal_rcSv1ZarY8GSuPKVvfM50CdD29Xfm5k"]
+    )
     monkeypatch.setattr(services.secrets, "token_urlsafe", lambda n: next(draws))
     # "--token -Ds..." made argparse stop with "expected one argument" (a CI failure, 1 in 64 draws).
     _, token = services.token_create(team=team, kind="ingest")

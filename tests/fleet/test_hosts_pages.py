@@ -167,6 +167,12 @@ def test_it_shows_live_state_flags_throttling_and_stale_agents(
     assert f'data-host="{fleet["live"].pk}" data-stale="false"' in html
     assert "699 / 700 W" in html
     assert "60.0 / 80 GiB" in html
+    assert live["gpu_types"] == f"2× {first['type']}" and live["mixed_types"] is False
+
+
+def test_it_summarises_a_hosts_gpu_types_most_common_first() -> None:
+    assert selectors.gpu_types_summary(["L4", "H100 SXM 80GB", "H100 SXM 80GB"]) == "2× H100 SXM 80GB + 1× L4"
+    assert selectors.gpu_types_summary([]) == ""
 
 
 def test_it_tells_a_team_without_hosts_how_to_add_one(login_client: Any, engineer: Any) -> None:
