@@ -88,6 +88,7 @@ def test_it_stores_the_simulated_agents_samples_in_postgresql(live_server, inges
     # Each (GPU, time) once: resends are deduplicated by batch_id on the server.
     assert len({(s.accelerator_id, s.time) for s in samples}) == len(samples)
     assert all(s.power_w is not None and s.power_w > 0 and s.energy_mj for s in samples)
+    assert all(s.ecc_errors == 0 and s.xid_errors == 0 for s in samples)  # the error counters arrive
 
 
 def test_it_uploads_a_bench_run(live_server, ingest_token, tmp_path):

@@ -5,10 +5,15 @@
    ``NoPermission`` or ``FunctionNotFound`` (or a function missing from an old ``pynvml``) marks the
    signal unsupported for that GPU; it is never called again and is reported to the server in
    the accelerator's ``unsupported`` list. Other errors give NULL for that one reading.
-3. Hot signals (energy, power, utilisation, memory, clocks, temperature, throttle reasons, ECC)
-   are microsecond calls; the slow ones (PCIe throughput blocks ~20 ms, process lists, NVLink,
+3. Hot signals (energy, power, utilisation, memory, clocks, temperature, throttle reasons, ECC,
+   XID events) are microsecond calls; the slow ones (PCIe throughput blocks ~20 ms, process lists, NVLink,
    retired pages and remapped rows) are only read by ``slow`` from a separate thread.
 4. Units leave here as the API wants them: W, mJ, %, bytes, MHz, degrees C.
+5. XID errors come as NVML events, not as a readable counter: every GPU is registered for
+   critical XID events at start, and each sample drains the waiting events without blocking
+   (a 0 ms wait) into a per-GPU count since the agent started, sent as ``xid_errors``. The server
+   counts increases of it (a restart back to 0 is a reset, not errors); each XID is logged with
+   its code.
 
 Tests replace ``pynvml`` functions at this module boundary (``gpus.pynvml``).
 """
@@ -16,6 +21,7 @@ Tests replace ``pynvml`` functions at this module boundary (``gpus.pynvml``).
 from __future__ import annotations
 
 import abc
+import logging
 import math
 import random
 import socket
@@ -33,6 +39,8 @@ _PERMANENT_ERRORS = {
     pynvml.NVML_ERROR_NO_PERMISSION: "no_permission",
     pynvml.NVML_ERROR_FUNCTION_NOT_FOUND: "function_not_found",
 }
+
+log = logging.getLogger("accelboard_agent.gpus")
 
 SIMULATED_NAME = "Simulated H100 80GB HBM3"
 SIMULATED_MEMORY = 85_520_809_984
@@ -53,6 +61,8 @@ class Device:
     mig_mode: bool = False
     parent_uuid: str = ""
     handle: Any = None
+    # Critical XID events seen since the agent started; None where the GPU cannot report them.
+    xid_errors: int | None = None
     # signal -> why ("not_supported", "no_permission", "function_not_found", "mig", "missing")
     unsupported: dict[str, str] = field(default_factory=dict)
 
@@ -132,6 +142,7 @@ class NvmlBackend(Backend):
         self.transient_errors = 0
         self._mig: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
+        self._event_set: Any = None
 
     # -- probing -------------------------------------------------------------------------------
     def _read(self, device: Device, signal: str, function_name: str, *args: Any) -> Any:
@@ -188,6 +199,52 @@ class NvmlBackend(Backend):
                 device.unsupported["utilization"] = "mig"
                 self._mig[device.uuid] = self._mig_layout(device)
             self.devices.append(device)
+        self._xid_register()
+
+    def _xid_register(self) -> None:
+        """Register every GPU for critical XID events; one that cannot reports no XID count."""
+        create = getattr(pynvml, "nvmlEventSetCreate", None)
+        register = getattr(pynvml, "nvmlDeviceRegisterEvents", None)
+        event_type = getattr(pynvml, "nvmlEventTypeXidCriticalError", None)
+        if create is None or register is None or event_type is None:
+            for device in self.devices:
+                device.unsupported["xid"] = "missing"
+            return
+        try:
+            self._event_set = create()
+        except pynvml.NVMLError as exc:
+            for device in self.devices:
+                device.unsupported["xid"] = _PERMANENT_ERRORS.get(exc.value, "error")
+            return
+        for device in self.devices:
+            try:
+                register(device.handle, event_type, self._event_set)
+            except pynvml.NVMLError as exc:
+                device.unsupported["xid"] = _PERMANENT_ERRORS.get(exc.value, "error")
+            else:
+                device.xid_errors = 0
+
+    def _xid_drain(self) -> None:
+        """Count the XID events waiting, without blocking; at most 100 per call."""
+        if self._event_set is None:
+            return
+        wait = getattr(pynvml, "nvmlEventSetWait_v2", None) or pynvml.nvmlEventSetWait
+        with self._lock:
+            for _ in range(100):
+                try:
+                    data = wait(self._event_set, 0)
+                except pynvml.NVMLError as exc:
+                    if exc.value != pynvml.NVML_ERROR_TIMEOUT:  # TIMEOUT: nothing waiting
+                        self.transient_errors += 1
+                    return
+                try:
+                    uuid = _text(pynvml.nvmlDeviceGetUUID(data.device))
+                except pynvml.NVMLError:
+                    uuid = ""
+                device = next((d for d in self.devices if d.uuid == uuid), None)
+                if device is not None and device.xid_errors is not None:
+                    device.xid_errors += 1
+                log.warning("XID %s on GPU %s", data.eventData, uuid or "(unknown)")
 
     def _mig_layout(self, device: Device) -> list[dict[str, Any]]:
         instances = []
@@ -207,6 +264,12 @@ class NvmlBackend(Backend):
         return instances
 
     def close(self) -> None:
+        if self._event_set is not None:
+            try:
+                pynvml.nvmlEventSetFree(self._event_set)
+            except pynvml.NVMLError:
+                pass
+            self._event_set = None
         try:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
@@ -285,6 +348,8 @@ class NvmlBackend(Backend):
             pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
             pynvml.NVML_VOLATILE_ECC,
         )
+        self._xid_drain()
+        sample["xid_errors"] = device.xid_errors
         return sample
 
     # -- slow path -----------------------------------------------------------------------------
@@ -444,6 +509,7 @@ class SimulatedBackend(Backend):
             # 0x1 = GPU idle; a short SW power cap (0x4) at the top of the busy phase.
             "throttle_reasons": 1 if load == 0 else (4 if load > 0.99 else 0),
             "ecc_errors": 0,
+            "xid_errors": 0,
         }
 
     def slow(self, device: Device) -> dict[str, Any]:

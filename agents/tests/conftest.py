@@ -188,6 +188,12 @@ class FakeNvml:
     def __init__(self, gpus: list[FakeGpu], *, init_error: int | None = None) -> None:
         self.gpus = gpus
         self.init_error = init_error
+        # XID events waiting in the event set, as (gpu, xid code); ``xid`` queues one.
+        self.events: list[tuple[FakeGpu, int]] = []
+        self.registered: list[FakeGpu] = []
+
+    def xid(self, gpu: FakeGpu, code: int) -> None:
+        self.events.append((gpu, code))
 
     def _gpu(self, handle: Any) -> FakeGpu:
         return handle
@@ -278,6 +284,26 @@ class FakeNvml:
             return child
 
         functions["nvmlDeviceGetMigDeviceHandleByIndex"] = mig_handle
+
+        def register_events(handle: FakeGpu, event_types: int, event_set: Any) -> None:
+            fake._call(handle, "nvmlDeviceRegisterEvents")
+            assert event_types == pynvml.nvmlEventTypeXidCriticalError
+            fake.registered.append(handle)
+
+        def event_wait(event_set: Any, timeout_ms: int) -> Any:
+            assert timeout_ms == 0, "the sampler must never block on events"
+            while fake.events:
+                gpu, code = fake.events.pop(0)
+                if gpu in fake.registered:
+                    return SimpleNamespace(
+                        device=gpu, eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=code
+                    )
+            raise nvml_error(pynvml.NVML_ERROR_TIMEOUT)
+
+        functions["nvmlEventSetCreate"] = lambda: object()
+        functions["nvmlDeviceRegisterEvents"] = register_events
+        functions["nvmlEventSetWait_v2"] = event_wait
+        functions["nvmlEventSetFree"] = lambda event_set: None
         for name, function in functions.items():
             monkeypatch.setattr(pynvml, name, function)
 

@@ -25,8 +25,32 @@ def test_it_reads_every_hot_signal_in_api_units(fake_nvml):
     assert sample["mem_used_bytes"] == 61_203_283_968 and sample["mem_total_bytes"] == 85_520_809_984
     assert sample["sm_clock_mhz"] == 1980 and sample["temperature_c"] == 61
     assert sample["throttle_reasons"] == 4  # clocks-event reasons, the newer call
-    assert sample["ecc_errors"] == 0
+    assert sample["ecc_errors"] == 0 and sample["xid_errors"] == 0
     assert device.accelerator(backend.driver_version)["unsupported"] == []
+
+
+def test_it_counts_xid_events_per_gpu_without_blocking(fake_nvml, caplog):
+    first, second, third = (
+        FakeGpu(0),
+        FakeGpu(1),
+        FakeGpu(2, errors={"nvmlDeviceRegisterEvents": pynvml.NVML_ERROR_NOT_SUPPORTED}),
+    )
+    fake = fake_nvml([first, second, third])
+    backend = nvml_open()
+    devices = backend.devices
+
+    assert [backend.sample(d)["xid_errors"] for d in devices] == [0, 0, None]
+    fake.xid(second, 79)  # "GPU has fallen off the bus"
+    fake.xid(second, 48)  # double-bit ECC
+    fake.xid(first, 13)
+
+    assert [backend.sample(d)["xid_errors"] for d in devices] == [1, 2, None]
+    assert [backend.sample(d)["xid_errors"] for d in devices] == [1, 2, None]  # a count, not a rate
+    assert devices[2].accelerator("")["unsupported"] == ["xid"]
+    assert {"XID 79 on GPU GPU-fake-0001-aaaa", "XID 13 on GPU GPU-fake-0000-aaaa"} <= {
+        r.getMessage() for r in caplog.records
+    }
+    backend.close()
 
 
 def test_it_probes_unsupported_signals_once_and_reports_them(fake_nvml):
