@@ -141,8 +141,9 @@ class Agent:
         while not self.stop.is_set():
             now = time.time()
             samples = []
+            assert self.backend is not None
+            self.backend.tick()
             for device in self.devices:
-                assert self.backend is not None
                 sample = self.backend.sample(device)
                 if energy_check(sample, previous.get(device.uuid)):
                     with self._lock:

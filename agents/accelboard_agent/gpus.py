@@ -10,8 +10,8 @@
    retired pages and remapped rows) are only read by ``slow`` from a separate thread.
 4. Units leave here as the API wants them: W, mJ, %, bytes, MHz, degrees C.
 5. XID errors come as NVML events, not as a readable counter: every GPU is registered for
-   critical XID events at start, and each sample drains the waiting events without blocking
-   (a 0 ms wait) into a per-GPU count since the agent started, sent as ``xid_errors``. The server
+   critical XID events at start, and each sampling tick (``tick``) drains the waiting events
+   without blocking (a 0 ms wait) into a per-GPU count since the agent started, sent as ``xid_errors``. The server
    counts increases of it (a restart back to 0 is a reset, not errors); each XID is logged with
    its code.
 
@@ -108,6 +108,10 @@ class Backend(abc.ABC):
     driver_version = ""
     cuda_version = ""
     devices: list[Device]
+
+    def tick(self) -> None:
+        """Once per sampling tick, before the GPUs are sampled: work shared by all of them."""
+        return None
 
     @abc.abstractmethod
     def sample(self, device: Device) -> dict[str, Any]:
@@ -224,8 +228,12 @@ class NvmlBackend(Backend):
             else:
                 device.xid_errors = 0
 
+    def tick(self) -> None:
+        self._xid_drain()
+
     def _xid_drain(self) -> None:
-        """Count the XID events waiting, without blocking; at most 100 per call."""
+        """Count the XID events waiting (all GPUs share one event set), without blocking; at most
+        100 per tick, the rest on the next."""
         if self._event_set is None:
             return
         wait = getattr(pynvml, "nvmlEventSetWait_v2", None) or pynvml.nvmlEventSetWait
@@ -348,8 +356,7 @@ class NvmlBackend(Backend):
             pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
             pynvml.NVML_VOLATILE_ECC,
         )
-        self._xid_drain()
-        sample["xid_errors"] = device.xid_errors
+        sample["xid_errors"] = device.xid_errors  # as of this tick's drain (``tick``)
         return sample
 
     # -- slow path -----------------------------------------------------------------------------

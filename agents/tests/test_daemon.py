@@ -17,6 +17,7 @@ import pynvml
 import pytest
 
 from accelboard_agent.cli import main
+from tests.conftest import FakeGpu
 
 INTERVAL = 0.1
 
@@ -143,6 +144,27 @@ def test_it_runs_without_a_driver_sending_host_facts_only(tmp_path, server, fake
     assert batches[0]["samples"] == [] and batches[0]["accelerators"] == []
     assert batches[0]["host"]["hostname"] == "cpu-only"
     assert "NVMLError_LibraryNotFound" in batches[0]["host"]["facts"]["no_gpu"]
+
+
+def test_it_ships_the_xid_errors_drained_each_tick(tmp_path, server, fake_nvml):
+    first, second = FakeGpu(0), FakeGpu(1)
+    fake = fake_nvml([first, second])
+    fake.xid(second, 79)  # waiting before the first tick
+    threading.Timer(1.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+
+    code = main(
+        [
+            "run", "--server", server.url, "--token", "test-token", "--spool", str(tmp_path / "s.db"),
+            "--interval", "0.1", "--send-interval", "0.2", "--hostname", "gpu-host",
+        ]
+    )  # fmt: skip
+
+    assert code == 0
+    samples = [s for batch in server.stored("/api/v1/telemetry") for s in batch["samples"]]
+    by_gpu = defaultdict(set)
+    for sample in samples:
+        by_gpu[sample["gpu"]].add(sample["xid_errors"])
+    assert by_gpu == {first.uuid: {0}, second.uuid: {1}}
 
 
 def test_it_exits_nonzero_without_a_gpu_only_when_required(tmp_path, server, fake_nvml):

@@ -39,13 +39,20 @@ def test_it_counts_xid_events_per_gpu_without_blocking(fake_nvml, caplog):
     backend = nvml_open()
     devices = backend.devices
 
-    assert [backend.sample(d)["xid_errors"] for d in devices] == [0, 0, None]
+    def tick() -> list[int | None]:  # as the sampler does: one drain, then every GPU
+        backend.tick()
+        return [backend.sample(d)["xid_errors"] for d in devices]
+
+    assert tick() == [0, 0, None]
     fake.xid(second, 79)  # "GPU has fallen off the bus"
     fake.xid(second, 48)  # double-bit ECC
     fake.xid(first, 13)
 
-    assert [backend.sample(d)["xid_errors"] for d in devices] == [1, 2, None]
-    assert [backend.sample(d)["xid_errors"] for d in devices] == [1, 2, None]  # a count, not a rate
+    assert tick() == [1, 2, None]
+    assert tick() == [1, 2, None]  # a count, not a rate
+    fake.xid(first, 31)
+    assert [backend.sample(d)["xid_errors"] for d in devices] == [1, 2, None]  # counted at the tick
+    assert tick() == [2, 2, None]
     assert devices[2].accelerator("")["unsupported"] == ["xid"]
     assert {"XID 79 on GPU GPU-fake-0001-aaaa", "XID 13 on GPU GPU-fake-0000-aaaa"} <= {
         r.getMessage() for r in caplog.records
