@@ -110,13 +110,16 @@ def embedded_settings_apply(server) -> bool:  # type: ignore[no-untyped-def]
     import psycopg
 
     with psycopg.connect(_socket_url(server, "postgres"), autocommit=True) as conn:
+        written = False
         for name, value in EMBEDDED_SETTINGS:
             row = conn.execute(
                 "SELECT setting FROM pg_file_settings WHERE name = %s ORDER BY seqno DESC LIMIT 1", (name,)
             ).fetchone()
             if row is None or row[0] != value:
                 conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
-        conn.execute("SELECT pg_reload_conf()")
+                written = True
+        if written:
+            conn.execute("SELECT pg_reload_conf()")
         return conn.execute("SELECT current_setting('wal_level')").fetchone()[0] != "minimal"
 
 

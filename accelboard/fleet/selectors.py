@@ -284,7 +284,7 @@ def host_grid(*, team_ids: list[int] | None, now: datetime) -> list[dict[str, An
 
 
 def gpu_types_summary(types: list[str]) -> str:
-    """ "8× H100 SXM 80GB", or "4× H100 SXM 80GB + 2× L4" for a mixed host, most common first. Pure."""
+    """A host's GPUs by type, most common first: 8× H100 SXM 80GB, or 4× H100 SXM 80GB + 2× L4. Pure."""
     counts = Counter(types)
     return " + ".join(
         f"{n}× {name}" for name, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
