@@ -9,16 +9,17 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     ACCELBOARD_PRODUCTION=1 \
     STATIC_ROOT=/app/staticfiles \
     MEDIA_ROOT=/data/media \
-    ACCELBOARD_HOME=/data/home \
-    WEB_CONCURRENCY=3
+    ACCELBOARD_HOME=/data/home
 
 WORKDIR /app
 RUN groupadd --system --gid 10001 accelboard \
  && useradd --system --uid 10001 --gid accelboard --home-dir /data --shell /usr/sbin/nologin accelboard
 
-# Dependencies first, so editing the code does not reinstall them.
-COPY pyproject.toml ./
-RUN mkdir -p accelboard && touch accelboard/__init__.py && pip install . && pip uninstall -y accelboard
+# Dependencies first, so editing the code does not reinstall them: the versions of
+# requirements.lock, and no extra (the embedded PostgreSQL and its broker transport are for
+# `make demo`; production sets DATABASE_URL and CELERY_BROKER_URL).
+COPY pyproject.toml requirements.lock ./
+RUN mkdir -p accelboard && touch accelboard/__init__.py && pip install -c requirements.lock . && pip uninstall -y accelboard
 
 COPY accelboard ./accelboard
 COPY templates ./templates
@@ -43,11 +44,11 @@ USER accelboard
 VOLUME ["/data"]
 EXPOSE 8000
 
-# gunicorn reads WEB_CONCURRENCY (workers), FORWARDED_ALLOW_IPS and GUNICORN_CMD_ARGS from the env.
+# accelboard/gunicorn_conf.py sets the workers from the CPU count (2 x cores + 1; WEB_CONCURRENCY overrides),
+# threads, timeouts and worker recycling; FORWARDED_ALLOW_IPS and GUNICORN_CMD_ARGS come from the env.
 # The health probe must look like a real request: a host from ALLOWED_HOSTS and HTTPS as seen
 # through the proxy (SECURE_PROXY_SSL), or Django answers 400 or redirects to https.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD \
   python -c "import os,sys,urllib.request as u; h=os.environ.get('ALLOWED_HOSTS','localhost').split(',')[0].strip().lstrip('.'); h='localhost' if h in ('','*') else h; r=u.Request('http://127.0.0.1:8000/healthz', headers={'Host': h, 'X-Forwarded-Proto': 'https'}); sys.exit(0 if u.urlopen(r, timeout=4).status == 200 else 1)"
 
-CMD ["gunicorn", "accelboard.wsgi", "--bind", "0.0.0.0:8000", "--threads", "2", "--worker-class", "gthread", \
-     "--timeout", "60", "--graceful-timeout", "20", "--access-logfile", "-", "--error-logfile", "-"]
+CMD ["gunicorn", "accelboard.wsgi", "--config", "python:accelboard.gunicorn_conf"]

@@ -1,22 +1,94 @@
-"""The Celery application and its one beat schedule.
+"""The Celery application, its two queues and its one beat schedule.
 
 Tasks take ids and primitives (JSON serializer only). The beat schedule is built in code; every
 entry can be re-timed or disabled with an env var ``ACCELBOARD_BEAT_<NAME>`` holding a crontab
 ("*/5 * * * *") or ``off``.
+
+Queues, so that a backlog cannot starve what must run on time:
+1. ``scheduled``: every beat entry, alert dispatch and email sends. Short, single-flight jobs;
+   their lateness is what pages and alerts show.
+2. ``rollups``: the rollup drains that ingest asks for (one per web process every few seconds).
+   Drains run one at a time under an advisory lock; under a fleet's full load each one lasts
+   about as long as the next is asked for, so they queue up. On the ``scheduled`` queue they
+   took both of its worker's processes (one draining, one waiting for the lock) and beat's
+   per-minute jobs waited behind the queued drains until they expired: a 2,000-host load
+   test saw a per-minute job start 466 s late. Here they wait only for each other.
+3. ``bulk`` (the default): work set off by uploads and imports (run costs, regression and drift
+   checks of a run, cost recomputes after a price correction). A burst of uploads may queue
+   thousands; they wait without delaying (1) or (2).
+docker-compose runs a worker per queue (``-Q scheduled`` / ``-Q rollups`` / ``-Q bulk``); a worker
+started without ``-Q`` (the demo, the tests) consumes all three. Every message carries
+``published_at`` (epoch seconds) in its headers, so ``accelboard status`` can tell the age of the
+oldest waiting task.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from typing import Any
 
 from celery import Celery
 from celery.schedules import crontab
+from celery.signals import before_task_publish
+from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "accelboard.settings")
 
 app = Celery("accelboard")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+SCHEDULED_QUEUE = "scheduled"
+ROLLUPS_QUEUE = "rollups"
+BULK_QUEUE = "bulk"
+QUEUES = (SCHEDULED_QUEUE, ROLLUPS_QUEUE, BULK_QUEUE)
+# Tasks that are not beat entries but must not wait behind bulk work: alert emails (a person is
+# waiting for them).
+SCHEDULED_TASKS = frozenset(
+    {
+        "accelboard.notifications.tasks.alerts_dispatch",
+        "accelboard.notifications.tasks.delivery_send",
+    }
+)
+# The drains ingest asks for (pages and production alerts read the rollups): their own queue, so
+# that however many wait, beat's jobs do not wait behind them.
+ROLLUP_TASKS = frozenset(
+    {
+        "accelboard.fleet.tasks.telemetry_rollups_drain",
+        "accelboard.fleet.tasks.telemetry_rollups_refresh_range",
+    }
+)
+
+
+def task_queue(name: str) -> str:
+    """The queue a task goes to: ``rollups`` for ``ROLLUP_TASKS``, ``scheduled`` for beat entries
+    and ``SCHEDULED_TASKS``, else ``bulk``."""
+    if name in ROLLUP_TASKS:
+        return ROLLUPS_QUEUE
+    if name in SCHEDULED_TASKS or name in {entry[0] for entry in BEAT_ENTRIES.values()}:
+        return SCHEDULED_QUEUE
+    return BULK_QUEUE
+
+
+def _route(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **kw: Any) -> dict[str, str]:
+    queue = task_queue(name)
+    return {"queue": queue, "exchange": queue, "routing_key": queue}
+
+
+# Each queue with its own exchange and routing key (a bare Queue(name) would inherit the default
+# queue's, and both would receive the same messages).
+app.conf.task_queues = tuple(Queue(name, Exchange(name), routing_key=name) for name in QUEUES)
+app.conf.task_default_queue = BULK_QUEUE
+app.conf.task_routes = (_route,)
+
+
+@before_task_publish.connect
+def _stamp_published_at(headers: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    """Stamp each message with its publish time: the age of the oldest waiting task is read from
+    the head of each queue (``core.pipeline_selectors``)."""
+    if headers is not None:
+        headers.setdefault("published_at", time.time())
 
 
 @app.on_after_configure.connect
@@ -41,7 +113,7 @@ BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
     # Partitions must exist before samples for tomorrow arrive; hourly is cheap and self-healing.
     "telemetry-partitions": ("accelboard.fleet.tasks.telemetry_partitions_maintain", "7 * * * *", 3000),
     # Minute rollups feed the live host pages; refreshing each minute keeps them at most ~1 min behind.
-    # Ingest also enqueues a refresh per batch; this pass drains what those missed.
+    # Ingest asks for drains (the rollups queue); this pass drains what a lost request missed.
     "telemetry-rollups": ("accelboard.fleet.tasks.telemetry_rollups_refresh", "* * * * *", 50),
     # Costs: yesterday (UTC) once its last minute rollups have settled, plus any of the last 7 days
     # whose telemetry arrived late. Price corrections enqueue their own recompute.
@@ -60,6 +132,9 @@ BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
     # the last 15 minutes of rollups: every 5 minutes, offset by 2 so the minute rollups of the
     # window's end are in; the rules need 5 sustained minutes, so a condition alerts within ~10.
     "alerts-production": ("accelboard.alerts.tasks.production_signals_check", "2-59/5 * * * *", 280),
+    # The pipeline watching itself: queue waits, the rollup lag; logs an error when one lags.
+    # Every minute, so a backlog is reported within a minute or two of passing its limit.
+    "pipeline-check": ("accelboard.fleet.tasks.pipeline_check", "* * * * *", 50),
 }
 
 

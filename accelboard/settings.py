@@ -8,6 +8,7 @@ makes ``SECRET_KEY``, ``DATABASE_URL``, ``CELERY_BROKER_URL`` and ``ALLOWED_HOST
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import django as _django
@@ -65,6 +66,12 @@ if PRODUCTION and not ALLOWED_HOSTS:
     raise ConfigError("ALLOWED_HOSTS must be set when ACCELBOARD_PRODUCTION=1 (comma-separated host names)")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+# ``accelboard demo`` sets it for its children: the demo loader's progress file, shown as a banner
+# on every page while the demo data loads. Empty (and no banner) everywhere else.
+DEMO_PROGRESS_FILE = env_str("ACCELBOARD_DEMO_PROGRESS", "")
+# The API's OpenAPI schema and docs page (/api/v1/openapi.json, /api/v1/docs): open to anyone in
+# development, to signed-in users only in production unless API_DOCS_PUBLIC=1.
+API_DOCS_PUBLIC = env_bool("API_DOCS_PUBLIC", not PRODUCTION)
 
 # --- Database -----------------------------------------------------------------------------------
 _database_url = env_secret("DATABASE_URL")
@@ -90,14 +97,17 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "axes",
     "accelboard.core",
     "accelboard.fleet",
     "accelboard.benchmarks",
     "accelboard.serving",
     "accelboard.costs",
+    "accelboard.profiles",
     "accelboard.alerts",
     "accelboard.drift",
     "accelboard.notifications",
+    "accelboard.planning",
     "accelboard.dashboard",
     "accelboard.api",
 ]
@@ -105,13 +115,17 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "accelboard.core.middleware.QueryStringGuard",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "accelboard.core.middleware.ContentSecurityPolicyMiddleware",
     "accelboard.core.middleware.LoginRequiredMiddleware",
+    # Last, as django-axes asks: it turns a lockout raised by its backend into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "accelboard.urls"
@@ -128,6 +142,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "accelboard.core.context_processors.navigation",
+                "accelboard.core.context_processors.demo_loading",
             ],
         },
     },
@@ -137,6 +152,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+# django-axes first: it refuses a locked-out login before the password is even checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:overview"
@@ -169,6 +189,33 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# Every page's scripts and styles come from this site (static/, plotly.js included; never a CDN);
+# figures reach scripts as json_script data, never as inline code. Inline style attributes stay
+# allowed: plotly.js sets styles on the elements it draws. Override with CONTENT_SECURITY_POLICY.
+CONTENT_SECURITY_POLICY = env_str(
+    "CONTENT_SECURITY_POLICY",
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; "
+    "object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
+)
+
+# --- Failed logins (django-axes) ----------------------------------------------------------------
+# After LOGIN_FAILURE_LIMIT wrong passwords for one user name from one address, that pair is locked
+# out for LOGIN_LOCKOUT_MINUTES (a 429 page), on the login page and the admin's alike; a success
+# resets the count. Keyed by name *and* address so that nobody can lock a colleague out from afar.
+AXES_ENABLED = env_bool("LOGIN_LOCKOUT", True)
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "core/locked_out.html"
+AXES_VERBOSE = False
+# Behind N reverse proxies that set X-Forwarded-For, the client is the address N hops back; without
+# proxies only REMOTE_ADDR is trusted (a client could write any X-Forwarded-For it likes).
+_proxies = env_int("LOGIN_LOCKOUT_PROXY_COUNT", 0, minimum=0)
+if _proxies:
+    AXES_IPWARE_PROXY_COUNT = _proxies
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
 # HSTS preloading is a commitment browsers keep for months and cannot be undone quickly: it stays
 # opt-in (SECURE_HSTS_PRELOAD=1), so `check --deploy` need not warn that it is off.
 SILENCED_SYSTEM_CHECKS = ["security.W021"]
@@ -192,11 +239,25 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_POLLING_INTERVAL = env_float("CELERY_BROKER_POLLING_INTERVAL", 1.0)
+# When the pipeline counts as lagging (`accelboard status`, /healthz, the pipeline check): the
+# oldest task waiting on each queue, the per-minute beat pass, the rollups behind ingest (s).
+# Queued drains are mostly redundant (each takes every mark there is): their queue lags only when
+# its oldest is near the drains' 300 s expiry; the rollup lag itself is the freshness check.
+PIPELINE_QUEUE_AGE_LIMITS_S = {
+    "scheduled": env_float("PIPELINE_SCHEDULED_AGE_LIMIT_S", 60.0),
+    "rollups": env_float("PIPELINE_ROLLUPS_AGE_LIMIT_S", 300.0),
+    "bulk": env_float("PIPELINE_BULK_AGE_LIMIT_S", 900.0),
+}
+PIPELINE_BEAT_LATE_LIMIT_S = env_float("PIPELINE_BEAT_LATE_LIMIT_S", 30.0)
+PIPELINE_ROLLUP_LAG_LIMIT_S = env_float("PIPELINE_ROLLUP_LAG_LIMIT_S", 120.0)
 
 # --- Email --------------------------------------------------------------------------------------
 # Alert emails. Django 6.1 replaces EMAIL_* with MAILERS (the old names warn, and are not even
 # readable once MAILERS is set): the same env vars feed whichever the running Django expects.
 _email_backend = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+# Whether EMAIL_HOST was given at all (Django's default "localhost" then applies): the deploy check
+# tells "not set" apart from "set to this machine".
+EMAIL_HOST_GIVEN = bool(env_str("EMAIL_HOST").strip())
 _email_options = {
     "host": env_str("EMAIL_HOST", "localhost"),
     "port": env_int("EMAIL_PORT", 25, minimum=1),

@@ -12,12 +12,18 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("accelboard.api.urls")),
-    path("runs/", include("accelboard.benchmarks.urls")),
+    path("runs/", include("accelboard.dashboard.run_urls")),
+    path("runs/", include("accelboard.profiles.urls")),
     path("costs/", include("accelboard.costs.urls")),
-    path("alerts/", include("accelboard.alerts.urls")),
+    path("plan/", include("accelboard.planning.urls")),
+    path("alerts/", include("accelboard.dashboard.alert_urls")),
     path("quantization/", include("accelboard.drift.urls")),
     path("hosts/", include("accelboard.fleet.urls")),
     path("notifications/", include("accelboard.notifications.urls")),
-    path("teams/", include("accelboard.core.urls")),
+    path("teams/", include("accelboard.dashboard.team_urls")),
     path("", include("accelboard.dashboard.urls")),
 ]
+
+# The API's paths answer errors in the API's JSON shape; every other path gets the site's pages.
+handler404 = "accelboard.api.errors.page_not_found"
+handler500 = "accelboard.api.errors.server_error"

@@ -56,6 +56,24 @@ def _admin(url: str, sql: str) -> None:
         conn.execute(sql)
 
 
+def _broker_forget() -> None:
+    """Forget the broker connections of an earlier bench database in this process.
+
+    With only ``DATABASE_URL`` set, the Celery broker is kombu's SQLAlchemy transport in the bench
+    database itself; kombu creates its tables once per process and caches the engine, so after
+    the database was dropped and created again (``bench/pages.py``'s 10x pass) the first publish
+    (an alert dispatch) failed with ``relation "kombu_queue" does not exist``."""
+    with contextlib.suppress(ImportError):
+        from kombu.transport import sqlalchemy as sqla_transport
+        from kombu.transport.sqlalchemy.models import metadata
+
+        # Celery's pooled channels keep sessions bound to these engines: keep the engines, drop
+        # their connections to the old database, and create the tables in the new one.
+        for engine, _session in sqla_transport.Channel._engines.values():
+            engine.dispose()
+            metadata.create_all(engine)
+
+
 @contextlib.contextmanager
 def bench_database(name: str = BENCH_DB) -> Iterator[str]:
     """A fresh database ``name`` with Django set up and migrated on it; dropped on exit."""
@@ -73,6 +91,7 @@ def bench_database(name: str = BENCH_DB) -> Iterator[str]:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
+        _broker_forget()
         yield url
     finally:
         with contextlib.suppress(Exception):

@@ -109,20 +109,20 @@ def rollups_load(fleet: list[tuple[int, list[int]]], start: datetime, days: int)
 
 
 def measure(fleet: list[tuple[int, list[int]]], days: list[date]) -> dict[str, float]:
-    from accelboard.costs.report_selectors import CostFilters, cost_report
+    from accelboard.costs.filters import CostFilters
+    from accelboard.costs.report_selectors import cost_report
     from accelboard.costs.services import cost_days_compute
 
     host_ids = [h for h, _ in fleet]
-    from accelboard.core.models import Team
+    from accelboard.core.access import EVERY_TEAM
 
-    team_ids = list(Team.objects.values_list("id", flat=True))
     started = time.perf_counter()
     results = cost_days_compute(days=days)
     compute_s = time.perf_counter() - started
     rows = sum(r.rows for r in results)
     started = time.perf_counter()
     report = cost_report(
-        team_ids=team_ids, filters=CostFilters(month=days[0]), today=days[-1] + timedelta(days=1)
+        scope=EVERY_TEAM, filters=CostFilters(month=days[0]), today=days[-1] + timedelta(days=1)
     )
     report_s = time.perf_counter() - started
     host_days = len(host_ids) * len(days)

@@ -16,9 +16,11 @@ Usage::
 Prints both and their ratio; the last line is ``api_rows_s=… copy_rows_s=… ratio=…`` (the API
 figure is plain JSON; gzipped JSON is printed above it). Target: ratio >= 0.3.
 
-Celery: the API enqueues a rollup refresh after each batch. The server runs with an in-memory
-broker (``--broker``, default ``memory://``) so no queue outside the run fills up; pass a real
-broker URL to include its publish cost.
+Celery: the server publishes to the real broker, as in production (``--broker``, default
+``CELERY_BROKER_URL``, else the SQLAlchemy transport in the bench database, as the settings would
+derive it): each batch marks its range dirty and each web process asks for one rollup drain at
+most every few seconds (no task per batch). No worker runs, so those few requests are purged from
+the ``scheduled`` queue at the end.
 """
 
 from __future__ import annotations
@@ -64,7 +66,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=10_000)
     parser.add_argument("--batches", type=int, default=32, help="batches per encoding (default 32)")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
-    parser.add_argument("--broker", default="memory://", help="CELERY_BROKER_URL for the server")
+    parser.add_argument(
+        "--broker",
+        default=os.environ.get("CELERY_BROKER_URL", ""),
+        help="CELERY_BROKER_URL for the server (default: the env's, else the bench database's SQLAlchemy transport)",
+    )
     args = parser.parse_args()
     if min(args.clients, args.batch_size, args.batches, args.workers) < 1:
         parser.error("--clients, --batch-size, --batches and --workers must be at least 1")
@@ -215,10 +221,13 @@ def main() -> None:
     hosts = args.clients * 2
     with bench_database("accelboard_bench_ingest") as url:
         from accelboard.core.services import team_create
+        from accelboard.embedded import broker_url_for
         from accelboard.fleet.models import Accelerator, Host
 
         team_create(name="Bench", slug="bench")
-        env = {**os.environ, "DATABASE_URL": url, "CELERY_BROKER_URL": args.broker, "LOG_LEVEL": "WARNING"}
+        broker = args.broker or broker_url_for(url)
+        env = {**os.environ, "DATABASE_URL": url, "CELERY_BROKER_URL": broker, "LOG_LEVEL": "WARNING"}
+        print(f"broker: {broker.split('@')[-1]}")
         token = subprocess.run(
             [
                 sys.executable,
@@ -280,6 +289,11 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(timeout=30)
+            # The drain requests the server published: no worker ran them, and nobody else should.
+            subprocess.run(
+                [sys.executable, "-m", "celery", "-A", "accelboard", "purge", "-f", "-Q", "scheduled,rollups,bulk"],
+                cwd=ROOT, env=env, capture_output=True,
+            )  # fmt: skip
         api_json = rows / json_s
         api_gzip = rows / gzip_s
         gpu_ids = dict(Accelerator.objects.values_list("uuid", "pk"))

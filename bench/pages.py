@@ -14,7 +14,7 @@ team lead, and finance for the cost pages) and reports the median and p95 server
 
 The reference figure, measured in the same process, is the cheapest possible page (``/healthz``),
 so the ratio says how much of a page's time is its own work rather than Django's overhead.
-Targets (issue 9): p95 under 300 ms on the demo fleet and under 500 ms on the 10x fleet.
+Targets: p95 under 300 ms on the demo fleet and under 500 ms on the 10x fleet.
 The last line is ``worst_p95_ms=… worst_p95_10x_ms=…`` (plus the worst page of each).
 """
 
@@ -98,6 +98,8 @@ def _pages() -> list[tuple[str, str, str]]:
         ("subscriptions", "notifications:subscriptions", (), "", "lead"),
         ("team", "core:team_detail", ("llm-serving",), "", "lead"),
         ("costs drill-down", "costs:drill", (), f"?month={month}", "finance"),
+        ("plan", "planning:plan", (), "", "lead"),
+        ("plan finance", "planning:plan", (), "", "finance"),
     ]
     pages = []
     for label, name, args, query, who in wanted:

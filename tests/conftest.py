@@ -11,13 +11,34 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.test import Client, RequestFactory
 
 from accelboard.core.choices import Role
 from accelboard.core.models import Team
 from accelboard.core.services import membership_set, team_create, user_create
 
 PASSWORD = "correct-horse-battery-staple"
+
+# Modules whose tests start other programs (a `manage.py check`, a nested pytest, the demo's
+# servers, the host agent): seconds each, so `make test-fast` leaves them to `make test`. Marked
+# here, in one list, rather than in each module (the demo's belong to another part of the tree).
+PROCESS_MODULES = frozenset(
+    {
+        "tests/browser/test_harness.py",
+        "tests/test_agent_integration.py",
+        "tests/test_demo_command.py",
+        "tests/test_demo_fleet.py",
+        "tests/test_deploy_files.py",
+        "tests/test_settings_config.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        if item.path.relative_to(root).as_posix() in PROCESS_MODULES:
+            item.add_marker(pytest.mark.process)
 
 
 @pytest.fixture
@@ -90,7 +111,9 @@ def login_client() -> Any:
 
     def make(user: Any) -> Client:
         client = Client()
-        assert client.login(username=user.get_username(), password=PASSWORD), f"cannot log in as {user}"
+        # The request lets the login lockout (django-axes) see who is asking, as on the login page.
+        assert client.login(request=RequestFactory().post("/accounts/login/"), username=user.get_username(),
+                            password=PASSWORD), f"cannot log in as {user}"  # fmt: skip
         return client
 
     return make

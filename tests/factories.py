@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from accelboard.alerts.models import Alert
-from accelboard.benchmarks.metrics import METRICS
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.benchmarks.services import (
     MetricInput,
@@ -34,6 +33,7 @@ from accelboard.fleet.services import (
     telemetry_partitions_ensure,
     telemetry_rollups_refresh,
 )
+from accelboard.importers.metrics import METRICS
 
 _counter = itertools.count(1)
 

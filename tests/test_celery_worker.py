@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import pytest
 from django.conf import settings
@@ -197,14 +197,23 @@ def test_it_uses_the_configured_broker(worker: Worker) -> None:
         assert "redis://" in transport
         import redis
 
-        # kombu declares the default queue's binding in the configured Redis database.
+        # kombu declares both queues' bindings (a worker without -Q consumes both) in the
+        # configured Redis database.
         client: Any = redis.Redis.from_url(configured)
-        assert client.exists("_kombu.binding.celery") == 1
+        assert client.exists("_kombu.binding.scheduled") == 1
+        assert client.exists("_kombu.binding.bulk") == 1
         result = telemetry_partitions_maintain.delay()
         assert wait_for_job(result.id, worker).status == JobStatus.SUCCEEDED
     else:
-        # No broker configured: the SQLAlchemy transport on the very PostgreSQL server in use.
+        # No broker configured: the SQLAlchemy transport on the very PostgreSQL server in use. Under
+        # pytest-xdist the test plugin gave each worker a broker database of its own on that server.
         assert "sqla+postgresql+psycopg://" in transport
-        assert broker_url() == broker_url_for(settings.DATABASE_URL)
+        derived = broker_url_for(settings.DATABASE_URL)
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            mine, server = urlsplit(broker_url()), urlsplit(derived)
+            assert (mine.scheme, mine.netloc, mine.query) == (server.scheme, server.netloc, server.query)
+            assert mine.path != server.path
+        else:
+            assert broker_url() == derived
         result = telemetry_partitions_maintain.delay()
         assert wait_for_job(result.id, worker).status == JobStatus.SUCCEEDED

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -178,7 +179,8 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
     # One test, three phases: every start of the real stack costs seconds on a two-core machine.
     port = free_port()
 
-    # 1. First run: migrate, load the tiny fleet, serve; the printed login works.
+    # 1. First run: migrate, load the tiny fleet (serving once its first stages are in), serve;
+    #    the printed login works, the output is one line per step, the URL and the logins once.
     first = demo_start(home, port)
     url = first.wait_for(URL_LINE, timeout=150).group(1)
     first.wait_for(re.compile(r"stop: Ctrl-C"), timeout=5)
@@ -186,7 +188,19 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
     status, _, body = get(url + "healthz")
     assert status == 200 and json.loads(body) == {"status": "ok"}
     assert "admin (staff)" in first.output and "demo-admin" in first.output
-    assert_login_works(url, "admin", "demo-admin")
+    admin = assert_login_works(url, "admin", "demo-admin")
+    first.wait_for(re.compile(r"demo data loaded in \d+\.\d s"), timeout=120)
+    steps = [line for line in first.lines if re.fullmatch(r"  [a-z][\w ,]+: \d+\.\d s", line)]
+    assert len(steps) == 10, first.output
+    assert first.output.count(url) == 1 and first.output.count("demo-admin") == 1
+    assert len(first.lines) <= 25, first.output
+    # The product's own error page (DEBUG is off in the demo), and static files still served.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        admin.open(url + "no-such-page/", timeout=10)
+    page = refused.value.read().decode()
+    assert refused.value.code == 404 and "Page not found" in page and "URLconf" not in page
+    status, _, css = get(url + "static/css/accelboard.css")
+    assert status == 200 and ".demo-loading" in css
     state = first.state()
     assert state["supervisor_pid"] == first.process.pid
     old_children = {c["name"]: c["pid"] for c in state["children"]}  # type: ignore[union-attr]
@@ -202,22 +216,27 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
     first.process.wait(timeout=10)
     (home / "gunicorn.pid").write_text(str(os.getpid()))
 
-    # The second run also starts the simulated host agent, so the live pages move.
+    # The second run also starts the live fleet: every demo host keeps reporting.
+    restarted = time.time()
     second = demo_start(home, port, agent=True)
     try:
         url = second.wait_for(URL_LINE, timeout=150).group(1)
         second.wait_for(re.compile(r"stop: Ctrl-C"), timeout=5)
         assert get(url + "healthz")[0] == 200
-        # The first run's data is reused, not loaded again; its children are gone.
-        assert "demo_fleet: nothing to do" in second.output
+        # The first run's data is reused, not loaded again (no migrate, no loader); its children are gone.
+        assert "demo data: loaded already" in second.output
+        assert "migrations" not in second.output
         assert not any(psutil.pid_exists(pid) for pid in old_children.values())
-        assert simulated_samples_arrive(home, timeout=60) > 0
+        assert live_hosts(home, since=restarted, timeout=60) == demo_hosts(home)
         state = second.state()
         assert state["supervisor_pid"] == second.process.pid
         children = [c["pid"] for c in state["children"]]  # type: ignore[union-attr]
-        assert {c["name"] for c in state["children"]} == {"web", "worker", "agent"}  # type: ignore[union-attr]
+        assert {c["name"] for c in state["children"]} == {"web", "worker", "fleet"}  # type: ignore[union-attr]
+        # The page a person waits for comes first: the worker and the live fleet run below it.
+        nice = {c["name"]: psutil.Process(c["pid"]).nice() for c in state["children"]}  # type: ignore[union-attr]
+        assert nice["worker"] == nice["fleet"] == min(nice["web"] + demo_runner.BACKGROUND_NICE, 19), nice
 
-        # 3. SIGTERM stops the web server, the worker and the embedded PostgreSQL.
+        # 3. SIGTERM stops the web server, the worker, the live fleet and the embedded PostgreSQL.
         second.process.send_signal(signal.SIGTERM)
         assert second.process.wait(timeout=30) == 0
     finally:
@@ -244,24 +263,33 @@ def embedded_setting(home: Path, name: str) -> str:
         return conn.execute("SELECT current_setting(%s)", (name,)).fetchone()[0]
 
 
-def simulated_samples_arrive(home: Path, *, timeout: float) -> int:
-    """Raw samples stored for the demo agent's host, read straight from the embedded server."""
+def demo_hosts(home: Path) -> set[str]:
+    with embedded_connect(home) as conn:
+        rows = conn.execute("SELECT hostname FROM fleet_host WHERE (facts->>'demo')::boolean").fetchall()
+    return {row[0] for row in rows}
+
+
+def live_hosts(home: Path, *, since: float, timeout: float) -> set[str]:
+    """The demo hosts with raw samples taken after ``since`` (epoch s), read straight from the
+    embedded server, once every demo host has some (or at the timeout)."""
     deadline = time.monotonic() + timeout
-    count = 0
+    expected = demo_hosts(home)
+    found: set[str] = set()
     while time.monotonic() < deadline:
         with embedded_connect(home) as conn:
-            count = conn.execute(
-                "SELECT count(*) FROM fleet_telemetrysample s JOIN fleet_host h ON h.id = s.host_id "
-                "WHERE h.hostname = %s AND h.simulated",
-                (demo_runner.DEMO_AGENT_HOSTNAME,),
-            ).fetchone()[0]
-        if count:
-            return count
+            rows = conn.execute(
+                "SELECT DISTINCT h.hostname FROM fleet_telemetrysample s JOIN fleet_host h ON h.id = s.host_id "
+                "WHERE (h.facts->>'demo')::boolean AND s.time > to_timestamp(%s)",
+                (since,),
+            ).fetchall()
+        found = {row[0] for row in rows}
+        if found and found == expected:
+            return found
         time.sleep(1)
-    return count
+    return found
 
 
-def assert_login_works(url: str, username: str, password: str) -> None:
+def assert_login_works(url: str, username: str, password: str) -> urllib.request.OpenerDirector:
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
     status, _, page = get(url + "accounts/login/", opener)
     assert status == 200
@@ -275,6 +303,7 @@ def assert_login_works(url: str, username: str, password: str) -> None:
         assert response.status == 200
         # A failed login renders the form again; a good one lands on the overview.
         assert "/accounts/login/" not in response.geturl()
+    return opener
 
 
 def test_it_refuses_a_port_that_is_taken(home: Path) -> None:
@@ -343,6 +372,20 @@ def test_it_removes_a_stale_gunicorn_pid_file_only(tmp_path: Path) -> None:
     assert demo_runner.stale_pidfile_remove(pidfile) is True
     assert not pidfile.exists()
     assert demo_runner.stale_pidfile_remove(pidfile) is False
+
+
+def test_it_starts_a_background_child_below_the_supervisors_priority(tmp_path: Path) -> None:
+    supervisor = demo_runner.Supervisor(home=tmp_path, env=dict(os.environ))
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    try:
+        web = supervisor.service("web", sleep)
+        loader = supervisor.start("demo_fleet", sleep, nice=demo_runner.BACKGROUND_NICE)
+        supervisor.background.append(loader)
+        own = psutil.Process().nice()
+        assert psutil.Process(web.pid).nice() == own
+        assert psutil.Process(loader.pid).nice() == min(own + demo_runner.BACKGROUND_NICE, 19)
+    finally:
+        supervisor.stop(timeout=5)
 
 
 def test_it_kills_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
@@ -416,3 +459,29 @@ def test_it_notices_when_a_watched_dependency_dies(tmp_path: Path) -> None:
     supervisor.watch_pids["embedded PostgreSQL"] = gone.pid
     with pytest.raises(demo_runner.DependencyLost, match=rf"embedded PostgreSQL \(pid {gone.pid}\)"):
         supervisor.check()
+
+
+@pytest.mark.django_db
+def test_it_shows_what_is_loading_on_every_page_until_the_load_is_done(
+    client: Any, settings: Any, tmp_path: Path
+) -> None:
+    from accelboard.demo import loader
+
+    path = tmp_path / demo_runner.PROGRESS_FILE
+    settings.DEMO_PROGRESS_FILE = str(path)
+    progress = loader.Progress(path, say=lambda line: None)
+    for name in ("people", "fleet", "telemetry_recent"):
+        progress.update(name, state="done", seconds=1.0)
+    progress.update("costs_recent", state="running")
+    page = client.get("/accounts/login/").content.decode()
+    assert "Loading the demo data: 3 of 10 steps done" in page
+    assert 'data-demo-loading="30"' in page and "now: costs, last 2 days" in page
+    assert demo_runner.progress_read(path)["ready_to_serve"] is False  # type: ignore[index]
+    progress.update("costs_recent", state="done", seconds=0.5)
+    assert demo_runner.progress_read(path)["ready_to_serve"] is True  # type: ignore[index]
+    assert "Loading the demo data: 4 of 10" in client.get("/accounts/login/").content.decode()
+    progress.finish()
+    assert "data-demo-loading" not in client.get("/accounts/login/").content.decode()
+    # Outside the demo there is no file and no banner.
+    settings.DEMO_PROGRESS_FILE = ""
+    assert "data-demo-loading" not in client.get("/accounts/login/").content.decode()

@@ -223,9 +223,22 @@ def test_it_loads_a_small_fleet_through_the_real_write_paths(empty_telemetry: No
     assert AcceleratorPrice.objects.count() == len(plan.PRICES)
     assert not AcceleratorPrice.objects.filter(price_per_hour__lte=0).exists()
 
+    # Every sample is one minute rollup; only the last hours and the injected thermal fault are
+    # kept raw (and the sample before each, which its first energy delta needs).
+    assert TelemetryRollup.objects.filter(width_s=60).count() == sum(data.rows for data in telemetry)
+    raw_from = config.telemetry_end - loader.RAW_HOURS * 3600
+    raw_from -= raw_from % 3600
+    windows = [(events.throttle_start, events.throttle_end), (raw_from, config.telemetry_end)]
+    assert events.throttle_end < raw_from
+    raw = 0
+    for host, data in zip(hosts, telemetry, strict=True):
+        for start, end in windows:
+            inside = int(((data.epochs >= start) & (data.epochs < end)).sum())
+            raw += len(host.gpus) * (inside + 1)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM fleet_telemetrysample")
-        assert cursor.fetchone()[0] == sum(data.rows for data in telemetry)
+        cursor.execute("SELECT count(*), min(time) FROM fleet_telemetrysample")
+        count, first = cursor.fetchone()
+    assert count == raw and first < datetime.fromtimestamp(raw_from, UTC)
     assert TelemetryRollup.objects.filter(width_s=3600).exists()
     hot = TelemetryRollup.objects.filter(
         width_s=3600, host__hostname=events.throttle_host, throttled_samples__gt=0
@@ -313,14 +326,16 @@ def test_it_lists_each_injected_event_in_the_manifest_and_in_the_data(
     slope = np.polyfit(days[after], accuracy[after], 1)[0] / accuracy[: drift["start_day"]].mean()
     assert slope * 100 == pytest.approx(drift["per_day_pct"], abs=0.015)
 
+    # The counter reset is older than the raw hours: its minute has no energy (a counter that went
+    # down is a new segment, not negative energy), and no other minute but each GPU's first lacks it.
     reset = next(event for event in manifest["telemetry_events"] if event["kind"] == "counter_reset")
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT a.uuid, d.time FROM (
-                SELECT accelerator_id, time, energy_mj - lag(energy_mj) OVER (PARTITION BY accelerator_id ORDER BY time) AS delta
-                FROM fleet_telemetrysample
-            ) d JOIN fleet_accelerator a ON a.id = d.accelerator_id WHERE d.delta < 0
+            SELECT a.uuid, r.bucket FROM fleet_telemetryrollup r JOIN fleet_accelerator a ON a.id = r.accelerator_id
+            WHERE r.width_s = 60 AND r.energy_j IS NULL AND r.bucket > (
+                SELECT min(f.bucket) FROM fleet_telemetryrollup f
+                WHERE f.width_s = 60 AND f.accelerator_id = r.accelerator_id)
             """
         )
         drops = cursor.fetchall()
@@ -395,6 +410,116 @@ def test_it_rebuilds_identical_rows_with_reset_and_other_rows_for_another_seed(
     other = _snapshot()
     assert other[0][0] == first[0][0] and other[0] != first[0]
     assert other[1] != first[1] and other[2] != first[2]
+
+
+def _rollups() -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """Every GPU and host rollup, keyed by what it is of (ids differ between loads)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT r.width_s, a.uuid, r.bucket, h.hostname, r.samples, r.power_samples, r.power_avg_w,
+                r.power_max_w, r.energy_j, r.gpu_util_samples, r.gpu_util_avg, r.gpu_util_max,
+                r.mem_util_samples, r.mem_util_avg, r.mem_used_samples, r.mem_used_avg_bytes,
+                r.mem_used_max_bytes, r.mem_total_bytes, r.temperature_max_c, r.sm_clock_samples,
+                r.sm_clock_avg_mhz, r.mem_clock_samples, r.mem_clock_avg_mhz, r.throttled_samples,
+                r.ecc_errors_max, r.xid_errors_max
+            FROM fleet_telemetryrollup r JOIN fleet_accelerator a ON a.id = r.accelerator_id
+            JOIN fleet_host h ON h.id = r.host_id
+            """
+        )
+        rows = {("gpu", *row[:3]): row[3:] for row in cursor.fetchall()}
+        cursor.execute(
+            """
+            SELECT r.width_s, h.hostname, r.bucket, t.slug, r.gpus, r.samples, r.power_samples,
+                r.power_avg_w, r.power_sum_w, r.power_max_w, r.energy_j, r.gpu_util_samples,
+                r.gpu_util_avg, r.gpu_util_max, r.temperature_max_c, r.throttled_samples
+            FROM fleet_hostrollup r JOIN fleet_host h ON h.id = r.host_id
+            JOIN fleet_acceleratortype t ON t.id = r.accelerator_type_id
+            """
+        )
+        rows.update({("host", *row[:3]): row[3:] for row in cursor.fetchall()})
+    return rows
+
+
+def _rollup_schema() -> list[tuple[Any, ...]]:
+    """The rollup tables' indexes, constraints and identity sequences, and any leftover copy."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT 'index', tablename, indexname, indexdef FROM pg_indexes
+            WHERE tablename IN ('fleet_telemetryrollup', 'fleet_hostrollup')
+            UNION ALL
+            SELECT 'constraint', conrelid::regclass::text, conname, pg_get_constraintdef(oid)
+            FROM pg_constraint
+            WHERE conrelid IN ('fleet_telemetryrollup'::regclass, 'fleet_hostrollup'::regclass)
+            UNION ALL
+            SELECT 'sequence', t, pg_get_serial_sequence(t, 'id'), ''
+            FROM unnest(ARRAY['fleet_telemetryrollup', 'fleet_hostrollup']) AS t
+            UNION ALL
+            SELECT 'table', relname, '', '' FROM pg_class WHERE relname LIKE 'fleet%%rollup%%'
+            ORDER BY 1, 2, 3
+            """
+        )
+        return cursor.fetchall()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_writes_the_same_rollups_from_samples_as_the_ingest_path_from_raw(empty_telemetry: None) -> None:
+    # Three days, so the recent and the older stage both write minute rollups straight from the
+    # samples; the reference keeps every sample raw and rolls all of it up through the refresh.
+    config = _config(days_telemetry=3, hosts=4, days_runs=10, telemetry_interval_s=120)
+    loader.demo_fleet_load(config=config, raw_hours=None)
+    schema = _rollup_schema()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM fleet_telemetrysample")
+        all_raw = cursor.fetchone()[0]
+    reference = _rollups()
+    loader.demo_fleet_load(config=config, reset=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM fleet_telemetrysample")
+        assert 0 < cursor.fetchone()[0] < all_raw / 10
+    direct = _rollups()
+    # The older days were loaded into fresh tables swapped in: same indexes, constraints, names.
+    assert _rollup_schema() == schema
+    assert direct.keys() == reference.keys()
+    assert {kind for kind, width, *_ in reference} == {"gpu", "host"}
+    assert {width for kind, width, *_ in reference} == {60, 3600}
+
+    def same(got: Any, want: Any) -> bool:
+        # Sums of the same floats in another order may differ in the last bits; nothing else may.
+        if isinstance(got, float) and isinstance(want, float):
+            return got == pytest.approx(want, rel=1e-9, abs=1e-9)
+        return bool(got == want)
+
+    different = [
+        (key, direct[key], want)
+        for key, want in reference.items()
+        if not all(same(g, w) for g, w in zip(direct[key], want, strict=True))
+    ]
+    assert different == []
+    # The injected events are in both: the counter reset (no energy in its minute) and the hot host.
+    assert any(key[0] == "gpu" and key[1] == 60 and value[5] is None for key, value in direct.items())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_rebuilds_a_load_that_was_interrupted(
+    empty_telemetry: None, tmp_path: Path, monkeypatch: Any
+) -> None:
+    # A load killed after its first stages committed (SIGKILL, a power cut: no cleanup runs)
+    # leaves demo rows but no finished job; the next load notices and rebuilds from scratch.
+    def killed(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(generator, "serving_metrics", killed)
+        patch.setattr(loader, "demo_fleet_reset", lambda: [])  # the cleanup a SIGKILL never runs
+        with pytest.raises(RuntimeError, match="killed"):
+            _load(tmp_path)
+    assert Host.objects.filter(facts__demo=True).exists() and not loader.demo_fleet_loaded()
+    output = _load(tmp_path)
+    assert "an earlier load was interrupted" in output and "demo_fleet: loaded" in output
+    assert loader.demo_fleet_loaded() and Host.objects.count() == 6
+    assert BenchmarkRun.objects.count() == len(plan.BENCHMARKS) * 20
 
 
 @pytest.mark.django_db(transaction=True)

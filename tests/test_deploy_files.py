@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVICES = {"postgres", "redis", "migrate", "web", "worker", "beat"}
+SERVICES = {"postgres", "redis", "migrate", "web", "worker", "worker-scheduled", "worker-rollups", "beat"}
 
 
 def compose_client() -> list[str] | None:
@@ -65,6 +65,9 @@ def production_env(**overrides: str) -> dict[str, str]:
             "CELERY_BROKER_URL": "redis://redis.example.com:6379/0",
             "ALLOWED_HOSTS": "accelboard.example.com",
             "EMAIL_HOST": "smtp.example.com",
+            # Alert emails link to SITE_URL and come from DEFAULT_FROM_EMAIL (deploy checks E005, E006).
+            "SITE_URL": "https://accelboard.example.com",
+            "DEFAULT_FROM_EMAIL": "accelboard <alerts@example.com>",
             "DJANGO_SETTINGS_MODULE": "accelboard.settings",
         }
     )

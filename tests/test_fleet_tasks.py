@@ -8,6 +8,7 @@ from unittest import mock
 
 import pytest
 from celery.schedules import crontab
+from django.db import connections
 
 from accelboard.celery import build_beat_schedule
 from accelboard.core.models import JobRun
@@ -112,4 +113,27 @@ def test_it_drains_marks_and_the_recent_window_on_the_periodic_pass(team: Any) -
     assert result["ranges"] == 2
     assert TelemetryRollup.objects.filter(width_s=60, accelerator=recent).count() == 3  # 11:57:30-11:59:29
     assert TelemetryRollup.objects.get(width_s=60, accelerator=old).samples == 60
+    assert not TelemetryDirtyRange.objects.exists()
+
+
+def test_the_periodic_pass_leaves_the_marks_to_a_running_drain(team: Any) -> None:
+    start = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+    gpu = _load(team, start, 60)
+    services.telemetry_rollups_mark_dirty(start=start, end=start + timedelta(seconds=59))
+    holder = connections.create_connection("default")  # a drain in another process holds the lock
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s)", [services._ADVISORY_ROLLUPS])
+        assert tasks.telemetry_rollups_refresh.apply().get() == {"rows": 0, "ranges": 0, "skipped": 1}
+        assert JobRun.objects.get(name="telemetry_rollups_refresh").detail == {
+            "skipped": "a drain is running"
+        }
+        assert TelemetryDirtyRange.objects.count() == 1
+    finally:
+        with holder.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [services._ADVISORY_ROLLUPS])
+        holder.close()
+    # The next pass (or drain) takes it.
+    assert tasks.telemetry_rollups_refresh.apply().get()["ranges"] == 1
+    assert TelemetryRollup.objects.get(width_s=60, accelerator=gpu).samples == 60
     assert not TelemetryDirtyRange.objects.exists()

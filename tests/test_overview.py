@@ -147,9 +147,9 @@ def test_it_keeps_the_overview_query_count_flat(
         factories.run_create(team=team)
     client = login_client(lead)
     # session + user, visible teams, the rollup frame, four KPI counts, the cost days and their
-    # exchange rates, the spend series and its rates, two mover lists, the saturation aggregate:
-    # nothing per host, GPU, day or alert.
-    with django_assert_max_num_queries(16):
+    # exchange rates, the spend series and its rates, two mover lists, the saturation aggregate,
+    # the throttling aggregate and the GPUs' live state: nothing per host, GPU, day or alert.
+    with django_assert_max_num_queries(17):
         response = client.get(reverse("dashboard:overview"))
     assert response.status_code == 200
     assert response.context["summary"]["gpus"] == 24
@@ -231,6 +231,11 @@ def test_it_shows_this_weeks_spend_hours_and_utilisation_with_the_change_against
     assert week["gpu_hours_change_pct"] == pytest.approx(0.0)
     html = response.content.decode()
     assert 'data-period="week"' in html and "3,200 USD" in html
+    # The badge names what it compares, and how much of each window has costs (2 of 7 days each).
+    window = f"{(today - timedelta(days=7)):%b} {(today - timedelta(days=7)).day}–"
+    badge = html.split('data-period="week"')[1].split("data-change")[1].split(">")[0]
+    assert 'data-covered-now="2"' in badge and 'data-covered-before="2"' in badge
+    assert f'data-window="{window}' in badge
 
 
 def test_it_shows_no_change_against_a_period_with_fewer_days_of_data(
@@ -292,11 +297,83 @@ def test_it_measures_fleet_saturation_from_the_last_day_of_rollups(
     response = login_client(lead).get(reverse("dashboard:overview"))
     saturation = response.context["saturation"]
     # One of four GPUs averaged above 90%; memory sits at 50% of total, nothing throttled.
-    assert (saturation["gpus"], saturation["busy"], saturation["memory"], saturation["throttled"]) == (
-        4,
-        1,
-        0,
-        0,
-    )
+    assert (saturation["gpus"], saturation["busy"], saturation["memory"]) == (4, 1, 0)
+    assert saturation["throttling"]["share_pct"] == 0.0 and saturation["throttling"]["now"] == 0
     assert saturation["busy_pct"] == pytest.approx(25.0)
     assert 'data-sat="busy">25%<' in response.content.decode()
+
+
+def test_it_shows_a_finance_member_every_teams_spend_as_on_the_cost_report(
+    login_client: Any, finance: Any, lead: Any, team: Any, other_team: Any
+) -> None:
+    # Finance saw every team's costs on /costs/ but only their own team's on the overview.
+    host, _ = factories.host_create(team=team, gpus=8)
+    other, _ = factories.host_create(team=other_team, gpus=8)
+    today = datetime.now(UTC).date()
+    _cost_day(
+        team=team, host=host, day=today - timedelta(days=1), hours=192.0, busy=96.0, total="1000", kwh=1.0
+    )
+    _cost_day(
+        team=other_team,
+        host=other,
+        day=today - timedelta(days=1),
+        hours=192.0,
+        busy=96.0,
+        total="700",
+        kwh=1.0,
+    )
+    seen = {}
+    for who, user in (("finance", finance), ("lead", lead)):
+        response = login_client(user).get(reverse("dashboard:overview"))
+        week = response.context["periods"]["week"]
+        names = sorted(trace["name"] for trace in response.context["spend_figure"]["data"])
+        seen[who] = (float(week["spend"]), names, 'id="costs-scope"' in response.content.decode())
+    assert seen["finance"] == (1700.0, sorted([team.name, other_team.name]), True)
+    assert seen["lead"] == (1000.0, [team.name], False)
+    # The same rule as the cost report's: finance's total there is the overview's.
+    month = login_client(finance).get(
+        reverse("costs:report"), {"month": f"{today - timedelta(days=1):%Y-%m}"}
+    )
+    assert float(month.context["report"].total.total_cost) == pytest.approx(1700.0)
+
+
+def test_it_counts_throttling_as_a_share_of_gpu_time_and_agrees_with_the_hosts_page(
+    login_client: Any, lead: Any, team: Any
+) -> None:
+    # One power-cap sample in a day on one of four GPUs read as "25% throttled" (100% on the demo,
+    # where every GPU hits its power cap once); the hosts page showed one throttled GPU.
+    from django.db import connection
+
+    from accelboard.fleet.models import Accelerator
+    from accelboard.fleet.services import telemetry_rollups_refresh
+
+    factories.accelerator_type_from(factories.H100)
+    _, gpus = factories.host_create(team=team, gpus=4)
+    batch = factories.telemetry_days_load(gpus=gpus, days=1, interval_s=600)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE fleet_telemetrysample SET throttle_reasons = 4 WHERE accelerator_id = %s AND time = %s",
+            [gpus[0].pk, batch.times[10]],
+        )
+    telemetry_rollups_refresh(start=batch.times[0], end=batch.times[-1] + timedelta(minutes=10))
+    Accelerator.objects.filter(pk=gpus[1].pk).update(last_state={"throttle_reasons": 0x40, "power_w": 300.0})
+    client = login_client(lead)
+    overview = client.get(reverse("dashboard:overview"))
+    throttling = overview.context["saturation"]["throttling"]
+    # One throttled sample among those of the last 24 h of hour rollups (the day's first partial
+    # hour falls outside): about 0.2%, not 25%.
+    from django.db.models import Sum
+
+    from accelboard.fleet.models import TelemetryRollup
+
+    window = TelemetryRollup.objects.filter(width_s=3600, bucket__gte=datetime.now(UTC) - timedelta(hours=24))
+    samples = window.aggregate(n=Sum("samples"))["n"]
+    assert throttling["share_pct"] == pytest.approx(100.0 / samples)
+    assert (throttling["now"], throttling["gpus_throttled"]) == (1, 1)
+    html = overview.content.decode()
+    assert 'data-sat="throttled">0.2%<' in html and 'data-sat="throttled-now">1<' in html
+    assert "Share of GPU-time in which the driver slowed the clocks" in html
+    hosts = client.get(reverse("fleet:hosts")).content.decode()
+    assert 'data-throttled="now">1<' in hosts and 'data-throttled="share">0.2%<' in hosts
+    assert hosts.count('class="badge throttled"') == 2  # the legend and the one GPU, with its reason
+    assert 'title="Now: thermal (hardware)">throttled' in hosts

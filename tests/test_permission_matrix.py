@@ -3,7 +3,7 @@
 The cast (tests/conftest.py): ``lead``, ``engineer`` and ``finance`` of ``team``; ``other_lead`` of
 ``other_team``; ``outsider`` in no team; ``staff``. Every object below belongs to ``team``.
 
-Policy, from issue 9:
+Policy (``accelboard.core.access`` states the rules):
 - everyone signed in opens the area pages (overview, trends, hardware, runs, quantization, costs,
   alerts, hosts, teams, alert emails), each scoped to their teams; anonymous users go to login;
 - a team's objects (runs, alerts, hosts, the team page) are a 404 outside the team: ids of other
@@ -19,14 +19,24 @@ Policy, from issue 9:
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.mail import EmailMessage
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 
 from accelboard.api.services import token_create
+from accelboard.benchmarks.import_services import run_import
+from accelboard.importers import parse_bytes
+from accelboard.notifications.backends import OutboxBackend
+from accelboard.notifications.models import OutboxMessage
+from accelboard.planning.models import PlanScenario
 from tests import factories
+
+FIXTURES = Path(__file__).parent / "importers" / "fixtures"
 
 pytestmark = pytest.mark.django_db
 
@@ -36,6 +46,7 @@ LOGIN = 302  # anonymous users are sent to the login page
 # (route name, url kwargs key, method, expected status per role in ROLES order)
 ALL_200 = (LOGIN, 200, 200, 200, 200, 200, 200)
 TEAM_ONLY = (LOGIN, 200, 200, 200, 404, 404, 200)
+STAFF_ONLY = (LOGIN, 403, 403, 403, 403, 403, 200)
 PAGES: list[tuple[str, str | None, str, tuple[int, ...]]] = [
     ("dashboard:overview", None, "GET", ALL_200),
     ("dashboard:trends", None, "GET", ALL_200),
@@ -45,7 +56,8 @@ PAGES: list[tuple[str, str | None, str, tuple[int, ...]]] = [
     # Finance writes no runs; a user in no team has no team to upload to.
     ("benchmarks:upload", None, "GET", (LOGIN, 200, 200, 403, 200, 403, 200)),
     ("benchmarks:run_detail", "run", "GET", TEAM_ONLY),
-    ("benchmarks:run_raw", "run", "GET", (LOGIN, 404, 404, 404, 404, 404, 404)),  # no raw file kept
+    # A run uploaded as a file keeps it: the team downloads it, everyone else gets a 404.
+    ("benchmarks:run_raw", "uploaded_run", "GET", TEAM_ONLY),
     ("benchmarks:compare_baseline", "run", "GET", TEAM_ONLY),
     ("drift:overview", None, "GET", ALL_200),
     # A model's page shows the team's runs of it: a model the user's teams never ran is a 404.
@@ -60,12 +72,25 @@ PAGES: list[tuple[str, str | None, str, tuple[int, ...]]] = [
     ("core:team_list", None, "GET", ALL_200),
     ("core:team_detail", "team", "GET", TEAM_ONLY),
     ("notifications:subscriptions", None, "GET", ALL_200),
+    ("profiles:run_profile", "run", "GET", TEAM_ONLY),
+    # Without ?a=&b= there is nothing to compare: a 400 naming the parameter, for everyone signed in.
+    ("profiles:compare", None, "GET", (LOGIN, 400, 400, 400, 400, 400, 400)),
+    ("planning:plan", None, "GET", ALL_200),
+    # A saved plan belongs to its team (finance sees every team's, as with costs).
+    ("planning:scenario", "scenario", "GET", TEAM_ONLY),
+    # Every user's emails: staff only.
+    ("notifications:outbox", None, "GET", STAFF_ONLY),
+    ("notifications:outbox_message", "outbox_message", "GET", STAFF_ONLY),
+    ("notifications:outbox_message_html", "outbox_message", "GET", STAFF_ONLY),
 ]
 # Writes: the status of a well-formed request (a redirect after a successful form post).
 WRITES: list[tuple[str, str | None, dict[str, str], tuple[int, ...]]] = [
     ("alerts:triage", "alert-acknowledge", {}, (LOGIN, 302, 302, 403, 404, 404, 302)),
     ("core:team_detail", "team", {"action": "threshold", "metric": "", "min_effect_pct": "3"},
      (LOGIN, 302, 403, 403, 404, 404, 302)),
+    # No file: 400 for those who may attach; finance may not (403); other teams do not see the run.
+    ("profiles:attach", "run", {}, (LOGIN, 400, 400, 403, 404, 404, 400)),
+    ("notifications:outbox_clear", None, {}, (LOGIN, 403, 403, 403, 403, 403, 302)),
 ]  # fmt: skip
 # Routes not in the matrix above, and why.
 EXEMPT = {
@@ -79,17 +104,57 @@ EXEMPT = {
     "notifications:subscription_mode": "acts on the caller's own subscriptions only (404 otherwise)",
     "notifications:subscription_delete": "acts on the caller's own subscriptions only (404 otherwise)",
     "notifications:unsubscribe": "signed-token link from an email, works without login by design",
+    "planning:scenario_save": "POST-only; who may save (leads, finance; engineers 403, other teams 404) is "
+    "tested in tests/planning/test_views.py on a world with traffic to plan",
+    "planning:scenario_delete": "POST-only; the same rule as saving, tested in tests/planning/test_views.py",
+    "notifications:triage": "signed-token link from an email (acts as the user it names), no login by design",
+    "notifications:test_email": "POST-only, sends to the caller's own address only",
 }
 
 
 @pytest.fixture
-def world(team: Any, other_team: Any) -> dict[str, Any]:
+def world(team: Any, other_team: Any, settings: Any, tmp_path: Path) -> dict[str, Any]:
+    settings.MEDIA_ROOT = tmp_path / "media"
     h100 = factories.accelerator_type_from(factories.H100)
     host, gpus = factories.host_create(team=team, gpus=1)
     factories.telemetry_days_load(gpus=gpus, days=1, interval_s=900)
     run = factories.run_create(team=team, accelerator_type=h100, host=host)
     alert = factories.alert_create(team=team)
-    return {"team": team, "run": run, "alert": alert, "host": host, "model": run.workload.variant.model}
+    # A run stored from a result file, which keeps the file (the raw-file route serves it).
+    data = (FIXTURES / "vllm_2025.json").read_bytes()
+    [parsed] = parse_bytes(data, filename="vllm_2025.json")
+    uploaded, _ = run_import(
+        team=team,
+        parsed=parsed,
+        raw_name="vllm_2025.json",
+        raw_bytes=data,
+        uploaded_via="web",
+        overrides={"accelerator": h100.name, "count": "1"},
+    )
+    assert uploaded.raw_file
+    scenario = PlanScenario.objects.create(
+        team=team,
+        model=run.workload.variant.model,
+        name="budget",
+        created_at=timezone.now(),
+        window_start=timezone.now() - timedelta(days=28),
+        window_end=timezone.now(),
+    )
+    # An email kept by the outbox backend (the outbox pages show it to staff only).
+    # The backend itself: get_connection(path) is refused once Django 6.1's MAILERS is set.
+    OutboxBackend().send_messages(
+        [EmailMessage("Regression", "body", "accelboard@example.com", ["lead@example.com"])]
+    )
+    return {
+        "team": team,
+        "run": run,
+        "uploaded_run": uploaded,
+        "outbox_message": OutboxMessage.objects.get(),
+        "alert": alert,
+        "host": host,
+        "model": run.workload.variant.model,
+        "scenario": scenario,
+    }
 
 
 def _url(name: str, key: str | None, world: dict[str, Any]) -> str:
@@ -210,6 +275,7 @@ def test_it_lets_only_write_tokens_post_and_never_into_another_team(
     from accelboard.serving.models import InferenceMetric
 
     url = reverse("api-v1:inference_metrics_post")
+    factories.host_create(team=team, hostname="perm-node")  # a serving batch needs the team's host
     got = {}
     for kind in TOKENS:
         headers = {} if kind == "none" else {"HTTP_AUTHORIZATION": f"Bearer {tokens[kind]}"}

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -36,14 +37,14 @@ NOWHERE_DB = "postgresql://accelboard@127.0.0.1:1/accelboard"
 GOOD_SECRET = "k" * 64
 
 
-def run_check(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def run_check(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {key: value for key, value in os.environ.items() if key not in _CONFIG_VARS}
     # A private ACCELBOARD_HOME: the development secret key is written there, not in the checkout.
     base["ACCELBOARD_HOME"] = str(tmp_path / "home")
     base["DJANGO_SETTINGS_MODULE"] = "accelboard.settings"
     base.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "accelboard.cli", "check"],
+        [sys.executable, "-m", "accelboard.cli", *(args or ["check"])],
         cwd=ROOT,
         env=base,
         capture_output=True,
@@ -218,7 +219,25 @@ def test_it_flags_production_without_an_email_host(tmp_path: Path) -> None:
         ALLOWED_HOSTS="accelboard.example.com",
     )
     assert result.returncode == 1
-    assert "(accelboard.E002)" in result.stderr
+    assert "(accelboard.E002) EMAIL_HOST is not set" in result.stderr
+
+
+def test_it_says_what_an_email_host_on_this_machine_means(tmp_path: Path) -> None:
+    result = run_check(
+        tmp_path,
+        ACCELBOARD_PRODUCTION="1",
+        SECRET_KEY=GOOD_SECRET,
+        DATABASE_URL=NOWHERE_DB,
+        CELERY_BROKER_URL="redis://redis:6379/0",
+        ALLOWED_HOSTS="accelboard.example.com",
+        EMAIL_HOST="localhost",
+    )
+    assert "EMAIL_HOST is not set" not in result.stderr
+    assert (
+        "(accelboard.W002) EMAIL_HOST is localhost: alert emails go to an SMTP server on this machine, port 25"
+        in result.stderr
+    )
+    assert "(accelboard.E002)" not in result.stderr
 
 
 def test_it_warns_about_debug_with_a_public_host(tmp_path: Path) -> None:
@@ -227,3 +246,29 @@ def test_it_warns_about_debug_with_a_public_host(tmp_path: Path) -> None:
     assert result.returncode == 0
     assert "(accelboard.W001)" in result.stderr
     assert "accelboard.example.com" in result.stderr
+
+
+def _missing_database_url() -> str:
+    """A database that does not exist, on the server the tests use (the machine's by default)."""
+    parts = urlsplit(os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres")
+    return urlunsplit(parts._replace(path="/accelboard_no_such_database"))
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        (_missing_database_url(), 'database "accelboard_no_such_database" does not exist'),
+        (NOWHERE_DB, "port 1 failed"),
+    ],
+    ids=["missing-database", "no-server"],
+)
+def test_it_names_database_url_when_the_database_cannot_be_reached(
+    tmp_path: Path, url: str, reason: str
+) -> None:
+    # `check` never connects; `migrate` does, as the first command of a new deployment.
+    result = run_check(tmp_path, "migrate", "--no-input", DATABASE_URL=url)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected one line, got:\n{result.stderr}"
+    assert lines[0].startswith("accelboard: cannot connect to the database of DATABASE_URL: ")
+    assert reason in lines[0]

@@ -7,3 +7,11 @@ class AlertsConfig(AppConfig):
     name = "accelboard.alerts"
     label = "alerts"
     verbose_name = "Alerts"
+
+    def ready(self) -> None:
+        # Reactions to lower apps' events (accelboard.core.events): subscribed here, enqueued there.
+        from accelboard.benchmarks.events import run_recorded
+
+        from .reactions import run_check_enqueue
+
+        run_recorded.subscribe(run_check_enqueue)

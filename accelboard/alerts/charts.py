@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from accelboard.core import numbers
+
 LINE = "#2563eb"
 CHANGE = "#dc2626"
 BEFORE = "#16a34a"
@@ -47,7 +49,11 @@ def _band(
                 "showlegend": False,
             }
         )
-    label = f"{name}: {mean:,.4g}" + (f" ± {spread:,.3g}" if spread else "") + f" {unit}"
+    label = (
+        f"{name}: {numbers.sig(mean, digits=4)}"
+        + (f" ± {numbers.spread(spread)}" if spread else "")
+        + f" {unit}"
+    )
     traces.append(
         {
             "type": "scatter",

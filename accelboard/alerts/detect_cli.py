@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if exc.code == 0 else 2
     direction = args.direction
     if args.metric:
-        from accelboard.benchmarks.metrics import metric_spec
+        from accelboard.importers.metrics import metric_spec
 
         spec = metric_spec(args.metric)
         if spec is None and direction is None:

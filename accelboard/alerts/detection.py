@@ -47,22 +47,27 @@ points share the same noise model:
       ``alpha`` (ranks say "different", not "by how much"); then the newest run alone may be
       flagged.
 
-2. ``segment(values, direction=..., min_effect=..., min_size=...)`` segments a whole history
-   offline (trend charts, re-scoring after a threshold change):
+   h. Real series (measured on the nuisance series of ``bench/detection.py``): the baseline's
+      AR(1) coefficient (``segmentation.ar_phi``, from lag-1 and lag-2 differences) widens the
+      standard error of a window mean (the exact AR(1) variance of a k-point mean) and of the
+      baseline level, and moves the pair rule's exponent towards 1 (correlated results are one
+      tail, not two). A baseline that trends (its slope, the median of differences between
+      results half the baseline apart, at least ``TREND_T`` standard errors from 0, and a line
+      fitting it better than one step does) is extrapolated to the window, with the
+      extrapolation's variance. A wandering level (results a quarter of the baseline apart
+      differing by clearly more than steady noise allows, after taking out the best single
+      step) adds its random-walk variance over the distance between baseline and window.
 
-   a. Noise: 1.4826 x MAD of first differences / sqrt(2), which a step or a slow trend barely
-      moves.
-   b. Robustness: values are winsorized around a running median (width 5) at +/- 3 sigma, so a
-      lone outlier cannot open a segment while a step keeps its full height.
-   c. Binary segmentation: a segment is split at the CUSUM argmax when the two-sample z of its
-      means reaches ``threshold`` (default sqrt(2 ln n) + 1.5, a penalty growing with the
-      number of places a split could go) and the relative change is at least ``min_effect``;
-      each side keeps at least ``min_size`` points.
-   d. Pruning: every change point is re-tested against its neighbouring segments and the
-      weakest failing one is removed until all pass (binary segmentation's greedy splits can
-      leave a point that no longer stands once its neighbours are known).
-   e. Confidence is 1 - p with p = 2 * sf(z) * (points the split could have been placed at), a
-      Bonferroni bound: conservative, not calibrated.
+2. ``segment(values, direction=..., min_effect=..., min_size=...)`` segments a whole history
+   offline (trend charts, re-scoring after a threshold change, ``accelboard detect``): the
+   penalised segmentation of ``segmentation.py`` (noise from differences, corrected for
+   autocorrelation and a drifting level; significant weekly/monthly seasonality removed; a log
+   scale for series whose noise grows with the level; each segment a level or a line; the exact
+   optimum over binary-segmentation and seeded-interval candidates with a penalty growing with
+   the series' length in units of the long-run noise), then the minimum effect on the jump at
+   each change. Levels are reported at the change (a constant segment by its median, a line by
+   its value there); confidence is 1 - p with p = 2 sf(z) x (places the split could go) for the
+   jump's z, a Bonferroni bound: conservative, not calibrated.
 
 Known limits:
 - A single result cannot be told from an outlier, so without samples nothing is flagged before
@@ -71,9 +76,10 @@ Known limits:
   first result from run values is impossible without also flagging the outlier.
 - At 3% noise a 3% step is one sigma: it takes about twenty results to tell it from noise at a
   false-alert rate of one per hundred 500-point series. Lowering ``alpha`` trades the two.
-- Noise is assumed independent between runs. Weekly seasonality or a drifting trend inflates the
-  difference-based noise estimate (fewer, later detections) and a strong trend may be cut into
-  steps by ``segment``.
+- Dependence beyond AR(1) is approximated by AR(1); a random-walk baseline that wanders by
+  several noise widths over the baseline still reads as level shifts once they pass the minimum
+  effect (about one false regression per series of 500 runs on the bench's walk). A change in
+  variance alone is not reported.
 - Heavy-tailed noise: the MAD ignores the tails, so bursts of large values are more likely to pass
   than under normal noise (the pair rule at k = 2 is the most exposed); the tail-based sigma, the
   newest-point rule and the winsorized window mean absorb most of it.
@@ -90,7 +96,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import ndimage, stats
+
+from . import segmentation
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -111,6 +118,8 @@ PAIR_EXPONENT = 0.6  # the pair rule tests its smaller shift at alpha ** this (0
 _SAMPLE_RUNS = 40  # runs whose repeats estimate the within-run spread
 _TAIL_MIN = 40  # baseline results needed before its 2.5/97.5 percentiles mean anything
 _MEDIAN_VAR = math.pi / 2  # variance of a sample median relative to a mean, normal noise
+_DRIFT_MIN = 40  # baseline results needed to read a wandering level (block means of ~6-14)
+SPREAD_MIN_RESULTS = 3  # results a level needs before it has a spread of its own
 
 
 @dataclass(frozen=True)
@@ -172,12 +181,21 @@ def _relative(before: float, shift: float) -> float:
     return math.inf if before == 0 else abs(shift) / abs(before)
 
 
+def own_spread_after(spread_after: float | None, results_after: object) -> float | None:
+    """The after level's spread as stored, or None when it rests on fewer than
+    ``SPREAD_MIN_RESULTS`` results: alerts raised before their own spread was kept carry the
+    baseline's there, which would read as the same spread before and after."""
+    if isinstance(results_after, int | float) and results_after < SPREAD_MIN_RESULTS:
+        return None
+    return spread_after
+
+
 def robust_sigma(values: np.ndarray) -> float:
     """1.4826 x MAD: the standard deviation for normal noise, unmoved by a minority of outliers."""
     if len(values) == 0:
         return 0.0
-    med = np.median(values)
-    return float(_MAD_TO_SIGMA * np.median(np.abs(values - med)))
+    med = segmentation.median(values)
+    return float(_MAD_TO_SIGMA * segmentation.median(np.abs(values - med)))
 
 
 def _sigma_floor(level: float) -> float:
@@ -224,6 +242,8 @@ def _within_run_se(
 @functools.lru_cache(maxsize=4096)
 def _t_isf(p: float, df: float) -> float:
     """Student t quantile, cached: the check asks for the same few dozen per call."""
+    from scipy import stats  # imported when first needed (~1 s of CPU for every process otherwise)
+
     return float(stats.t.isf(p, df))
 
 
@@ -258,6 +278,8 @@ def _samples_check(
     shift = level_after - level_before
     if shift == 0:
         return _none("no shift")
+    from scipy import stats
+
     test = stats.mannwhitneyu(newest, before, alternative="greater" if shift > 0 else "less")
     p = float(test.pvalue)
     if p > alpha:
@@ -333,54 +355,45 @@ def check_latest(
         run_spread, run_se, sample_df = _within_run_se(samples, keep[-_SAMPLE_RUNS:])
 
     newest_shift_sign = 0.0
-    passing: list[tuple[int, float, float, float, float, float]] = []  # (k, z, df, level, sigma, n)
+    passing: list[tuple[int, float, float, float, float, float, int]] = []  # k, z, df, level, sigma, n, cut
     far_off = False
     # Each window k is tested against the results just before it; the baseline statistics are
     # computed at a few cut points (the smallest cut >= k), so a check costs a handful of medians.
     cuts = sorted({c for c in (2, 4, 8, 16) if c < k_max} | {k_max})
-    stats_at: dict[int, tuple[float, float, float, int, bool]] = {}
+    stats_at: dict[int, _Baseline] = {}
 
-    def baseline_at(cut: int) -> tuple[float, float, float, int, bool]:
+    def baseline_at(cut: int) -> _Baseline:
         if cut not in stats_at:
-            base = y[max(0, m - cut - max_baseline) : m - cut]
-            n_base = len(base)
-            level = float(np.median(base))
-            sigma_series = max(robust_sigma(base), _sigma_floor(level))
-            if n_base >= _TAIL_MIN:
-                # Heavy tails: the MAD sees only the centre. The central 95% of a long baseline,
-                # read as +/- 1.96 sigma, is the same for normal noise and larger for fat tails.
-                lo, hi = np.percentile(base, [2.5, 97.5])
-                sigma_series = max(sigma_series, float(hi - lo) / (2 * 1.96))
-            # The MAD has about 37% of the standard deviation's efficiency: fewer degrees of freedom.
-            df = max(1.0, _MAD_EFFICIENCY * (n_base - 1))
-            sigma, from_samples = sigma_series, False
-            if run_se > 0 and sigma_series <= 2 * run_se:
-                # The series spreads no more than twice what its own repeats say: the repeats'
-                # many degrees of freedom carry the noise estimate, at the larger of the two.
-                sigma, df, from_samples = max(sigma_series, run_se), max(df, sample_df), True
-            elif run_se > sigma:
-                sigma = run_se  # a run cannot be more precise than its own samples say
-            stats_at[cut] = (level, sigma, df, n_base, from_samples)
+            stats_at[cut] = _baseline(
+                y[max(0, m - cut - max_baseline) : m - cut], run_se=run_se, sample_df=sample_df
+            )
         return stats_at[cut]
 
     recent = [float(v) for v in y[m - k_max :]]  # plain floats: windows of <= 30 are faster in Python
     ordered = [recent[-1]]
     for k in range(2, k_max + 1):
         bisect.insort(ordered, recent[-k])  # the window's values in order, grown one at a time
-        level_before, sigma, df, n_base, _ = baseline_at(next(c for c in cuts if c >= k))
-        newest_shift = y[-1] - level_before
+        cut = next(c for c in cuts if c >= k)
+        base = baseline_at(cut)
+        sigma, df, n_base = base.sigma, base.df, base.n
+        # The baseline's level where the window is (its end when it has no trend), and the
+        # variance of that level in units of sigma^2.
+        centre = cut - (k - 1) / 2.0  # window centre, counted from the baseline's last result
+        level_before = base.level_at(centre)
+        base_var = base.level_var(centre)
+        newest_shift = y[-1] - base.level_at(cut)
         if newest_shift == 0:
             continue
         up = newest_shift > 0
         newest_shift_sign = 1.0 if up else -1.0
-        base_var = _MEDIAN_VAR / n_base
-        if k == 2 and abs(newest_shift) > _t_isf(alpha, df) * sigma * math.sqrt(1 + base_var):
+        if k == 2 and abs(newest_shift) > _t_isf(alpha, df) * sigma * math.sqrt(1.0 + base_var):
             far_off = True
         if k == 2:
-            # Both results must be off: the smaller shift, tested at sqrt(alpha) (two independent
-            # tails must both be crossed), so a lone wild value never carries it.
+            # Both results must be off: the smaller shift, tested at alpha ** 0.6 (two independent
+            # tails must both be crossed), so a lone wild value never carries it. Correlated noise
+            # makes the two tails one: the exponent moves towards 1 with phi.
             shift = (ordered[0] if up else ordered[-1]) - level_before
-            z_needed = _t_isf(alpha**PAIR_EXPONENT, df)
+            z_needed = _t_isf(alpha ** (PAIR_EXPONENT + (1 - PAIR_EXPONENT) * base.phi), df)
             z = abs(shift) / (sigma * math.sqrt(1.0 + base_var)) if (shift > 0) == up else 0.0
         else:
             if k == 3:
@@ -391,18 +404,19 @@ def check_latest(
             else:
                 # Mean of the window winsorized at +/- 3 sigma around its own median: a wild value
                 # moves it by at most 3 sigma / k, a real step keeps its full height.
-                centre = (ordered[(k - 1) // 2] + ordered[k // 2]) / 2
-                lo, hi = centre - 3 * sigma, centre + 3 * sigma
+                mid = (ordered[(k - 1) // 2] + ordered[k // 2]) / 2
+                lo, hi = mid - 3 * sigma, mid + 3 * sigma
                 level, n_eff = sum(min(max(v, lo), hi) for v in ordered) / k, k
             shift = level - level_before
             z_needed = _t_isf(alpha, df)
-            z = abs(shift) / (sigma * math.sqrt(1.0 / n_eff + base_var)) if (shift > 0) == up else 0.0
+            window_var = base.mean_factor(n_eff) / n_eff
+            z = abs(shift) / (sigma * math.sqrt(window_var + base_var)) if (shift > 0) == up else 0.0
         if z == 0.0 or abs(newest_shift) < abs(shift) / 2:
             continue  # wrong side, or the newest result went back: whatever moved did not last
         if _relative(level_before, shift) < min_effect:
             continue
         if z >= z_needed:
-            passing.append((k, z / z_needed, df, level_before, sigma, float(n_base)))
+            passing.append((k, z / z_needed, df, level_before, sigma, float(n_base), cut))
     if not passing:
         if far_off and newest_shift_sign:
             return _none("newest result is far off; waiting for a second result to confirm")
@@ -410,17 +424,30 @@ def check_latest(
 
     k_long = max(p[0] for p in passing)
     best = max(passing, key=lambda p: p[1])
-    _, ratio, df, level_before, sigma, n_base_f = best
+    _, ratio, df, level_before, sigma, n_base_f, cut = best
     n_base = int(n_base_f)
+    base = baseline_at(cut)
+    # The baseline's level along its own line (flat without a trend), per position in ``y``.
+    base_end = m - cut - 1
     # Locate the change inside the longest passing window: the split maximising the two-sample
-    # mean difference (CUSUM argmax), with the baseline as the left side's prior.
-    seg = y[max(0, m - k_long - n_base) :]
+    # mean difference (CUSUM argmax) of the results less the baseline's line, with the baseline
+    # as the left side's prior.
+    first = max(0, m - k_long - n_base)
+    line = base.level_end + base.slope * (np.arange(first, m) - base_end)
+    seg = y[first:] - line
     lead = len(seg) - k_long
     start = _cusum_argmax(seg, lo=max(1, lead // 2), hi=len(seg) - 2)
-    change = m - len(seg) + start
+    change = first + start
     after = y[change:]
-    level_after = float(np.median(after))
+    trend = base.slope != 0
+    if trend:
+        level_before = float(line[start])
+        level_after = level_before + float(np.median(seg[start:]))
+    else:
+        level_after = float(np.median(after))
     z_alpha = _t_isf(alpha, df)
+    from scipy import stats
+
     p = float(stats.t.sf(ratio * z_alpha, df))
     shift = level_after - level_before
     return Verdict(
@@ -429,12 +456,144 @@ def check_latest(
         level_before=level_before,
         spread_before=sigma,
         level_after=level_after,
-        spread_after=robust_sigma(after) if len(after) >= 3 else sigma,
+        # The results after the change have a spread of their own from 3 on; fewer have none
+        # (the baseline's would pass for theirs: "± 62.4" before and after alike).
+        spread_after=robust_sigma(after) if len(after) >= SPREAD_MIN_RESULTS else None,
         pct_change=_pct(level_before, level_after),
         confidence=1.0 - p,
         results_after=len(after),
-        reason=f"{len(after)} results shifted, {ratio:.1f}x the evidence needed, against {n_base} baseline results",
+        reason=f"{len(after)} results shifted, {ratio:.1f}x the evidence needed, against {n_base} baseline results"
+        + (" (level extrapolated along the baseline's trend)" if trend else ""),
     )
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    """The results a window is compared with: level (a line when it trends), noise, dependence."""
+
+    level_end: float  # level at the baseline's last result
+    slope: float  # per result; 0 when the baseline shows no significant trend
+    slope_se: float
+    sigma: float  # marginal noise of one result
+    df: float
+    n: int
+    phi: float  # AR(1) coefficient of the noise (0 for independent noise)
+    walk: float  # variance per result of a wandering level (random walk), over sigma^2; 0 when steady
+
+    def level_at(self, offset: float) -> float:
+        """The baseline's level ``offset`` results after its last one."""
+        return self.level_end + self.slope * offset
+
+    def level_var(self, offset: float) -> float:
+        """Variance of ``level_at(offset)`` in units of sigma^2."""
+        # A wandering level moves between the baseline's middle (n/3 results back on average, for
+        # a random walk) and the window: that variance grows with the distance.
+        var = _MEDIAN_VAR / self.n * _long_run(self.phi) + self.walk * (self.n / 3.0 + max(offset, 0.0))
+        if self.slope:
+            var += ((offset + (self.n - 1) / 2.0) * self.slope_se / self.sigma) ** 2
+        return var
+
+    def mean_factor(self, k: int) -> float:
+        """Variance of the mean of k consecutive results over sigma^2 / k (1 for independent noise)."""
+        phi = self.phi
+        if phi <= 0:
+            return 1.0
+        return (1 + phi) / (1 - phi) - 2 * phi * (1 - phi**k) / (k * (1 - phi) ** 2)
+
+
+def _long_run(phi: float) -> float:
+    return (1 + phi) / (1 - phi)
+
+
+TREND_T = 2.5  # a baseline's slope is used from this many standard errors (a step outruns a trend test)
+
+
+def _best_step(base: np.ndarray) -> tuple[np.ndarray, float]:
+    """The baseline less its best single step (two levels, split where it fits best) and the
+    residual sum of squares of that fit."""
+    n = len(base)
+    centred = base - segmentation.median(base)
+    c = np.cumsum(centred)
+    c2 = np.cumsum(centred**2)
+    k = np.arange(2, n - 1)
+    rss = (c2[k - 1] - c[k - 1] ** 2 / k) + ((c2[-1] - c2[k - 1]) - (c[-1] - c[k - 1]) ** 2 / (n - k))
+    split = int(k[int(np.argmin(rss))])
+    fitted = np.where(np.arange(n) < split, c[split - 1] / split, (c[-1] - c[split - 1]) / (n - split))
+    return centred - fitted, float(np.min(rss))
+
+
+def _steady_slope(base: np.ndarray, slope: float) -> bool:
+    """Whether a line fits the baseline better than one step does: a trend does, a step inside the
+    baseline (a shift creeping into it once it is older than the longest window) does not."""
+    n = len(base)
+    t = np.arange(n) - (n - 1) / 2.0
+    resid = base - slope * t
+    line = float(np.sum((resid - resid.mean()) ** 2))
+    # The step is chosen among n places: it fits noise better by about 2 ln n variances.
+    noise = segmentation.winsorized_scale(np.diff(base)) ** 2 / 2.0
+    return line < _best_step(base)[1] + 2.0 * math.log(n) * noise
+
+
+def _baseline(base: np.ndarray, *, run_se: float, sample_df: float) -> _Baseline:
+    """Level, noise, AR(1) dependence, drift and trend of the baseline results (in order)."""
+    level, slope, slope_se, sigma_series, df, n_base, phi, walk = _baseline_of_results(
+        np.ascontiguousarray(base, dtype=np.float64).tobytes()
+    )
+    sigma = sigma_series
+    if run_se > 0 and sigma_series <= 2 * run_se:
+        # The series spreads no more than twice what its own repeats say: the repeats'
+        # many degrees of freedom carry the noise estimate, at the larger of the two.
+        sigma, df = max(sigma_series, run_se), max(df, sample_df)
+    elif run_se > sigma:
+        sigma = run_se  # a run cannot be more precise than its own samples say
+    return _Baseline(level, slope, slope_se, sigma, df, n_base, phi, walk)
+
+
+@functools.lru_cache(maxsize=8192)
+def _baseline_of_results(key: bytes) -> tuple[float, float, float, float, float, int, float, float]:
+    """``_baseline``'s statistics of the results alone (``key``: their float64 bytes), cached: a
+    history replay (``alerts_history_check``) asks for the same windows at several runs."""
+    base = np.frombuffer(key, dtype=np.float64).copy()
+    n_base = len(base)
+    phi = segmentation.ar_phi(base)
+    level = segmentation.median(base)
+    sigma_series = max(robust_sigma(base), _sigma_floor(level))
+    slope = slope_se = 0.0
+    half = n_base // 2
+    if half >= 10:
+        # Slope as the median of differences between results half the baseline apart, divided by
+        # that distance: robust to outliers, O(n). Its standard error from the median's variance
+        # (pi/2 of a mean's) over n/2 pairs, widened by the long-run variance of AR noise.
+        diffs = base[half : 2 * half] - base[:half]
+        estimate = segmentation.median(diffs) / half
+        se = math.sqrt(_MEDIAN_VAR * 2 * _long_run(phi) / half) * sigma_series / half
+        if se > 0 and abs(estimate) > TREND_T * se and _steady_slope(base, estimate):
+            slope, slope_se = estimate, se
+            t = np.arange(n_base) - (n_base - 1) / 2.0
+            resid = base - slope * t
+            level = segmentation.median(resid) + slope * (n_base - 1) / 2.0
+            sigma_series = max(robust_sigma(resid), _sigma_floor(level))
+            base = resid
+    if n_base >= _TAIL_MIN:
+        # Heavy tails: the MAD sees only the centre. The central 95% of a long baseline,
+        # read as +/- 1.96 sigma, is the same for normal noise and larger for fat tails.
+        lo, hi = segmentation.percentiles(base, (2.5, 97.5))
+        sigma_series = max(sigma_series, float(hi - lo) / (2 * 1.96))
+    # The MAD has about 37% of the standard deviation's efficiency: fewer degrees of freedom.
+    df = max(1.0, _MAD_EFFICIENCY * (n_base - 1))
+    walk = 0.0
+    if n_base >= _DRIFT_MIN:
+        # A wandering level: results k = n/4 apart differ by 2 sigma^2 under steady noise (AR or
+        # not, once k is past its memory) plus k times the walk's variance per result. Only a
+        # spread clearly above the steady one (3 standard errors) is read as a walk.
+        # A step inside the baseline would read as a walk: it is taken out first.
+        lag = n_base // 4
+        rest = _best_step(base)[0]
+        far = segmentation.winsorized_scale(rest[lag:] - rest[:-lag]) ** 2
+        steady = segmentation.winsorized_scale(np.diff(rest)) ** 2 / (1.0 - phi)
+        if steady > 0 and far > steady * (1 + 3 * math.sqrt(2.0 / (n_base - lag))):
+            walk = (far - steady) / lag / sigma_series**2
+    return level, slope, slope_se, sigma_series, df, n_base, phi, walk
 
 
 def _cusum_argmax(y: np.ndarray, *, lo: int, hi: int) -> int:
@@ -449,6 +608,8 @@ def _cusum_argmax(y: np.ndarray, *, lo: int, hi: int) -> int:
 
 
 def _winsorize(y: np.ndarray, sigma: float) -> np.ndarray:
+    from scipy import ndimage
+
     trend = ndimage.median_filter(y, size=5, mode="nearest")
     return trend + np.clip(y - trend, -3 * sigma, 3 * sigma)
 
@@ -480,7 +641,11 @@ def segment(
     min_size: int = DEFAULT_MIN_SIZE,
     threshold: float | None = None,
 ) -> list[ChangePoint]:
-    """Change points of a whole history, in order. See the module docstring (2.) for the method."""
+    """Change points of a whole history, in order. See the module docstring (2.) for the method.
+
+    ``threshold`` (optional) is the z a split must reach; it sets the penalty to its square
+    (the default penalty grows with the series' length, see ``segmentation``).
+    """
     _check_direction(direction)
     if min_size < 1:
         raise ValueError("min_size must be at least 1")
@@ -488,79 +653,52 @@ def segment(
     n = len(y)
     if n < 2 * min_size:
         return []
-    sigma = max(diff_sigma(y), _sigma_floor(float(np.median(y))))
-    w = _winsorize(y, sigma)
-    csum = np.concatenate([[0.0], np.cumsum(w)])
-    z_needed = default_threshold(n) if threshold is None else threshold
 
-    def effect_ok(a: int, t: int, b: int) -> bool:
-        left = (csum[t] - csum[a]) / (t - a)
-        right = (csum[b] - csum[t]) / (b - t)
-        return _relative(left, right - left) >= min_effect
+    def effect_ok(before: float, after: float) -> bool:
+        return _relative(before, after - before) >= min_effect
 
-    cps: list[int] = []
-    stack = [(0, n)]
-    while stack:
-        a, b = stack.pop()
-        if b - a < 2 * min_size:
-            continue
-        t = np.arange(a + min_size, b - min_size + 1)
-        nl, nr = t - a, b - t
-        left = (csum[t] - csum[a]) / nl
-        right = (csum[b] - csum[t]) / nr
-        z = np.abs(right - left) / (sigma * np.sqrt(1 / nl + 1 / nr))
-        best = int(t[int(np.argmax(z))])
-        if float(z.max()) >= z_needed and effect_ok(a, best, b):
-            cps.append(best)
-            stack.extend([(a, best), (best, b)])
-    cps.sort()
-
-    # Prune: re-test each change against its neighbours; drop the weakest failing until all pass.
-    while cps:
-        bounds = [0, *cps, n]
-        scores = []
-        for i in range(1, len(bounds) - 1):
-            a, t, b = bounds[i - 1], bounds[i], bounds[i + 1]
-            ok = effect_ok(a, t, b)
-            z = _split_z(csum, a, t, b, sigma)
-            scores.append(z if ok else -1.0)
-        weakest = int(np.argmin(scores))
-        if scores[weakest] >= z_needed:
-            break
-        del cps[weakest]
-
-    # Locate: the search above keeps ``min_size`` points on each side of a candidate, so a step
-    # with fewer results after it than that is found one or more runs early. Each kept change
-    # moves to the best split near it, with at least two points on each side.
-    for i, t in enumerate(cps):
-        a = cps[i - 1] if i else 0
-        b = cps[i + 1] if i + 1 < len(cps) else n
-        lo, hi = max(a + 2, t - min_size), min(b - 2, t + min_size)
-        if lo < hi:
-            scores = [_split_z(csum, a, c, b, sigma) for c in range(lo, hi + 1)]
-            cps[i] = lo + int(np.argmax(scores))
-
+    found = segmentation.find_changes(
+        y, min_size=min_size, effect_ok=effect_ok, penalty=None if threshold is None else threshold**2
+    )
+    fits, cps = found.fits, found.changes
     bounds = [0, *cps, n]
     out: list[ChangePoint] = []
     for i in range(1, len(bounds) - 1):
         a, t, b = bounds[i - 1], bounds[i], bounds[i + 1]
         before, after = y[a:t], y[t:b]
-        z = _split_z(csum, a, t, b, sigma)
+        _, left_end, left_line = found.ends(a, t)
+        right_start, _, right_line = found.ends(t, b)
+        # A constant segment is reported by its median (robust, as people read it); a line by its
+        # fitted value at the change, where the jump is.
+        level_before = left_end if left_line else float(np.median(before))
+        level_after = right_start if right_line else float(np.median(after))
+        z = segmentation.jump_z(fits, a, t, b)
+        from scipy import stats
+
         p = min(1.0, 2.0 * float(stats.norm.sf(z)) * max(1, b - a - 2 * min_size + 1))
-        level_before, level_after = float(np.median(before)), float(np.median(after))
         out.append(
             ChangePoint(
                 index=int(keep[t]),
                 level_before=level_before,
-                spread_before=robust_sigma(before),
+                spread_before=_spread(before, left_line),
                 level_after=level_after,
-                spread_after=robust_sigma(after),
+                spread_after=_spread(after, right_line),
                 pct_change=_pct(level_before, level_after),
                 confidence=1.0 - p,
                 kind=_kind(level_after - level_before, direction),
             )
         )
     return out
+
+
+def _spread(values: np.ndarray, line: bool) -> float:
+    """Robust spread of a segment: about its own straight line when it trends, so the trend does
+    not read as noise."""
+    if not line or len(values) < 3:
+        return robust_sigma(values)
+    t = np.arange(len(values), dtype=float)
+    slope, intercept = np.polyfit(t, values, 1)
+    return robust_sigma(values - (intercept + slope * t))
 
 
 def replay(

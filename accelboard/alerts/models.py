@@ -16,6 +16,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from accelboard.core.access import TeamScopedQuerySet
+
 from .choices import AlertKind, AlertState, DismissReason, ExpectedScope, Severity
 
 
@@ -58,6 +60,8 @@ class Alert(models.Model):
     dismissed_note = models.TextField(blank=True)
     # The minimum effect in force when the alert was raised: the false-positive rate per threshold.
     min_effect = models.FloatField(null=True, blank=True)
+
+    objects = TeamScopedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-opened_at"]

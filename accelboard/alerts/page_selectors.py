@@ -1,109 +1,53 @@
 """Reads for the alert pages: the filtered list, counts by state, one alert with its evidence.
 
 Kept apart from ``selectors.py`` (the detectors' and emails' reads) so the two sides of the app
-grow without stepping on each other. Every read takes ``team_ids`` (None = every team, for
-staff) so that scoping is decided once, in the view, and never forgotten in a query.
+grow without stepping on each other. Every read a page starts from takes the caller's ``Scope``
+(``accelboard.core.access``) and goes through ``Alert.objects.visible_to``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from collections.abc import Mapping
 from typing import Any
 
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, F
 
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue
+from accelboard.core.access import Scope
 from accelboard.core.models import Team
 
 from .choices import AlertState
+from .filters import AlertFilterSet
 from .models import Alert, AlertEvent, ExpectedChange
 
 # A series chart wider than this is unreadable and slow; the change is near the end anyway.
 CHART_POINTS = 400
 
 
-@dataclass(frozen=True)
-class AlertFilters:
-    """What the list page filters on; empty strings and None mean "any"."""
-
-    state: str = ""
-    kind: str = ""
-    severity: str = ""
-    team: str = ""  # team slug
-    model: str = ""
-    metric: str = ""
-    since: date | None = None
-    until: date | None = None
-
-
-def _scoped(team_ids: list[int] | None) -> QuerySet[Alert]:
-    alerts = Alert.objects.all()
-    return alerts if team_ids is None else alerts.filter(team_id__in=team_ids)
-
-
-def _model_q(name: str) -> Q:
-    # Benchmark alerts know their model through the series; production alerts carry it in detail.
-    return Q(series__workload__variant__model__name=name) | Q(detail__model=name)
-
-
-def _metric_q(name: str) -> Q:
-    return Q(series__metric=name) | Q(detail__metric=name)
-
-
-def _apply(alerts: QuerySet[Alert], filters: AlertFilters, *, with_state: bool = True) -> QuerySet[Alert]:
-    if with_state and filters.state:
-        alerts = alerts.filter(state=filters.state)
-    if filters.kind:
-        alerts = alerts.filter(kind=filters.kind)
-    if filters.severity:
-        alerts = alerts.filter(severity=filters.severity)
-    if filters.team:
-        alerts = alerts.filter(team__slug=filters.team)
-    if filters.model:
-        alerts = alerts.filter(_model_q(filters.model))
-    if filters.metric:
-        alerts = alerts.filter(_metric_q(filters.metric))
-    if filters.since:
-        alerts = alerts.filter(opened_at__gte=datetime.combine(filters.since, time.min).astimezone())
-    if filters.until:
-        end = datetime.combine(filters.until + timedelta(days=1), time.min).astimezone()
-        alerts = alerts.filter(opened_at__lt=end)
-    return alerts
-
-
-def alert_list_filtered(*, team_ids: list[int] | None, filters: AlertFilters) -> QuerySet[Alert]:
-    """The alerts the user may see that match the filters, newest first, ready for a table row."""
-    return (
-        _apply(_scoped(team_ids), filters)
-        .select_related(
-            "team",
-            "host",
-            "series__workload__variant__model",
-            "series__accelerator_type",
-        )
+def alert_filterset(*, scope: Scope, data: Mapping[str, Any] | None) -> AlertFilterSet:
+    """The alerts list: the alerts the caller may see, filtered by ``data`` (the query string),
+    newest first, ready for a table row; select choices from the same alerts."""
+    alerts = (
+        Alert.objects.visible_to(scope)
+        .select_related("team", "host", "series__workload__variant__model", "series__accelerator_type")
         .order_by("-opened_at", "-pk")
     )
+    return AlertFilterSet(data, queryset=alerts, choices=alert_filter_choices(scope=scope))
 
 
-def alert_state_counts(*, team_ids: list[int] | None, filters: AlertFilters) -> dict[str, int]:
+def alert_state_counts(*, filterset: AlertFilterSet) -> dict[str, int]:
     """Alerts per state under every filter but the state one (so the counts say what a click on
     a state would show). Every state is present, zero or not."""
-    rows = (
-        _apply(_scoped(team_ids), filters, with_state=False)
-        .order_by()
-        .values("state")
-        .annotate(n=Count("pk"))
-    )
+    rows = filterset.qs_without("state").order_by().values("state").annotate(n=Count("pk"))
     counts = {state: 0 for state in AlertState.values}
     counts.update({row["state"]: row["n"] for row in rows})
     return counts
 
 
-def alert_filter_choices(*, team_ids: list[int] | None) -> dict[str, list[tuple[str, str]]]:
-    """Choices for the team, model and metric filters, from what the user may see."""
-    teams = Team.objects.all() if team_ids is None else Team.objects.filter(pk__in=team_ids)
-    alerts = _scoped(team_ids)
+def alert_filter_choices(*, scope: Scope) -> dict[str, list[tuple[str, str]]]:
+    """Choices for the team, model and metric filters, from what the caller may see."""
+    teams = Team.objects.visible_to(scope)
+    alerts = Alert.objects.visible_to(scope)
     models = set(
         alerts.exclude(series__isnull=True).values_list("series__workload__variant__model__name", flat=True)
     )
@@ -127,10 +71,16 @@ def alert_filter_choices(*, team_ids: list[int] | None) -> dict[str, list[tuple[
     }
 
 
-def alert_get_visible(*, alert_id: int, team_ids: list[int] | None) -> Alert:
+def alerts_get_visible(*, scope: Scope, alert_ids: list[int]) -> tuple[list[Alert], list[int]]:
+    """The alerts among ``alert_ids`` the caller may see, and the ids that are not (sorted)."""
+    alerts = list(Alert.objects.visible_to(scope).select_related("team").filter(pk__in=alert_ids))
+    return alerts, sorted(set(alert_ids) - {a.pk for a in alerts})
+
+
+def alert_get_visible(*, alert_id: int, scope: Scope) -> Alert:
     """One alert with everything its page shows in one query; DoesNotExist when out of scope."""
     return (
-        _scoped(team_ids)
+        Alert.objects.visible_to(scope)
         .select_related(
             "team",
             "host",
@@ -155,16 +105,22 @@ def alert_series_points(*, alert: Alert, limit: int = CHART_POINTS) -> list[dict
     values = MetricValue.objects.filter(series_id=alert.series_id).values(
         "measured_at", "value", "run_id", git_commit=F("run__git_commit")
     )
-    rows = list(values.order_by("-measured_at", "-pk")[:limit])
+    rows: list[dict[str, Any]] = [dict(r) for r in values.order_by("-measured_at", "-pk")[:limit]]
     rows.reverse()
     change_at = alert.first_run.started_at if alert.first_run_id and alert.first_run else None
     if change_at is None or len(rows) < limit or rows[0]["measured_at"] <= change_at:
         return rows
-    before = list(values.filter(measured_at__lt=change_at).order_by("-measured_at", "-pk")[: limit * 5 // 8])
+    before = [
+        dict(r)
+        for r in values.filter(measured_at__lt=change_at).order_by("-measured_at", "-pk")[: limit * 5 // 8]
+    ]
     before.reverse()
-    after = list(
-        values.filter(measured_at__gte=change_at).order_by("measured_at", "pk")[: limit - len(before)]
-    )
+    after = [
+        dict(r)
+        for r in values.filter(measured_at__gte=change_at).order_by("measured_at", "pk")[
+            : limit - len(before)
+        ]
+    ]
     return before + after
 
 
@@ -175,6 +131,7 @@ def alert_run_range(*, alert: Alert) -> list[BenchmarkRun]:
     if good is None or bad is None or alert.series_id is None:
         return [run for run in (good, bad) if run is not None]
     series = alert.series
+    assert series is not None  # alert.series_id was checked above
     return list(
         BenchmarkRun.objects.filter(
             team_id=alert.team_id,

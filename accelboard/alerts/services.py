@@ -8,9 +8,11 @@
    was read in, so two people (or a person and the detector) cannot both move one alert. Each
    transition writes one AlertEvent. An impossible transition raises ``AlertTransitionError``
    with a sentence a page can show.
-3. New alerts enqueue the notification dispatch after the transaction commits.
+3. New alerts are announced (``events.alerts_opened``) after the transaction commits; the
+   notifications app reacts by mailing them.
 
-The per-run benchmark check and the production rules live in ``checks.py`` and call these.
+The per-run benchmark check (``regression_services``) and the production rules
+(``production_services``) call these.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from accelboard.benchmarks.models import BenchmarkRun, Series
 from accelboard.core.models import Team
 
 from .choices import AlertState, DismissReason, ExpectedScope, Severity
+from .events import alerts_opened
 from .models import Alert, AlertEvent, ExpectedChange
 
 logger = logging.getLogger(__name__)
@@ -42,18 +45,6 @@ _EVIDENCE = (
 
 class AlertTransitionError(Exception):
     """A transition the alert's current state does not allow (the message is for people)."""
-
-
-def _dispatch_notifications() -> None:
-    """Hand the new alerts to the notifications app once the rows are committed."""
-    try:
-        # H4's app (accelboard.notifications) owns the mailing; it may be absent in a trimmed
-        # install, in which case alerts still exist and show on the alerts page.
-        from accelboard.notifications.tasks import alerts_dispatch  # noqa: PLC0415
-    except ImportError:
-        logger.info("notifications app not installed: new alerts are not mailed")
-        return
-    alerts_dispatch.delay()
 
 
 def alert_raise(
@@ -115,9 +106,9 @@ def alert_raise(
         )
         if created:
             AlertEvent.objects.create(alert=alert, at=now, to_state=AlertState.OPEN, reason="detected")
-            transaction.on_commit(_dispatch_notifications)
+            alerts_opened.publish(alert_ids=[alert.pk])
         else:
-            fresh = {k: v for k, v in evidence.items() if v is not None}
+            fresh: dict[str, Any] = {k: v for k, v in evidence.items() if v is not None}
             if detail is not None:
                 fresh["detail"] = detail
             if fresh and Alert.objects.filter(pk=alert.pk, state__in=_ACTIVE).update(**fresh):
@@ -225,6 +216,8 @@ def alert_mark_expected(
         )
     with transaction.atomic():
         alert = alert_dismiss(alert=alert, user=user, reason=DismissReason.EXPECTED, note=note)
+        first_run_id, series_id = alert.first_run_id, alert.series_id  # both checked above
+        assert first_run_id is not None and series_id is not None
         if scope == ExpectedScope.RUN:
             series_ids = list(
                 Series.objects.filter(points__run_id=alert.first_run_id)
@@ -232,14 +225,14 @@ def alert_mark_expected(
                 .distinct()
             )
         else:
-            series_ids = [alert.series_id]
+            series_ids = [series_id]
         now = timezone.now()
         ExpectedChange.objects.bulk_create(
             [
                 ExpectedChange(
                     team_id=alert.team_id,
                     series_id=sid,
-                    run_id=alert.first_run_id,
+                    run_id=first_run_id,
                     scope=scope,
                     alert=alert,
                     created_by=user if getattr(user, "is_authenticated", False) else None,
@@ -261,3 +254,25 @@ def alert_mark_expected(
                 except AlertTransitionError:
                     continue  # moved by someone else meanwhile: their decision stands
     return alert
+
+
+BULK_ACTIONS = ("acknowledge", "dismiss")
+
+
+def alerts_bulk_triage(*, alerts: list[Alert], user: Any, action: str, reason: str = "") -> int:
+    """Acknowledge, or dismiss with ``reason``, every alert: all or none.
+
+    One refused transition (an alert resolved meanwhile) rolls the others back and raises
+    ``AlertTransitionError`` naming that alert. Returns how many alerts moved."""
+    if action not in BULK_ACTIONS:
+        raise AlertTransitionError(f"Unknown bulk action {action!r}: use one of {', '.join(BULK_ACTIONS)}.")
+    with transaction.atomic():
+        for alert in alerts:
+            try:
+                if action == "acknowledge":
+                    alert_acknowledge(alert=alert, user=user)
+                else:
+                    alert_dismiss(alert=alert, user=user, reason=reason)
+            except AlertTransitionError as exc:
+                raise AlertTransitionError(f"alert {alert.pk} ({alert.title}): {exc}") from exc
+    return len(alerts)

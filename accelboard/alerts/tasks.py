@@ -13,9 +13,9 @@ from django.utils import timezone
 from accelboard.benchmarks.models import Series
 from accelboard.core.services import job_run_record
 
-from .checks import run_check as _run_check
-from .checks import series_rescore
-from .production_checks import production_check
+from .production_services import production_check
+from .regression_services import run_check as _run_check
+from .regression_services import series_rescore
 
 _RETRY = {
     "autoretry_for": (OperationalError,),

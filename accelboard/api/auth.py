@@ -8,8 +8,8 @@ from typing import Any
 from django.http import HttpRequest
 from ninja.security import HttpBearer, SessionAuth
 
-from accelboard.core.selectors import team_ids_visible
-from accelboard.fleet.ingest import IngestRejected
+from accelboard.core.access import Scope, request_scope, scope_for_token
+from accelboard.fleet.ingest_services import IngestRejected
 
 from .models import ApiToken
 from .services import token_authenticate
@@ -37,8 +37,9 @@ class Session(SessionAuth):
     """Django's session (CSRF-checked by ninja for unsafe methods); reads only."""
 
 
-def caller_team_ids(auth: Any) -> list[int]:
-    """The teams whose data the caller may read: the token's team, or the user's teams."""
+def caller_scope(request: HttpRequest) -> Scope:
+    """What the caller may read: a token's team (by its kind), or a signed-in user's teams."""
+    auth: Any = getattr(request, "auth", None)
     if isinstance(auth, ApiToken):
-        return [auth.team_id]
-    return team_ids_visible(user=auth)
+        return scope_for_token(team_id=auth.team_id, kind=auth.kind)
+    return request_scope(request)

@@ -7,6 +7,7 @@ with a cap on the output so that a small "zip bomb" cannot allocate gigabytes.
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
 from typing import Any
@@ -16,7 +17,7 @@ from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooMany
 from django.http import HttpRequest
 from django.http.multipartparser import MultiPartParserError
 
-from accelboard.fleet.ingest import IngestRejected
+from accelboard.fleet.ingest_services import IngestRejected
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 _GZIP = {"gzip", "x-gzip"}
@@ -33,16 +34,29 @@ def _too_large(what: str) -> IngestRejected:
 
 
 def _inflate(raw: bytes) -> bytes:
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        data = inflater.decompress(raw, MAX_BODY_BYTES + 1)
-    except zlib.error as exc:
-        raise IngestRejected(f"body is not valid gzip: {exc}", code="bad_encoding", status=400) from None
-    if len(data) > MAX_BODY_BYTES or inflater.unconsumed_tail:
-        raise _too_large("the decompressed body")
-    if not inflater.eof:
-        raise IngestRejected("gzip body is truncated", code="bad_encoding", status=400)
-    return data
+    """Gunzip with a running cap on the output. Several gzip members (``cat a.gz b.gz``) are one
+    body, as RFC 1952 says; bytes after the last member that are not gzip are a 400."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            data = inflater.decompress(raw, MAX_BODY_BYTES + 1 - size)
+        except zlib.error as exc:
+            raise IngestRejected(f"body is not valid gzip: {exc}", code="bad_encoding", status=400) from None
+        size += len(data)
+        if size > MAX_BODY_BYTES or inflater.unconsumed_tail:
+            raise _too_large("the decompressed body")
+        if not inflater.eof:
+            raise IngestRejected("gzip body is truncated", code="bad_encoding", status=400)
+        parts.append(data)
+        raw = inflater.unused_data
+        if not raw:
+            return b"".join(parts)
+        if raw[:2] != b"\x1f\x8b":
+            raise IngestRejected(
+                f"{len(raw)} bytes after the end of the gzip data", code="bad_encoding", status=400
+            )
 
 
 def _nul_path(value: Any, path: str = "") -> str | None:
@@ -96,13 +110,94 @@ def request_json(request: HttpRequest) -> Any:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise IngestRejected(f"malformed JSON: {exc}", code="malformed_json", status=400) from None
-    if _NUL_ESCAPE.search(raw):
+    # The substring test first: the regex scans every position of the body (1.4 ms of an
+    # 80-sample batch's ~9 ms of CPU), the substring search is ~100x faster and almost always
+    # says no.
+    if b"\\u0000" in raw and _NUL_ESCAPE.search(raw):
         path = _nul_path(data)
         if path is not None:
             raise IngestRejected(
                 "text may not contain the NUL character (\\u0000)", path=path, code="invalid"
             )
+    _unique_keys(raw, data)
     return data
+
+
+# ``\u003a`` written as an escape: a colon the byte count below cannot see.
+_COLON_ESCAPE = re.compile(rb"\\u003[aA]")
+
+
+def _unique_keys(raw: bytes, data: Any) -> None:
+    """Refuse an object that names a key twice (JSON parsers keep the last one, silently).
+
+    Exact and cheap: every member of an object in ``raw`` has one colon outside strings, and
+    colons inside strings appear in ``raw`` as they do in the compact re-encoding of ``data``
+    (which orjson writes without escaping them). So the two colon counts are equal exactly when no
+    member was dropped; a body that writes a colon as ``\\u003a`` takes the slow exact path."""
+    try:
+        compact = orjson.dumps(data)
+    except TypeError:  # nested deeper than orjson writes (254): checked the slow way
+        compact = b""
+    escaped = b"\\u003" in raw and _COLON_ESCAPE.search(raw) is not None
+    if compact and not escaped and raw.count(b":") == compact.count(b":"):
+        return
+    path = _duplicate_key_path(raw)
+    if path is not None:
+        raise IngestRejected(
+            "this key appears twice in its object", path=path, code="duplicate_key", status=400
+        )
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """An object's members as written, duplicates included (standard library parser hook)."""
+
+
+def _duplicate_key_path(raw: bytes) -> str | None:
+    """Where the first duplicate key is (``samples[1].power_w``), by a second, slower parse."""
+    try:
+        tree = json.loads(raw, object_pairs_hook=_Pairs)
+    except (ValueError, RecursionError):
+        return None
+
+    def find(value: Any, path: str) -> str | None:
+        if isinstance(value, _Pairs):
+            seen: set[str] = set()
+            for key, item in value:
+                where = f"{path}.{key}" if path else key
+                if key in seen:
+                    return where
+                seen.add(key)
+                found = find(item, where)
+                if found is not None:
+                    return found
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                found = find(item, f"{path}[{i}]")
+                if found is not None:
+                    return found
+        return None
+
+    try:
+        return find(tree, "")
+    except RecursionError:
+        return None
+
+
+def request_files(request: HttpRequest, field: str) -> list[Any]:
+    """A multipart request's ``field`` parts; 415 for another content type, 400 for a malformed
+    body (a missing boundary included), 413 past the API's limit."""
+    if request.content_type != "multipart/form-data":
+        raise IngestRejected(
+            f"Content-Type must be multipart/form-data, not {request.content_type or 'missing'!r}",
+            code="unsupported_media_type",
+            status=415,
+        )
+    try:
+        return list(request.FILES.getlist(field))
+    except RequestDataTooBig:
+        raise _too_large("the upload") from None
+    except (MultiPartParserError, TooManyFieldsSent, TooManyFilesSent) as exc:
+        raise IngestRejected(f"malformed multipart body: {exc}", code="malformed_body", status=400) from None
 
 
 # Files of one multipart upload (``POST /api/v1/runs`` with ``file`` parts); Django caps the count.
@@ -122,13 +217,17 @@ def request_upload(request: HttpRequest) -> tuple[list[tuple[str, bytes]], dict[
     try:
         uploads = request.FILES.getlist("file")
         fields = {key: request.POST[key] for key in request.POST}
-        others = [key for key in request.FILES if key != "file"]
+        others = [key for key in request.FILES if key not in ("file", "profile")]
     except RequestDataTooBig:
         raise _too_large("the upload") from None
     except (MultiPartParserError, TooManyFieldsSent, TooManyFilesSent) as exc:
         raise IngestRejected(f"malformed multipart body: {exc}", code="malformed_body", status=400) from None
     if others:
-        raise IngestRejected("files go in the 'file' field", path=others[0], code="extra_forbidden")
+        raise IngestRejected(
+            "files go in the 'file' field (profiler traces in 'profile')",
+            path=others[0],
+            code="extra_forbidden",
+        )
     if not uploads:
         raise IngestRejected(
             "is required: one or more result files (or an archive)", path="file", code="missing"

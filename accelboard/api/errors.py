@@ -6,17 +6,26 @@ parse one. ``path`` names the field as ``metrics[2].unit``; empty when the whole
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import json
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import pydantic
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from django.core.signals import got_request_exception
 from django.http import Http404, HttpRequest, HttpResponse
+from django.views import defaults
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from accelboard.fleet.ingest import IngestRejected
+from accelboard.fleet.ingest_services import IngestRejected
 
 ModelT = TypeVar("ModelT", bound=pydantic.BaseModel)
+logger = logging.getLogger("django.request")
+SERVER_ERROR = "the server failed on this request; it was logged, and retrying later may succeed"
 _LOCATIONS = {"body", "query", "path", "header", "cookie", "form", "file"}
 _MESSAGES = {"missing": "is required", "extra_forbidden": "unknown field"}
 
@@ -89,8 +98,61 @@ def install(api: NinjaAPI) -> None:
     def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
         return error_response(api, request, status=404, code="not_found", message=str(exc) or "not found")
 
+    def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+        # Ninja answers an exception it has no handler for by re-raising it, and Django then
+        # renders its HTML 500 page: an API client gets the API's shape instead, and the error
+        # goes where Django's would (the django.request log, error trackers' signal).
+        if settings.DEBUG:
+            raise exc
+        logger.error("Internal Server Error: %s", request.path, exc_info=exc, extra={"request": request})
+        got_request_exception.send(sender=None, request=request)
+        return error_response(api, request, status=500, code="server_error", message=SERVER_ERROR)
+
+    api.add_exception_handler(Exception, unexpected)
     api.add_exception_handler(IngestRejected, rejected)
     api.add_exception_handler(ValidationError, validation)
     api.add_exception_handler(AuthenticationError, unauthenticated)
     api.add_exception_handler(HttpError, http_error)
     api.add_exception_handler(Http404, not_found)
+
+
+# Errors Django answers before or outside the API (a URL the API does not have, a middleware
+# failure): the API's paths still get the API's JSON shape; every other path Django's own page.
+
+
+def _api_path(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def _plain_error(*, status: int, code: str, message: str) -> HttpResponse:
+    body = json.dumps({"error": {"code": code, "message": message, "path": ""}})
+    return HttpResponse(body, status=status, content_type="application/json")
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: JSON for the API, the site's 500 page for the rest."""
+    if _api_path(request):
+        return _plain_error(status=500, code="server_error", message=SERVER_ERROR)
+    return defaults.server_error(request)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler404``: JSON for the API, the site's 404 page for the rest."""
+    if _api_path(request):
+        return _plain_error(status=404, code="not_found", message=f"no endpoint {request.path}")
+    return defaults.page_not_found(request, exception)
+
+
+def docs_login_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The OpenAPI schema and the docs page for signed-in users only (``API_DOCS_PUBLIC=0``): the
+    schema answers 401 in the API's shape, the docs page sends the browser to the login page."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.user.is_authenticated:
+            return view(request, *args, **kwargs)
+        if request.path.endswith(".json"):
+            return _plain_error(status=401, code="unauthenticated", message="sign in to read the API schema")
+        return redirect_to_login(request.get_full_path())
+
+    return wrapped

@@ -2,16 +2,18 @@
 
 Inputs are strict pydantic v2 models (``extra="forbid"``, no type coercion, no NaN): a wrong type
 or an unknown field is a 422 naming its path. Telemetry samples are NOT modelled here (see
-``accelboard.fleet.ingest``): at 50,000 per batch a model per sample is too slow.
+``accelboard.fleet.ingest_services``): at 10,000 per batch a model per sample is too slow.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from annotated_types import Ge, Le
+from ninja import FilterLookup, FilterSchema, Schema
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -21,17 +23,17 @@ from pydantic import (
     PlainValidator,
     Strict,
     StringConstraints,
+    ValidationInfo,
+    field_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from accelboard.benchmarks.choices import Precision, Scenario
-from accelboard.fleet.ingest import IngestRejected, time_parse
+from accelboard.fleet.ingest_services import IngestRejected, json_bounded, time_parse
 from accelboard.serving.choices import Engine
 
 _INT32 = 2**31 - 1
 _INT64 = 2**63 - 1
-# Free-form JSON objects (options, context) are stored as jsonb; a sane depth keeps them printable.
-MAX_JSON_DEPTH = 32
 
 
 def _time(value: object) -> datetime:
@@ -42,22 +44,17 @@ def _time(value: object) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
 
-def _depth(value: Any, level: int = 0) -> int:
-    if isinstance(value, dict):
-        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
-    if isinstance(value, list):
-        return max((_depth(v, level + 1) for v in value), default=level + 1)
-    return level
-
-
-def _shallow(value: dict[str, Any]) -> dict[str, Any]:
-    if _depth(value) > MAX_JSON_DEPTH:
-        raise PydanticCustomError("too_deep", f"nested deeper than {MAX_JSON_DEPTH} levels")
+def _bounded(value: dict[str, Any]) -> dict[str, Any]:
+    """Free-form JSON objects (options, context) are stored as jsonb: bounded in depth and size."""
+    try:
+        json_bounded(value, path="")
+    except IngestRejected as exc:
+        raise PydanticCustomError(exc.code, exc.message) from None
     return value
 
 
 Time = Annotated[datetime, BeforeValidator(_time)]
-FreeObject = Annotated[dict[str, Any], AfterValidator(_shallow)]
+FreeObject = Annotated[dict[str, Any], AfterValidator(_bounded)]
 
 
 def Text(max_length: int, min_length: int = 0) -> Any:  # noqa: N802 (reads like a type)
@@ -131,6 +128,14 @@ class RunIn(StrictModel):
     metrics: Annotated[list[MetricIn], Field(min_length=1, max_length=500)]
     context: FreeObject = Field(default_factory=dict)
 
+    @field_validator("finished_at")
+    @classmethod
+    def _finished_after_start(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        started = info.data.get("started_at")
+        if value is not None and started is not None and value < started:
+            raise PydanticCustomError("finished_before_start", "is before started_at")
+        return value
+
 
 class RunCreated(BaseModel):
     run_id: str
@@ -163,12 +168,17 @@ class UploadedRunOut(BaseModel):
     duplicate: bool
     file: str
     source_format: str
-    model: str
+    model: str = Field(description="The catalogue's model the files' name resolved to")
+    model_name: str = Field(description="The model's name as the files (or the uploader) gave it")
+    model_match: str = Field(description="How it resolved: exact, alias, user (the uploader's choice) or new")
     variant: str
     accelerator: str | None
+    accelerator_name: str = Field(description="The accelerator's name as the files (or the uploader) gave it")
+    accelerator_match: str = Field(description="How it resolved: exact, alias or user; empty without one")
     accelerator_count: int
     warnings: list[str]
     metrics: list[MetricCompareOut]
+    profile_url: str | None = Field(None, description="The run's Profile tab, when a profile came with it")
 
 
 class RunsUploaded(BaseModel):
@@ -243,36 +253,181 @@ class ErrorOut(BaseModel):
     error: ErrorBody
 
 
+# --- POST /telemetry (documentation only) ---------------------------------------------------
+# The telemetry endpoint validates by hand, column by column (``fleet.ingest_services``), because a
+# model per sample is too slow at 10,000 samples; these models only describe that body in the
+# OpenAPI schema, with the same fields and bounds.
+
+
+class TelemetryHostIn(StrictModel):
+    hostname: Text(255, 1)
+    agent_version: Text(20) | None = None
+    driver_version: Text(40) | None = None
+    cuda_version: Text(20) | None = None
+    simulated: bool | None = None
+    facts: dict[str, Any] | None = Field(
+        None,
+        description="Free-form facts (region, instance_type, provider, ...): at most 32 levels and 64 KiB",
+    )
+
+
+class TelemetryAcceleratorIn(StrictModel):
+    uuid: Text(96, 1)
+    index: Annotated[int, Ge(0), Le(32_767)] | None = None
+    name: Text(120) | None = None
+    serial: Text(64) | None = None
+    driver_version: Text(40) | None = None
+    parent_uuid: Text(96) | None = Field(None, description="The physical GPU of a MIG instance")
+    memory_bytes: Count64 | None = None
+    power_limit_w: Annotated[float, Ge(0), Le(100_000)] | None = None
+    mig_mode: bool | None = None
+    unsupported: list[Text(64)] | None = None
+
+
+_Fraction = Annotated[float, Ge(0), Le(100)]
+_Clock = Annotated[float, Ge(0), Le(100_000)]
+
+
+class TelemetrySampleIn(StrictModel):
+    time: float | datetime = Field(
+        description="Unix epoch seconds, or RFC 3339 with a timezone; from 2000-01-01 to 5 minutes ahead"
+    )
+    gpu: Text(96, 1) = Field(description="The GPU's UUID, as in accelerators[] or registered earlier")
+    power_w: Annotated[float, Ge(0), Le(100_000)] | None = None
+    energy_mj: Count64 | None = None
+    gpu_util: _Fraction | None = None
+    mem_util: _Fraction | None = None
+    mem_used_bytes: Count64 | None = None
+    mem_total_bytes: Count64 | None = None
+    sm_clock_mhz: _Clock | None = None
+    mem_clock_mhz: _Clock | None = None
+    temperature_c: Annotated[float, Ge(-273.15), Le(1_000)] | None = None
+    throttle_reasons: Count64 | None = None
+    ecc_errors: Count64 | None = None
+    xid_errors: Annotated[int, Ge(0), Le(_INT32)] | None = None
+
+
+class TelemetryBatchIn(StrictModel):
+    """A batch of GPU samples from one host (docs/api-contract.md)."""
+
+    batch_id: Text(128, 1)
+    host: TelemetryHostIn
+    accelerators: Annotated[list[TelemetryAcceleratorIn], Field(max_length=1_024)] | None = None
+    samples: Annotated[list[TelemetrySampleIn], Field(max_length=10_000)] | None = None
+
+
+# Request bodies are read by hand (``body.request_json``) and documented with ``openapi_extra``;
+# their nested models go to the schema's components, where the ``$ref``s point.
+BODY_COMPONENTS: dict[str, Any] = {}
+
+
+def openapi_body(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema for a request body, its nested models moved to the components."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    BODY_COMPONENTS.update(schema.pop("$defs", {}))
+    return schema
+
+
 # --- Reads ------------------------------------------------------------------------------------
 
 
-class RunFilters(BaseModel):
-    model: str | None = None
-    variant: str | None = None
-    accelerator: str | None = Field(None, description="Accelerator type name or slug")
-    branch: str | None = None
-    since: datetime | None = Field(None, description="started_at >= since (RFC 3339)")
-    until: datetime | None = Field(None, description="started_at < until (RFC 3339)")
+def _blank_is_none(value: object) -> object:
+    """``?model=`` asks for nothing: an empty query parameter filters nothing."""
+    return None if value == "" else value
 
 
-class SeriesFilters(BaseModel):
-    model: str | None = None
-    variant: str | None = None
-    accelerator: str | None = None
-    metric: str | None = None
+def _no_nul(value: str | None) -> str | None:
+    """PostgreSQL text cannot hold NUL: a filter with one is the caller's mistake, not a 500."""
+    if value is not None and "\x00" in value:
+        raise PydanticCustomError("invalid", "text may not contain the NUL character")
+    return value
 
 
-class PointFilters(BaseModel):
-    since: datetime | None = None
-    until: datetime | None = None
+# An RFC 3339 time as the read filters take it, with offsets no wider than ±14:00 (a wider one is
+# a typo); the schema publishes the same pattern, so whatever it allows the API accepts.
+MOMENT_PATTERN = (
+    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-](?:0\d|1[0-3]):[0-5]\d|[+-]14:00)$"
+)
+_MOMENT = re.compile(MOMENT_PATTERN)
+NO_NUL_PATTERN = "^[^\\x00]*$"
+_BAD_MOMENT = "must be an RFC 3339 time with its offset, e.g. 2026-03-01T12:00:00Z"
 
 
-class AlertFilters(BaseModel):
-    state: str | None = None
-    kind: str | None = None
+def _moment(value: object) -> datetime | None:
+    """``since``/``until``: an RFC 3339 time (a leap second, ``:60``, is the next second)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _MOMENT.match(value):
+        raise PydanticCustomError("invalid_time", _BAD_MOMENT)
+    leap = value[17:19] == "60"
+    text = value[:17] + "59" + value[19:] if leap else value
+    try:
+        moment = datetime.fromisoformat(text.replace("z", "Z").replace("t", "T"))
+    except ValueError:
+        raise PydanticCustomError("invalid_time", _BAD_MOMENT) from None
+    return moment + timedelta(seconds=1) if leap else moment
 
 
-class MetricOut(BaseModel):
+_Text = Annotated[
+    str | None,
+    BeforeValidator(_blank_is_none),
+    AfterValidator(_no_nul),
+    Field(json_schema_extra={"pattern": NO_NUL_PATTERN}),
+]
+_Moment = Annotated[
+    datetime | None,
+    PlainValidator(_moment, json_schema_input_type=str | None),
+    Field(json_schema_extra={"format": "date-time", "pattern": MOMENT_PATTERN}),
+]
+_ACCELERATOR = ["accelerator_type__name__iexact", "accelerator_type__slug__iexact"]
+
+
+class RunFilters(FilterSchema):
+    model: Annotated[_Text, FilterLookup("workload__variant__model__name")] = None
+    variant: Annotated[_Text, FilterLookup("workload__variant__name")] = None
+    accelerator: Annotated[_Text, FilterLookup(_ACCELERATOR)] = Field(
+        None, description="Accelerator type name or slug"
+    )
+    branch: Annotated[_Text, FilterLookup("branch")] = None
+    since: Annotated[_Moment, FilterLookup("started_at__gte")] = Field(
+        None, description="started_at >= since (RFC 3339)"
+    )
+    until: Annotated[_Moment, FilterLookup("started_at__lt")] = Field(
+        None, description="started_at < until (RFC 3339)"
+    )
+
+
+class SeriesFilters(FilterSchema):
+    model: Annotated[_Text, FilterLookup("workload__variant__model__name")] = None
+    variant: Annotated[_Text, FilterLookup("workload__variant__name")] = None
+    accelerator: Annotated[_Text, FilterLookup(_ACCELERATOR)] = None
+    metric: Annotated[_Text, FilterLookup("metric")] = None
+
+
+class PointFilters(FilterSchema):
+    since: Annotated[_Moment, FilterLookup("measured_at__gte")] = None
+    until: Annotated[_Moment, FilterLookup("measured_at__lt")] = None
+
+
+class AlertFilters(FilterSchema):
+    state: Annotated[_Text, FilterLookup("state")] = None
+    kind: Annotated[_Text, FilterLookup("kind")] = None
+
+
+RunRef = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^(\d{1,18}|[0-9A-Fa-f]{8}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{12})$"
+    ),
+    Field(description="The run's client id (run_id, a UUID) or its number (id)"),
+]
+
+
+# Outputs are read from the model instances (ninja's ``from_attributes``): a dotted alias follows
+# relations, a ``resolve_<field>`` builds what is not one attribute. The names are the contract's.
+
+
+class MetricOut(Schema):
     name: str
     value: float
     unit: str
@@ -281,12 +436,14 @@ class MetricOut(BaseModel):
     series_id: int
 
 
-class RunOut(BaseModel):
+class RunOut(Schema):
     id: int
     run_id: str
     url: str
-    team: str
-    model: str
+    team: str = Field(alias="team.slug")
+    model: str = Field(alias="workload.variant.model.name")
+    model_name: str = Field(description="The model's name as read; empty for runs before the catalogue")
+    model_match: str = Field(description="exact, alias, user or new; empty for runs before the catalogue")
     variant: dict[str, str]
     workload: dict[str, Any]
     hardware: dict[str, Any]
@@ -297,33 +454,101 @@ class RunOut(BaseModel):
     metrics: list[MetricOut]
     context: dict[str, Any]
 
+    @staticmethod
+    def resolve_run_id(run: Any) -> str:
+        return str(run.uuid)
 
-class SeriesOut(BaseModel):
+    @staticmethod
+    def resolve_url(run: Any) -> str:
+        return f"/runs/{run.pk}/"
+
+    @staticmethod
+    def resolve_variant(run: Any) -> dict[str, str]:
+        variant = run.workload.variant
+        return {
+            "name": variant.name,
+            "precision": variant.precision,
+            "quantization_method": variant.quantization_method,
+        }
+
+    @staticmethod
+    def resolve_workload(run: Any) -> dict[str, Any]:
+        w = run.workload
+        return {
+            "scenario": w.scenario,
+            "batch_size": w.batch_size,
+            "concurrency": w.concurrency,
+            "input_length": w.input_length,
+            "output_length": w.output_length,
+            "framework": w.framework,
+            "framework_version": w.framework_version,
+            "options": w.options,
+        }
+
+    @staticmethod
+    def resolve_hardware(run: Any) -> dict[str, Any]:
+        return {
+            "accelerator": run.accelerator_type.name if run.accelerator_type else None,
+            "accelerator_name": run.accelerator_name,
+            "accelerator_match": run.accelerator_match,
+            "count": run.accelerator_count,
+            "host": run.host.hostname if run.host else None,
+            "driver_version": run.driver_version,
+            "cuda_version": run.cuda_version,
+        }
+
+    @staticmethod
+    def resolve_provenance(run: Any) -> dict[str, str]:
+        return {
+            "git_commit": run.git_commit,
+            "branch": run.branch,
+            "ci_url": run.ci_url,
+            "source_format": run.source_format,
+        }
+
+    @staticmethod
+    def resolve_metrics(run: Any) -> list[Any]:
+        return list(run.metrics.all())  # prefetched in name order by the selector
+
+
+class SeriesOut(Schema):
     id: int
-    team: str
+    team: str = Field(alias="team.slug")
     metric: str
     unit: str
     direction: str
-    model: str
-    variant: str
+    model: str = Field(alias="workload.variant.model.name")
+    variant: str = Field(alias="workload.variant.name")
     workload_id: int
     accelerator: str | None
     accelerator_count: int
     last_value: float | None
     last_run_at: datetime | None
 
+    @staticmethod
+    def resolve_accelerator(series: Any) -> str | None:
+        return series.accelerator_type.name if series.accelerator_type else None
 
-class PointOut(BaseModel):
+
+class PointOut(Schema):
     run: int
     run_id: str
     measured_at: datetime
     value: float
     samples: list[float]
-    git_commit: str
-    branch: str
+    git_commit: str = Field(alias="run.git_commit")
+    branch: str = Field(alias="run.branch")
+
+    @staticmethod
+    def resolve_run(point: Any) -> int:
+        return int(point.run_id)
+
+    @staticmethod
+    def resolve_run_id(point: Any) -> str:
+        return str(point.run.uuid)
 
 
-class AlertOut(BaseModel):
+class AlertOut(Schema):
     id: int
     kind: str
     severity: str
@@ -337,3 +562,7 @@ class AlertOut(BaseModel):
     after_mean: float | None
     pct_change: float | None
     confidence: float | None
+
+    @staticmethod
+    def resolve_host(alert: Any) -> str | None:
+        return alert.host.hostname if alert.host else None

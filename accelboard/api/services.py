@@ -19,10 +19,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from accelboard.benchmarks.metrics import UNITS, metric_spec
+from accelboard.benchmarks.catalogue_selectors import accelerator_catalogue_for, model_catalogue_for
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.benchmarks.services import (
     MetricInput,
@@ -32,10 +33,14 @@ from accelboard.benchmarks.services import (
     workload_get_or_create,
 )
 from accelboard.core.models import Team
-from accelboard.fleet import ingest as telemetry
-from accelboard.fleet.ingest import IngestRejected
-from accelboard.fleet.models import AcceleratorType, Host
-from accelboard.fleet.services import accelerator_type_match, telemetry_partitions_ensure
+from accelboard.core.services import transaction_with_files
+from accelboard.fleet import ingest_services as telemetry
+from accelboard.fleet import tasks as fleet_tasks
+from accelboard.fleet.ingest_services import MAX_JSON_BYTES, IngestRejected
+from accelboard.fleet.models import Accelerator, AcceleratorType, Host
+from accelboard.fleet.services import host_register, telemetry_partitions_ensure, telemetry_partitions_forget
+from accelboard.importers.metrics import NON_NEGATIVE_UNITS, UNITS, metric_spec
+from accelboard.profiles.services import ProfileRejected, profile_attach, profile_attach_to_upload
 from accelboard.serving.services import IntervalInput, inference_metrics_store
 
 from .choices import BatchKind, TokenKind
@@ -89,11 +94,37 @@ def token_revoke(*, prefix: str) -> ApiToken | None:
     return token
 
 
+_TOKEN_COLUMNS = [field.attname for field in ApiToken._meta.concrete_fields]
+_TEAM_COLUMNS = [field.attname for field in Team._meta.concrete_fields]
+# The token and its team in one statement written once: building it through the ORM
+# (select_related, the model's ordering by team name) cost ~1 ms of CPU per API call, more than
+# the query itself. The columns need no conversion (text, integers, timestamps); a test compares
+# the rows with the ORM's.
+_TOKEN_SQL = (
+    f"SELECT {', '.join(f't.{c}' for c in _TOKEN_COLUMNS)}, {', '.join(f'm.{c}' for c in _TEAM_COLUMNS)} "
+    f"FROM {ApiToken._meta.db_table} t JOIN {Team._meta.db_table} m ON m.id = t.team_id "
+    "WHERE t.prefix = %s"
+)
+
+
+def _token_row(*, prefix: str) -> ApiToken | None:
+    """The token whose prefix is ``prefix`` (unique), with its team, or None."""
+    with connection.cursor() as cursor:
+        cursor.execute(_TOKEN_SQL, [prefix])
+        values = cursor.fetchone()
+    if values is None:
+        return None
+    split = len(_TOKEN_COLUMNS)
+    row = ApiToken.from_db(connection.alias, _TOKEN_COLUMNS, values[:split])
+    row.team = Team.from_db(connection.alias, _TEAM_COLUMNS, values[split:])
+    return row
+
+
 def token_authenticate(*, token: str) -> ApiToken | None:
     """The active token matching ``token``; raises ``IngestRejected`` (401) for a revoked one."""
     if len(token) < 32 or len(token) > 128:
         return None
-    row = ApiToken.objects.select_related("team").filter(prefix=token[:8]).first()
+    row = _token_row(prefix=token[:8])
     if row is None or not hmac.compare_digest(row.secret_hash, _hash(token)):
         return None
     if row.revoked_at is not None:
@@ -108,17 +139,22 @@ def token_authenticate(*, token: str) -> ApiToken | None:
 # --- Idempotent batches -----------------------------------------------------------------------
 
 
-def _batch_claim(*, team: Team, kind: str, client_id: str) -> dict[str, Any] | None:
-    """Claim the client id; None when claimed now, else the stored result of the earlier request."""
+def _batch_claim(
+    *, team: Team, kind: str, client_id: str, result: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """Claim the client id; None when claimed now, else the stored result of the earlier request.
+
+    ``result``, when the write's result is known before it runs (telemetry: the samples it
+    accepts), is stored with the claim, saving the write its own UPDATE."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
             INSERT INTO api_ingestbatch (team_id, kind, client_id, result, created_at)
-            VALUES (%s, %s, %s, '{}'::jsonb, now())
+            VALUES (%s, %s, %s, %s::jsonb, now())
             ON CONFLICT (team_id, kind, client_id) DO NOTHING
             RETURNING id
             """,
-            [team.pk, kind, client_id],
+            [team.pk, kind, client_id, orjson.dumps(result or {}).decode()],
         )
         if cursor.fetchone() is not None:
             return None
@@ -126,48 +162,67 @@ def _batch_claim(*, team: Team, kind: str, client_id: str) -> dict[str, Any] | N
 
 
 def _batch_write(
-    *, team: Team, kind: str, client_id: str, write: Callable[[], dict[str, Any]]
+    *,
+    team: Team,
+    kind: str,
+    client_id: str,
+    write: Callable[[], dict[str, Any]],
+    known_result: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Run ``write`` once per (team, kind, client id), with its claim, in one transaction."""
     with transaction.atomic():
-        stored = _batch_claim(team=team, kind=kind, client_id=client_id)
+        stored = _batch_claim(team=team, kind=kind, client_id=client_id, result=known_result)
         if stored is not None:
             return {**stored, "duplicate": True}, True
         result = write()
-        IngestBatch.objects.filter(team=team, kind=kind, client_id=client_id).update(result=result)
+        if known_result is None:
+            IngestBatch.objects.filter(team=team, kind=kind, client_id=client_id).update(result=result)
+        elif result != known_result:
+            raise AssertionError(f"{kind} {client_id}: wrote {result}, claimed {known_result}")
     return {**result, "duplicate": False}, False
 
 
-def _rollups_enqueue(*, start: datetime, end: datetime) -> None:
-    """After commit, ask the storage side to refresh rollups over the batch's range (if it can)."""
-    from accelboard.fleet import tasks
-
-    task = getattr(tasks, "telemetry_rollups_refresh_range", None)
-    if task is None:
-        return
-    start_iso, end_iso = start.isoformat(), (end + timedelta(seconds=1)).isoformat()
-    # robust: a broker outage must not turn a committed batch into a 500 for the agent.
-    transaction.on_commit(lambda: task.delay(start_iso, end_iso), robust=True)
-
-
 def telemetry_batch_ingest(*, team: Team, payload: Any) -> dict[str, Any]:
-    """Validate and store one telemetry batch (docs/api-contract.md); idempotent on batch_id."""
+    """Validate and store one telemetry batch (docs/api-contract.md); idempotent on batch_id.
+
+    The batch's time range is marked dirty in its transaction; after the commit one rollup drain
+    is asked for (``fleet.tasks.telemetry_rollups_request``, at most one per process every few
+    seconds): no task per batch.
+    """
     received_at = datetime.now(UTC)
     batch = telemetry.telemetry_batch_parse(payload, now=received_at)
-    if batch.epochs:
-        # Partitions are created (and committed) before the batch's transaction: an empty
-        # partition is not data, and CREATE TABLE ... PARTITION OF would otherwise hold a lock on
-        # the parent table for the whole batch.
-        telemetry_partitions_ensure(start=batch.start, end=batch.end)  # type: ignore[arg-type]
+    known = {"batch_id": batch.batch_id, "accepted": len(batch.gpus)}
 
     def write() -> dict[str, Any]:
         accepted = telemetry.telemetry_batch_store(batch=batch, team_id=team.pk, received_at=received_at)
         if accepted:
-            _rollups_enqueue(start=batch.start, end=batch.end)  # type: ignore[arg-type]
+            transaction.on_commit(fleet_tasks.telemetry_rollups_request, robust=True)
         return {"batch_id": batch.batch_id, "accepted": accepted}
 
-    result, _ = _batch_write(team=team, kind=BatchKind.TELEMETRY, client_id=batch.batch_id, write=write)
-    return result
+    for attempt in (1, 2):
+        if batch.epochs:
+            # Partitions are created (and committed) before the batch's transaction: an empty
+            # partition is not data, and CREATE TABLE ... PARTITION OF would otherwise hold a
+            # lock on the parent table for the whole batch.
+            telemetry_partitions_ensure(start=batch.start, end=batch.end, remembered=True)  # type: ignore[arg-type]
+        try:
+            result, _ = _batch_write(
+                team=team, kind=BatchKind.TELEMETRY, client_id=batch.batch_id, write=write, known_result=known
+            )
+        except telemetry.StaleRegistration:
+            # The cached registration no longer held (dropped by the store): all rolled back;
+            # the second attempt registers the long way.
+            if attempt == 2:
+                raise
+            continue
+        except IntegrityError as exc:
+            # A remembered partition is gone (all rolled back): read the catalogue and go again.
+            if attempt == 2 or "no partition" not in str(exc):
+                raise
+            telemetry_partitions_forget()
+            continue
+        return result
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # --- Benchmark runs ---------------------------------------------------------------------------
@@ -203,6 +258,18 @@ def _metric_inputs(metrics: list[dict[str, Any]]) -> list[MetricInput]:
                 path=f"metrics[{i}].unit",
                 code="wrong_unit",
             )
+        if unit in NON_NEGATIVE_UNITS:
+            if metric["value"] < 0:
+                raise IngestRejected(
+                    f"a value in {unit} cannot be negative", path=f"metrics[{i}].value", code="negative"
+                )
+            for j, sample in enumerate(metric.get("samples") or ()):
+                if sample < 0:
+                    raise IngestRejected(
+                        f"a value in {unit} cannot be negative",
+                        path=f"metrics[{i}].samples[{j}]",
+                        code="negative",
+                    )
         inputs.append(
             MetricInput(
                 name=name,
@@ -216,38 +283,58 @@ def _metric_inputs(metrics: list[dict[str, Any]]) -> list[MetricInput]:
     return inputs
 
 
-def _accelerator_type(name: str) -> AcceleratorType:
-    found = (
-        AcceleratorType.objects.filter(name__iexact=name).first()
-        or AcceleratorType.objects.filter(slug__iexact=name).first()
-    )
-    found = found or accelerator_type_match(name=name)
+def _accelerator_type(*, team: Team, name: str) -> tuple[AcceleratorType, str]:
+    """The accelerator type the catalogue resolves ``name`` to without doubt, and how."""
+    catalogue = accelerator_catalogue_for(team=team)
+    match = catalogue.resolve(name)
+    found = AcceleratorType.objects.filter(slug=match.target).first() if match.resolved else None
     if found is None:
-        known = ", ".join(AcceleratorType.objects.values_list("name", flat=True)[:20]) or "none yet"
-        raise IngestRejected(
-            f"unknown accelerator {name!r} (known: {known}); an admin adds accelerator types",
-            path="hardware.accelerator",
-            code="unknown_accelerator",
-        )
-    return found
+        if match.candidates:
+            close = ", ".join(catalogue.entries[slug].name for slug in match.candidates)
+            message = f"accelerator {name!r} could be {close}; name the one it is"
+        else:
+            known = ", ".join(AcceleratorType.objects.values_list("name", flat=True)[:20]) or "none yet"
+            message = f"unknown accelerator {name!r} (known: {known}); an admin adds accelerator types"
+        raise IngestRejected(message, path="hardware.accelerator", code="unknown_accelerator")
+    return found, match.how
 
 
-def _team_host(*, team: Team, hostname: str, path: str) -> Host:
-    """The team's host by name, registered if new; another team's host is a conflict."""
-    host = Host.objects.filter(hostname=hostname).first()
-    if host is not None and host.team_id not in (None, team.pk):
-        raise IngestRejected(
-            f"host {hostname!r} belongs to another team", path=path, code="host_conflict", status=409
-        )
-    if host is None or host.team_id is None:
-        from accelboard.fleet.services import host_register
+def _model_name(*, team: Team, name: str) -> tuple[str, str]:
+    """The catalogue model ``name`` resolves to and how; a name it does not know without doubt is
+    kept as its own model (never merged into a close one)."""
+    match = model_catalogue_for(team=team).resolve(name)
+    if match.resolved:
+        return match.target, match.how
+    return name, "new"
 
-        host, _ = host_register(hostname=hostname, team_id=team.pk)
-        if host.team_id != team.pk:
-            raise IngestRejected(
-                f"host {hostname!r} belongs to another team", path=path, code="host_conflict", status=409
-            )
-    return host
+
+def _team_host(*, team: Team, hostname: str) -> Host | None:
+    """The team's host of that name; None for a name the team has no host by.
+
+    A write that only mentions a host (a run's ``hardware.host``, a serving batch) never registers
+    or claims one: hosts join a team when their agent sends telemetry with the team's token. So a
+    name held by another team and a name nobody holds get the same answer."""
+    return Host.objects.filter(team=team, hostname=hostname).first()
+
+
+def _gpus_elsewhere(*, team: Team, uuids: list[str]) -> set[str]:
+    """Those of ``uuids`` registered on a host this team does not own."""
+    return set(
+        Accelerator.objects.filter(uuid__in=uuids)
+        .exclude(host__team=team)
+        .exclude(host__team__isnull=True)  # an unclaimed host's GPUs are no one's yet
+        .values_list("uuid", flat=True)
+    )
+
+
+def _run_id_taken() -> IngestRejected:
+    # Says no more than "taken": run ids are random UUIDs, so a clash is one the caller made.
+    return IngestRejected(
+        "this run_id cannot be used; generate a new UUID (uuid4) for each run",
+        path="run_id",
+        code="run_conflict",
+        status=409,
+    )
 
 
 def run_ingest(
@@ -260,28 +347,27 @@ def run_ingest(
     def write() -> dict[str, Any]:
         existing = BenchmarkRun.objects.filter(uuid=run_uuid).values_list("team_id", flat=True).first()
         if existing is not None and existing != team.pk:
-            raise IngestRejected(
-                "this run_id is already used by another team's run; generate a new UUID",
-                path="run_id",
-                code="run_conflict",
-                status=409,
-            )
+            raise _run_id_taken()
         variant_in, workload_in = payload["variant"], payload["workload"]
         hardware, provenance = payload["hardware"], payload["provenance"]
+        model, model_how = _model_name(team=team, name=payload["model"])
         variant = model_variant_get_or_create(
-            model=payload["model"],
+            model=model,
             variant=variant_in["name"],
             precision=variant_in["precision"],
             quantization_method=variant_in["quantization_method"],
+            team=team,
         )
         workload = workload_get_or_create(team=team, variant=variant, spec=WorkloadSpec(**workload_in))
-        accelerator_type = _accelerator_type(hardware["accelerator"]) if hardware["accelerator"] else None
-        host = (
-            _team_host(team=team, hostname=hardware["host"], path="hardware.host")
-            if hardware["host"]
-            else None
+        accelerator_type, accelerator_how = (
+            _accelerator_type(team=team, name=hardware["accelerator"])
+            if hardware["accelerator"]
+            else (None, "")
         )
+        host = _team_host(team=team, hostname=hardware["host"]) if hardware["host"] else None
         context = dict(payload["context"])
+        if hardware["host"] and host is None:
+            context["host"] = hardware["host"]  # named, not one of the team's hosts: kept as text
         if hardware["gpu_uuids"]:
             context["gpu_uuids"] = hardware["gpu_uuids"]
         try:
@@ -306,11 +392,15 @@ def run_ingest(
                     context=context,
                     driver_version=hardware["driver_version"],
                     cuda_version=hardware["cuda_version"],
+                    identity={
+                        "model_name": payload["model"],
+                        "model_match": model_how,
+                        "accelerator_name": hardware["accelerator"],
+                        "accelerator_match": accelerator_how,
+                    },
                 )
         except IntegrityError:  # another team's request took this run_id a moment ago
-            raise IngestRejected(
-                "this run_id is already used by another run", path="run_id", code="run_conflict", status=409
-            ) from None
+            raise _run_id_taken() from None
         return {"run_id": str(run.uuid), "id": run.pk, "url": f"/runs/{run.pk}/"}
 
     return _batch_write(team=team, kind=BatchKind.RUN, client_id=str(run_uuid), write=write)
@@ -318,9 +408,21 @@ def run_ingest(
 
 # --- Benchmark result files (multipart) ---------------------------------------------------------
 
-# Form fields of a multipart ``POST /runs`` besides the files; each but ``context``, ``format`` and
-# ``run_id`` states what the files lack (``run_import``'s overrides).
-UPLOAD_OVERRIDES = ("commit", "branch", "ci_url", "accelerator", "count", "precision", "model")
+# Form fields of a multipart ``POST /runs`` besides the files. Each of ``UPLOAD_OVERRIDES`` applies
+# over what the files say (``run_import``'s overrides: ``model`` and ``accelerator`` pick a catalogue
+# identity, ``create_model`` adds the model named, ``remember`` keeps the files' names as the team's
+# aliases of what was picked); ``context`` lines only fill what the files lack.
+UPLOAD_OVERRIDES = (
+    "commit",
+    "branch",
+    "ci_url",
+    "accelerator",
+    "count",
+    "precision",
+    "model",
+    "create_model",
+    "remember",
+)
 UPLOAD_FIELDS = frozenset({*UPLOAD_OVERRIDES, "context", "format", "run_id"})
 
 
@@ -339,15 +441,21 @@ def _context_lines(text: str) -> dict[str, str]:
 
 
 def run_upload(
-    *, team: Team, files: list[tuple[str, bytes]], fields: dict[str, str], uploaded_via: str = "api"
+    *,
+    team: Team,
+    files: list[tuple[str, bytes]],
+    fields: dict[str, str],
+    uploaded_via: str = "api",
+    profiles: list[tuple[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Import result files (or archives) as runs, all or none; return (result, all duplicates).
 
     Each run in the result carries its metrics against their series' baselines
-    (``benchmarks.selectors.run_baseline_compare``), which is what ``accelboard upload`` prints."""
-    from accelboard.benchmarks.imports import ImportRejected, run_import
-    from accelboard.benchmarks.selectors import run_baseline_compare
-    from accelboard.importers import ContextError, ParseError, UnrecognisedFormat, parse_bytes
+    (``alerts.selectors.run_baseline_compare``), which is what ``accelboard upload`` prints."""
+    from accelboard.alerts.selectors import run_baseline_compare
+    from accelboard.benchmarks.import_services import ImportRejected, run_import
+    from accelboard.benchmarks.upload_services import files_tar
+    from accelboard.importers import ContextError, UnrecognisedFormat, parse_files
 
     unknown = sorted(set(fields) - UPLOAD_FIELDS)
     if unknown:
@@ -356,30 +464,41 @@ def run_upload(
             path=unknown[0],
             code="extra_forbidden",
         )
-    overrides = _context_lines(fields.get("context", ""))
-    overrides.update({key: fields[key] for key in UPLOAD_OVERRIDES if fields.get(key, "").strip()})
+    for key, value in fields.items():
+        if len(value.encode()) > MAX_JSON_BYTES:
+            raise IngestRejected(f"at most {MAX_JSON_BYTES // 1024} KiB", path=key, code="too_large")
+    context = _context_lines(fields.get("context", ""))
+    overrides = {key: fields[key] for key in UPLOAD_OVERRIDES if fields.get(key, "").strip()}
     fmt = fields.get("format", "").strip() or None
     run_id = fields.get("run_id", "").strip() or None
 
-    parsed = []
-    for index, (name, data) in enumerate(files):
-        try:
-            runs = parse_bytes(data, filename=name, fmt=fmt)
-        except UnrecognisedFormat as exc:
-            raise IngestRejected(str(exc), path=f"file[{index}]", code="unrecognised_format") from None
-        except ParseError as exc:
-            raise IngestRejected(str(exc), path=f"file[{index}]", code="parse_error") from None
-        except ContextError as exc:
-            raise IngestRejected(str(exc), path="format", code="invalid") from None
-        parsed.extend((index, name, data, run) for run in runs)
-    if run_id is not None and len(parsed) != 1:
+    # The files are one submission: loose MLPerf files are the run their archive would be.
+    try:
+        submission = parse_files(files, fmt=fmt)
+    except ContextError as exc:
+        raise IngestRejected(str(exc), path="format", code="invalid") from None
+    if submission.errors:
+        error, source = submission.errors[0], submission.error_sources[0]
         raise IngestRejected(
-            f"a run_id names one run; these files hold {len(parsed)}", path="run_id", code="invalid"
+            str(error),
+            path=f"file[{source}]" if source is not None else "file",
+            code="unrecognised_format" if isinstance(error, UnrecognisedFormat) else "parse_error",
+        )
+    if not submission.runs:
+        raise IngestRejected("no result found in the files", path="file", code="parse_error")
+    if run_id is not None and len(submission.runs) != 1:
+        raise IngestRejected(
+            f"a run_id names one run; these files hold {len(submission.runs)}", path="run_id", code="invalid"
         )
 
     stored = []
-    with transaction.atomic():
-        for index, name, data, run in parsed:
+    with transaction_with_files():  # a refused upload keeps neither rows nor files
+        for run, sources in zip(submission.runs, submission.sources, strict=True):
+            if len(sources) == 1:
+                name, data = files[sources[0]]
+            else:  # a run read from several files keeps them all
+                name = f"{files[sources[0]][0]}-and-{len(sources) - 1}-more.tar.gz"
+                data = files_tar([files[index] for index in sources])
             try:
                 row, created = run_import(
                     team=team,
@@ -388,14 +507,23 @@ def run_upload(
                     raw_bytes=data,
                     uploaded_via=uploaded_via,
                     overrides=overrides,
+                    context=context,
                     run_uuid=run_id,
                 )
             except ImportRejected as exc:
                 status = 409 if exc.field == "run_id" else 422
                 raise IngestRejected(
-                    exc.message, path=exc.field or f"file[{index}]", code="import_rejected", status=status
+                    exc.message,
+                    path=exc.field or f"file[{sources[0]}]",
+                    code="import_rejected",
+                    status=status,
                 ) from None
             stored.append((name, row, created))
+        if profiles:
+            try:
+                profile_attach_to_upload(runs=[row for _, row, _ in stored], files=profiles)
+            except ProfileRejected as exc:
+                raise IngestRejected(exc.message, path="profile", code="parse_error") from None
     items = []
     for name, row, created in stored:
         items.append(
@@ -407,26 +535,75 @@ def run_upload(
                 "file": name,
                 "source_format": row.source_format,
                 "model": row.workload.variant.model.name,
+                "model_name": row.model_name,
+                "model_match": row.model_match,
                 "variant": row.workload.variant.name,
                 "accelerator": row.accelerator_type.name if row.accelerator_type else None,
+                "accelerator_name": row.accelerator_name,
+                "accelerator_match": row.accelerator_match,
                 "accelerator_count": row.accelerator_count,
                 "warnings": list(row.context.get("warnings", [])),
                 "metrics": run_baseline_compare(run=row),
+                **({"profile_url": f"/runs/{row.pk}/profile/"} if profiles else {}),
             }
         )
     duplicate = all(item["duplicate"] for item in items)
     return {"runs": items, "duplicate": duplicate}, duplicate
 
 
+def run_profile_upload(*, team: Team, run_id: str, files: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Attach a profile to one of the team's runs, named by its client id (UUID) or its number."""
+    if not files:
+        raise IngestRejected("is required: the trace file(s), one per rank", path="profile", code="missing")
+    runs = BenchmarkRun.objects.filter(team=team)
+    try:
+        run = runs.get(pk=int(run_id)) if run_id.isdigit() else runs.get(uuid=uuid_lib.UUID(run_id))
+    except (ValueError, BenchmarkRun.DoesNotExist):
+        raise IngestRejected(
+            f"no run {run_id!r} in this team", path="run_id", code="not_found", status=404
+        ) from None
+    try:
+        profile = profile_attach(run=run, files=files)
+    except ProfileRejected as exc:
+        raise IngestRejected(exc.message, path="profile", code="parse_error") from None
+    return {
+        "run_id": str(run.uuid),
+        "id": run.pk,
+        "profile_url": f"/runs/{run.pk}/profile/",
+        "verdict": profile.verdict.get("headline", ""),
+        "ranks": profile.ranks,
+    }
+
+
 # --- Serving metrics --------------------------------------------------------------------------
 
 
 def inference_batch_ingest(*, team: Team, payload: dict[str, Any]) -> dict[str, Any]:
-    """Store one batch of serving-metric intervals; idempotent on batch_id."""
+    """Store one batch of serving-metric intervals; idempotent on batch_id.
+
+    The batch's host is named, never claimed: a host nobody has is registered without a team (its
+    agent's telemetry gives it to its team later), and the answer is the same whoever holds the
+    name, so a serving batch neither squats a name nor tells whether it is taken. The rows are the
+    token's team's either way. A GPU it names must not be on another team's host (409, as telemetry
+    answers); a GPU not reported yet is kept by UUID and joins its energy once its agent reports."""
     intervals = [IntervalInput(**item) for item in payload["intervals"]]
 
     def write() -> dict[str, Any]:
-        host = _team_host(team=team, hostname=payload["host"], path="host")
+        named = sorted({gpu for item in intervals for gpu in item.accelerator_uuids})
+        foreign = _gpus_elsewhere(team=team, uuids=named) if named else set()
+        for i, item in enumerate(intervals):
+            for j, gpu in enumerate(item.accelerator_uuids):
+                if gpu in foreign:
+                    raise IngestRejected(
+                        f"GPU {gpu!r} cannot be named with this token: it is registered to a host "
+                        "the token cannot write to",
+                        path=f"intervals[{i}].accelerator_uuids[{j}]",
+                        code="accelerator_conflict",
+                        status=409,
+                    )
+        host = Host.objects.filter(hostname=payload["host"]).first()
+        if host is None:
+            host, _ = host_register(hostname=payload["host"], team_id=None)
         accepted = inference_metrics_store(
             team=team, host=host, batch_id=payload["batch_id"], intervals=intervals
         )

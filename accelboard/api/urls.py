@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from .drift import router as drift_router
+from .drift_views import router as drift_router
 from .views import api
 
 api.add_router("", drift_router)

@@ -9,25 +9,27 @@ Ninja's own body parsing is not used for the writes: it turns every decoding pro
 plain 400, while the contract needs 413 (too large), 415 (content type or encoding) and a path.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: ninja reads the parameters' types at import, and
+# through ``@paginate`` it evaluates them in another module, where string annotations do not resolve.
 
-from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
-from ninja import NinjaAPI, Query
+from ninja import NinjaAPI, Path, Query
+from ninja.pagination import paginate
 from ninja.responses import Status
-from pydantic import BaseModel, Field
-
-from accelboard.benchmarks.models import Series
+from pydantic import BaseModel
 
 from . import selectors, services
-from .auth import Session, TokenAuth, caller_team_ids
-from .body import request_json, request_upload
+from .auth import Session, TokenAuth, caller_scope
+from .body import request_files, request_json, request_upload
 from .choices import READ_KINDS, WRITE_KINDS
-from .errors import install, validated
+from .errors import docs_login_required, install, validated
+from .pagination import PageNumbers
 from .schemas import (
+    BODY_COMPONENTS,
     AlertFilters,
     AlertOut,
     BatchAccepted,
@@ -39,17 +41,33 @@ from .schemas import (
     RunFilters,
     RunIn,
     RunOut,
+    RunRef,
     RunsUploaded,
     SeriesFilters,
     SeriesOut,
+    TelemetryBatchIn,
+    openapi_body,
 )
 
-api = NinjaAPI(
+
+class AccelboardAPI(NinjaAPI):
+    """The API, whose OpenAPI schema also holds the components of the hand-read request bodies."""
+
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(*args, **kwargs)
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(BODY_COMPONENTS)
+        return schema
+
+
+api = AccelboardAPI(
     title="accelboard API",
     version="1",
     description="Ingest of GPU telemetry, benchmark runs and serving metrics; reads of runs, series and alerts.",
     urls_namespace="api-v1",
     docs_url="/docs",
+    # Public in development; in production the schema and the docs need a signed-in user unless
+    # API_DOCS_PUBLIC=1 (they list every endpoint and field, which is no secret but no invitation).
+    docs_decorator=None if settings.API_DOCS_PUBLIC else docs_login_required,
 )
 install(api)
 
@@ -58,8 +76,8 @@ READ_AUTH = [TokenAuth(READ_KINDS), Session()]
 ERRORS: dict[int, Any] = {code: ErrorOut for code in (400, 401, 403, 404, 409, 413, 415, 422)}
 
 
-def _body_schema(model: type[BaseModel] | None, description: str) -> dict[str, Any]:
-    schema = model.model_json_schema() if model else {"type": "object"}
+def _body_schema(model: type[BaseModel], description: str) -> dict[str, Any]:
+    schema = openapi_body(model)
     return {
         "requestBody": {
             "required": True,
@@ -77,7 +95,8 @@ def _body_schema(model: type[BaseModel] | None, description: str) -> dict[str, A
     auth=WRITE_AUTH,
     response={200: BatchAccepted, **ERRORS},
     openapi_extra=_body_schema(
-        None, "A batch of up to 50,000 GPU samples from one host; see docs/api-contract.md (gzip accepted)."
+        TelemetryBatchIn,
+        "A batch of up to 10,000 GPU samples from one host; see docs/api-contract.md (gzip accepted).",
     ),
     tags=["ingest"],
 )
@@ -124,7 +143,7 @@ _UPLOAD_FORM = {
             "required": True,
             "description": "One run in accelboard's JSON schema, or result files as multipart/form-data.",
             "content": {
-                "application/json": {"schema": RunIn.model_json_schema()},
+                "application/json": {"schema": openapi_body(RunIn)},
                 "multipart/form-data": {"schema": _UPLOAD_FORM},
             },
         }
@@ -137,11 +156,38 @@ def run_post(request: HttpRequest) -> Status[dict[str, Any]]:
         files, fields = request_upload(request)
         # The CLI says who it is, so that the run's provenance shows "CLI" rather than "API".
         via = "cli" if request.headers.get("User-Agent", "").startswith("accelboard-upload/") else "api"
-        result, duplicate = services.run_upload(team=team, files=files, fields=fields, uploaded_via=via)
+        profiles = [(upload.name or "profile", upload) for upload in request.FILES.getlist("profile")]
+        result, duplicate = services.run_upload(
+            team=team, files=files, fields=fields, uploaded_via=via, profiles=profiles
+        )
         return Status(200 if duplicate else 201, result)
     payload = validated(RunIn, request_json(request))
     result, duplicate = services.run_ingest(team=team, payload=payload.model_dump())
     return Status(200 if duplicate else 201, result)
+
+
+@api.post(
+    "/runs/{run_id}/profile",
+    auth=WRITE_AUTH,
+    response={201: dict[str, Any], **ERRORS},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "A run's profile: PyTorch profiler traces (one per rank) or nsys stats CSVs, "
+            "as multipart/form-data 'profile' parts.",
+            "content": {"multipart/form-data": {"schema": {"type": "object", "required": ["profile"]}}},
+        }
+    },
+    tags=["ingest"],
+)
+def run_profile_post(request: HttpRequest, run_id: Path[RunRef]) -> Status[dict[str, Any]]:
+    uploads = request_files(request, "profile")
+    result = services.run_profile_upload(
+        team=request.auth.team,  # type: ignore[attr-defined]
+        run_id=run_id,
+        files=[(upload.name or "profile", upload) for upload in uploads],
+    )
+    return Status(201, result)
 
 
 @api.post(
@@ -157,111 +203,42 @@ def inference_metrics_post(request: HttpRequest) -> dict[str, Any]:
 
 
 # --- Reads ------------------------------------------------------------------------------------
+# Each read: the caller's scope (``auth.caller_scope``), a selector that reads through it, the
+# filter schema's ``filter``, and ninja's pagination; the output schemas shape the rows.
 
 
-def _aware(moment: datetime | None) -> datetime | None:
-    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
-
-
-class PageIn(BaseModel):
-    page: int = Field(1, ge=1, le=1_000_000)
-    page_size: int = Field(50, ge=1, le=500)
-
-
-class Page(BaseModel):
-    count: int
-    next: str | None
-    previous: str | None
-
-
-class RunPage(Page):
-    items: list[RunOut]
-
-
-class SeriesPage(Page):
-    items: list[SeriesOut]
-
-
-class PointPage(Page):
-    items: list[PointOut]
-
-
-class AlertPage(Page):
-    items: list[AlertOut]
-
-
-def _page(request: HttpRequest, queryset: QuerySet[Any], page: PageIn, shape: Any) -> dict[str, Any]:
-    """One page and the links to its neighbours (the same query with another ``page``)."""
-    count = queryset.count()
-    offset = (page.page - 1) * page.page_size
-    items = [shape(item) for item in queryset[offset : offset + page.page_size]]
-
-    def link(number: int) -> str:
-        query = request.GET.copy()
-        query["page"] = str(number)
-        return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
-
-    return {
-        "count": count,
-        "next": link(page.page + 1) if offset + page.page_size < count else None,
-        "previous": link(page.page - 1) if page.page > 1 and count else None,
-        "items": items,
-    }
-
-
-@api.get("/runs", auth=READ_AUTH, response={200: RunPage, **ERRORS}, tags=["read"])
-def run_list(request: HttpRequest, filters: Query[RunFilters], page: Query[PageIn]) -> dict[str, Any]:
-    runs = selectors.run_list(
-        team_ids=caller_team_ids(request.auth),  # type: ignore[attr-defined]
-        model=filters.model,
-        variant=filters.variant,
-        accelerator=filters.accelerator,
-        branch=filters.branch,
-        since=_aware(filters.since),
-        until=_aware(filters.until),
-    )
-    return _page(request, runs, page, selectors.run_out)
+@api.get("/runs", auth=READ_AUTH, response={200: list[RunOut], **ERRORS}, tags=["read"])
+@paginate(PageNumbers)
+def run_list(request: HttpRequest, filters: Query[RunFilters]) -> QuerySet[Any]:
+    return filters.filter(selectors.run_list(scope=caller_scope(request)))
 
 
 @api.get("/runs/{run_id}", auth=READ_AUTH, response={200: RunOut, **ERRORS}, tags=["read"])
-def run_detail(request: HttpRequest, run_id: int) -> dict[str, Any]:
-    run = selectors.run_list(team_ids=caller_team_ids(request.auth)).filter(pk=run_id).first()  # type: ignore[attr-defined]
+def run_detail(request: HttpRequest, run_id: Path[RunRef]) -> Any:
+    run = selectors.run_get_visible(scope=caller_scope(request), run_ref=run_id)
     if run is None:
         raise Http404(f"no run {run_id} in your teams")
-    return selectors.run_out(run)
+    return run
 
 
-@api.get("/series", auth=READ_AUTH, response={200: SeriesPage, **ERRORS}, tags=["read"])
-def series_list(request: HttpRequest, filters: Query[SeriesFilters], page: Query[PageIn]) -> dict[str, Any]:
-    series = selectors.series_list(
-        team_ids=caller_team_ids(request.auth),  # type: ignore[attr-defined]
-        model=filters.model,
-        variant=filters.variant,
-        accelerator=filters.accelerator,
-        metric=filters.metric,
-    )
-    return _page(request, series, page, selectors.series_out)
+@api.get("/series", auth=READ_AUTH, response={200: list[SeriesOut], **ERRORS}, tags=["read"])
+@paginate(PageNumbers)
+def series_list(request: HttpRequest, filters: Query[SeriesFilters]) -> QuerySet[Any]:
+    return filters.filter(selectors.series_list(scope=caller_scope(request)))
 
 
-@api.get("/series/{series_id}/points", auth=READ_AUTH, response={200: PointPage, **ERRORS}, tags=["read"])
-def series_points(
-    request: HttpRequest, series_id: int, filters: Query[PointFilters], page: Query[PageIn]
-) -> dict[str, Any]:
-    series: Series | None = Series.objects.filter(
-        pk=series_id,
-        team_id__in=caller_team_ids(request.auth),  # type: ignore[attr-defined]
-    ).first()
+@api.get(
+    "/series/{series_id}/points", auth=READ_AUTH, response={200: list[PointOut], **ERRORS}, tags=["read"]
+)
+@paginate(PageNumbers)
+def series_points(request: HttpRequest, series_id: int, filters: Query[PointFilters]) -> QuerySet[Any]:
+    series = selectors.series_get_visible(scope=caller_scope(request), series_id=series_id)
     if series is None:
         raise Http404(f"no series {series_id} in your teams")
-    points = selectors.series_points(series=series, since=_aware(filters.since), until=_aware(filters.until))
-    return _page(request, points, page, selectors.point_out)
+    return filters.filter(selectors.series_points(series=series))
 
 
-@api.get("/alerts", auth=READ_AUTH, response={200: AlertPage, **ERRORS}, tags=["read"])
-def alert_list(request: HttpRequest, filters: Query[AlertFilters], page: Query[PageIn]) -> dict[str, Any]:
-    alerts = selectors.alert_list(
-        team_ids=caller_team_ids(request.auth),
-        state=filters.state,
-        kind=filters.kind,  # type: ignore[attr-defined]
-    )
-    return _page(request, alerts, page, selectors.alert_out)
+@api.get("/alerts", auth=READ_AUTH, response={200: list[AlertOut], **ERRORS}, tags=["read"])
+@paginate(PageNumbers)
+def alert_list(request: HttpRequest, filters: Query[AlertFilters]) -> QuerySet[Any]:
+    return filters.filter(selectors.alert_list(scope=caller_scope(request)))

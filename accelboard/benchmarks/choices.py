@@ -35,3 +35,12 @@ class UploadSource(models.TextChoices):
     API = "api", "API"
     AGENT = "agent", "Agent"
     DEMO = "demo", "Demo generator"
+
+
+class IdentityMatch(models.TextChoices):
+    """How a run's model or accelerator name found its catalogue identity."""
+
+    EXACT = "exact", "Exact name"
+    ALIAS = "alias", "Alias"
+    USER = "user", "Uploader's choice"
+    NEW = "new", "New to the catalogue"

@@ -13,15 +13,19 @@ import json
 import uuid as uuid_lib
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 
 from accelboard.core.models import Team
 from accelboard.fleet.models import AcceleratorType, Host
+from accelboard.importers.metrics import metric_spec
 
-from .metrics import metric_spec
+from .catalogue import BUILTIN_MODELS, model_defaults
+from .events import run_recorded
 from .models import BenchmarkRun, MetricValue, Model, ModelVariant, Series, Workload
+from .selectors import model_resolve, variant_resolve
 
 
 @dataclass(frozen=True)
@@ -71,17 +75,44 @@ def model_variant_get_or_create(
     family: str = "",
     task: str = "",
     parameters_b: float | None = None,
+    fine_tune: str = "",
+    team: Team | None = None,
 ) -> ModelVariant:
-    model_obj, _ = Model.objects.get_or_create(
-        name=model, defaults={"family": family, "task": task, "parameters_b": parameters_b}
-    )
-    variant_obj, _ = ModelVariant.objects.get_or_create(
-        model=model_obj,
-        name=variant,
-        defaults={"precision": precision, "quantization_method": quantization_method},
-    )
+    """The variant a write names, both made when the writer cannot see them by those names.
+
+    ``team`` is the writing team: a name resolves to the team's own model (or variant) first, then
+    to a shared one; a new one is the team's own, so what one team names stays its own and never
+    tells it whether another team uses that name. A name the built-in catalogue knows is a public
+    model: made shared, with what the catalogue knows of it (family, size, fine-tune) unless the
+    caller gives it. Without ``team`` (the demo, an admin) only shared rows are read and made. A
+    shared model's reference variant is only ever a shared variant."""
+    model_obj = model_resolve(team=team, name=model)
+    if model_obj is None:
+        known = model_defaults(model)
+        given = {"family": family, "task": task, "parameters_b": parameters_b, "fine_tune": fine_tune}
+        defaults = {**known, **{key: value for key, value in given.items() if value not in ("", None)}}
+        defaults.setdefault("family", "")
+        defaults.setdefault("task", "")
+        owner = None if model in BUILTIN_MODEL_NAMES else team
+        model_obj = _get_or_create(
+            Model.objects.filter(team=owner, name=model), team=owner, name=model, **defaults
+        )
+    # A team's own model has only that team's variants; a shared one, shared ones and teams' own.
+    owner_id = model_obj.team_id if model_obj.team_id is not None else (team.pk if team else None)
+    variant_obj = variant_resolve(team=owner_id, model=model_obj, name=variant)
+    if variant_obj is None:
+        variant_obj = _get_or_create(
+            # team_id=None is "IS NULL" (a shared variant); spelt as a dict for the type checker
+            ModelVariant.objects.filter(model=model_obj, name=variant, **{"team_id": owner_id}),
+            model=model_obj,
+            team_id=owner_id,
+            name=variant,
+            precision=precision,
+            quantization_method=quantization_method,
+        )
     if (
         model_obj.reference_variant_id is None
+        and variant_obj.team_id == model_obj.team_id
         and precision in {"fp32", "bf16", "fp16"}
         and not quantization_method
     ):
@@ -89,6 +120,24 @@ def model_variant_get_or_create(
             reference_variant=variant_obj
         )
     return variant_obj
+
+
+# The built-in catalogue's canonical names: public models, shared by every team whoever names them first.
+BUILTIN_MODEL_NAMES = frozenset(entry.name for entry in BUILTIN_MODELS)
+
+_Row = TypeVar("_Row", Model, ModelVariant)
+
+
+def _get_or_create(existing: QuerySet[_Row], **fields: Any) -> _Row:
+    """``existing.get()`` or a new row of ``fields``; a concurrent writer's row wins the race."""
+    found = existing.first()
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            return existing.model.objects.create(**fields)
+    except IntegrityError:
+        return existing.get()
 
 
 def workload_get_or_create(*, team: Team, variant: ModelVariant, spec: WorkloadSpec) -> Workload:
@@ -153,10 +202,8 @@ def _direction_for(metric: MetricInput) -> str:
     return spec.direction
 
 
-def _costs_run_cost_enqueue(run_id: int) -> None:
-    from accelboard.costs.tasks import run_cost  # noqa: PLC0415 - costs imports benchmarks
-
-    run_cost.delay(run_id)
+# The run's identity fields and their lengths.
+_IDENTITY_FIELDS = {"model_name": 200, "model_match": 8, "accelerator_name": 120, "accelerator_match": 8}
 
 
 @transaction.atomic
@@ -182,8 +229,12 @@ def run_record(
     driver_version: str = "",
     cuda_version: str = "",
     valid: bool = True,
+    identity: dict[str, str] | None = None,
 ) -> tuple[BenchmarkRun, bool]:
-    """Store one run and its metrics; return (run, created). Idempotent on ``run_uuid``."""
+    """Store one run and its metrics; return (run, created). Idempotent on ``run_uuid``.
+
+    ``identity``: the names as read and how they resolved (``model_name``, ``model_match``,
+    ``accelerator_name``, ``accelerator_match``: the run's fields of those names)."""
     run_uuid = uuid_lib.UUID(str(run_uuid)) if run_uuid else uuid_lib.uuid4()
     existing = BenchmarkRun.objects.filter(uuid=run_uuid).first()
     if existing is not None:
@@ -208,6 +259,7 @@ def run_record(
         driver_version=driver_version,
         cuda_version=cuda_version,
         valid=valid,
+        **{key: value[: _IDENTITY_FIELDS[key]] for key, value in (identity or {}).items()},
     )
     values = []
     for metric in metrics:
@@ -239,18 +291,11 @@ def run_record(
         if series.last_run_at is None or started_at >= series.last_run_at:
             Series.objects.filter(pk=series.pk).update(last_value=metric.value, last_run_at=started_at)
     MetricValue.objects.bulk_create(values)
-    # Energy and cost per unit of work (costs app), once the metrics are visible to the worker.
-    transaction.on_commit(lambda: _costs_run_cost_enqueue(run.pk))
-    if any(v.name == "accuracy" or v.name.startswith("accuracy:") for v in values):
-        from accelboard.drift.services import drift_check_enqueue  # noqa: PLC0415 - drift imports benchmarks
-
-        drift_check_enqueue(team_id=team.pk, variant_id=workload.variant_id)
-    # Regression check of each series the run touched, once the rows are visible to the worker.
-    transaction.on_commit(lambda: _alerts_run_check_enqueue(run.pk))
+    # After commit, the apps above react (cost per unit of work, regression and drift checks).
+    run_recorded.publish(
+        run_id=run.pk,
+        team_id=team.pk,
+        variant_id=workload.variant_id,
+        metric_names=sorted({v.name for v in values}),
+    )
     return run, True
-
-
-def _alerts_run_check_enqueue(run_id: int) -> None:
-    from accelboard.alerts.tasks import run_check  # noqa: PLC0415 - alerts imports benchmarks
-
-    run_check.delay(run_id)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from email.utils import parseaddr
+from ipaddress import ip_address
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 _BROKER_SCHEMES = ("redis://", "rediss://", "amqp://", "amqps://", "sqla+postgresql", "memory://")
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "testserver"}
@@ -52,17 +55,30 @@ def _smtp_config() -> tuple[str, str, str]:
 
 
 @register()
-def check_production_email(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+def check_production_email(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     backend, host, user = _smtp_config()
-    if getattr(settings, "PRODUCTION", False) and backend.endswith("smtp.EmailBackend"):
-        if host in {"", "localhost"} and not user:
-            return [
-                Error(
-                    "EMAIL_HOST is not set: alert emails would go to a local SMTP server that is probably not there.",
-                    hint="Set EMAIL_HOST (and EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS).",
-                    id="accelboard.E002",
-                )
-            ]
+    if not (getattr(settings, "PRODUCTION", False) and backend.endswith("smtp.EmailBackend")):
+        return []
+    if not getattr(settings, "EMAIL_HOST_GIVEN", True) or not host.strip():
+        return [
+            Error(
+                "EMAIL_HOST is not set: alert emails would go to an SMTP server on this machine "
+                "(localhost), which is probably not there.",
+                hint="Set EMAIL_HOST (and EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS).",
+                id="accelboard.E002",
+            )
+        ]
+    if host in _LOCAL_HOSTS and not user:
+        mailers = getattr(settings, "MAILERS", None)
+        port = mailers["default"]["OPTIONS"].get("port", 25) if mailers is not None else settings.EMAIL_PORT
+        return [
+            Warning(
+                f"EMAIL_HOST is {host}: alert emails go to an SMTP server on this machine, port {port}, "
+                "without a login; they are lost if none listens there.",
+                hint="Keep it if this host runs a mail relay (postfix, ...); otherwise set EMAIL_HOST to your relay.",
+                id="accelboard.W002",
+            )
+        ]
     return []
 
 
@@ -92,3 +108,45 @@ def check_plotly_static(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             )
         ]
     return []
+
+
+def _loopback_host(host: str) -> bool:
+    host = host.strip("[]").lower()
+    if host in {"", "localhost", "0.0.0.0"} or host.endswith(".localhost"):
+        return True
+    try:
+        address = ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
+@register(Tags.security, deploy=True)
+def check_email_links(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """Alert emails carry absolute links built from SITE_URL and come from DEFAULT_FROM_EMAIL: a
+    deployment whose emails link to 127.0.0.1 or come from a .localhost sender is broken for
+    every reader, though nothing else fails."""
+    errors = []
+    site_url = str(getattr(settings, "SITE_URL", "") or "")
+    parts = urlsplit(site_url)
+    if parts.scheme not in ("http", "https") or _loopback_host(parts.hostname or ""):
+        errors.append(
+            Error(
+                f"SITE_URL is {site_url or '(empty)'}: the links in alert emails would point there "
+                "(unset, it defaults to http://127.0.0.1:8000).",
+                hint="Set SITE_URL to the address people open accelboard at, e.g. https://accelboard.example.com.",
+                id="accelboard.E005",
+            )
+        )
+    sender = parseaddr(str(getattr(settings, "DEFAULT_FROM_EMAIL", "") or ""))[1]
+    domain = sender.rpartition("@")[2].lower()
+    if not sender or "@" not in sender or domain == "localhost" or domain.endswith(".localhost"):
+        errors.append(
+            Error(
+                f"DEFAULT_FROM_EMAIL is {sender or '(empty)'}: alert emails would come from an address "
+                "no one can reply to, and many mail servers refuse such a sender.",
+                hint="Set DEFAULT_FROM_EMAIL to a real sender, e.g. accelboard <alerts@example.com>.",
+                id="accelboard.E006",
+            )
+        )
+    return errors

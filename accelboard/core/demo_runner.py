@@ -197,10 +197,29 @@ def _set_parent_death_signal() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+# The background load, the Celery worker and the live fleet run this many steps below the web
+# server, the migrations and the supervisor: on a laptop's few cores the page a person is waiting
+# for (and the migrations before it) come first; the background catches up between requests.
+BACKGROUND_NICE = 10
+
+
 def child_start(
-    *, name: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path | None = None
+    *,
+    name: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    log_path: Path,
+    cwd: Path | None = None,
+    nice: int = 0,
 ) -> Child:
-    """Start ``argv`` in a new session with its output appended to ``log_path``."""
+    """Start ``argv`` in a new session with its output appended to ``log_path``, ``nice`` steps
+    below the supervisor's CPU priority."""
+
+    def prepare() -> None:
+        _set_parent_death_signal()
+        if nice:
+            os.nice(nice)
+
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
@@ -211,7 +230,7 @@ def child_start(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_set_parent_death_signal,  # noqa: PLW1509 - the supervisor runs no threads
+            preexec_fn=prepare,  # noqa: PLW1509 - the supervisor runs no threads
         )
     create_time = _create_time(process.pid) or time.time()
     return Child(name=name, argv=list(argv), log_path=log_path, process=process, create_time=create_time)
@@ -461,14 +480,16 @@ class Supervisor:
             supervisor_create_time=_create_time(os.getpid()),
         )
         self.services: list[Child] = []
+        # Children that finish on their own (the background demo load) but stop with the rest.
+        self.background: list[Child] = []
         self.watch_pids: dict[str, int] = {}
 
-    def start(self, name: str, argv: Sequence[str]) -> Child:
+    def start(self, name: str, argv: Sequence[str], *, nice: int = 0) -> Child:
         log_path = self.logs / f"{name}.log"
         # One log per run: the previous run's tail would only confuse a failure report.
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_bytes(b"")
-        child = child_start(name=name, argv=argv, env=self.env, log_path=log_path, cwd=self.cwd)
+        child = child_start(name=name, argv=argv, env=self.env, log_path=log_path, cwd=self.cwd, nice=nice)
         self.state.child_add(child)
         return child
 
@@ -500,8 +521,8 @@ class Supervisor:
             raise ChildFailed(child, f"{name} exited with status {child.process.returncode}")
         return child
 
-    def service(self, name: str, argv: Sequence[str]) -> Child:
-        child = self.start(name, argv)
+    def service(self, name: str, argv: Sequence[str], *, nice: int = 0) -> Child:
+        child = self.start(name, argv, nice=nice)
         self.services.append(child)
         return child
 
@@ -515,8 +536,9 @@ class Supervisor:
                 raise DependencyLost(f"{name} (pid {pid}) is no longer running")
 
     def stop(self, *, timeout: float = 10.0) -> list[str]:
-        killed = children_stop(list(self.services), timeout=timeout)
+        killed = children_stop([*self.services, *self.background], timeout=timeout)
         self.services.clear()
+        self.background.clear()
         self.state.clear()
         return killed
 
@@ -544,6 +566,17 @@ class DemoConfig:
     # Processes the demo needs but did not start (the embedded PostgreSQL), by name: if one
     # dies the demo stops and says so rather than serving 503s.
     watch_pids: dict[str, int] = field(default_factory=dict)
+    # What the command found in the database: migrations to apply, demo data to load. A second
+    # start needs neither and goes straight to the web server.
+    migrate: bool = True
+    load: bool = True
+    # When given, reads (migrate, load) from the database once the web server is starting: its
+    # boot and this check (the migration graph, seconds of imports) overlap on a second start.
+    database_state: Callable[[], tuple[bool, bool]] | None = None
+
+    @property
+    def progress_path(self) -> Path:
+        return self.home / PROGRESS_FILE
 
     @property
     def url(self) -> str:
@@ -563,8 +596,12 @@ def child_environment(config: DemoConfig, base: Mapping[str, str]) -> dict[str, 
             "CELERY_BROKER_URL": config.broker_url,
             "ACCELBOARD_HOME": str(config.home),
             "PYTHONUNBUFFERED": "1",
+            # The loading banner on every page reads the loader's progress (accelboard.core.context_processors).
+            "ACCELBOARD_DEMO_PROGRESS": str(config.progress_path),
         }
     )
+    # The product's own 403/404/500 pages, never Django's debug pages listing every URL pattern.
+    env.setdefault("DEBUG", "0")
     env.setdefault("DJANGO_SETTINGS_MODULE", "accelboard.settings")
     env.setdefault("SITE_URL", config.url.rstrip("/"))
     # A specific non-loopback bind address must be an allowed host, or every request gets a 400.
@@ -600,60 +637,53 @@ def manage_command(config: DemoConfig, *args: str) -> list[str]:
     return [config.python, "-m", "accelboard.cli", *args]
 
 
-# The team whose ingest token the demo's simulated agent uses, and the host name it reports.
-DEMO_AGENT_TEAM = "llm-serving"
-DEMO_AGENT_HOSTNAME = "sim-node-01"
-DEMO_AGENT_GPUS = 4
+def live_fleet_command(config: DemoConfig) -> list[str]:
+    """One process that keeps every demo host reporting through the real ingest API, in the host
+    agent's wire format (``accelboard.demo.live``); it makes its own ingest tokens."""
+    return [config.python, "-m", "accelboard.demo.live", "--server", config.url.rstrip("/")]
 
 
-def simulated_agent_available(config: DemoConfig) -> bool:
-    """The host agent (``agents/``, installed by ``make demo``) is importable by the demo's Python."""
+def agent_package_available(config: DemoConfig) -> bool:
+    """The host agent (``agents/``, installed by ``make demo``), whose sender the live fleet uses."""
     probe = subprocess.run(
         [config.python, "-c", "import accelboard_agent"], capture_output=True, timeout=30, check=False
     )
     return probe.returncode == 0
 
 
-def simulated_agent_token(config: DemoConfig, env: Mapping[str, str]) -> str:
-    """A fresh ingest token for the demo agent (tokens are shown once, so one is made per start;
-    ``--reset`` truncates the old ones with their team)."""
-    result = subprocess.run(
-        manage_command(
-            config,
-            "token",
-            "create",
-            "--team",
-            DEMO_AGENT_TEAM,
-            "--kind",
-            "ingest",
-            "--name",
-            "demo simulated agent",
-        ),
-        env=dict(env),
-        cwd=config.cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise DemoError(
-            f"could not create the demo agent's token: {result.stderr.strip() or result.stdout.strip()}"
-        )
-    return result.stdout.strip().splitlines()[-1]
+# The demo loader's progress (``accelboard.demo.loader.Progress``): the steps and their state.
+PROGRESS_FILE = "demo-progress.json"
+# Created once the migrations are in: the loader, started beside them, waits for it to write.
+MIGRATED_FILE = "demo-migrated"
 
 
-def simulated_agent_command(config: DemoConfig) -> list[str]:
-    """The host agent with simulated GPUs, shipping to the demo's own server, so the live host
-    pages move. Its spool lives under ACCELBOARD_HOME like the rest of the demo's data; the token
-    is passed through the environment (``ACCELBOARD_TOKEN``), never on the command line."""
-    return [
-        config.python, "-m", "accelboard_agent", "run",
-        "--simulate", str(DEMO_AGENT_GPUS),
-        "--server", config.url.rstrip("/"),
-        "--spool", str(config.home / "agent-spool.db"),
-        "--hostname", DEMO_AGENT_HOSTNAME,
-    ]  # fmt: skip
+def progress_read(path: Path | str) -> dict[str, object] | None:
+    """The loader's progress file, or None when there is none (or it cannot be read)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class _ProgressFollower:
+    """Say each loader step once, when it is done, with its time."""
+
+    def __init__(self, path: Path, say: Callable[[str], None]) -> None:
+        self.path = path
+        self.say = say
+        self.said: set[str] = set()
+
+    def poll(self) -> dict[str, object] | None:
+        data = progress_read(self.path)
+        if data is None:
+            return None
+        steps = data.get("steps")
+        for step in steps if isinstance(steps, list) else []:
+            if isinstance(step, dict) and step.get("state") == "done" and step.get("name") not in self.said:
+                self.said.add(str(step.get("name")))
+                self.say(f"  {step.get('label')}: {float(step.get('seconds') or 0):.1f} s")
+        return data
 
 
 def stale_pidfile_remove(path: Path) -> bool:
@@ -681,6 +711,13 @@ class DemoError(Exception):
     """The demo cannot start; the message says why and what to do."""
 
 
+@dataclass
+class _Loading:
+    child: Child
+    follower: _ProgressFollower
+    started: float
+
+
 def demo_run(
     config: DemoConfig, *, say: Callable[[str], None], environ: Mapping[str, str] | None = None
 ) -> int:
@@ -688,9 +725,11 @@ def demo_run(
 
     1. Refuse if another supervisor is alive for this home; stop a killed run's orphans.
     2. Refuse if the port is taken by something that is not ours.
-    3. ``migrate``, then ``demo_fleet`` (with ``--reset`` when asked), as supervised steps.
-    4. Start gunicorn and a Celery worker with embedded beat (and the simulated agent, later).
-    5. Wait for ``/healthz`` to answer 200, print the URL, watch the services until a signal.
+    3. ``migrate`` when the command found migrations to apply; ``demo_fleet`` when there is no
+       demo data yet (or ``--reset``), in the background, until its first stages are in.
+    4. Start gunicorn; once ``/healthz`` answers, print the URL and the logins, then start the
+       Celery worker with embedded beat and the live fleet.
+    5. Watch the services (and the loader, while it runs) until a signal.
     """
     state = RunState.read(config.home / STATE_FILE)
     other = state.live_supervisor()
@@ -722,15 +761,15 @@ def demo_run(
     started = time.monotonic()
     with interrupts_raise():
         try:
-            _demo_start(config, supervisor, say=say)
-            say("")
-            say(f"accelboard is running at {config.url}  (ready in {time.monotonic() - started:.1f} s)")
+            loading = _demo_start(config, supervisor, say=say)
+            say(f"accelboard is running at {config.url}  (first page in {time.monotonic() - started:.1f} s)")
             for line in config.banner:
                 say(line)
             say(f"logs: {supervisor.logs}/   data: {config.home}   stop: Ctrl-C")
-            say("")
             while True:
                 supervisor.check()
+                if loading is not None and _loading_check(loading, supervisor, say=say):
+                    loading = None
                 time.sleep(0.5)
         except ChildFailed as exc:
             say(f"error: {exc}; last lines of {exc.child.log_path}:")
@@ -751,30 +790,90 @@ def demo_run(
             say("stopped the web server and the worker")
 
 
-def _demo_start(config: DemoConfig, supervisor: Supervisor, *, say: Callable[[str], None]) -> None:
-    say("applying database migrations ...")
-    supervisor.step("migrate", manage_command(config, "migrate", "--no-input"), timeout=config.step_timeout)
-    if config.reset:
-        say("rebuilding the demo data (--reset) ...")
-    else:
-        say("loading the demo fleet ...")
-    fleet_args = ["demo_fleet", *(["--reset"] if config.reset else []), *config.fleet_args]
-    supervisor.step(
-        "demo_fleet",
-        manage_command(config, *fleet_args),
-        timeout=config.step_timeout,
-        echo=lambda line: say(f"  {line}"),
-    )
+def _loading_check(loading: _Loading, supervisor: Supervisor, *, say: Callable[[str], None]) -> bool:
+    """Pass on the loader's finished steps; True once it has exited (ChildFailed if it failed)."""
+    loading.follower.poll()
+    code = loading.child.process.poll()
+    if code is None:
+        return False
+    loading.follower.poll()
+    supervisor.state.child_remove(loading.child)
+    if code != 0:
+        raise ChildFailed(loading.child, f"the demo data load exited with status {code}")
+    say(f"demo data loaded in {time.monotonic() - loading.started:.1f} s")
+    return True
+
+
+def _timed(say: Callable[[str], None], label: str, began: float) -> None:
+    say(f"{label}: {time.monotonic() - began:.1f} s")
+
+
+def _demo_start(config: DemoConfig, supervisor: Supervisor, *, say: Callable[[str], None]) -> _Loading | None:
+    began = time.monotonic()
+    # The web server boots (imports Django and the views, seconds of CPU) while the database is
+    # prepared; nobody is pointed at it before the first data is in.
     supervisor.service("web", web_command(config))
-    supervisor.service("worker", worker_command(config))
+    if config.database_state is not None:
+        config.migrate, config.load = config.database_state()
+    load = config.load or config.reset
+    migrated = config.home / MIGRATED_FILE
+    child = None
+    if load:
+        with contextlib.suppress(FileNotFoundError):
+            config.progress_path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            migrated.unlink()
+        load_began = time.monotonic()
+        # Started before the migrations: its Django start, the password hashes and the telemetry
+        # need no database (``--after``); it writes once the migrations are in.
+        fleet_args = [
+            "demo_fleet",
+            *(["--reset"] if config.reset else []),
+            "--progress",
+            str(config.progress_path),
+            *(["--after", str(migrated)] if config.migrate else []),
+            *config.fleet_args,
+        ]
+        child = supervisor.start("demo_fleet", manage_command(config, *fleet_args), nice=BACKGROUND_NICE)
+        supervisor.background.append(child)
+    if config.migrate:
+        began = time.monotonic()
+        supervisor.step(
+            "migrate", manage_command(config, "migrate", "--no-input"), timeout=config.step_timeout
+        )
+        _timed(say, "database migrations", began)
+        if load:
+            migrated.touch()
+    loading = None
+    if child is not None:
+        say("loading the demo data (the site opens once the first steps are in):")
+        loading = _Loading(
+            child=child, follower=_ProgressFollower(config.progress_path, say), started=load_began
+        )
+        deadline = time.monotonic() + config.step_timeout
+        while True:
+            data = loading.follower.poll() or {}
+            if data.get("ready_to_serve"):
+                break
+            if _loading_check(loading, supervisor, say=say):
+                loading = None
+                break
+            if time.monotonic() > deadline:
+                raise ChildFailed(child, f"demo_fleet was not ready within {config.step_timeout:.0f} s")
+            time.sleep(0.2)
+    else:
+        # A finished load's progress file would only show a stale banner.
+        with contextlib.suppress(FileNotFoundError):
+            config.progress_path.unlink()
+        say("demo data: loaded already (--reset rebuilds it)")
+    waited = time.monotonic()
     http_wait_ok(config.url + "healthz", timeout=config.health_timeout, still_ok=supervisor.check)
+    _timed(say, "web server (booted beside the load), waited", waited)
+    # After the first page: the worker and the live fleet would only slow the web server's start.
+    supervisor.service("worker", worker_command(config), nice=BACKGROUND_NICE)
     if config.agent:
-        if not simulated_agent_available(config):
-            say("simulated agent: the host agent is not installed (pip install -e ./agents); skipping it")
+        if agent_package_available(config):
+            supervisor.service("fleet", live_fleet_command(config), nice=BACKGROUND_NICE)
         else:
-            token = simulated_agent_token(config, supervisor.env)
-            supervisor.env["ACCELBOARD_TOKEN"] = token
-            supervisor.service("agent", simulated_agent_command(config))
-            say(
-                f"simulated agent: {DEMO_AGENT_GPUS} GPUs on {DEMO_AGENT_HOSTNAME}, shipping every few seconds"
-            )
+            say("live fleet: the host agent is not installed (pip install -e ./agents); skipping it")
+    return loading

@@ -5,7 +5,12 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from .access import TeamScopedQuerySet
 from .choices import JobStatus, Role
+
+
+class _TeamQuerySet(TeamScopedQuerySet["Team"]):
+    team_field = "pk"
 
 
 class Team(models.Model):
@@ -13,6 +18,8 @@ class Team(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = _TeamQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]

@@ -1,13 +1,15 @@
-"""Writes for teams, membership and job bookkeeping."""
+"""Writes for teams, membership and job bookkeeping; files written with a transaction's rows."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.files.storage import Storage
 from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
@@ -66,6 +68,51 @@ def user_create(*, username: str, password: str, email: str = "", is_staff: bool
     return user
 
 
+class AccountError(ValueError):
+    """A team or user the operator asked for cannot be made as asked (the message says why)."""
+
+
+@transaction.atomic
+def team_add(*, name: str, slug: str = "", description: str = "") -> Team:
+    """A new team; ``AccountError`` when its name or slug is taken or the slug is not one."""
+    slug = slug or slugify(name)
+    if not name.strip():
+        raise AccountError("a team needs a name")
+    if not slug or slug != slugify(slug):
+        raise AccountError(f"slug {slug!r} must be lower-case letters, digits and hyphens")
+    if Team.objects.filter(slug=slug).exists():
+        raise AccountError(f"a team with slug {slug!r} exists already")
+    if Team.objects.filter(name=name).exists():
+        raise AccountError(f"a team named {name!r} exists already")
+    return Team.objects.create(name=name.strip(), slug=slug, description=description)
+
+
+@transaction.atomic
+def user_add(
+    *, username: str, password: str, team: Team, role: str, email: str = "", is_staff: bool = False
+) -> Any:
+    """A new user, member of ``team`` with ``role``, whose password passes the site's password
+    validators; ``AccountError`` naming what is wrong otherwise (nothing is created then)."""
+    from django.contrib.auth.password_validation import validate_password
+    from django.core.exceptions import ValidationError
+
+    if role not in Role.values:
+        raise AccountError(f"role must be one of {', '.join(Role.values)}, not {role!r}")
+    User = get_user_model()
+    if User.objects.filter(username=username).exists():
+        raise AccountError(f"a user named {username!r} exists already")
+    user = User(username=username, email=email, is_staff=is_staff)
+    try:
+        user.full_clean(exclude=["password"])
+        validate_password(password, user=user)
+    except ValidationError as exc:
+        raise AccountError("; ".join(exc.messages)) from None
+    user.set_password(password)
+    user.save()
+    membership_set(team=team, user=user, role=role)
+    return user
+
+
 class JobHandle:
     """What a running job can report back: rows touched and free-form details."""
 
@@ -99,3 +146,37 @@ def job_run_record(*, name: str, task_id: str = "") -> Iterator[JobHandle]:
             rows=handle.rows,
             detail=handle.detail,
         )
+
+
+# --- Files written inside a transaction ---------------------------------------------------------
+
+_files_written: ContextVar[list[tuple[Storage, str]] | None] = ContextVar("files_written", default=None)
+
+
+@contextmanager
+def transaction_with_files() -> Iterator[None]:
+    """``transaction.atomic()`` whose files go with its rows: a file saved inside it (and reported
+    with ``stored_file_track``) is deleted when the block rolls back, so a refused request leaves
+    nothing under MEDIA_ROOT. Nested blocks hand their files to the enclosing one on success."""
+    outer = _files_written.get()
+    written: list[tuple[Storage, str]] = []
+    token = _files_written.set(written)
+    try:
+        with transaction.atomic():
+            yield
+    except BaseException:
+        for storage, name in written:
+            storage.delete(name)
+        raise
+    finally:
+        _files_written.reset(token)
+    if outer is not None:
+        outer.extend(written)
+
+
+def stored_file_track(*, storage: Storage, name: str) -> None:
+    """Report a file just saved for a row of the current ``transaction_with_files`` block (none:
+    nothing to do; the caller's own transaction handling applies)."""
+    written = _files_written.get()
+    if written is not None:
+        written.append((storage, name))

@@ -13,7 +13,8 @@ from django.utils import timezone
 from .models import AcceleratorPrice, CarbonIntensity, CostDaily, ElectricityPrice, ExchangeRate, RunCost
 from .pricebook import ISO_CURRENCIES
 from .pricebook_services import price_row_saved, price_row_validate
-from .services import cost_days_for_price_window, cost_recompute_enqueue
+from .services import cost_days_for_price_window
+from .tasks import cost_recompute_enqueue
 
 
 class AcceleratorPriceForm(forms.ModelForm):

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
-from accelboard.dashboard.charts import PALETTE
+from accelboard.core.charts import PALETTE
 
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
 
@@ -39,12 +40,13 @@ def spend_over_time_figure(
     whole x range, so a day without spend shows as an empty slot rather than vanishing.
     Groups are ordered by their total, biggest at the bottom of the stack.
     """
-    by_group: dict[str, dict[dt.date, float]] = defaultdict(dict)
-    totals: dict[str, float] = defaultdict(float)
+    by_group: dict[str, dict[dt.date, Decimal]] = defaultdict(dict)
+    totals: dict[str, Decimal] = defaultdict(Decimal)
     for row in rows:
         group = str(row["group"] or "unassigned")
-        by_group[group][row["day"]] = by_group[group].get(row["day"], 0.0) + float(row["spend"] or 0.0)
-        totals[group] += float(row["spend"] or 0.0)
+        spend = _decimal(row["spend"])
+        by_group[group][row["day"]] = by_group[group].get(row["day"], Decimal(0)) + spend
+        totals[group] += spend
     x = [day.isoformat() for day in days]
     data = []
     for i, group in enumerate(sorted(totals, key=lambda g: (-totals[g], g))):
@@ -54,7 +56,7 @@ def spend_over_time_figure(
                 "type": "bar",
                 "name": group,
                 "x": x,
-                "y": [round(values[day], 2) if day in values else None for day in days],
+                "y": [float(_cents(values[day])) if day in values else None for day in days],
                 "marker": {"color": PALETTE[i % len(PALETTE)]},
                 "hovertemplate": "%{y:,.2f} " + currency + "<extra>" + group + "</extra>",
             }
@@ -66,9 +68,21 @@ def spend_over_time_figure(
         legend_traceorder="normal",
         yaxis={"title": {"text": f"Spend ({currency}/day)"}, "gridcolor": "#e5e7eb", "rangemode": "tozero"},
         xaxis={"title": {"text": "Day (UTC)"}, "type": "date"},
+        # The bars add up to the page's spend card (checked by the tests of every page).
+        meta={"sums_to": "spend"},
     )
     layout["legend"]["traceorder"] = "normal"
     return {"data": data, "layout": layout}
+
+
+def _decimal(value: Any) -> Decimal:
+    if value is None:
+        return Decimal(0)
+    return value if isinstance(value, Decimal) else Decimal(repr(float(value)))
+
+
+def _cents(value: Decimal) -> Decimal:
+    return value.quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN)
 
 
 def spend_treemap_figure(*, rows: list[dict[str, Any]], currency: str) -> dict[str, Any]:
@@ -77,27 +91,31 @@ def spend_treemap_figure(*, rows: list[dict[str, Any]], currency: str) -> dict[s
     ``rows``: dicts with ``team``, ``accelerator_type`` and ``spend``. Rows without spend are
     left out (a treemap cannot draw a zero-area tile, and a negative one is meaningless).
     """
-    teams: dict[str, float] = defaultdict(float)
-    leaves: dict[tuple[str, str], float] = defaultdict(float)
+    # Each tile is rounded to the cent first and a team is the sum of its rounded tiles: Plotly
+    # draws nothing when a parent (rounded on its own) is a cent smaller than its children.
+    leaves: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     for row in rows:
-        spend = float(row["spend"] or 0.0)
+        spend = _decimal(row["spend"])
         if spend <= 0:
             continue
         team = str(row["team"] or "unassigned")
         kind = str(row["accelerator_type"] or "unknown type")
-        teams[team] += spend
         leaves[(team, kind)] += spend
+    rounded = {key: _cents(spend) for key, spend in leaves.items() if _cents(spend) > 0}
+    teams: dict[str, Decimal] = defaultdict(Decimal)
+    for (team, _kind), spend in rounded.items():
+        teams[team] += spend
     ids, labels, parents, values = [], [], [], []
-    for team, total in sorted(teams.items(), key=lambda item: -item[1]):
+    for team, total in sorted(teams.items(), key=lambda item: (-item[1], item[0])):
         ids.append(team)
         labels.append(team)
         parents.append("")
-        values.append(round(total, 2))
-    for (team, kind), spend in sorted(leaves.items(), key=lambda item: -item[1]):
+        values.append(float(total))
+    for (team, kind), spend in sorted(rounded.items(), key=lambda item: (-item[1], item[0])):
         ids.append(f"{team}/{kind}")
         labels.append(kind)
         parents.append(team)
-        values.append(round(spend, 2))
+        values.append(float(spend))
     data = [
         {
             "type": "treemap",
@@ -110,6 +128,10 @@ def spend_treemap_figure(*, rows: list[dict[str, Any]], currency: str) -> dict[s
             "hovertemplate": "%{label}: %{value:,.2f} " + currency + " (%{percentParent:.0%})<extra></extra>",
         }
     ]
-    layout = _layout(f"Spend of the month by team and accelerator type ({currency})", treemapcolorway=PALETTE)
+    layout = _layout(
+        f"Spend of the month by team and accelerator type ({currency})",
+        treemapcolorway=PALETTE,
+        meta={"sums_to": "spend"},
+    )
     layout["margin"] = {"l": 10, "r": 10, "t": 50, "b": 10}
     return {"data": data, "layout": layout}

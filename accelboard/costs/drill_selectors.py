@@ -12,16 +12,22 @@ from typing import Any
 
 from django.db.models import Count, Max, Q, QuerySet, Sum
 
-from .models import AcceleratorPrice, CostDaily, ElectricityPrice, ServingCostDaily, is_stale
-from .report_selectors import MONEY_FIELDS, SUM_FIELDS, CostFilters, cost_daily_scoped, month_bounds
+from accelboard.core.access import Scope
+
+from .filters import CostFilters
+from .models import AcceleratorPrice, ElectricityPrice, is_stale
+from .report_selectors import (
+    SUM_FIELDS,
+    cost_daily_scoped,
+    month_bounds,
+    serving_cost_scoped,
+)
 
 
-def cost_drill_hosts(*, team_ids: list[int] | None, filters: CostFilters) -> list[dict[str, Any]]:
+def cost_drill_hosts(*, scope: Scope, filters: CostFilters) -> list[dict[str, Any]]:
     """Per host (and price rows: a host whose price changed mid-month shows one line per price)."""
     start, end = month_bounds(filters.month)
-    qs = cost_daily_scoped(CostDaily.objects.all(), team_ids=team_ids, filters=filters).filter(
-        day__gte=start, day__lt=end
-    )
+    qs = cost_daily_scoped(scope=scope, filters=filters).filter(day__gte=start, day__lt=end)
     rows = list(
         qs.values(
             "host_id",
@@ -52,14 +58,14 @@ def cost_drill_hosts(*, team_ids: list[int] | None, filters: CostFilters) -> lis
         .annotate(**{name: Sum(name) for name in SUM_FIELDS})
         .order_by("host__hostname", "accelerator_type__name", "accelerator_price_id")
     )
-    return [_price_inputs(row) for row in rows]
+    return [_price_inputs(dict(row)) for row in rows]
 
 
-def cost_drill_days(*, team_ids: list[int] | None, filters: CostFilters) -> list[dict[str, Any]]:
+def cost_drill_days(*, scope: Scope, filters: CostFilters) -> list[dict[str, Any]]:
     """Every CostDaily row behind the filters, with the price rows' inputs beside the figures."""
     start, end = month_bounds(filters.month)
     qs = (
-        cost_daily_scoped(CostDaily.objects.all(), team_ids=team_ids, filters=filters)
+        cost_daily_scoped(scope=scope, filters=filters)
         .filter(day__gte=start, day__lt=end)
         .order_by("day", "host__hostname")
     )
@@ -105,23 +111,18 @@ def _price_inputs(row: dict[str, Any]) -> dict[str, Any]:
     row["pue"] = row.pop("electricity_price__pue")
     row["kwh_source"] = row.pop("electricity_price__source")
     row["kwh_fetched_on"] = row.pop("electricity_price__fetched_on")
-    for name in MONEY_FIELDS + ("gpu_hour_rate", "price_per_hour", "kwh_price"):
-        if row.get(name) is not None:
-            row[name] = float(row[name])
     if "stale_rows" in row:
         row["price_stale"] = row["stale_rows"] > 0
     return row
 
 
-def cost_drill_prices(
-    *, team_ids: list[int] | None, filters: CostFilters, today: dt.date
-) -> list[dict[str, Any]]:
+def cost_drill_prices(*, scope: Scope, filters: CostFilters, today: dt.date) -> list[dict[str, Any]]:
     """The price rows behind the filtered costs (or, with ``filters.model``, behind that model's
     serving costs), with source, fetched date and staleness."""
     qs = (
-        _serving_scoped(team_ids=team_ids, filters=filters)
+        _serving_scoped(scope=scope, filters=filters)
         if filters.model is not None
-        else cost_daily_scoped(CostDaily.objects.all(), team_ids=team_ids, filters=filters).filter(
+        else cost_daily_scoped(scope=scope, filters=filters).filter(
             day__gte=month_bounds(filters.month)[0], day__lt=month_bounds(filters.month)[1]
         )
     )
@@ -189,27 +190,18 @@ def cost_drill_prices(
     return out
 
 
-def _serving_scoped(*, team_ids: list[int] | None, filters: CostFilters) -> QuerySet[Any]:
+def _serving_scoped(*, scope: Scope, filters: CostFilters) -> QuerySet[Any]:
     start, end = month_bounds(filters.month)
-    qs = ServingCostDaily.objects.filter(day__gte=start, day__lt=end, variant__model__name=filters.model)
-    if team_ids is not None:
-        qs = qs.filter(team_id__in=team_ids)
-    if filters.team_id is not None:
-        qs = qs.filter(team_id=filters.team_id)
-    if filters.provider:
-        qs = qs.filter(host__provider=filters.provider)
-    if filters.host_id is not None:
-        qs = qs.filter(host_id=filters.host_id)
-    if filters.day is not None:
-        qs = qs.filter(day=filters.day)
-    return qs
+    return serving_cost_scoped(scope=scope, filters=filters).filter(
+        day__gte=start, day__lt=end, variant__model__name=filters.model
+    )
 
 
-def cost_drill_serving(*, team_ids: list[int] | None, filters: CostFilters) -> list[dict[str, Any]]:
+def cost_drill_serving(*, scope: Scope, filters: CostFilters) -> list[dict[str, Any]]:
     """The daily serving rows behind a model's total: tokens, GPU-hours, energy and money, with
     the price rows' inputs beside them."""
     rows = (
-        _serving_scoped(team_ids=team_ids, filters=filters)
+        _serving_scoped(scope=scope, filters=filters)
         .order_by("day", "host__hostname", "variant__name")
         .values(
             "day",
@@ -246,6 +238,6 @@ def cost_drill_serving(*, team_ids: list[int] | None, filters: CostFilters) -> l
         row["total_cost"] = row.pop("cost")
         row = _price_inputs(row)
         if row["cost_per_1m_tokens"] is not None:
-            row["cost_per_1m_tokens"] = float(row["cost_per_1m_tokens"])
+            row["cost_per_1m_tokens"] = row["cost_per_1m_tokens"]
         out.append(row)
     return out

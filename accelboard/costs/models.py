@@ -10,9 +10,11 @@ foreign key to each price row they used so that a report can cite it; they are w
 from __future__ import annotations
 
 from datetime import date, timedelta
+from decimal import Decimal
 
 from django.db import models
 
+from accelboard.core.access import TeamScopedQuerySet
 from accelboard.fleet.choices import Provider
 
 from .choices import CostUnit, EnergySource, PricingModel
@@ -79,8 +81,8 @@ class AcceleratorPrice(models.Model):
         )
 
     @property
-    def price_per_accelerator_hour(self) -> float:
-        return float(self.price_per_hour) / max(self.accelerator_count, 1)
+    def price_per_accelerator_hour(self) -> Decimal:
+        return Decimal(self.price_per_hour) / max(self.accelerator_count, 1)
 
     @property
     def stale(self) -> bool:
@@ -189,6 +191,8 @@ class CostDaily(models.Model):
     flags = models.JSONField(default=list, blank=True, help_text='e.g. ["no-accelerator-price"]')
     computed_at = models.DateTimeField()
 
+    objects = TeamScopedQuerySet.as_manager()
+
     class Meta:
         ordering = ["-day", "host_id"]
         verbose_name_plural = "daily costs"
@@ -206,6 +210,10 @@ class CostDaily(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} host {self.host_id}: {self.total_cost} {self.currency}"
+
+
+class RunCostQuerySet(TeamScopedQuerySet["RunCost"]):
+    team_field = "run__team"
 
 
 class RunCost(models.Model):
@@ -247,6 +255,8 @@ class RunCost(models.Model):
     inputs = models.JSONField(default=dict, blank=True, help_text="The numbers each figure was computed from")
     computed_at = models.DateTimeField()
 
+    objects = RunCostQuerySet.as_manager()
+
     def __str__(self) -> str:
         return f"run {self.run_id}: {self.total_cost_per_1m} {self.currency}/1M {self.unit}"
 
@@ -284,6 +294,8 @@ class ServingCostDaily(models.Model):
     price_stale = models.BooleanField(default=False)
     flags = models.JSONField(default=list, blank=True)
     computed_at = models.DateTimeField()
+
+    objects = TeamScopedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-day", "variant_id"]

@@ -2,7 +2,7 @@
 
 Pure: no Django, no database. :func:`pricebook_validate` checks every row and returns every
 error, each naming the row index and the field, so an importer can refuse the whole book
-(nothing half-written) with a message that points at the line to fix. Rules (DESIGN.md, "Cost"):
+(nothing half-written) with a message that points at the line to fix. Rules:
 
 1. Required fields present; prices are positive finite numbers and not a known catalogue
    placeholder (the public skypilot catalogue carries 700.0 where a price is unknown).

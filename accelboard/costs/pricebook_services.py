@@ -5,7 +5,7 @@ book (so an overlap with an existing row is caught too): non-positive or placeho
 spot above on-demand, overlapping validity for the same key, unknown currency, bad dates. A CSV
 is all-or-nothing (one transaction) and each error names its line (the header is line 1) and the
 CSV's own column name. After a write commits, the already-costed days the new rows cover are
-recomputed by a worker (``services.cost_recompute_enqueue``): a correction reaches the figures.
+recomputed by a worker (``tasks.cost_recompute_enqueue``): a correction reaches the figures.
 
 CSV shapes (``FORMATS``):
 - ``instances``: accelerator, count, region, price (hourly, whole instance) and optionally
@@ -36,7 +36,8 @@ from accelboard.fleet.models import AcceleratorType
 
 from .models import AcceleratorPrice
 from .pricebook import PriceRow, PriceRowError, pricebook_validate
-from .services import cost_days_for_price_window, cost_recompute_enqueue
+from .services import cost_days_for_price_window
+from .tasks import cost_recompute_enqueue
 
 FORMATS = ("instances", "opencost")
 _INSTANCE_ALIASES = {

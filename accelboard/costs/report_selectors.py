@@ -10,8 +10,8 @@ Money is summed per currency and converted into the report currency only with an
 ``ExchangeRate`` row valid on the day; amounts with no rate are left out of the totals and
 listed as unconverted, never guessed.
 
-Who sees what: finance members and staff see every team's costs; anyone else the teams they are
-a member of (``cost_team_ids_visible``).
+Who sees what is the caller's ``Scope`` under ``Action.VIEW_COSTS`` (``accelboard.core.access``):
+finance members and staff see every team's costs; anyone else the teams they are a member of.
 """
 
 from __future__ import annotations
@@ -19,16 +19,20 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet, Sum
 
+from accelboard.core.access import Action, Scope
 from accelboard.core.models import Team
-from accelboard.core.selectors import team_ids_visible, user_is_finance
-from accelboard.fleet.models import AcceleratorType
+from accelboard.fleet.models import AcceleratorType, Host
 
+from .filters import CostDailyFilterSet, CostFilters, ServingCostFilterSet, cost_rows_narrowed
 from .models import CostDaily, ExchangeRate, ServingCostDaily
+from .periods import Comparison, month_comparison
 
 REPORT_CURRENCY = "USD"
 SUM_FIELDS = (
@@ -55,35 +59,13 @@ DIMENSIONS = {
 # --- scope and filters -------------------------------------------------------------------------
 
 
-def cost_team_ids_visible(*, user: Any) -> list[int] | None:
-    """None: every team (staff, finance). Otherwise the ids of the user's own teams."""
-    if user.is_staff or user_is_finance(user=user):
-        return None
-    return team_ids_visible(user=user)
-
-
-def cost_filter_choices(*, team_ids: list[int] | None) -> dict[str, list[tuple[str, str]]]:
-    teams = Team.objects.order_by("name")
-    if team_ids is not None:
-        teams = teams.filter(id__in=team_ids)
+def cost_filter_choices(*, scope: Scope) -> dict[str, list[tuple[str, str]]]:
+    teams = Team.objects.visible_to(scope, Action.VIEW_COSTS).order_by("name")
     types = AcceleratorType.objects.order_by("name")
     return {
         "teams": [(team.slug, team.name) for team in teams],
         "accelerator_types": [(kind.slug, kind.name) for kind in types],
     }
-
-
-@dataclass(frozen=True)
-class CostFilters:
-    month: dt.date
-    team_id: int | None = None
-    provider: str = ""
-    accelerator_type_id: int | None = None
-    project: str | None = None
-    host_id: int | None = None
-    day: dt.date | None = None
-    # A served model's name: the drill-down then lists the serving rows behind its total.
-    model: str | None = None
 
 
 def month_bounds(month: dt.date) -> tuple[dt.date, dt.date]:
@@ -97,25 +79,69 @@ def month_previous(month: dt.date) -> dt.date:
     return (month.replace(day=1) - dt.timedelta(days=1)).replace(day=1)
 
 
-def cost_daily_scoped(
-    qs: QuerySet[Any], *, team_ids: list[int] | None, filters: CostFilters
-) -> QuerySet[Any]:
-    """``CostDaily`` rows of the teams in scope (None: all) narrowed by the filters (not the month)."""
-    if team_ids is not None:
-        qs = qs.filter(team_id__in=team_ids)
-    if filters.team_id is not None:
-        qs = qs.filter(team_id=filters.team_id)
-    if filters.provider:
-        qs = qs.filter(provider=filters.provider)
-    if filters.accelerator_type_id is not None:
-        qs = qs.filter(accelerator_type_id=filters.accelerator_type_id)
-    if filters.project is not None:
-        qs = qs.filter(project=filters.project)
-    if filters.host_id is not None:
-        qs = qs.filter(host_id=filters.host_id)
-    if filters.day is not None:
-        qs = qs.filter(day=filters.day)
-    return qs
+class CostFilterNotVisible(LookupError):
+    """A team or host named in the filters that the caller may not see (a 404 for the page)."""
+
+
+def cost_filters_resolve(*, scope: Scope, data: dict[str, Any], today: dt.date) -> CostFilters:
+    """The finance pages' cleaned form values (slugs and names) as ids, within the caller's scope."""
+    team_id = None
+    if data.get("team"):
+        team_id = (
+            Team.objects.visible_to(scope, Action.VIEW_COSTS)
+            .filter(slug=data["team"])
+            .values_list("id", flat=True)
+            .first()
+        )
+        if team_id is None:
+            raise CostFilterNotVisible("No such team among the teams whose costs you may see")
+    type_id = None
+    if data.get("accelerator_type"):
+        type_id = (
+            AcceleratorType.objects.filter(slug=data["accelerator_type"]).values_list("id", flat=True).first()
+        )
+    host_id = None
+    if data.get("host"):
+        host_id = (
+            Host.objects.visible_to(scope, Action.VIEW_COSTS)
+            .filter(hostname=data["host"])
+            .values_list("id", flat=True)
+            .first()
+        )
+        if host_id is None:
+            raise CostFilterNotVisible("No such host among the teams whose costs you may see")
+    return CostFilters(
+        month=data.get("month") or today.replace(day=1),
+        team_id=team_id,
+        provider=data.get("provider") or "",
+        accelerator_type_id=type_id,
+        project=data.get("project") or None,
+        host_id=host_id,
+        day=data.get("day"),
+        model=data.get("model") or None,
+    )
+
+
+def cost_month_default(*, scope: Scope, today: dt.date) -> dt.date:
+    """The month the finance pages open on: the last complete one, unless the caller has no costs
+    before this month (then this month). One query."""
+    this_month = today.replace(day=1)
+    earlier = CostDaily.objects.visible_to(scope, Action.VIEW_COSTS).filter(day__lt=this_month).exists()
+    return month_previous(this_month) if earlier else this_month
+
+
+def cost_daily_scoped(*, scope: Scope, filters: CostFilters) -> QuerySet[CostDaily]:
+    """``CostDaily`` rows whose costs the caller may see, narrowed by the filters (not the month)."""
+    return cost_rows_narrowed(
+        CostDailyFilterSet, CostDaily.objects.visible_to(scope, Action.VIEW_COSTS), filters
+    )
+
+
+def serving_cost_scoped(*, scope: Scope, filters: CostFilters) -> QuerySet[ServingCostDaily]:
+    """``ServingCostDaily`` rows whose costs the caller may see, narrowed by the filters."""
+    return cost_rows_narrowed(
+        ServingCostFilterSet, ServingCostDaily.objects.visible_to(scope, Action.VIEW_COSTS), filters
+    )
 
 
 # --- currency ----------------------------------------------------------------------------------
@@ -123,7 +149,7 @@ def cost_daily_scoped(
 
 class Rates:
     """Exchange rates into one currency, looked up by day (valid_from ≤ day < valid_to, the
-    price book's validity end being exclusive)."""
+    price book's validity end being exclusive). Factors are Decimal: money stays Decimal."""
 
     def __init__(self, *, currency: str, rows: list[ExchangeRate]) -> None:
         self.currency = currency
@@ -133,12 +159,12 @@ class Rates:
         for rates in self._by_from.values():
             rates.sort(key=lambda rate: rate.valid_from, reverse=True)
 
-    def factor(self, *, currency: str, day: dt.date) -> float | None:
+    def factor(self, *, currency: str, day: dt.date) -> Decimal | None:
         if currency == self.currency:
-            return 1.0
+            return Decimal(1)
         for rate in self._by_from.get(currency, []):
             if rate.valid_from <= day and (rate.valid_to is None or day < rate.valid_to):
-                return float(rate.rate)
+                return Decimal(rate.rate)
         return None
 
 
@@ -148,14 +174,26 @@ def rates_load(*, currency: str) -> Rates:
 
 # --- the report --------------------------------------------------------------------------------
 
+ZERO = Decimal(0)
+
 
 def _num(value: Any) -> float:
     return float(value) if value is not None else 0.0
 
 
+def _money(value: Any) -> Decimal:
+    return Decimal(value) if value is not None else ZERO
+
+
 @dataclass
 class Group:
-    """Sums of one slice (a team, a project, a day, the whole month) in the report currency."""
+    """Sums of one slice (a team, a project, a day, the whole month) in the report currency.
+
+    Money is Decimal (sums of stored, already rounded amounts: exact); physical quantities float.
+    ``previous_total`` and ``compared_total`` are the spend in the two windows the change
+    compares (``comparison``: the same complete days of this month and the month before), and
+    ``covered_*`` the days of each window with data for this slice.
+    """
 
     key: str
     label: str
@@ -165,34 +203,47 @@ class Group:
     energy_kwh: float = 0.0
     energy_kwh_pue: float = 0.0
     carbon_kg: float = 0.0
-    capacity_cost: float = 0.0
-    energy_cost: float = 0.0
-    idle_cost: float = 0.0
-    total_cost: float = 0.0
+    capacity_cost: Decimal = ZERO
+    energy_cost: Decimal = ZERO
+    idle_cost: Decimal = ZERO
+    total_cost: Decimal = ZERO
     rows: int = 0
     stale_rows: int = 0
     unpriced_rows: int = 0
-    previous_total: float | None = None
-    # False when the previous month has fewer days of data than this one (a fleet that started
-    # in it): a change against it would read as growth that is not there.
-    comparable: bool = True
+    previous_total: Decimal | None = None
+    compared_total: Decimal | None = None
+    covered_now: set[dt.date] = field(default_factory=set)
+    covered_before: set[dt.date] = field(default_factory=set)
+    comparison: Comparison | None = None
     drill: dict[str, str] = field(default_factory=dict)
     # Figures at least one row had a value for; the others are unknown (no price, no energy
     # measured) and a table shows them as a gap rather than as 0.
     known: set[str] = field(default_factory=set)
 
-    def add(self, row: dict[str, Any], factor: float) -> None:
+    def add(self, row: dict[str, Any], factor: Decimal) -> None:
         for name in ("alloc_hours", "busy_hours", "idle_hours", "energy_kwh", "energy_kwh_pue", "carbon_kg"):
             setattr(self, name, getattr(self, name) + _num(row[name]))
             if row[name] is not None:
                 self.known.add(name)
         for name in MONEY_FIELDS:
-            setattr(self, name, getattr(self, name) + _num(row[name]) * factor)
+            setattr(self, name, getattr(self, name) + _money(row[name]) * factor)
             if row[name] is not None:
                 self.known.add(name)
         self.rows += row["rows"]
         self.stale_rows += row["stale_rows"]
         self.unpriced_rows += row["unpriced_rows"]
+
+    def add_compared(self, row: dict[str, Any], factor: Decimal) -> None:
+        """A row of either window of the comparison (this month's or the month before's)."""
+        if self.comparison is None:
+            return
+        spend = _money(row["total_cost"]) * factor
+        if self.comparison.in_now(row["day"]):
+            self.compared_total = (self.compared_total or ZERO) + spend
+            self.covered_now.add(row["day"])
+        elif self.comparison.in_before(row["day"]):
+            self.previous_total = (self.previous_total or ZERO) + spend
+            self.covered_before.add(row["day"])
 
     def value(self, name: str) -> Any:
         """A figure, or None where no row behind it had one."""
@@ -201,10 +252,24 @@ class Group:
         return getattr(self, name)
 
     @property
+    def comparable(self) -> bool:
+        """Both windows of the comparison have data on every one of their days."""
+        return self.comparison is not None and self.comparison.covered(
+            covered_now=len(self.covered_now), covered_before=len(self.covered_before)
+        )
+
+    @property
     def change_pct(self) -> float | None:
-        if not self.comparable or self.previous_total is None or self.previous_total == 0:
+        """The change of spend per day between the comparison's windows (None when it is not
+        comparable or there is nothing before)."""
+        if self.comparison is None:
             return None
-        return (self.total_cost - self.previous_total) / self.previous_total * 100.0
+        return self.comparison.change_pct(
+            now=self.compared_total,
+            before=self.previous_total,
+            covered_now=len(self.covered_now),
+            covered_before=len(self.covered_before),
+        )
 
 
 @dataclass
@@ -212,42 +277,36 @@ class Report:
     month: dt.date
     currency: str
     total: Group
-    previous: Group
     breakdowns: dict[str, list[Group]]
     by_model: list[Group]
-    daily: list[dict[str, Any]]
+    daily: dict[str, list[dict[str, Any]]]  # grouping ("team", "provider") -> rows of that grouping
     days: list[dt.date]
     forecast: dict[str, Any] | None
-    unconverted: dict[str, float]
+    unconverted: dict[str, Decimal]
     treemap: list[dict[str, Any]]
-    # Days with costs in this month (so far) and in the previous one.
-    days_with_data: int = 0
-    previous_days_with_data: int = 0
+    comparison: Comparison | None = None
 
     @property
     def comparable(self) -> bool:
-        return self.previous_days_with_data >= self.days_with_data
+        return self.total.comparable
 
     @property
     def change_pct(self) -> float | None:
-        if not self.comparable or self.previous.rows == 0 or self.previous.total_cost == 0:
-            return None
-        return (self.total.total_cost - self.previous.total_cost) / self.previous.total_cost * 100.0
+        return self.total.change_pct
 
     @property
     def empty(self) -> bool:
         return self.total.rows == 0
 
 
-def _aggregate_rows(*, team_ids: list[int] | None, filters: CostFilters) -> list[dict[str, Any]]:
+def _aggregate_rows(*, scope: Scope, filters: CostFilters) -> list[dict[str, Any]]:
     """The month and the month before, summed per day × team × project × type × provider × currency."""
     start, end = month_bounds(filters.month)
     previous_start = month_previous(filters.month)
-    qs = cost_daily_scoped(CostDaily.objects.all(), team_ids=team_ids, filters=filters).filter(
-        day__gte=previous_start, day__lt=end
-    )
-    return list(
-        qs.values(
+    qs = cost_daily_scoped(scope=scope, filters=filters).filter(day__gte=previous_start, day__lt=end)
+    return [
+        dict(row)
+        for row in qs.values(
             "day",
             "team_id",
             "team__name",
@@ -266,20 +325,15 @@ def _aggregate_rows(*, team_ids: list[int] | None, filters: CostFilters) -> list
         )
         .annotate(**{name: Sum(name) for name in SUM_FIELDS})
         .order_by()
-    )
+    ]
 
 
-def _model_rows(*, team_ids: list[int] | None, filters: CostFilters) -> list[dict[str, Any]]:
+def _model_rows(*, scope: Scope, filters: CostFilters) -> list[dict[str, Any]]:
     start, end = month_bounds(filters.month)
-    qs = ServingCostDaily.objects.filter(day__gte=start, day__lt=end)
-    if team_ids is not None:
-        qs = qs.filter(team_id__in=team_ids)
-    if filters.team_id is not None:
-        qs = qs.filter(team_id=filters.team_id)
-    if filters.provider:
-        qs = qs.filter(host__provider=filters.provider)
+    qs = serving_cost_scoped(scope=scope, filters=filters).filter(day__gte=start, day__lt=end)
     return list(
-        qs.values("day", "variant__model__name", "currency")
+        dict(row)
+        for row in qs.values("day", "variant__model__name", "currency")
         .annotate(
             rows=Count("id"),
             stale_rows=Count("id", filter=Q(price_stale=True)),
@@ -316,6 +370,9 @@ def _drill_keys(dimension: str, row: dict[str, Any]) -> tuple[str, str, dict[str
     return provider or "-", provider or "unknown", {"provider": provider}
 
 
+DAILY_GROUPINGS = ("team", "provider")
+
+
 def report_build(
     *,
     month: dt.date,
@@ -324,32 +381,34 @@ def report_build(
     rates: Rates,
     today: dt.date,
 ) -> Report:
-    """Totals, breakdowns, daily series, month-over-month and forecast from aggregate rows. Pure."""
+    """Totals, breakdowns, daily series, the change against the month before and the forecast
+    from aggregate rows. Pure. Money is summed as Decimal, so every breakdown adds up to the
+    total to the cent."""
     start, end = month_bounds(month)
-    total, previous = Group("total", "Total"), Group("previous", "Previous month")
+    comparison = month_comparison(month=start, today=today)
+    total = Group("total", "Total", comparison=comparison)
     groups: dict[str, dict[str, Group]] = {name: {} for name in DIMENSIONS}
-    daily: dict[tuple[dt.date, str, str], float] = defaultdict(float)
-    treemap: dict[tuple[str, str], float] = defaultdict(float)
-    unconverted: dict[str, float] = defaultdict(float)
+    daily: dict[tuple[dt.date, str, str], Decimal] = defaultdict(Decimal)
+    treemap: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    unconverted: dict[str, Decimal] = defaultdict(Decimal)
     for row in rows:
         factor = rates.factor(currency=row["currency"] or rates.currency, day=row["day"])
         if factor is None:
             if row["day"] >= start:
-                unconverted[row["currency"]] += _num(row["total_cost"])
+                unconverted[row["currency"]] += _money(row["total_cost"])
             continue
         current = row["day"] >= start
         for dimension in DIMENSIONS:
             key, label, drill = _drill_keys(dimension, row)
-            group = groups[dimension].setdefault(key, Group(key, label, drill=drill))
+            group = groups[dimension].setdefault(key, Group(key, label, drill=drill, comparison=comparison))
             if current:
                 group.add(row, factor)
-            else:
-                group.previous_total = (group.previous_total or 0.0) + _num(row["total_cost"]) * factor
+            group.add_compared(row, factor)
+        total.add_compared(row, factor)
         if not current:
-            previous.add(row, factor)
             continue
         total.add(row, factor)
-        spend = _num(row["total_cost"]) * factor
+        spend = _money(row["total_cost"]) * factor
         daily[(row["day"], "team", row["team__name"] or "No team")] += spend
         daily[(row["day"], "provider", row["provider"] or "unknown")] += spend
         treemap[(row["team__name"] or "No team", row["accelerator_type__name"] or "Unknown type")] += spend
@@ -359,17 +418,12 @@ def report_build(
         factor = rates.factor(currency=row["currency"] or rates.currency, day=row["day"])
         name = row["variant__model__name"] or "unknown model"
         if factor is None:
-            unconverted[row["currency"]] += _num(row["total_cost"])
+            unconverted[row["currency"]] += _money(row["total_cost"])
             continue
         group = by_model.setdefault(name, Group(name, name))
         row = {**row, "busy_hours": None, "idle_hours": None, "idle_cost": None}
         group.add(row, factor)
 
-    days_with_data = len({row["day"] for row in rows if row["day"] >= start})
-    previous_days_with_data = len({row["day"] for row in rows if row["day"] < start})
-    for found in groups.values():
-        for group in found.values():
-            group.comparable = previous_days_with_data >= days_with_data
     breakdowns = {
         name: sorted(
             (group for group in found.values() if group.rows),
@@ -381,13 +435,16 @@ def report_build(
         month=start,
         currency=rates.currency,
         total=total,
-        previous=previous,
         breakdowns=breakdowns,
         by_model=_models_with_rest(by_model, total),
-        daily=[
-            {"day": day, "by": by, "group": group, "spend": spend}
-            for (day, by, group), spend in sorted(daily.items())
-        ],
+        daily={
+            by: [
+                {"day": day, "by": grouping, "group": group, "spend": spend}
+                for (day, grouping, group), spend in sorted(daily.items())
+                if grouping == by
+            ]
+            for by in DAILY_GROUPINGS
+        },
         days=[start + dt.timedelta(days=i) for i in range((end - start).days)],
         forecast=forecast_month(month=start, daily_spend=_daily_totals(daily), today=today),
         unconverted=dict(unconverted),
@@ -395,8 +452,7 @@ def report_build(
             {"team": team, "accelerator_type": kind, "spend": spend}
             for (team, kind), spend in treemap.items()
         ],
-        days_with_data=days_with_data,
-        previous_days_with_data=previous_days_with_data,
+        comparison=comparison,
     )
 
 
@@ -407,24 +463,21 @@ def _models_with_rest(by_model: dict[str, Group], total: Group) -> list[Group]:
     if not models:
         return []
     rest = Group("-", "Not attributed to a model")
-    rest.total_cost = max(total.total_cost - sum(group.total_cost for group in models), 0.0)
-    rest.capacity_cost = max(total.capacity_cost - sum(group.capacity_cost for group in models), 0.0)
-    rest.energy_cost = max(total.energy_cost - sum(group.energy_cost for group in models), 0.0)
-    rest.alloc_hours = max(total.alloc_hours - sum(group.alloc_hours for group in models), 0.0)
-    rest.energy_kwh = max(total.energy_kwh - sum(group.energy_kwh for group in models), 0.0)
-    rest.energy_kwh_pue = max(total.energy_kwh_pue - sum(group.energy_kwh_pue for group in models), 0.0)
-    rest.carbon_kg = max(total.carbon_kg - sum(group.carbon_kg for group in models), 0.0)
+    for name in ("total_cost", "capacity_cost", "energy_cost"):
+        setattr(rest, name, max(getattr(total, name) - sum(getattr(g, name) for g in models), ZERO))
+    for name in ("alloc_hours", "energy_kwh", "energy_kwh_pue", "carbon_kg"):
+        setattr(rest, name, max(getattr(total, name) - sum(getattr(g, name) for g in models), 0.0))
     rest.known = {name for name in SUM_FIELDS if name in total.known} - {
         "busy_hours",
         "idle_hours",
         "idle_cost",
     }
     # Where serving accounts for every cent there is nothing to attribute: no empty line.
-    return [*models, rest] if rest.total_cost >= 0.005 else models
+    return [*models, rest] if rest.total_cost >= Decimal("0.005") else models
 
 
-def _daily_totals(daily: dict[tuple[dt.date, str, str], float]) -> dict[dt.date, float]:
-    totals: dict[dt.date, float] = defaultdict(float)
+def _daily_totals(daily: dict[tuple[dt.date, str, str], Decimal]) -> dict[dt.date, Decimal]:
+    totals: dict[dt.date, Decimal] = defaultdict(Decimal)
     for (day, by, _group), spend in daily.items():
         if by == "team":
             totals[day] += spend
@@ -435,7 +488,7 @@ RUN_RATE_DAYS = 7
 
 
 def forecast_month(
-    *, month: dt.date, daily_spend: dict[dt.date, float], today: dt.date
+    *, month: dt.date, daily_spend: Mapping[dt.date, Any], today: dt.date
 ) -> dict[str, Any] | None:
     """Spend of the whole month: the complete days so far plus the remaining days at the run
     rate (mean daily spend of the last 7 complete days, fewer early in the month).
@@ -471,7 +524,7 @@ def forecast_month(
 
 
 def cost_report(
-    *, team_ids: list[int] | None, filters: CostFilters, today: dt.date, currency: str = REPORT_CURRENCY
+    *, scope: Scope, filters: CostFilters, today: dt.date, currency: str = REPORT_CURRENCY
 ) -> Report:
     """The monthly report for the teams in scope (None: all) and the filters. Three queries.
 
@@ -481,8 +534,8 @@ def cost_report(
     models = filters.accelerator_type_id is None and filters.project is None
     return report_build(
         month=filters.month,
-        rows=_aggregate_rows(team_ids=team_ids, filters=filters),
-        model_rows=_model_rows(team_ids=team_ids, filters=filters) if models else [],
+        rows=_aggregate_rows(scope=scope, filters=filters),
+        model_rows=_model_rows(scope=scope, filters=filters) if models else [],
         rates=rates_load(currency=currency),
         today=today,
     )

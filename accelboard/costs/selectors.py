@@ -1,7 +1,8 @@
 """Reads of the costs app for the finance pages, exports and other apps.
 
-Every function takes ``team_ids`` (``core.selectors.team_ids_visible``; None = every team and
-hosts with no team, for staff/finance) and reads the precomputed tables (``CostDaily``,
+Every function takes the caller's ``Scope`` (``accelboard.core.access``) and reads under the one
+rule for money (``Action.VIEW_COSTS``: finance members see every team's costs, on the overview as
+on the finance pages; anyone else the teams they are in), from the precomputed tables (``CostDaily``,
 ``ServingCostDaily``, ``RunCost``) with a fixed number of queries, grouped in SQL: a page's cost
 grows with what it draws (groups), not with the rows behind them.
 
@@ -23,8 +24,10 @@ from typing import Any
 
 from django.db.models import Count, F, Q, QuerySet, Sum
 
+from accelboard.core.access import Action, Scope
+
 from .models import AcceleratorPrice, CostDaily, ElectricityPrice, ExchangeRate, RunCost, ServingCostDaily
-from .prices import carbon_for_host, electricity_for_host, price_for_host
+from .pricebook_selectors import carbon_for_host, electricity_for_host, price_for_host
 
 __all__ = [
     "BREAKDOWNS",
@@ -34,6 +37,8 @@ __all__ = [
     "electricity_for_host",
     "price_book_rows",
     "price_for_host",
+    "price_basis",
+    "run_cost_summary",
     "run_costs_for",
     "serving_costs_for",
 ]
@@ -52,14 +57,10 @@ BREAKDOWNS: dict[str, tuple[str, str]] = {
 FILTERS = ("team_id", "project", "accelerator_type_id", "provider", "host_id", "day", "region")
 
 
-def _scoped(qs: QuerySet, team_ids: Sequence[int] | None) -> QuerySet:
-    return qs if team_ids is None else qs.filter(team_id__in=list(team_ids))
-
-
 def _daily(
-    *, team_ids: Sequence[int] | None, start: date, end: date, filters: Mapping[str, Any] | None = None
+    *, scope: Scope, start: date, end: date, filters: Mapping[str, Any] | None = None
 ) -> QuerySet[CostDaily]:
-    qs = _scoped(CostDaily.objects.filter(day__gte=start, day__lt=end), team_ids)
+    qs = CostDaily.objects.visible_to(scope, Action.VIEW_COSTS).filter(day__gte=start, day__lt=end)
     for key, value in (filters or {}).items():
         if key not in FILTERS:
             raise ValueError(f"filters: {key!r} is not one of {', '.join(FILTERS)}")
@@ -136,7 +137,7 @@ def _group(qs: QuerySet, *keys: str) -> list[dict]:
 
 def cost_daily_series(
     *,
-    team_ids: Sequence[int] | None,
+    scope: Scope,
     start: date,
     end: date,
     by: str = "team",
@@ -149,7 +150,7 @@ def cost_daily_series(
         raise ValueError(f"by: {by!r} is not one of team, project, accelerator_type, provider, host")
     key, label = BREAKDOWNS[by]
     conv = _Converter(currency=currency, on=end - timedelta(days=1))
-    qs = _daily(team_ids=team_ids, start=start, end=end, filters=filters)
+    qs = _daily(scope=scope, start=start, end=end, filters=filters)
     fields = ["day", key] + ([label] if label != key else [])
     groups = qs.values(*fields, "currency").annotate(total=Sum("total_cost"), idle=Sum("idle_cost"))
     days = [start + timedelta(days=i) for i in range((end - start).days)]
@@ -182,6 +183,55 @@ def price_book_rows(
     return {"accelerator": list(acc), "electricity": list(elec)}
 
 
+def run_cost_summary(*, scope: Scope, run: Any) -> dict[str, Any] | None:
+    """What a run's page says it cost: capacity, energy and total per 1M units of work, and the
+    price rows they used (the instance's price per hour, its GPUs, provider and pricing model,
+    source and fetch date; the electricity price and PUE). None without a cost, or for a caller
+    who may not see the run's team's costs. One query."""
+    if not scope.can(Action.VIEW_COSTS, run.team_id):
+        return None
+    cost = run_costs_for(run_ids=[run.pk]).get(run.pk)
+    if cost is None:
+        return None
+    price, power = cost.accelerator_price, cost.electricity_price
+    return {
+        "unit": cost.unit or "unit",
+        "currency": cost.currency,
+        "capacity_per_1m": cost.capacity_cost_per_1m,
+        "energy_per_1m": cost.energy_cost_per_1m,
+        "total_per_1m": cost.total_cost_per_1m,
+        "energy_per_unit_j": cost.energy_per_unit_j,
+        "energy_source": cost.get_energy_source_display() if cost.energy_source else "",
+        "carbon_g_per_1m": cost.carbon_g_per_1m,
+        "stale": cost.price_stale,
+        "flags": cost.flags,
+        "price": None
+        if price is None
+        else {
+            "per_hour": price.price_per_hour,
+            "per_gpu_hour": price.price_per_accelerator_hour,
+            "gpus": price.accelerator_count,
+            "currency": price.currency,
+            "basis": price_basis(price),
+            "source": price.source,
+            "fetched_on": price.fetched_on,
+        },
+        "power": None
+        if power is None
+        else {"per_kwh": power.price_per_kwh, "pue": power.pue, "source": power.source},
+    }
+
+
+def price_basis(price: AcceleratorPrice) -> str:
+    """A price row in a few words: ``on-prem (amortised)``, ``aws p5.48xlarge on-demand``."""
+    model = price.get_pricing_model_display().lower()
+    parts = [] if model.startswith(price.provider) else [price.provider]
+    if price.instance_type:
+        parts.append(price.instance_type)
+    parts.append(model)
+    return " ".join(parts)
+
+
 def run_costs_for(*, run_ids: Sequence[int]) -> dict[int, RunCost]:
     """run id -> its RunCost (runs without one are absent). One query."""
     return {
@@ -193,14 +243,19 @@ def run_costs_for(*, run_ids: Sequence[int]) -> dict[int, RunCost]:
 
 
 def serving_costs_for(
-    *, team_ids: Sequence[int] | None, start: date, end: date, variant_ids: Sequence[int] | None = None
+    *,
+    scope: Scope,
+    start: date,
+    end: date,
+    variant_ids: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
     """Per model variant and day: tokens, cost, cost per 1M tokens and J per token (serving)."""
-    qs = _scoped(ServingCostDaily.objects.filter(day__gte=start, day__lt=end), team_ids)
+    qs = ServingCostDaily.objects.visible_to(scope, Action.VIEW_COSTS).filter(day__gte=start, day__lt=end)
     if variant_ids is not None:
         qs = qs.filter(variant_id__in=list(variant_ids))
-    items = list(
-        qs.values("day", "variant_id", "currency")
+    items: list[dict[str, Any]] = list(
+        dict(row)
+        for row in qs.values("day", "variant_id", "currency")
         .annotate(
             model=F("variant__model__name"),
             variant=F("variant__name"),
@@ -225,14 +280,12 @@ def serving_costs_for(
     return items
 
 
-def cost_days_totals(
-    *, team_ids: Sequence[int] | None, start: date, end: date, currency: str = "USD"
-) -> dict[str, Any]:
+def cost_days_totals(*, scope: Scope, start: date, end: date, currency: str = "USD") -> dict[str, Any]:
     """Totals per day of [start, end) in one currency, for pages that sum their own periods (the
     overview's week and month so far and the periods before them): ``days`` maps a day to
     the sums ``cost_month_summary`` makes; ``unconverted`` lists what had no exchange rate.
     One grouped query and the rates."""
     conv = _Converter(currency=currency, on=end - timedelta(days=1))
-    groups = _group(_daily(team_ids=team_ids, start=start, end=end), "day")
+    groups = _group(_daily(scope=scope, start=start, end=end), "day")
     days, unconverted = _fold(groups, "day", conv)
     return {"days": days, "currency": currency, "unconverted": unconverted}

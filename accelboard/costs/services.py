@@ -5,7 +5,7 @@
 lock the day's rows (for the scope asked) are deleted and written again in one transaction, so a
 re-run after late telemetry or a price correction REPLACES the figures, never adds to them.
 
-Per-run and serving costs are in ``run_costs`` and ``serving_costs``; price-book writes and CSV
+Per-run and serving costs are in ``run_cost_services`` and ``serving_cost_services``; price-book writes and CSV
 imports in ``pricebook_services``.
 """
 
@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Case, Count, F, FloatField, IntegerField, Sum, Value, When
@@ -25,16 +26,17 @@ from django.utils import timezone
 from accelboard.core.services import JobHandle, job_run_record
 from accelboard.fleet.models import Host, TelemetryRollup
 
-from .daily import IDLE_UTIL_BELOW_PCT, host_day_cost
+from .formulas.daily import IDLE_UTIL_BELOW_PCT, host_day_cost
+from .formulas.money import AMOUNT_PLACES, RATE_PLACES, money_round
 from .models import CostDaily
-from .prices import PriceBook, accelerator_rate_value, electricity_rate_value, price_book_load
+from .pricebook_selectors import PriceBook, accelerator_rate_value, electricity_rate_value, price_book_load
 
 ROLLUP_WIDTH_S = 60
 _LOCK_NAMESPACE = zlib.crc32(b"accelboard.costs.day") & 0x7FFFFFFF  # int4 key
 
 
-def _money(value: float | None, places: str = "0.0001") -> Decimal | None:
-    return None if value is None else Decimal(repr(value)).quantize(Decimal(places))
+def _money(value: Decimal | None, places: Decimal = AMOUNT_PLACES) -> Decimal | None:
+    return money_round(value, places)
 
 
 def _day_bounds(day: date) -> tuple[datetime, datetime]:
@@ -47,14 +49,15 @@ def _day_lock(day: date) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, day.toordinal()])
 
 
-def cost_day_aggregates(*, day: date, host_ids: Iterable[int] | None = None) -> list[dict]:
+def cost_day_aggregates(*, day: date, host_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
     """The day's 60 s rollups summed per (host, accelerator type): one query, grouped in SQL."""
     start, end = _day_bounds(day)
     rows = TelemetryRollup.objects.filter(width_s=ROLLUP_WIDTH_S, bucket__gte=start, bucket__lt=end)
     if host_ids is not None:
         rows = rows.filter(host_id__in=list(host_ids))
     return list(
-        rows.values("host_id", accelerator_type_id=F("accelerator__accelerator_type_id"))
+        dict(row)
+        for row in rows.values("host_id", accelerator_type_id=F("accelerator__accelerator_type_id"))
         .annotate(
             gpus=Count("accelerator_id", distinct=True),
             buckets=Count("id"),
@@ -104,7 +107,7 @@ def _cost_row(*, day: date, host: Host, agg: dict, book: PriceBook, now: datetim
         energy_kwh=figures.energy_kwh,
         energy_kwh_pue=figures.energy_kwh_pue,
         carbon_kg=figures.carbon_kg,
-        gpu_hour_rate=_money(price.price_per_accelerator_hour, "0.000001") if price else None,
+        gpu_hour_rate=_money(price.price_per_accelerator_hour, RATE_PLACES) if price else None,
         capacity_cost=_money(figures.capacity),
         usage_cost=_money(figures.usage),
         energy_cost=_money(figures.energy),
@@ -241,15 +244,3 @@ def cost_days_for_price_window(*, valid_from: date, valid_to: date | None, today
     if valid_to is not None:
         rows = rows.filter(day__lt=valid_to)
     return sorted(set(rows.values_list("day", flat=True)))
-
-
-def cost_recompute_enqueue(*, days: Iterable[date]) -> None:
-    """After the current transaction commits, ask a worker to recompute ``days`` (and their
-    serving costs). Called by price-book writes so a correction reaches the figures once."""
-    days = sorted(set(days))
-    if not days:
-        return
-    from .tasks import cost_days_recompute
-
-    isos = [d.isoformat() for d in days]
-    transaction.on_commit(lambda: cost_days_recompute.delay(isos))

@@ -6,16 +6,17 @@ at once. Each service records its own ``JobRun``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 
 from celery import shared_task
-from django.db import OperationalError
+from django.db import OperationalError, transaction
 
 from accelboard.benchmarks.models import BenchmarkRun
 
 from . import services
-from .run_costs import run_cost_compute
-from .serving_costs import serving_cost_day_compute
+from .run_cost_services import run_cost_compute
+from .serving_cost_services import serving_cost_day_compute
 
 _RETRY = {
     "autoretry_for": (OperationalError,),
@@ -70,3 +71,13 @@ def run_cost(self, run_id: int) -> dict[str, object]:  # type: ignore[no-untyped
         return {"run_id": run_id, "cost": None}
     cost = run_cost_compute(run=run)
     return {"run_id": run.pk, "cost": cost.pk if cost else None}
+
+
+def cost_recompute_enqueue(*, days: Iterable[date]) -> None:
+    """After the current transaction commits, ask a worker to recompute ``days`` (and their
+    serving costs). Called by price-book writes so a correction reaches the figures once."""
+    days = sorted(set(days))
+    if not days:
+        return
+    isos = [d.isoformat() for d in days]
+    transaction.on_commit(lambda: cost_days_recompute.delay(isos))

@@ -1,9 +1,9 @@
 """Finance pages: the monthly cost report, its drill-down, their CSV/XLSX exports and print view.
 
-Thin: each view decides which teams' costs the user may see (finance and staff: all; anyone
-else: their own teams), parses the filters with a form (a bad value is a 400 naming the field),
-calls the report selectors, and renders a page or a file. A team filter naming a team the user
-may not see is a 404, like any other team's object.
+Thin: each view takes the caller's scope (``core.access``: finance and staff see every team's
+costs, anyone else their own teams), parses the filters with a form (a bad value is a 400 naming
+the field), calls the report selectors, and renders a page or a file. A team filter naming a team
+the caller may not see is a 404, like any other team's object.
 """
 
 from __future__ import annotations
@@ -18,19 +18,20 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from accelboard.core.models import Team
-from accelboard.fleet.models import AcceleratorType, Host
+from accelboard.core.access import Action, request_scope
 
 from . import charts, exports
 from .drill_selectors import cost_drill_days, cost_drill_hosts, cost_drill_prices, cost_drill_serving
+from .filters import CostFilters
 from .forms import CostFilterForm, DrillForm
 from .report_selectors import (
     DIMENSIONS,
-    CostFilters,
+    CostFilterNotVisible,
     Report,
     cost_filter_choices,
+    cost_filters_resolve,
+    cost_month_default,
     cost_report,
-    cost_team_ids_visible,
     month_previous,
 )
 
@@ -40,48 +41,22 @@ def _today() -> dt.date:
 
 
 def _with_month(request: HttpRequest) -> Any:
-    """The query with the current month filled in, so the month field always shows one."""
+    """The query with a month filled in, so the month field always shows one: the last complete
+    month (a finance report reads a closed month; the current one is a click away), or the
+    current month where the caller has no costs before it (a fleet that started this month)."""
     params = request.GET.copy()
     if not params.get("month"):
-        params["month"] = f"{_today():%Y-%m}"
+        month = cost_month_default(scope=request_scope(request), today=_today())
+        params["month"] = f"{month:%Y-%m}"
     return params
 
 
-def _filters(data: dict[str, Any], *, team_ids: list[int] | None) -> CostFilters:
-    """Form values -> ids, answering 404 for a team (or host) outside the user's scope."""
-    team_id = None
-    if data.get("team"):
-        teams = Team.objects.filter(slug=data["team"])
-        if team_ids is not None:
-            teams = teams.filter(id__in=team_ids)
-        team_id = teams.values_list("id", flat=True).first()
-        if team_id is None:
-            raise Http404("No such team among the teams whose costs you may see")
-    type_id = None
-    if data.get("accelerator_type"):
-        type_id = (
-            AcceleratorType.objects.filter(slug=data["accelerator_type"]).values_list("id", flat=True).first()
-        )
-    host_id = None
-    if data.get("host"):
-        hosts = Host.objects.filter(hostname=data["host"])
-        if team_ids is not None:
-            hosts = hosts.filter(team_id__in=team_ids)
-        host_id = hosts.values_list("id", flat=True).first()
-        if host_id is None:
-            raise Http404("No such host among the teams whose costs you may see")
-    project = data.get("project")
-    model = data.get("model")
-    return CostFilters(
-        month=data.get("month") or _today().replace(day=1),
-        team_id=team_id,
-        provider=data.get("provider") or "",
-        accelerator_type_id=type_id,
-        project=project if project else None,
-        host_id=host_id,
-        day=data.get("day"),
-        model=model if model else None,
-    )
+def _filters(request: HttpRequest, data: dict[str, Any]) -> CostFilters:
+    """Form values -> ids, answering 404 for a team (or host) outside the caller's scope."""
+    try:
+        return cost_filters_resolve(scope=request_scope(request), data=data, today=_today())
+    except CostFilterNotVisible as exc:
+        raise Http404(str(exc)) from exc
 
 
 def _query(data: dict[str, Any], **changes: Any) -> str:
@@ -128,7 +103,7 @@ def _export(tables: list[exports.ExportTable], *, data: dict[str, Any], stem: st
     return response
 
 
-def _report_tables(report: Report, data: dict[str, Any]) -> list[exports.ExportTable]:
+def _report_tables(report: Report, data: dict[str, Any], by: str) -> list[exports.ExportTable]:
     drill = reverse("costs:drill")
     tables = []
     for name, label in DIMENSIONS.items():
@@ -142,7 +117,12 @@ def _report_tables(report: Report, data: dict[str, Any]) -> list[exports.ExportT
         ]
         tables.append(
             exports.breakdown_table(
-                name=name, label=label, groups=groups, currency=report.currency, links=links
+                name=name,
+                label=label,
+                groups=groups,
+                currency=report.currency,
+                links=links,
+                total=report.total,
             )
         )
     model_links: list[str | None] = [
@@ -150,7 +130,7 @@ def _report_tables(report: Report, data: dict[str, Any]) -> list[exports.ExportT
         for group in report.by_model
     ]
     tables.append(exports.model_table(groups=report.by_model, currency=report.currency, links=model_links))
-    tables.append(exports.daily_table(rows=report.daily, currency=report.currency))
+    tables.append(exports.daily_table(rows=report.daily[by], currency=report.currency, by=by))
     return tables
 
 
@@ -161,19 +141,22 @@ def _bad_request(request: HttpRequest, template: str, form: Any) -> HttpResponse
 
 @require_GET
 def cost_report_page(request: HttpRequest) -> HttpResponse:
-    team_ids = cost_team_ids_visible(user=request.user)
-    form = CostFilterForm(_with_month(request), **cost_filter_choices(team_ids=team_ids))
+    scope = request_scope(request)
+    form = CostFilterForm(_with_month(request), **cost_filter_choices(scope=scope))
     if not form.is_valid():
         return _bad_request(request, "costs/report.html", form)
     data = dict(form.cleaned_data)
-    filters = _filters(data, team_ids=team_ids)
+    filters = _filters(request, data)
     data["month"] = filters.month
-    report = cost_report(team_ids=team_ids, filters=filters, today=_today())
-    tables = _report_tables(report, data)
+    report = cost_report(scope=scope, filters=filters, today=_today())
+    by = data.get("by") or "team"
+    tables = _report_tables(report, data, by)
     stem = f"costs-{filters.month:%Y-%m}"
     if data.get("format"):
+        # The daily table holds one grouping: its file says which.
+        if data.get("table") == "daily":
+            stem = f"{stem}-by-{by}"
         return _export(tables, data=data, stem=stem)
-    by = data.get("by") or "team"
     context = {
         "form": form,
         "report": report,
@@ -181,17 +164,19 @@ def cost_report_page(request: HttpRequest) -> HttpResponse:
         "daily_table": tables[-1],
         "by": by,
         "spend_figure": charts.spend_over_time_figure(
-            rows=[row for row in report.daily if row["by"] == by],
+            rows=report.daily[by],
             by_label=by,
             currency=report.currency,
             days=report.days,
         ),
         "treemap_figure": charts.spend_treemap_figure(rows=report.treemap, currency=report.currency),
         "filtered": any(data.get(key) for key in ("team", "provider", "accelerator_type")),
-        "no_team": team_ids == [],
+        "no_team": not scope.can_anywhere(Action.VIEW_COSTS),
         "query": _query(data),
         "previous_query": _query(data, month=month_previous(filters.month)),
         "next_query": _query(data, month=(filters.month + dt.timedelta(days=32)).replace(day=1)),
+        "current_query": _query(data, month=_today().replace(day=1)),
+        "is_current": filters.month == _today().replace(day=1),
         "drill_query": _query(data, by=None),
         "by_team_query": _query(data, by="team"),
         "by_provider_query": _query(data, by="provider"),
@@ -201,32 +186,30 @@ def cost_report_page(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def cost_drill_page(request: HttpRequest) -> HttpResponse:
-    team_ids = cost_team_ids_visible(user=request.user)
-    choices = cost_filter_choices(team_ids=team_ids)
+    scope = request_scope(request)
+    choices = cost_filter_choices(scope=scope)
     form = DrillForm(_with_month(request), **choices)
     if not form.is_valid():
         return _bad_request(request, "costs/drill.html", form)
     data = dict(form.cleaned_data)
-    filters = _filters(data, team_ids=team_ids)
+    filters = _filters(request, data)
     data["month"] = filters.month
     today = _today()
     drill = reverse("costs:drill")
     narrowed = filters.host_id is not None or filters.day is not None
     if filters.model is not None:
         # A model's total is made of serving rows, not host-days: list those.
-        tables = [exports.serving_table(rows=cost_drill_serving(team_ids=team_ids, filters=filters))]
+        tables = [exports.serving_table(rows=cost_drill_serving(scope=scope, filters=filters))]
     else:
-        hosts = cost_drill_hosts(team_ids=team_ids, filters=filters)
+        hosts = cost_drill_hosts(scope=scope, filters=filters)
         for row in hosts:
             row["_link"] = f"{drill}?{_query(data, host=row['host__hostname'])}"
         tables = [exports.hosts_table(rows=hosts)]
         # Every host-day of a whole month is long; the page lists them once narrowed to a host or
         # a day, the exports always carry them.
         if narrowed or data.get("format"):
-            tables.append(exports.days_table(rows=cost_drill_days(team_ids=team_ids, filters=filters)))
-    tables.append(
-        exports.prices_table(rows=cost_drill_prices(team_ids=team_ids, filters=filters, today=today))
-    )
+            tables.append(exports.days_table(rows=cost_drill_days(scope=scope, filters=filters)))
+    tables.append(exports.prices_table(rows=cost_drill_prices(scope=scope, filters=filters, today=today)))
     stem = f"costs-{filters.month:%Y-%m}-drill"
     if data.get("format"):
         return _export(tables, data=data, stem=stem)
@@ -250,7 +233,7 @@ def cost_drill_page(request: HttpRequest) -> HttpResponse:
         "tables": tables,
         "applied": applied,
         "narrowed": narrowed,
-        "no_team": team_ids == [],
+        "no_team": not scope.can_anywhere(Action.VIEW_COSTS),
         "query": _query(data),
         "report_query": _query(data, project=None, host=None, day=None, model=None),
         "up_query": _query(data, host=None, day=None, model=None) if narrowed or filters.model else None,

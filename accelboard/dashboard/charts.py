@@ -12,8 +12,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-# One colour per accelerator type, stable across pages.
-PALETTE = ["#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2", "#4b5563", "#db2777"]
+from accelboard.core.charts import PALETTE
 
 _LAYOUT: dict[str, Any] = {
     "margin": {"l": 60, "r": 20, "t": 76, "b": 50},

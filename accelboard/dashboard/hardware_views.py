@@ -12,6 +12,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from accelboard.core.access import Scope, request_scope
+from accelboard.core.numbers import column_decimals
+
 from . import hardware_charts, hardware_selectors
 from .forms import HardwareQueryForm
 from .hardware import (
@@ -22,15 +25,12 @@ from .hardware import (
     recommend,
     sweeps_build,
 )
-from .views import _team_scope
 
 
-def _comparison(
-    *, team_ids: list[int] | None, model_id: int, scenario: str, query: dict[str, Any]
-) -> dict[str, Any]:
+def _comparison(*, scope: Scope, model_id: int, scenario: str, query: dict[str, Any]) -> dict[str, Any]:
     """Everything the page shows for one model × scenario group."""
     points = config_points_build(
-        runs=hardware_selectors.hardware_run_figures(team_ids=team_ids, model_id=model_id, scenario=scenario)
+        runs=hardware_selectors.hardware_run_figures(scope=scope, model_id=model_id, scenario=scenario)
     )
     currency, cost_unit = cost_basis_pick(points=points)
     priced = [
@@ -43,8 +43,13 @@ def _comparison(
     frontier = pareto_frontier(points=[(p.total_cost_per_1m or 0.0, p.p99_ms or 0.0) for p in priced])
     sweeps = sweeps_build(points=points)
     throughput_units = sorted({p.throughput_unit for p in points if p.throughput_unit})
+    bases = hardware_selectors.hardware_price_bases(run_ids=[i for p in points for i in p.run_ids])
     context: dict[str, Any] = {
         "points": points,
+        # The price row behind each configuration's cost (its latest run's; "mixed" when its runs
+        # were priced differently), and one number format per column of the table.
+        "price_bases": {p.label: _price_basis(p.run_ids, bases) for p in points},
+        "decimals": _column_decimals(points),
         "currency": currency,
         "cost_unit": cost_unit,
         "throughput_unit": throughput_units[0] if len(throughput_units) == 1 else "per s",
@@ -70,13 +75,41 @@ def _comparison(
     return context
 
 
+# Table columns -> the figure each shows, for one number of decimals per column.
+_COLUMNS = {
+    "throughput": lambda p: p.throughput,
+    "p50": lambda p: p.p50_ms,
+    "p99": lambda p: p.p99_ms,
+    "per_watt": lambda p: p.throughput_per_w,
+    "energy": lambda p: p.energy_per_inference_j,
+    "capacity": lambda p: p.capacity_cost_per_1m,
+    "energy_cost": lambda p: p.energy_cost_per_1m,
+    "total": lambda p: p.total_cost_per_1m,
+}
+
+
+def _column_decimals(points: list[Any]) -> dict[str, int]:
+    """One number of decimals per column (``core.numbers.column_decimals``); money per 1M keeps
+    three significant digits of the cheapest, at most six decimals."""
+    return {key: column_decimals([figure(p) for p in points]) for key, figure in _COLUMNS.items()}
+
+
+def _price_basis(run_ids: tuple[int, ...], bases: dict[int, str]) -> str:
+    known = [bases[i] for i in run_ids if i in bases]
+    if not known:
+        return ""
+    if len(set(known)) > 1:
+        return f"{known[0]} (latest run; its other runs used other prices)"
+    return known[0]
+
+
 @require_GET
 def hardware(request: HttpRequest) -> HttpResponse:
-    team_ids = _team_scope(request)
+    scope = request_scope(request)
     form = HardwareQueryForm(request.GET)
     context: dict[str, Any] = {
         "form": form,
-        "no_team": team_ids == [],
+        "no_team": scope.sees_no_team,
         "last_n": LAST_N_RUNS,
         "group": None,
         "focus_labels": [],
@@ -86,12 +119,12 @@ def hardware(request: HttpRequest) -> HttpResponse:
         context["groups"] = []
         return render(request, "dashboard/hardware.html", context, status=400)
     query = form.cleaned_data
-    groups = hardware_selectors.hardware_groups_for(team_ids=team_ids)
+    groups = hardware_selectors.hardware_groups_for(scope=scope)
     context["groups"] = groups
     model_id, scenario = query.get("model"), query.get("scenario")
     focus = None
     if query.get("workload"):
-        workload = hardware_selectors.hardware_workload_get(team_ids=team_ids, workload_id=query["workload"])
+        workload = hardware_selectors.hardware_workload_get(scope=scope, workload_id=query["workload"])
         if workload is None:
             raise Http404("No such workload in your teams")
         model_id, scenario = workload.variant.model_id, workload.scenario
@@ -104,7 +137,7 @@ def hardware(request: HttpRequest) -> HttpResponse:
     context["group"] = group
     if group is not None:
         context.update(
-            _comparison(team_ids=team_ids, model_id=group.model_id, scenario=group.scenario, query=query)
+            _comparison(scope=scope, model_id=group.model_id, scenario=group.scenario, query=query)
         )
         if focus is not None:
             # The workload the link came from: its rows (any hardware) are highlighted.

@@ -5,7 +5,7 @@ expected-change annotations. Pure: plain values in, Plotly JSON out (no ORM).
    detector the alerts use, so the chart and the alerts agree).
 2. The baseline band is the current segment's median ± robust spread (1.4826 × MAD), where the
    current segment starts at the later of the last change point and the last expected change (a
-   change a person marked expected resets the baseline, DESIGN.md "Regressions").
+   change a person marked expected resets the baseline).
 3. Several series share one y axis when their units agree; with two units each gets its own axis
    (left and right); otherwise, or when asked, each is normalised to % of its own baseline.
 """
@@ -328,7 +328,9 @@ def trend_figure(
                 ],
             },
         },
-        "yaxis": {"title": {"text": _axis_title(used, axis_units, 0)}, "gridcolor": "#e5e7eb"},
+        # One tick format on both axes: thousands separators, no SI suffix ("16k" on the left
+        # beside "7194" on the right read as different kinds of number).
+        "yaxis": {"title": {"text": _axis_title(used, axis_units, 0)}, "gridcolor": "#e5e7eb", **TICKS},
         "meta": {"scale": used},
     }
     if used == SCALE_AXES:
@@ -337,11 +339,15 @@ def trend_figure(
             "overlaying": "y",
             "side": "right",
             "showgrid": False,
+            **TICKS,
         }
     if x_range:
         layout["xaxis"]["range"] = list(x_range)
         layout["xaxis"]["autorange"] = False
     return {"data": data, "layout": layout}, summaries
+
+
+TICKS = {"tickformat": ",~r", "exponentformat": "none"}
 
 
 def _axis_title(scale: str, units: Sequence[str], index: int) -> str:

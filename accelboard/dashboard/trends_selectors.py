@@ -1,4 +1,4 @@
-"""Reads for the trends page: which series a user may chart, their points, alerts and annotations.
+"""Reads for the trends page: which series a caller may chart, their points, alerts and annotations.
 
 A fixed handful of queries whatever the number of series drawn (at most ``MAX_SERIES``): one for
 the pickers' choices, one for the series, one for all their points, one for their alerts, one for
@@ -8,16 +8,16 @@ expected-change annotations.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
-
 from accelboard.alerts.choices import DismissReason
 from accelboard.alerts.models import Alert, DetectionSetting, ExpectedChange
-from accelboard.benchmarks.metrics import metric_spec
+from accelboard.benchmarks.filters import SeriesFilterSet
 from accelboard.benchmarks.models import MetricValue, Series
+from accelboard.core.access import Scope
+from accelboard.importers.metrics import metric_spec
 
 # Beyond a handful of lines a chart stops being readable; the URL is also the share link.
 MAX_SERIES = 8
@@ -55,10 +55,6 @@ class SeriesHistory:
     expected: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _scoped(queryset: QuerySet[Any], team_ids: list[int] | None) -> QuerySet[Any]:
-    return queryset if team_ids is None else queryset.filter(team_id__in=team_ids)
-
-
 def series_label(*, series: Series) -> str:
     """``Llama-3.1-8B bf16 · p99 latency · 1× H100 SXM 80GB``: what a legend needs to tell lines apart."""
     variant = series.workload.variant
@@ -68,9 +64,9 @@ def series_label(*, series: Series) -> str:
     return f"{variant.model.name} {variant.name} · {metric} · {hardware}"
 
 
-def trend_choices(*, team_ids: list[int] | None) -> dict[str, list[tuple[str, str]]]:
-    """The pickers' options (value, label) from the series the user may see. One query."""
-    rows = _scoped(Series.objects.all(), team_ids).values_list(
+def trend_choices(*, scope: Scope) -> dict[str, list[tuple[str, str]]]:
+    """The pickers' options (value, label) from the series the caller may see. One query."""
+    rows = Series.objects.visible_to(scope).values_list(
         "workload__variant__model__name",
         "workload__variant__name",
         "accelerator_type__slug",
@@ -93,22 +89,31 @@ def trend_choices(*, team_ids: list[int] | None) -> dict[str, list[tuple[str, st
     }
 
 
-def series_find(*, team_ids: list[int] | None, filters: Filters) -> tuple[list[int], int]:
+def filters_of_series(*, histories: list[SeriesHistory]) -> Filters:
+    """The pickers as the open series fill them: each picker shows the value every open series
+    shares (one model, one metric...), and "Any" where they differ. No query (the histories'
+    series carry their workload, variant and type)."""
+
+    def shared(values: list[str]) -> str:
+        return values[0] if values and all(v == values[0] for v in values) else ""
+
+    series = [h.series for h in histories]
+    return Filters(
+        model=shared([s.workload.variant.model.name for s in series]),
+        variant=shared([s.workload.variant.name for s in series]),
+        hardware=shared([s.accelerator_type.slug if s.accelerator_type else "" for s in series]),
+        metric=shared([s.metric for s in series]),
+    )
+
+
+def series_find(*, scope: Scope, filters: Filters) -> tuple[list[int], int]:
     """Ids of visible series matching the filters (at most ``MAX_SERIES``) and how many matched."""
-    series = _scoped(Series.objects.all(), team_ids)
-    if filters.model:
-        series = series.filter(workload__variant__model__name=filters.model)
-    if filters.variant:
-        series = series.filter(workload__variant__name=filters.variant)
-    if filters.hardware:
-        series = series.filter(accelerator_type__slug=filters.hardware)
-    if filters.metric:
-        series = series.filter(metric=filters.metric)
+    series = SeriesFilterSet(asdict(filters), queryset=Series.objects.visible_to(scope)).qs
     ids = list(series.order_by("-last_run_at", "pk").values_list("pk", flat=True)[: MAX_SERIES + 1])
     return ids[:MAX_SERIES], len(ids)
 
 
-def series_histories(*, series_ids: list[int], team_ids: list[int] | None) -> list[SeriesHistory]:
+def series_histories(*, series_ids: list[int], scope: Scope) -> list[SeriesHistory]:
     """The requested series in the requested order, with points, alerts and expected changes.
 
     Raises ``Series.DoesNotExist`` if any id is not a series the user may see: a shared link to
@@ -118,7 +123,7 @@ def series_histories(*, series_ids: list[int], team_ids: list[int] | None) -> li
         return []
     found = {
         s.pk: s
-        for s in _scoped(Series.objects.all(), team_ids)
+        for s in Series.objects.visible_to(scope)
         .filter(pk__in=series_ids)
         .select_related("workload__variant__model", "accelerator_type")
     }
@@ -169,16 +174,20 @@ def series_histories(*, series_ids: list[int], team_ids: list[int] | None) -> li
     for alert in alerts.order_by("opened_at"):
         # A change a person marked expected shows as its ExpectedChange annotation, not as an alert.
         if alert["dismissed_reason"] != DismissReason.EXPECTED:
-            histories[alert["series_id"]].alerts.append(alert)
+            histories[alert["series_id"]].alerts.append(dict(alert))
 
     changes = (
         ExpectedChange.objects.filter(series_id__in=series_ids)
         .order_by("run__started_at")
         .values("series_id", "run_id", "run__started_at", "note")
     )
-    for row in changes:
-        histories[row["series_id"]].expected.append(
-            {"at": row["run__started_at"], "run_id": row["run_id"], "note": row["note"] or "Expected change"}
+    for change in changes:
+        histories[change["series_id"]].expected.append(
+            {
+                "at": change["run__started_at"],
+                "run_id": change["run_id"],
+                "note": change["note"] or "Expected change",
+            }
         )
 
     # The detector's thresholds, as the alerts use them (``alerts.selectors.min_effect_for_series``),

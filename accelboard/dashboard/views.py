@@ -1,4 +1,4 @@
-"""Dashboard pages. Thin: pick the teams the user may see, call selectors, render."""
+"""The overview and trends pages. Thin: take the caller's scope, call selectors, render."""
 
 from __future__ import annotations
 
@@ -12,17 +12,9 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from accelboard.benchmarks.models import Series
-from accelboard.core.selectors import team_ids_visible
+from accelboard.core.access import request_scope
 
 from . import charts, selectors, trends_charts, trends_selectors
-
-
-def _team_scope(request: HttpRequest) -> list[int] | None:
-    """None means every team (staff); otherwise the ids of the user's teams."""
-    if request.user.is_staff:
-        return None
-    return team_ids_visible(user=request.user)
-
 
 # How far back the overview's charts look: telemetry two weeks, spend a month.
 OVERVIEW_DAYS = 14
@@ -30,20 +22,21 @@ OVERVIEW_SPEND_DAYS = 30
 
 
 def overview(request: HttpRequest) -> HttpResponse:
-    team_ids = _team_scope(request)
+    scope = request_scope(request)
     now = timezone.now()
     today = now.astimezone(UTC).date()
-    frame = selectors.overview_fleet_frame(team_ids=team_ids, days=OVERVIEW_DAYS, now=now)
-    spend = selectors.overview_spend_days(team_ids=team_ids, today=today, days=OVERVIEW_SPEND_DAYS)
+    frame = selectors.overview_fleet_frame(scope=scope, days=OVERVIEW_DAYS, now=now)
+    spend = selectors.overview_spend_days(scope=scope, today=today, days=OVERVIEW_SPEND_DAYS)
     context = {
-        "summary": selectors.overview_summary(team_ids=team_ids, now=now),
-        "periods": selectors.overview_periods(team_ids=team_ids, today=today),
-        "movers": selectors.overview_movers(team_ids=team_ids, now=now),
-        "saturation": selectors.overview_saturation(team_ids=team_ids, now=now),
+        "summary": selectors.overview_summary(scope=scope, now=now),
+        "periods": selectors.overview_periods(scope=scope, today=today),
+        "movers": selectors.overview_movers(scope=scope, now=now),
+        "saturation": selectors.overview_saturation(scope=scope, now=now),
         "window_days": OVERVIEW_DAYS,
         "spend_days": OVERVIEW_SPEND_DAYS,
         # A user in no team sees nothing; telling them how to install an agent would mislead.
-        "no_team": team_ids == [],
+        "no_team": scope.sees_no_team,
+        "costs_every_team": scope.costs_teams_wider(),
         "has_telemetry": not frame.empty,
         "has_spend": bool(spend["series"]),
         "utilisation_figure": charts.fleet_utilisation_figure(frame),
@@ -150,7 +143,7 @@ def _trend_input(history: trends_selectors.SeriesHistory) -> trends_charts.Trend
 
 def trends(request: HttpRequest) -> HttpResponse:
     """Series over time. Picking filters redirects to the canonical ``?series=..`` address."""
-    team_ids = _team_scope(request)
+    scope = request_scope(request)
     try:
         params = _view_params(request)
     except BadParameter as exc:
@@ -160,7 +153,7 @@ def trends(request: HttpRequest) -> HttpResponse:
     )
     no_match = None
     if filters.any():
-        found, matched = trends_selectors.series_find(team_ids=team_ids, filters=filters)
+        found, matched = trends_selectors.series_find(scope=scope, filters=filters)
         if found:
             keep = params["series"] if request.GET.get("add") else []
             merged = list(dict.fromkeys([*keep, *found]))[: trends_selectors.MAX_SERIES]
@@ -169,7 +162,7 @@ def trends(request: HttpRequest) -> HttpResponse:
             )
         no_match = filters
     try:
-        histories = trends_selectors.series_histories(series_ids=params["series"], team_ids=team_ids)
+        histories = trends_selectors.series_histories(series_ids=params["series"], scope=scope)
     except Series.DoesNotExist as exc:
         raise Http404("No such series in your teams") from exc
     figure, summaries = None, []
@@ -179,8 +172,11 @@ def trends(request: HttpRequest) -> HttpResponse:
             inputs=[_trend_input(h) for h in histories], scale=params["scale"], x_range=x_range
         )
     context = {
-        "choices": trends_selectors.trend_choices(team_ids=team_ids),
-        "filters": filters,
+        "choices": trends_selectors.trend_choices(scope=scope),
+        # With series open and nothing picked, the pickers say what the open series are.
+        "filters": filters
+        if filters.any() or not histories
+        else trends_selectors.filters_of_series(histories=histories),
         "no_match": no_match,
         "histories": histories,
         "rows": list(zip(histories, summaries, strict=True)),
@@ -195,6 +191,6 @@ def trends(request: HttpRequest) -> HttpResponse:
             )
         ),
         "max_series": trends_selectors.MAX_SERIES,
-        "no_team": team_ids == [],
+        "no_team": scope.sees_no_team,
     }
     return render(request, "dashboard/trends.html", context)

@@ -584,7 +584,9 @@ def serving_metrics(
             continue
         rng = _rng(config, "serving", deployment["host"], deployment["model"], deployment["variant"])
         curve = serving_curve(epochs + step // 2, host.tz_hours)
-        requests = rng.poisson(deployment["peak_rps"] * curve * step)
+        # Traffic growth: the level at ``now`` is the plan's, earlier intervals had less.
+        growth = (1 + deployment.get("growth_per_month", 0.0)) ** ((epochs - end) / (DAY * 365.25 / 12))
+        requests = rng.poisson(deployment["peak_rps"] * curve * growth * step)
         hot = (epochs + step > events.throttle_start) & (epochs < events.throttle_end)
         slow = np.where(hot & (host.hostname == events.throttle_host), 1.5, 1.0)
         error_rate = np.where(slow > 1, 0.02, 0.002)

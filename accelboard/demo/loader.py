@@ -1,24 +1,37 @@
 """Writes the demo fleet: the generator's numbers through the product's own write paths.
 
-1. One transaction under an advisory lock: a failed load leaves nothing behind, and two loads at
-   once cannot both fill the database. A database that already holds the demo (a host with
-   ``facts.demo``) is left alone unless ``reset`` is asked for.
+1. In stages, each its own transaction, so the site can serve while the rest loads (``accelboard
+   demo`` starts the web server once ``ready_to_serve`` is reported): *base* (people, hosts, price
+   book, benchmark runs, serving objectives), *recent telemetry* (the last ``RECENT_DAYS``) and its
+   daily costs; then, side by side in two threads, *older telemetry* and *serving metrics, drift,
+   alerts*; last the costs of every day, of serving and of every run. A session advisory lock keeps
+   two loads apart; a load that fails is undone by ``demo_fleet_reset`` (nothing half-written),
+   and only a load that finished leaves the ``JobRun`` that ``demo_fleet_loaded`` looks for, so an
+   interrupted one is rebuilt by the next start.
 2. ``reset`` truncates every table the demo fills (fleet, benchmarks, serving, costs, alerts,
    teams and memberships; CASCADE takes rows in other apps that point at them, such as tokens)
    and deletes the demo users; the accelerator-type catalogue stays.
 3. Paths: ``core.services`` for teams and people, ``fleet.services.host_register`` for hosts and
-   GPUs, ``telemetry_partitions_ensure`` + ``telemetry_copy`` (binary COPY) for raw samples and
-   ``telemetry_rollups_refresh`` over the whole range. Benchmark runs use ``bulk_create`` with
-   ``run_record``'s semantics (run, series by identity, MetricValue with ``measured_at``, the
-   series' last value): measured, ``run_record`` took 39 ms a run (77 s for the default 1,980
-   runs), bulk_create ~4 s for all of them.
+   GPUs. Telemetry: the last ``RAW_HOURS`` as raw samples (``telemetry_partitions_ensure`` +
+   ``telemetry_copy``, binary COPY) rolled up by ``telemetry_rollups_refresh`` as ingest's are;
+   the older samples go straight into the minute rollups (``accelboard.demo.rollups``: one sample
+   a minute is its own minute rollup): the recent days' hour and host rollups are computed by
+   ``telemetry_rollups_refresh``; the older days' minute, hour and host rollups are computed in
+   numpy with its arithmetic and copied into fresh tables swapped in (``accelboard.demo.swap``).
+   The password hashes and the telemetry can be computed ahead (``demo_fleet_prepare``, while
+   ``accelboard demo`` migrates). Benchmark runs use ``bulk_create`` with ``run_record``'s semantics (run, series by
+   identity, MetricValue with ``measured_at``, the series' last value). Alerts come from the real
+   detector (``alerts_history_check``), costs from the real cost jobs.
 4. The manifest of injected events goes to the ``JobRun`` of the load (``detail.manifest``) and,
-   when a path is given, to a JSON file.
+   when a path is given, to a JSON file. ``progress_path``: a JSON file of the steps and their
+   state, which ``accelboard demo`` and the pages' loading banner read.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,7 +44,8 @@ from typing import Any
 import numpy as np
 from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.contrib.auth.hashers import make_password
+from django.db import connection, connections, transaction
 
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue, ModelVariant, Series
 from accelboard.benchmarks.services import (
@@ -51,6 +65,8 @@ from accelboard.costs.serving_costs import serving_cost_day_compute
 from accelboard.fleet.catalogue import accelerator_types_sync
 from accelboard.fleet.models import TELEMETRY_COLUMNS, Accelerator, AcceleratorType, Host, Site
 from accelboard.fleet.services import (
+    MAX_COUNTER_GAP_S,
+    THROTTLE_MASK,
     host_register,
     telemetry_copy,
     telemetry_partitions_ensure,
@@ -58,7 +74,7 @@ from accelboard.fleet.services import (
 )
 from accelboard.serving.models import InferenceMetric
 
-from . import generator, plan
+from . import generator, plan, rollups, swap
 
 JOB_NAME = "demo_fleet"
 _ADVISORY_DEMO = 7_310_077
@@ -83,7 +99,21 @@ class DemoLoad:
 
 
 def demo_fleet_loaded() -> bool:
-    return Host.objects.filter(facts__demo=True).exists()
+    """The demo is there and a load finished: an interrupted load leaves hosts but no success."""
+    return (
+        Host.objects.filter(facts__demo=True).exists()
+        and JobRun.objects.filter(name=JOB_NAME, status=JobStatus.SUCCEEDED).exists()
+    )
+
+
+def demo_fleet_partial() -> bool:
+    """Demo rows without a finished load: a load was interrupted (Ctrl-C, a crash) after its
+    first stage committed (the people come first, the hosts next)."""
+    started = (
+        Host.objects.filter(facts__demo=True).exists()
+        or get_user_model().objects.filter(username__in=demo_usernames()).exists()
+    )
+    return started and not demo_fleet_loaded()
 
 
 def demo_manifest() -> dict[str, Any] | None:
@@ -103,23 +133,28 @@ def demo_usernames() -> list[str]:
 
 def demo_fleet_reset() -> list[str]:
     """Truncate the tables the demo fills and delete the demo users; return the tables truncated."""
-    tables = ["fleet_telemetrysample"]
+    tables = ["fleet_telemetrysample", "fleet_telemetrypartial"]
     for label in _RESET_APPS:
         for model in django_apps.get_app_config(label).get_models():
             if model is AcceleratorType or not model._meta.managed:
                 continue
             tables.append(model._meta.db_table)
     tables += [Membership._meta.db_table, Team._meta.db_table]
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        swap.fresh_tables_drop()
         cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
-    get_user_model().objects.filter(username__in=demo_usernames()).delete()
+        get_user_model().objects.filter(username__in=demo_usernames()).delete()
     return tables
 
 
-# The tables that take millions of rows. Truncated in the load's own transaction (``--reset``
-# truncates them too), their new rows skip the WAL where ``wal_level`` is ``minimal``, as on the
-# embedded server (``accelboard.embedded``): about a third less work for the telemetry and rollups.
+# The tables that take millions of rows. Truncated in the recent-telemetry transaction when they
+# are empty (``--reset`` empties them), their new rows skip the WAL where ``wal_level`` is
+# ``minimal``, as on the embedded server (``accelboard.embedded``).
 _BULK_TABLES = ("fleet_telemetrysample", "fleet_telemetryrollup", "fleet_hostrollup")
+# The days loaded before the site is served (the overview's current figures), and the hours of
+# them kept as raw samples (the hosts page's newest data, rolled up by the live path).
+RECENT_DAYS = 2
+RAW_HOURS = 3
 
 
 def _bulk_tables_truncate_if_empty() -> None:
@@ -130,23 +165,87 @@ def _bulk_tables_truncate_if_empty() -> None:
             cursor.execute(f"TRUNCATE {', '.join(_BULK_TABLES)}")
 
 
-class _Steps:
-    """Times each step and reports it through ``progress``."""
+# What each step is called on the terminal and in the pages' loading banner, in load order.
+STEPS = {
+    "people": "people and logins",
+    "fleet": "hosts, GPUs and prices",
+    "telemetry_recent": "telemetry, last 2 days",
+    "costs_recent": "costs, last 2 days",
+    "telemetry_older": "telemetry, older days",
+    "benchmarks": "benchmark runs",
+    "serving": "serving metrics",
+    "drift": "quantization drift",
+    "alerts": "regression alerts",
+    "costs": "costs of every day and run",
+}
+# The site is served once these are in: the overview has logins, hosts and the current figures.
+SERVE_AFTER = ("people", "fleet", "telemetry_recent", "costs_recent")
 
-    def __init__(self, result: DemoLoad, progress: Callable[[str], None]) -> None:
+
+class Progress:
+    """The steps' state, reported through ``say`` and, when given, a JSON file (written whole
+    and renamed, so a reader never sees half of it). Safe to update from several threads."""
+
+    def __init__(self, path: Path | None, say: Callable[[str], None]) -> None:
+        self.path = path
+        self.say = say
+        self.started = time.time()
+        self.lock = threading.Lock()
+        self.steps: dict[str, dict[str, Any]] = {
+            name: {"label": label, "state": "waiting", "seconds": None} for name, label in STEPS.items()
+        }
+        self.ready_to_serve = False
+        self.done = False
+        self.error = ""
+        self.write()
+
+    def write(self) -> None:
+        if self.path is None:
+            return
+        payload = {
+            "started": self.started,
+            "ready_to_serve": self.ready_to_serve,
+            "done": self.done,
+            "error": self.error,
+            "steps": [{"name": name, **step} for name, step in self.steps.items()],
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f"{self.path.name}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(payload))
+        tmp.replace(self.path)
+
+    def update(self, name: str, **changes: Any) -> None:
+        with self.lock:
+            self.steps[name].update(changes)
+            if not self.ready_to_serve and all(self.steps[s]["state"] == "done" for s in SERVE_AFTER):
+                self.ready_to_serve = True
+            self.write()
+
+    def finish(self, *, error: str = "") -> None:
+        with self.lock:
+            self.done, self.error = not error, error
+            self.write()
+
+
+class _Steps:
+    """Times each step, reports it through ``Progress`` and records its rows and seconds."""
+
+    def __init__(self, result: DemoLoad, progress: Progress) -> None:
         self.result = result
         self.progress = progress
-        self.started = time.perf_counter()
+        self.lock = threading.Lock()
 
     def run(self, name: str, func: Callable[[], dict[str, int]]) -> None:
-        self.progress(f"{name}...")
+        self.progress.update(name, state="running")
         began = time.perf_counter()
         rows = func()
         took = time.perf_counter() - began
-        self.result.seconds[name] = round(took, 2)
-        self.result.rows.update(rows)
+        with self.lock:
+            self.result.seconds[name] = round(took, 2)
+            self.result.rows.update(rows)
+        self.progress.update(name, state="done", seconds=round(took, 1))
         detail = ", ".join(f"{count:,} {table}" for table, count in rows.items())
-        self.progress(f"{name}: {detail} in {took:.1f} s")
+        self.progress.say(f"{STEPS[name]}: {took:.1f} s ({detail})")
 
 
 def demo_fleet_load(
@@ -155,54 +254,162 @@ def demo_fleet_load(
     reset: bool = False,
     manifest_path: Path | None = None,
     progress: Callable[[str], None] = lambda line: None,
+    progress_path: Path | None = None,
+    raw_hours: int | None = RAW_HOURS,
+    prepared: Prepared | None = None,
 ) -> DemoLoad:
-    """Build the demo fleet in one transaction; raise ``DemoAlreadyLoaded`` if it is there."""
+    """Build the demo fleet in stages; raise ``DemoAlreadyLoaded`` if it is there.
+
+    ``raw_hours=None`` keeps every sample raw and rolls all of it up through the ingest path (the
+    reference the direct minute rollups are tested against). ``prepared``: ``demo_fleet_prepare``
+    of the same ``config``, computed ahead.
+    """
     if not reset and demo_fleet_loaded():
         raise DemoAlreadyLoaded("the demo fleet is already loaded; use --reset to rebuild it")
     result = DemoLoad(config=config.as_dict())
     began = time.perf_counter()
-    with job_run_record(name=JOB_NAME) as job:
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_DEMO])
-                # The rollups sort a day of samples per GPU at a time; 4 MB spills them to disk.
-                cursor.execute("SET LOCAL work_mem = '64MB'")
-            if reset:
-                progress("reset: truncating demo tables")
+    status = Progress(progress_path, progress)
+    with connection.cursor() as cursor:
+        # A session lock: the stages commit one by one, and two loads must not interleave.
+        cursor.execute("SELECT pg_advisory_lock(%s)", [_ADVISORY_DEMO])
+    try:
+        with job_run_record(name=JOB_NAME) as job:
+            try:
+                if reset or demo_fleet_partial():
+                    if not reset:
+                        progress("an earlier load was interrupted: rebuilding the demo")
+                    demo_fleet_reset()
+                elif demo_fleet_loaded():  # another load finished while this one waited for the lock
+                    raise DemoAlreadyLoaded("the demo fleet was loaded by another process meanwhile")
+                _load(
+                    config=config,
+                    result=result,
+                    steps=_Steps(result, status),
+                    raw_hours=raw_hours,
+                    prepared=prepared,
+                )
+            except DemoAlreadyLoaded:
+                raise
+            except BaseException as exc:
+                # Nothing half-written: the stages that committed are undone.
+                status.finish(error=f"{type(exc).__name__}: {exc}")
                 demo_fleet_reset()
-            elif demo_fleet_loaded():  # another load finished while this one waited for the lock
-                raise DemoAlreadyLoaded("the demo fleet was loaded by another process meanwhile")
-            else:
-                _bulk_tables_truncate_if_empty()
-            _load(config=config, result=result, progress=progress)
-            progress("commit (PostgreSQL checks the deferred foreign keys of every new row)...")
-            committing = time.perf_counter()
-        result.seconds["commit"] = round(time.perf_counter() - committing, 2)
-        progress(f"commit: {result.seconds['commit']:.1f} s")
-        result.seconds["total"] = round(time.perf_counter() - began, 2)
-        if manifest_path is not None:
-            manifest_path.parent.mkdir(parents=True, exist_ok=True)
-            manifest_path.write_text(json.dumps(result.manifest, indent=2, sort_keys=True))
-            result.manifest_path = str(manifest_path)
-        job.rows = sum(result.rows.values())
-        job.detail = {
-            "config": result.config,
-            "rows": result.rows,
-            "seconds": result.seconds,
-            "manifest": result.manifest,
-        }
+                raise
+            result.seconds["total"] = round(time.perf_counter() - began, 2)
+            if manifest_path is not None:
+                manifest_path.parent.mkdir(parents=True, exist_ok=True)
+                manifest_path.write_text(json.dumps(result.manifest, indent=2, sort_keys=True))
+                result.manifest_path = str(manifest_path)
+            job.rows = sum(result.rows.values())
+            job.detail = {
+                "config": result.config,
+                "rows": result.rows,
+                "seconds": result.seconds,
+                "manifest": result.manifest,
+            }
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [_ADVISORY_DEMO])
+    status.finish()
     return result
 
 
-def _load(*, config: generator.DemoConfig, result: DemoLoad, progress: Callable[[str], None]) -> None:
-    hosts = generator.fleet_plan(config)
-    events = generator.telemetry_events(config, hosts)
-    steps = _Steps(result, progress)
+def _stage(func: Callable[[], dict[str, int]], *, work_mem: bool = False) -> Callable[[], dict[str, int]]:
+    """``func`` in its own transaction (a savepoint inside a caller's, as in tests)."""
+
+    def run() -> dict[str, int]:
+        with transaction.atomic():
+            if work_mem:
+                with connection.cursor() as cursor:
+                    # The rollups sort a day of samples per GPU at a time; 4 MB spills them to disk.
+                    cursor.execute("SET LOCAL work_mem = '64MB'")
+            return func()
+
+    return run
+
+
+def _branches(*branches: Callable[[], None]) -> None:
+    """Run independent chains side by side, each thread on its own database connection; in a
+    caller's transaction (tests) one after the other, since other connections would not see it."""
+    if connection.in_atomic_block:
+        for branch in branches:
+            branch()
+        return
+    errors: list[BaseException] = []
+
+    def run(branch: Callable[[], None]) -> None:
+        try:
+            branch()
+        except BaseException as exc:  # re-raised in the caller below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(branch,), daemon=True) for branch in branches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+@dataclass
+class Prepared:
+    """What a load computes before it touches the database: the fleet plan, its telemetry and the
+    demo users' password hashes (``demo_fleet_prepare``)."""
+
+    hosts: list[generator.HostPlan]
+    events: generator.TelemetryEvents
+    telemetry: list[generator.HostTelemetry]
+    hashes: dict[str, str]
+
+
+def demo_fleet_prepare(config: generator.DemoConfig) -> Prepared:
+    """The load's work that needs no database, so that ``accelboard demo`` can run it while the
+    migrations run: the password hashes (PBKDF2 releases the GIL) beside the telemetry."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        hashes = pool.submit(_password_hashes, demo_usernames())
+        hosts = generator.fleet_plan(config)
+        events = generator.telemetry_events(config, hosts)
+        telemetry = [generator.host_telemetry(config, host, events) for host in hosts]
+        return Prepared(hosts=hosts, events=events, telemetry=telemetry, hashes=hashes.result())
+
+
+def _load(
+    *,
+    config: generator.DemoConfig,
+    result: DemoLoad,
+    steps: _Steps,
+    raw_hours: int | None,
+    prepared: Prepared | None = None,
+) -> None:
+    hosts = prepared.hosts if prepared else generator.fleet_plan(config)
+    events = prepared.events if prepared else generator.telemetry_events(config, hosts)
     state: dict[str, Any] = {}
+    end = config.telemetry_end
+    # Whole clock hours, never before the first sample.
+    recent_start = max(config.telemetry_start, end - RECENT_DAYS * generator.DAY)
+    recent_start = max(config.telemetry_start, recent_start - recent_start % 3600)
+    # Where the live tables' rollups may still change while the older days load (the raw hours,
+    # which the live fleet's rollups follow): None when nothing goes straight into minute rollups.
+    live_from: int | None = None
+    if raw_hours is None or config.telemetry_interval_s % 60:
+        # Everything raw: asked for, or several samples share a minute (the direct path needs one).
+        raw_windows = [(config.telemetry_start, end)]
+    else:
+        raw_start = end - raw_hours * 3600
+        raw_start = max(config.telemetry_start, raw_start - raw_start % 3600)
+        # The injected thermal fault stays raw too: the production check's throttle test reads
+        # raw samples (the fault-only reasons, not the power cap the minute rollups also count).
+        raw_windows = _merged([(raw_start, end), (events.throttle_start, min(events.throttle_end, end))])
+        live_from = max(recent_start, raw_start)
 
     def people() -> dict[str, int]:
         accelerator_types_sync()
-        state["teams"], state["users"] = _people(result)
+        state["teams"], state["users"] = _people(result, prepared.hashes if prepared else None)
         return {"teams": len(state["teams"]), "users": len(state["users"])}
 
     def fleet() -> dict[str, int]:
@@ -219,47 +426,133 @@ def _load(*, config: generator.DemoConfig, result: DemoLoad, progress: Callable[
     def benchmarks() -> dict[str, int]:
         runs = generator.benchmark_runs(config, hosts)
         state["series"], counts = _benchmarks(runs, hosts, state["teams"], state["users"], state["host_ids"])
+        counts.update(_objectives(state["teams"]))
         state["runs"] = runs
         return counts
 
-    def telemetry() -> dict[str, int]:
-        return {"telemetry_samples": _telemetry(config, hosts, events, state["gpus"], state["host_ids"])}
+    def telemetry_recent() -> dict[str, int]:
+        _bulk_tables_truncate_if_empty()
+        if prepared is not None:
+            data = prepared.telemetry
+        else:
+            data = [generator.host_telemetry(config, host, events) for host in hosts]
+        state["telemetry"] = data
+        counts = _telemetry(
+            config,
+            hosts,
+            data,
+            state["gpus"],
+            state["host_ids"],
+            low=recent_start,
+            high=end,
+            raw_windows=raw_windows,
+        )
+        _last_state(hosts, data, state["gpus"])
+        return counts
 
-    def rollups() -> dict[str, int]:
-        start = datetime.fromtimestamp(config.telemetry_start, UTC)
-        end = datetime.fromtimestamp(config.telemetry_end, UTC)
-        telemetry_rollups_refresh(start=start, end=end)
-        return _counts(["fleet_telemetryrollup", "fleet_hostrollup"])
+    def telemetry_older() -> dict[str, int]:
+        if live_from is None:
+            counts = _stage(
+                lambda: _telemetry(
+                    config,
+                    hosts,
+                    state["telemetry"],
+                    state["gpus"],
+                    state["host_ids"],
+                    low=config.telemetry_start,
+                    high=recent_start,
+                    raw_windows=raw_windows,
+                ),
+                work_mem=True,
+            )()
+        else:
+            counts = _telemetry_swapped(
+                hosts,
+                state["telemetry"],
+                state["gpus"],
+                state["host_ids"],
+                low=config.telemetry_start,
+                high=recent_start,
+                raw_windows=raw_windows,
+                live_from=live_from,
+            )
+        state.pop("telemetry")
+        return counts
 
     def serving() -> dict[str, int]:
         return {"inference_metrics": _serving(config, hosts, events, state["teams"], state["host_ids"])}
 
-    steps.run("people", people)
-    steps.run("fleet and price book", fleet)
-    steps.run("benchmark runs", benchmarks)
-    steps.run("telemetry", telemetry)
-    steps.run("rollups", rollups)
-    steps.run("serving metrics", serving)
-    steps.run("quantization drift", lambda: _drift(config, state["teams"]))
-    # After everything else, as the per-run check would have done as each night's runs landed.
-    steps.run("alerts", _alerts)
-    steps.run("costs", lambda: _costs(config))
+    # Before the site is served: people, the fleet and the current days' figures.
+    steps.run("people", _stage(people))
+    steps.run("fleet", _stage(fleet))
+    steps.run("telemetry_recent", _stage(telemetry_recent, work_mem=True))
+    steps.run("costs_recent", _stage(lambda: _day_costs(config, low=recent_start, high=end)))
+
+    # While it serves: the older telemetry beside the runs, serving metrics, drift and alerts.
+    def telemetry_chain() -> None:
+        # Its own transactions: the fresh rollup tables commit before they are swapped in.
+        steps.run("telemetry_older", telemetry_older)
+
+    def history_chain() -> None:
+        steps.run("benchmarks", _stage(benchmarks))
+        steps.run("serving", _stage(serving))
+        steps.run("drift", _stage(lambda: _drift(config, state["teams"])))
+        # After the runs, as the per-run check would have done as each night's runs landed.
+        steps.run("alerts", _stage(_alerts))
+
+    _branches(telemetry_chain, history_chain)
+    steps.run("costs", _stage(lambda: _costs(config, low=config.telemetry_start, high=recent_start)))
     result.manifest = _manifest_with_ids(config, hosts, state["runs"], events, state["series"])
 
 
-def _costs(config: generator.DemoConfig) -> dict[str, int]:
-    """Daily and serving costs of every telemetry day, as the nightly task computes them, and the
-    per-run costs of the benchmark runs (one read of the price book for all of it)."""
-    first = datetime.fromtimestamp(config.telemetry_start, UTC).date()
-    last = datetime.fromtimestamp(config.telemetry_end, UTC).date()
-    days = [first + timedelta(days=i) for i in range((last - first).days + 1)]
-    results = cost_days_compute(days=days, record=False)  # the demo_fleet JobRun covers it
+def _days(low: int, high: int) -> list[date]:
+    """The UTC days that samples in [low, high) epoch seconds fall on."""
+    if high <= low:
+        return []
+    first = datetime.fromtimestamp(low, UTC).date()
+    last = datetime.fromtimestamp(high - 1, UTC).date()
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def _day_costs(config: generator.DemoConfig, *, low: int, high: int) -> dict[str, int]:
+    """Daily costs of the days in [low, high), as the nightly task computes them."""
+    results = cost_days_compute(days=_days(low, high), record=False)  # the demo_fleet JobRun covers it
+    return {"cost_daily": sum(r.rows for r in results)}
+
+
+def _costs(config: generator.DemoConfig, *, low: int, high: int) -> dict[str, int]:
+    """The daily costs of the older days (a day split with the recent ones is computed again,
+    whole), the serving costs of every telemetry day and the per-run costs of the benchmark runs
+    (one read of the price book for the serving and run costs)."""
+    days = _days(low, high)
+    results = cost_days_compute(days=days, record=False)
     book = price_book_load(today=config.now.astimezone(UTC).date())
-    serving = sum(serving_cost_day_compute(day=day, book=book, record=False) for day in days)
+    every_day = _days(config.telemetry_start, config.telemetry_end)
+    serving = sum(serving_cost_day_compute(day=day, book=book, record=False) for day in every_day)
     costed = run_costs_compute(
         runs=BenchmarkRun.objects.select_related("host", "accelerator_type", "workload"), book=book
     )
-    return {"cost_daily": sum(r.rows for r in results), "serving_cost_daily": serving, "run_costs": costed}
+    return {
+        "cost_daily_older": sum(r.rows for r in results),
+        "serving_cost_daily": serving,
+        "run_costs": costed,
+    }
+
+
+def _objectives(teams: dict[str, Team]) -> dict[str, int]:
+    """The serving SLOs the teams set (``plan.SERVING_SLOS``), which the capacity plan sizes for."""
+    from accelboard.alerts.threshold_services import serving_slo_set  # noqa: PLC0415 - alerts imports benchmarks
+    from accelboard.benchmarks.models import Model  # noqa: PLC0415
+
+    for team, model, p99_ms in plan.SERVING_SLOS:
+        serving_slo_set(
+            team=teams[team],
+            model=Model.objects.get(name=model),
+            variant=None,
+            p99_latency_ms=p99_ms,
+            min_tokens_per_s=None,
+        )
+    return {"serving_slos": len(plan.SERVING_SLOS)}
 
 
 def _alerts() -> dict[str, int]:
@@ -335,9 +628,28 @@ def _counts(tables: list[str]) -> dict[str, int]:
     return counts
 
 
-def _people(result: DemoLoad) -> tuple[dict[str, Team], dict[str, Any]]:
+def _password_hashes(usernames: list[str]) -> dict[str, str]:
+    """Each demo user's password hash, computed two at a time (PBKDF2 releases the GIL; the
+    hasher's full work factor is kept, so the logins are as slow to attack as any)."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        hashes = pool.map(lambda name: make_password(plan.demo_password(name)), usernames)
+        return dict(zip(usernames, hashes, strict=True))
+
+
+def _people(result: DemoLoad, hashes: dict[str, str] | None) -> tuple[dict[str, Team], dict[str, Any]]:
     teams: dict[str, Team] = {}
     users: dict[str, Any] = {}
+    # The rows first, with their hashes made in parallel; ``user_create`` then finds each one.
+    User = get_user_model()
+    User.objects.bulk_create(
+        [
+            User(username=name, password=password, email=f"{name}@demo.accelboard.invalid")
+            for name, password in (hashes or _password_hashes(demo_usernames())).items()
+        ],
+        ignore_conflicts=True,
+    )
     for entry in plan.TEAMS:
         team = team_create(name=entry["name"], slug=entry["slug"], description=entry["description"])
         teams[entry["slug"]] = team
@@ -365,7 +677,7 @@ def _people(result: DemoLoad) -> tuple[dict[str, Team], dict[str, Any]]:
         is_staff=True,
     )
     # Staff alone cannot use Django's admin pages without permissions; the demo admin may do all.
-    get_user_model().objects.filter(pk=admin.pk).update(is_superuser=True)
+    get_user_model().objects.filter(pk=admin.pk).update(is_staff=True, is_superuser=True)
     outsider = user_create(
         username=plan.OUTSIDER_USERNAME,
         password=plan.demo_password(plan.OUTSIDER_USERNAME),
@@ -593,22 +905,112 @@ def _short(team_slug: str) -> str:
     return next(team["short"] for team in plan.TEAMS if team["slug"] == team_slug)
 
 
+def _merged(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[start, end) windows, sorted, overlapping or touching ones merged, empty ones dropped. Pure."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(w for w in windows if w[1] > w[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _inside(epochs: np.ndarray, windows: list[tuple[int, int]]) -> np.ndarray:
+    """Which of ``epochs`` fall in any of the [start, end) ``windows``. Pure."""
+    inside = np.zeros(len(epochs), dtype=bool)
+    for start, end in windows:
+        inside |= (epochs >= start) & (epochs < end)
+    return inside
+
+
+def _minute_rollups_copy(
+    data: list[generator.HostTelemetry],
+    gpus: list[list[int]],
+    host_ids: list[int],
+    low: int,
+    high: int,
+    raw_windows: list[tuple[int, int]],
+    table: str = "fleet_telemetryrollup",
+    *,
+    host_table: str | None = None,
+    types: list[list[int]] | None = None,
+) -> tuple[int, int]:
+    """The samples in [low, high) outside ``raw_windows`` as minute rollups
+    (``accelboard.demo.rollups``), a UTC day at a time across the fleet in bucket order, binary
+    COPY into ``table`` (the minute rollups, or a fresh copy of them: ``accelboard.demo.swap``).
+    With ``host_table`` (and each GPU's accelerator type in ``types``) their hour rollups go into
+    ``table`` too and the host rollups of both into ``host_table``, as the refresh computes them.
+    Returns (minute rows, hour and host rows)."""
+    streams: dict[tuple[str, tuple[tuple[str, str], ...], bool], list[bytes]] = {}
+
+    def add(target: str, layout: tuple[tuple[str, str], ...], parts: list[rollups.MinuteRows]) -> int:
+        full, bare = rollups.copy_tuples(parts, layout)
+        streams.setdefault((target, layout, True), []).append(full)
+        streams.setdefault((target, layout, False), []).append(bare)
+        return sum(part.rows for part in parts)
+
+    minutes = derived = 0
+    # Whole UTC days (whole hours): an hour's minutes are all in one day's parts.
+    bounds = sorted({low, high, *range(low - low % generator.DAY + generator.DAY, high, generator.DAY)})
+    for day_low, day_high in itertools.pairwise(bounds):
+        parts, kinds = [], []
+        for host_index, (host, gpu_ids, host_id) in enumerate(zip(data, gpus, host_ids, strict=True)):
+            a, b = np.searchsorted(host.epochs, [day_low, day_high]).tolist()
+            if a >= b:
+                continue
+            # From the sample before the span, so the span's first energy delta has its neighbour.
+            first = max(a - 1, 0)
+            epochs = host.epochs[first:b]
+            keep = ~_inside(epochs, raw_windows)
+            keep[: a - first] = False
+            if not keep.any():
+                continue
+            for row_index, gpu_id in enumerate(gpu_ids):
+                parts.append(
+                    rollups.minute_rows(
+                        epochs=epochs,
+                        host_id=host_id,
+                        accelerator_id=gpu_id,
+                        values={
+                            name: host.columns[name][row_index, first:b] for name in TELEMETRY_COLUMNS[3:]
+                        },
+                        throttle_mask=THROTTLE_MASK,
+                        max_counter_gap_s=MAX_COUNTER_GAP_S,
+                        keep=keep,
+                    )
+                )
+                kinds.append(types[host_index][row_index] if types else 0)
+        minutes += add(table, rollups.MINUTE_COLUMNS, parts)
+        if host_table is not None:
+            hours = [rollups.hour_rows(part) for part in parts]
+            derived += add(table, rollups.MINUTE_COLUMNS, hours)
+            derived += add(host_table, rollups.HOST_COLUMNS, [rollups.host_rows(parts, kinds)])
+            derived += add(host_table, rollups.HOST_COLUMNS, [rollups.host_rows(hours, kinds)])
+    connection.ensure_connection()
+    with connection.connection.cursor() as cursor:
+        for (target, layout, energy), chunks in streams.items():
+            if not any(chunks):
+                continue
+            columns = [name for name, _ in layout if energy or name != "energy_j"]
+            statement = f"COPY {target} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)"
+            with cursor.copy(statement) as copy:
+                for chunk in rollups.copy_stream(iter(chunks)):
+                    copy.write(chunk)
+    return minutes, derived
+
+
 def _telemetry_rows(
     data: list[generator.HostTelemetry],
     gpus: list[list[int]],
     host_ids: list[int],
-    grid: np.ndarray,
-    day_bounds: list[tuple[int, int]],
+    spans: list[list[tuple[int, int]]],
 ) -> Iterator[tuple[Any, ...]]:
-    """Rows in TELEMETRY_COLUMNS order, a day at a time across hosts, as agents would deliver them."""
-    moments = [datetime.fromtimestamp(int(epoch), UTC) for epoch in grid]
+    """Rows in TELEMETRY_COLUMNS order, host by host, each host's [a, b) sample index spans."""
     names = TELEMETRY_COLUMNS[3:]
-    for low, high in day_bounds:
-        for host, gpu_ids, host_id in zip(data, gpus, host_ids, strict=True):
-            a, b = np.searchsorted(host.epochs, [low, high])
-            if a == b:
-                continue
-            times = [moments[i] for i in np.searchsorted(grid, host.epochs[a:b]).tolist()]
+    for host, gpu_ids, host_id, host_spans in zip(data, gpus, host_ids, spans, strict=True):
+        for a, b in host_spans:
+            times = [datetime.fromtimestamp(epoch, UTC) for epoch in host.epochs[a:b].tolist()]
             for row_index, gpu_id in enumerate(gpu_ids):
                 columns = [host.columns[name][row_index, a:b].tolist() for name in names]
                 yield from zip(times, repeat(host_id), repeat(gpu_id), *columns)
@@ -617,28 +1019,136 @@ def _telemetry_rows(
 def _telemetry(
     config: generator.DemoConfig,
     hosts: list[generator.HostPlan],
-    events: generator.TelemetryEvents,
+    data: list[generator.HostTelemetry],
     gpus: dict[str, Accelerator],
     host_ids: dict[str, int],
-) -> int:
-    start = datetime.fromtimestamp(config.telemetry_start, UTC)
-    end = datetime.fromtimestamp(config.telemetry_end, UTC)
-    telemetry_partitions_ensure(start=start, end=end - timedelta(seconds=1))
-    data = [generator.host_telemetry(config, host, events) for host in hosts]
-    grid = np.arange(
-        config.telemetry_start, config.telemetry_end, config.telemetry_interval_s, dtype=np.int64
-    )
-    day_bounds = [
-        (low, min(low + generator.DAY, config.telemetry_end))
-        for low in range(config.telemetry_start, config.telemetry_end, generator.DAY)
-    ]
+    *,
+    low: int,
+    high: int,
+    raw_windows: list[tuple[int, int]],
+) -> dict[str, int]:
+    """The samples in [low, high) epoch seconds: those in ``raw_windows`` as raw samples rolled up
+    by the ingest path's refresh, the others straight into the minute rollups with their hour and
+    host rollups (``accelboard.demo.rollups``, the refresh's arithmetic)."""
+    if high <= low:
+        return {}
     gpu_ids = [[gpus[gpu.uuid].pk for gpu in host.gpus] for host in hosts]
-    count = telemetry_copy(
-        rows=_telemetry_rows(data, gpu_ids, [host_ids[host.hostname] for host in hosts], grid, day_bounds)
+    ids = [host_ids[host.hostname] for host in hosts]
+    windows = [(max(low, a), min(high, b)) for a, b in raw_windows if min(high, b) > max(low, a)]
+    counts: dict[str, int] = {}
+    # The hours and hosts of these minutes too, as the refresh would compute them (numpy, copied);
+    # the refresh of each raw window below recomputes the hours and host buckets it touches.
+    direct, derived = _minute_rollups_copy(
+        data,
+        gpu_ids,
+        ids,
+        low,
+        high,
+        windows,
+        host_table="fleet_hostrollup",
+        types=[[gpus[gpu.uuid].accelerator_type_id for gpu in host.gpus] for host in hosts],
     )
+    if direct:
+        counts["minute_rollups_from_samples"] = direct
+        counts["hour_and_host_rollups"] = derived
+    counts.update(_telemetry_raw(data, gpu_ids, ids, high=high, windows=windows, raw_windows=raw_windows))
+    return counts
+
+
+def _telemetry_raw(
+    data: list[generator.HostTelemetry],
+    gpu_ids: list[list[int]],
+    ids: list[int],
+    *,
+    high: int,
+    windows: list[tuple[int, int]],
+    raw_windows: list[tuple[int, int]],
+) -> dict[str, int]:
+    """The samples in ``windows`` (clipped to the range, before ``high``) as raw samples rolled
+    up by the ingest path's refresh."""
+    counts: dict[str, int] = {}
+    if not windows:
+        return counts
+    spans: list[list[tuple[int, int]]] = []
+    first = high
+    for host in data:
+        host_spans = []
+        for start, end in windows:
+            a, b = np.searchsorted(host.epochs, [start, end]).tolist()
+            # The sample before a raw window, where it went into the minute rollups: the window's
+            # first energy delta needs it, as ingest's refresh would have it.
+            if a > 0 and not _inside(host.epochs[a - 1 : a], raw_windows).any():
+                a -= 1
+            if a < b:
+                host_spans.append((a, b))
+                first = min(first, int(host.epochs[a]))
+        spans.append(host_spans)
+    telemetry_partitions_ensure(
+        start=datetime.fromtimestamp(first, UTC), end=datetime.fromtimestamp(high - 1, UTC)
+    )
+    counts["telemetry_samples"] = telemetry_copy(rows=_telemetry_rows(data, gpu_ids, ids, spans))
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE fleet_telemetrysample")
-    # The live grid reads each GPU's newest sample from ``last_state`` (as the ingest path keeps it).
+    for start, end in windows:
+        refresh = telemetry_rollups_refresh(
+            start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(end, UTC)
+        )
+        counts["rollups_from_raw"] = counts.get("rollups_from_raw", 0) + refresh.rows
+    return counts
+
+
+def _telemetry_swapped(
+    hosts: list[generator.HostPlan],
+    data: list[generator.HostTelemetry],
+    gpus: dict[str, Accelerator],
+    host_ids: dict[str, int],
+    *,
+    low: int,
+    high: int,
+    raw_windows: list[tuple[int, int]],
+    live_from: int,
+) -> dict[str, int]:
+    """The older samples in [low, high) as ``_telemetry`` stores them, without writing millions
+    of rows into the tables the pages read (``accelboard.demo.swap``): their minute rollups, and
+    their hour and host rollups with the refresh's arithmetic (``accelboard.demo.rollups``), go
+    into fresh copies of the rollup tables, which take the live tables' rows and place in a
+    short swap. The live
+    rows from ``live_from`` on are copied during the swap (the live fleet's rollups may change
+    them until then). The raw windows among these days come last, through the ingest path."""
+    gpu_ids = [[gpus[gpu.uuid].pk for gpu in host.gpus] for host in hosts]
+    ids = [host_ids[host.hostname] for host in hosts]
+    windows = [(max(low, a), min(high, b)) for a, b in raw_windows if min(high, b) > max(low, a)]
+    counts: dict[str, int] = {}
+    with transaction.atomic():
+        fresh = swap.fresh_tables_create(cutoff=datetime.fromtimestamp(live_from, UTC))
+        minute_table, host_table = (fresh.fresh(table) for table in swap.TABLES)
+        counts["minute_rollups_from_samples"], counts["hour_and_host_rollups"] = _minute_rollups_copy(
+            data,
+            gpu_ids,
+            ids,
+            low,
+            high,
+            windows,
+            table=minute_table,
+            host_table=host_table,
+            types=[[gpus[gpu.uuid].accelerator_type_id for gpu in host.gpus] for host in hosts],
+        )
+        counts["rollups_of_recent_days"] = swap.fresh_rows_copy(fresh)
+        swap.fresh_indexes_build(fresh)
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {minute_table}, {host_table}")
+    # Committed (and synced) above; the pages wait only for this short transaction.
+    with transaction.atomic():
+        counts["rollups_of_recent_days"] += swap.fresh_swap_in(fresh)
+    with transaction.atomic():
+        counts.update(_telemetry_raw(data, gpu_ids, ids, high=high, windows=windows, raw_windows=raw_windows))
+    return counts
+
+
+def _last_state(
+    hosts: list[generator.HostPlan], data: list[generator.HostTelemetry], gpus: dict[str, Accelerator]
+) -> None:
+    """The live grid reads each GPU's newest sample from ``last_state`` (as the ingest path keeps it)."""
     updates = []
     for host, host_data in zip(hosts, data, strict=True):
         last = datetime.fromtimestamp(int(host_data.epochs[-1]), UTC)
@@ -651,7 +1161,6 @@ def _telemetry(
             accelerator.last_seen_at = last
             updates.append(accelerator)
     Accelerator.objects.bulk_update(updates, ["last_state", "last_seen_at"])
-    return count
 
 
 def _serving(

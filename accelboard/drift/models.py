@@ -11,6 +11,8 @@ from __future__ import annotations
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from accelboard.core.access import TeamScopedQuerySet
+
 
 class DriftBudget(models.Model):
     """The largest relative accuracy loss accepted on one task of a model (0.01 = 1%)."""
@@ -46,6 +48,8 @@ class ProductionAgreement(models.Model):
     samples = models.PositiveIntegerField()
     batch_id = models.CharField(max_length=64)
     received_at = models.DateTimeField(auto_now=True)
+
+    objects = TeamScopedQuerySet.as_manager()
 
     class Meta:
         ordering = ["variant_id", "task", "day"]

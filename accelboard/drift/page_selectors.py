@@ -16,6 +16,7 @@ from typing import Any
 from django.db.models import F
 
 from accelboard.benchmarks.models import MetricValue, Model
+from accelboard.core.access import Scope
 from accelboard.costs.models import RunCost
 
 from . import computation as c
@@ -89,13 +90,11 @@ def _worst(tasks: list[TaskDrift]) -> tuple[str, float | None]:
     return verdict, max(losses) if losses else None
 
 
-def drift_model_report(*, model: Model, team_ids: list[int] | None) -> ModelReport:
-    drift = drift_evaluate(team_ids=team_ids, model_ids=[model.pk])[model.pk]
-    queryset = MetricValue.objects.filter(
+def drift_model_report(*, model: Model, scope: Scope) -> ModelReport:
+    drift = drift_evaluate(scope=scope, model_ids=[model.pk])[model.pk]
+    queryset = MetricValue.objects.visible_to(scope).filter(
         series__workload__variant__model_id=model.pk, name__in=[*THROUGHPUT, MEMORY, ENERGY], run__valid=True
     )
-    if team_ids is not None:
-        queryset = queryset.filter(series__team_id__in=team_ids)
     values = queryset.order_by("-measured_at", "-id").values(
         "name",
         "value",
@@ -112,15 +111,15 @@ def drift_model_report(*, model: Model, team_ids: list[int] | None) -> ModelRepo
     latest: dict[tuple[int, tuple[Any, ...]], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     runs: dict[tuple[int, tuple[Any, ...]], list[int]] = defaultdict(list)
     units: dict[tuple[int, tuple[Any, ...]], str] = {}
-    for row in values:
-        hw = (row["type_id"], row["type_name"], row["count"], row["scenario"], row["batch"])
-        key = (row["variant_id"], hw)
-        bucket = latest[key][row["name"]]
+    for point in values:
+        hw = (point["type_id"], point["type_name"], point["count"], point["scenario"], point["batch"])
+        key = (point["variant_id"], hw)
+        bucket = latest[key][point["name"]]
         if len(bucket) < LATEST_RUNS:
-            bucket.append(row["value"])
-            if row["name"] in THROUGHPUT:
-                runs[key].append(row["run_id"])
-                units[key] = row["unit"]
+            bucket.append(point["value"])
+            if point["name"] in THROUGHPUT:
+                runs[key].append(point["run_id"])
+                units[key] = point["unit"]
     costs: dict[int, tuple[float | None, float | None, str]] = {
         cost["run_id"]: (
             float(cost["total_cost_per_1m"]) if cost["total_cost_per_1m"] is not None else None,
@@ -234,6 +233,6 @@ def drift_model_report(*, model: Model, team_ids: list[int] | None) -> ModelRepo
         drift=drift,
         rows=rows,
         metrics=metrics,
-        agreement=agreement_rows(team_ids=team_ids, model_id=model.pk),
-        agreement_verdicts=agreement_evaluate(team_ids=team_ids, model_ids=[model.pk]),
+        agreement=agreement_rows(scope=scope, model_id=model.pk),
+        agreement_verdicts=agreement_evaluate(scope=scope, model_ids=[model.pk]),
     )

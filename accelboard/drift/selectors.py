@@ -2,8 +2,9 @@
 
 ``drift_evaluate`` is the one path every reader takes (model page, overview, Celery check,
 demo replay): three queries (variants, budget overrides, accuracy values) for any number of
-models, then the pure arithmetic of ``computation``. Team scoping: ``team_ids`` None means every
-team (staff); a variant is paired only with reference results the same caller may see.
+models, then the pure arithmetic of ``computation``. Team scoping: every read takes the caller's
+``Scope`` (``accelboard.core.access``; a job checking one team uses ``scope_for_team``); a variant
+is paired only with reference results the same caller may see.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.db.models import F, Q
 
 from accelboard.alerts.detection import segment
 from accelboard.benchmarks.models import MetricValue, Model, ModelVariant, Workload
+from accelboard.core.access import Scope
 
 from . import computation as c
 from .models import DriftBudget, ProductionAgreement
@@ -68,19 +70,16 @@ def _accuracy_filter() -> Q:
     return Q(name="accuracy") | Q(name__startswith="accuracy:")
 
 
-def model_ids_visible(*, team_ids: list[int] | None) -> list[int]:
+def model_ids_visible(*, scope: Scope) -> list[int]:
     """Models with at least one workload in the caller's teams (every model for staff)."""
-    workloads = Workload.objects.all() if team_ids is None else Workload.objects.filter(team_id__in=team_ids)
+    workloads = Workload.objects.visible_to(scope)
     return sorted(set(workloads.values_list("variant__model_id", flat=True)))
 
 
-def model_get_visible(*, model_id: int, team_ids: list[int] | None) -> Model:
+def model_get_visible(*, model_id: int, scope: Scope) -> Model:
     """The model, or ``Model.DoesNotExist`` when none of the caller's teams ran it (a 404)."""
     model = Model.objects.select_related("reference_variant").get(pk=model_id)
-    if (
-        team_ids is not None
-        and not Workload.objects.filter(team_id__in=team_ids, variant__model=model).exists()
-    ):
+    if not Workload.objects.visible_to(scope).filter(variant__model=model).exists():
         raise Model.DoesNotExist
     return model
 
@@ -104,7 +103,7 @@ def _change_points(pairs: list[c.DriftPair]) -> list[dict[str, Any]]:
 
 def drift_evaluate(
     *,
-    team_ids: list[int] | None,
+    scope: Scope,
     model_ids: Iterable[int] | None = None,
     as_of: datetime | None = None,
     change_points: bool = True,
@@ -114,13 +113,16 @@ def drift_evaluate(
 
     ``as_of`` ignores results measured after it (the demo replays history day by day with it);
     ``rows`` lets a replay pass the accuracy values it fetched once (``accuracy_values``)."""
-    ids = model_ids_visible(team_ids=team_ids) if model_ids is None else list(model_ids)
+    ids = model_ids_visible(scope=scope) if model_ids is None else list(model_ids)
     variants = list(
-        ModelVariant.objects.filter(model_id__in=ids).select_related("model").order_by("model__name", "name")
+        ModelVariant.objects.visible_to(scope)  # a shared model's variants: shared and the caller's teams'
+        .filter(model_id__in=ids)
+        .select_related("model")
+        .order_by("model__name", "name")
     )
     overrides = {(b.model_id, b.task): b.budget for b in DriftBudget.objects.filter(model_id__in=ids)}
     if rows is None:
-        rows = accuracy_values(team_ids=team_ids, model_ids=ids)
+        rows = accuracy_values(scope=scope, model_ids=ids)
     # (variant id, metric) -> results; (variant id, metric) -> direction
     results: dict[tuple[int, str], list[c.Result]] = defaultdict(list)
     directions: dict[tuple[int, str], str] = {}
@@ -190,15 +192,14 @@ def drift_evaluate(
     return by_model
 
 
-def accuracy_values(*, team_ids: list[int] | None, model_ids: Iterable[int]) -> list[dict[str, Any]]:
+def accuracy_values(*, scope: Scope, model_ids: Iterable[int]) -> list[dict[str, Any]]:
     """Accuracy results of the models' variants in the caller's teams, oldest first (one query)."""
-    queryset = MetricValue.objects.filter(
+    queryset = MetricValue.objects.visible_to(scope).filter(
         _accuracy_filter(), series__workload__variant__model_id__in=list(model_ids), run__valid=True
     )
-    if team_ids is not None:
-        queryset = queryset.filter(series__team_id__in=team_ids)
     return list(
-        queryset.order_by("measured_at", "id").values(
+        dict(row)
+        for row in queryset.order_by("measured_at", "id").values(
             "name",
             "value",
             "direction",
@@ -209,10 +210,10 @@ def accuracy_values(*, team_ids: list[int] | None, model_ids: Iterable[int]) -> 
     )
 
 
-def drift_overview_rows(*, team_ids: list[int] | None) -> list[dict[str, Any]]:
+def drift_overview_rows(*, scope: Scope) -> list[dict[str, Any]]:
     """Every variant × task the caller can see, riskiest first (over, trending, within, no data)."""
-    rows = []
-    for entry in drift_evaluate(team_ids=team_ids, change_points=False).values():
+    rows: list[dict[str, Any]] = []
+    for entry in drift_evaluate(scope=scope, change_points=False).values():
         for task in entry.tasks:
             rows.append({"model_id": entry.model_id, "model_name": entry.model_name, "task": task})
     rows.sort(key=lambda r: (c.VERDICT_ORDER[r["task"].verdict], -r["task"].risk, r["model_name"]))
@@ -236,13 +237,9 @@ class AgreementDrift:
     latest_samples: int
 
 
-def agreement_evaluate(
-    *, team_ids: list[int] | None, model_ids: Iterable[int] | None = None
-) -> list[AgreementDrift]:
+def agreement_evaluate(*, scope: Scope, model_ids: Iterable[int] | None = None) -> list[AgreementDrift]:
     """Production agreement per variant and task, read as drift from its first week (one query)."""
-    queryset = ProductionAgreement.objects.all()
-    if team_ids is not None:
-        queryset = queryset.filter(team_id__in=team_ids)
+    queryset = ProductionAgreement.objects.visible_to(scope)
     if model_ids is not None:
         queryset = queryset.filter(variant__model_id__in=list(model_ids))
     grouped: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
@@ -256,7 +253,7 @@ def agreement_evaluate(
         "variant__model_id",
         "variant__model__name",
     ):
-        grouped[(row["variant_id"], row["task"])].append(row)
+        grouped[(row["variant_id"], row["task"])].append(dict(row))
     out = []
     for (variant_id, task), rows in sorted(
         grouped.items(),
@@ -285,13 +282,12 @@ def agreement_evaluate(
     return out
 
 
-def agreement_rows(*, team_ids: list[int] | None, model_id: int) -> list[dict[str, Any]]:
+def agreement_rows(*, scope: Scope, model_id: int) -> list[dict[str, Any]]:
     """Production agreement per variant, task and day for one model, oldest first."""
-    queryset = ProductionAgreement.objects.filter(variant__model_id=model_id)
-    if team_ids is not None:
-        queryset = queryset.filter(team_id__in=team_ids)
+    queryset = ProductionAgreement.objects.visible_to(scope).filter(variant__model_id=model_id)
     return list(
-        queryset.order_by("variant__name", "task", "day").values(
+        dict(row)
+        for row in queryset.order_by("variant__name", "task", "day").values(
             "variant_id",
             "variant__name",
             "task",

@@ -1,7 +1,7 @@
 """Quantization pages: the overview across models and the per-model page.
 
-Thin: decide the teams the user may see, call one selector, build the figures and render. A
-model none of the user's teams has run is a 404 (ids of other teams' models reveal nothing).
+Thin: take the caller's scope (``core.access``), call one selector, build the figures and render.
+A model none of the caller's teams has run is a 404 (ids of other teams' models reveal nothing).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from accelboard.benchmarks.models import Model
-from accelboard.core.selectors import team_ids_visible
+from accelboard.core.access import request_scope
 
 from . import charts
 from . import computation as c
@@ -21,17 +21,10 @@ from .page_selectors import LATEST_RUNS, drift_model_report
 from .selectors import drift_overview_rows, model_get_visible
 
 
-def _team_scope(request: HttpRequest) -> list[int] | None:
-    """None means every team (staff); otherwise the ids of the user's teams."""
-    if request.user.is_staff:
-        return None
-    return team_ids_visible(user=request.user)
-
-
 @require_GET
 def drift_overview(request: HttpRequest) -> HttpResponse:
-    team_ids = _team_scope(request)
-    rows = drift_overview_rows(team_ids=team_ids)
+    scope = request_scope(request)
+    rows = drift_overview_rows(scope=scope)
     counts = {
         verdict.replace("-", "_"): sum(1 for r in rows if r["task"].verdict == verdict)
         for verdict in c.VERDICT_ORDER
@@ -42,7 +35,7 @@ def drift_overview(request: HttpRequest) -> HttpResponse:
         {
             "rows": rows,
             "counts": counts,
-            "no_team": team_ids == [],
+            "no_team": scope.sees_no_team,
             "horizon": int(c.HORIZON_DAYS),
             "risk_days": int(c.RISK_DAYS),
         },
@@ -51,12 +44,12 @@ def drift_overview(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def drift_model(request: HttpRequest, model_id: int) -> HttpResponse:
-    team_ids = _team_scope(request)
+    scope = request_scope(request)
     try:
-        model = model_get_visible(model_id=model_id, team_ids=team_ids)
+        model = model_get_visible(model_id=model_id, scope=scope)
     except Model.DoesNotExist as exc:
         raise Http404("No such model in your teams") from exc
-    report = drift_model_report(model=model, team_ids=team_ids)
+    report = drift_model_report(model=model, scope=scope)
     # One point per variant and hardware against the reference on it; the reference itself is one
     # point at (0% loss, 1×) whatever hardware it ran on.
     points = [

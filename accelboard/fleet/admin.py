@@ -7,8 +7,16 @@ from .models import Accelerator, AcceleratorType, Host, Site, TelemetryRollup, T
 
 @admin.register(AcceleratorType)
 class AcceleratorTypeAdmin(admin.ModelAdmin):
-    list_display = ["name", "vendor", "architecture", "memory_bytes", "board_power_w"]
-    list_filter = ["vendor"]
+    list_display = [
+        "name",
+        "vendor",
+        "product",
+        "form_factor",
+        "architecture",
+        "memory_bytes",
+        "board_power_w",
+    ]
+    list_filter = ["vendor", "form_factor"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
 

@@ -7,3 +7,10 @@ class FleetConfig(AppConfig):
     name = "accelboard.fleet"
     label = "fleet"
     verbose_name = "Fleet and telemetry"
+
+    def ready(self) -> None:
+        from accelboard.core.pipeline_selectors import probe_register
+
+        from .selectors import rollup_lag_checks
+
+        probe_register(rollup_lag_checks)

@@ -1,7 +1,8 @@
 """The default catalogue of accelerator types, as pure data, and its upsert by slug.
 
-``ACCELERATOR_TYPES`` holds the kinds accelboard knows out of the box. Board power is the figure
-in DESIGN.md (Cost, reference figures); memory is what the driver reports for the card (NVML's
+``ACCELERATOR_TYPES`` holds the kinds accelboard knows out of the box: vendor, model (``product``),
+memory, form factor, board power. Board power is the vendor's
+board power (TDP); memory is what the driver reports for the card (NVML's
 total, not the marketing number: an "80GB" H100 shows 81,559 MiB), so that a GPU's reported
 memory and its type's agree. ``match_names`` are substrings of the names that NVML, amd-smi and
 MLPerf system descriptions use; ``fleet.services.accelerator_type_match`` picks the longest one
@@ -24,6 +25,8 @@ ACCELERATOR_TYPES: list[dict[str, Any]] = [
         "slug": "h100-sxm-80gb",
         "name": "H100 SXM 80GB",
         "vendor": "nvidia",
+        "product": "H100",
+        "form_factor": "sxm",
         "architecture": "Hopper",
         "memory_bytes": 81_559 * MIB,
         "board_power_w": 700.0,
@@ -33,6 +36,8 @@ ACCELERATOR_TYPES: list[dict[str, Any]] = [
         "slug": "h200-sxm-141gb",
         "name": "H200 SXM 141GB",
         "vendor": "nvidia",
+        "product": "H200",
+        "form_factor": "sxm",
         "architecture": "Hopper",
         "memory_bytes": 143_771 * MIB,
         "board_power_w": 700.0,
@@ -42,6 +47,8 @@ ACCELERATOR_TYPES: list[dict[str, Any]] = [
         "slug": "a100-sxm-80gb",
         "name": "A100 SXM 80GB",
         "vendor": "nvidia",
+        "product": "A100",
+        "form_factor": "sxm",
         "architecture": "Ampere",
         "memory_bytes": 81_920 * MIB,
         "board_power_w": 400.0,
@@ -51,6 +58,8 @@ ACCELERATOR_TYPES: list[dict[str, Any]] = [
         "slug": "l4",
         "name": "L4",
         "vendor": "nvidia",
+        "product": "L4",
+        "form_factor": "pcie",
         "architecture": "Ada Lovelace",
         "memory_bytes": 23_034 * MIB,
         "board_power_w": 72.0,
@@ -62,6 +71,8 @@ ACCELERATOR_TYPES: list[dict[str, Any]] = [
         "slug": "l40s",
         "name": "L40S",
         "vendor": "nvidia",
+        "product": "L40S",
+        "form_factor": "pcie",
         "architecture": "Ada Lovelace",
         "memory_bytes": 46_068 * MIB,
         "board_power_w": 350.0,
@@ -72,6 +83,8 @@ ACCELERATOR_TYPES: list[dict[str, Any]] = [
         "slug": "mi300x",
         "name": "MI300X",
         "vendor": "amd",
+        "product": "MI300X",
+        "form_factor": "oam",
         "architecture": "CDNA 3",
         "memory_bytes": 192 * GIB,
         "board_power_w": 750.0,
@@ -79,7 +92,16 @@ ACCELERATOR_TYPES: list[dict[str, Any]] = [
     },
 ]
 
-_FIELDS = ("name", "vendor", "architecture", "memory_bytes", "board_power_w", "match_names")
+_FIELDS = (
+    "name",
+    "vendor",
+    "product",
+    "form_factor",
+    "architecture",
+    "memory_bytes",
+    "board_power_w",
+    "match_names",
+)
 
 
 def accelerator_types_sync(apps: Any = None) -> dict[str, int]:
@@ -94,8 +116,10 @@ def accelerator_types_sync(apps: Any = None) -> dict[str, int]:
     else:
         AcceleratorType = apps.get_model("fleet", "AcceleratorType")
     created = updated = 0
+    # A data migration's historical model may predate some fields (product, form factor).
+    present = {field.name for field in AcceleratorType._meta.get_fields()}
     for entry in ACCELERATOR_TYPES:
-        values = {field: entry[field] for field in _FIELDS}
+        values = {field: entry[field] for field in _FIELDS if field in present}
         row = (
             AcceleratorType.objects.filter(slug=entry["slug"]).first()
             or AcceleratorType.objects.filter(name=entry["name"]).first()

@@ -16,19 +16,27 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-# The overview's palette: GPU n has the same colour on every chart of the page.
-PALETTE = ["#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2", "#4b5563", "#db2777"]
+from accelboard.core.charts import PALETTE
+
 LIMIT_COLOUR = "#b91c1c"
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 11}
 
 # Chart key -> (title, y-axis title). The keys name the page's divs and the JSON endpoint's figures.
+# The last four are the health charts people know from the DCGM dashboards: temperature, memory
+# clock, time throttled for power or heat, and ECC / XID error counters.
 CHARTS: dict[str, tuple[str, str]] = {
     "power": ("Power draw per GPU", "Power (W)"),
     "energy": ("Energy per bucket, all GPUs", "Energy (Wh)"),
     "utilisation": ("GPU utilisation", "Utilisation (%)"),
     "memory": ("Memory used per GPU", "Memory used (GiB)"),
     "clocks": ("SM clock per GPU", "SM clock (MHz)"),
+    "temperature": ("Temperature per GPU (bucket maximum)", "Temperature (°C)"),
+    "mem_clocks": ("Memory clock per GPU", "Memory clock (MHz)"),
+    "throttling": ("Time throttled for power or heat", "Throttled (% of samples)"),
+    "errors": ("ECC and XID errors per GPU (counters)", "Errors (count)"),
 }
+# Health columns (``fleet.selectors.HOST_HEALTH_COLUMNS``) the frame may carry beside the others.
+HEALTH_COLUMNS = ("throttled_pct", "ecc_errors", "xid_errors")
 
 
 def step_label(*, width_s: int, step_s: int) -> str:
@@ -144,6 +152,7 @@ def _gpu_lines(
     gpus: Sequence[dict[str, Any]],
     unit: str,
     scale: float = 1.0,
+    digits: int = 1,
 ) -> list[dict[str, Any]]:
     values = grid.matrix(frame[column].to_numpy(dtype=float) * scale)
     data = []
@@ -158,7 +167,13 @@ def _gpu_lines(
                 "x": _typed(x, "f8"),
                 "y": _typed(y, "f4"),
                 "line": {"color": PALETTE[position % len(PALETTE)], "width": 1.5},
-                "hovertemplate": "%{y:,.1f} " + unit + "<extra>GPU " + str(gpu["index"]) + "</extra>",
+                "hovertemplate": "%{y:,."
+                + str(digits)
+                + "f} "
+                + unit
+                + "<extra>GPU "
+                + str(gpu["index"])
+                + "</extra>",
             }
         )
     return data
@@ -172,7 +187,9 @@ def host_telemetry_figures(
     x_range: Sequence[str],
     step_s: int | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """The host page's five figures (``CHARTS`` keys) from ``fleet.selectors.host_telemetry``'s frame.
+    """The host page's figures (``CHARTS`` keys) from ``fleet.selectors.host_telemetry``'s frame,
+    joined with ``host_health_telemetry``'s (``HEALTH_COLUMNS``; charts of a missing column stay
+    empty).
 
     ``gpus``: dicts with ``id``, ``index`` and ``power_limit_w``, in display order. Power carries
     each distinct power limit as a dashed red line, so "draw vs limit" reads at a glance.
@@ -248,4 +265,24 @@ def host_telemetry_figures(
         # The y axis reaches the card's memory, so "how full" reads without hovering.
         figures["memory"]["layout"]["yaxis"]["range"] = [0, round(float(totals.max()) / 2**30 * 1.05, 1)]
     figures["clocks"]["data"] = _gpu_lines(frame, grid, column="sm_clock_avg_mhz", gpus=gpus, unit="MHz")
+    figures["temperature"]["data"] = _gpu_lines(frame, grid, column="temperature_max_c", gpus=gpus, unit="°C")
+    figures["mem_clocks"]["data"] = _gpu_lines(frame, grid, column="mem_clock_avg_mhz", gpus=gpus, unit="MHz")
+    if "throttled_pct" in frame:
+        figures["throttling"]["data"] = _gpu_lines(frame, grid, column="throttled_pct", gpus=gpus, unit="%")
+        figures["throttling"]["layout"]["yaxis"]["range"] = [0, 100]
+    if "ecc_errors" in frame and "xid_errors" in frame:
+        ecc = _gpu_lines(frame, grid, column="ecc_errors", gpus=gpus, unit="ECC errors", digits=0)
+        xid = _gpu_lines(frame, grid, column="xid_errors", gpus=gpus, unit="XID errors", digits=0)
+        for trace in ecc:
+            trace["name"] = f"{trace['name']} ECC"
+        for trace in xid:
+            trace["name"] = f"{trace['name']} XID"
+            trace["line"]["dash"] = "dot"
+        figures["errors"]["data"] = ecc + xid
+        # Counts: whole-number ticks, and a visible axis above a fleet of zeros.
+        highest = np.nanmax(frame[["ecc_errors", "xid_errors"]].to_numpy(dtype=float), initial=0.0)
+        axis = figures["errors"]["layout"]["yaxis"]
+        axis.update({"range": [0, max(4.0, float(highest)) * 1.1], "tickformat": ",d"})
+        if highest <= 10:
+            axis["dtick"] = 1 if highest <= 5 else 2
     return figures

@@ -11,6 +11,13 @@ class Vendor(models.TextChoices):
     OTHER = "other", "Other"
 
 
+class FormFactor(models.TextChoices):
+    SXM = "sxm", "SXM"
+    PCIE = "pcie", "PCIe"
+    OAM = "oam", "OAM"
+    OTHER = "other", "Other"
+
+
 class Provider(models.TextChoices):
     ON_PREM = "on-prem", "On-premises"
     AWS = "aws", "AWS"

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 from django.db import models
 
-from .choices import Provider, RollupWidth, Vendor
+from accelboard.core.access import TeamScopedQuerySet
+
+from .choices import FormFactor, Provider, RollupWidth, Vendor
 
 
 class AcceleratorType(models.Model):
-    """A kind of accelerator as priced and compared: "H100 SXM 80GB", "L4", "MI300X"."""
+    """A kind of accelerator as priced and compared: "H100 SXM 80GB", "L4", "MI300X": vendor,
+    model (``product``), memory, form factor and board power identify it."""
 
     name = models.CharField(max_length=80, unique=True)
     slug = models.SlugField(max_length=80, unique=True)
     vendor = models.CharField(max_length=16, choices=Vendor.choices, default=Vendor.NVIDIA)
+    product = models.CharField(max_length=40, blank=True, help_text="The vendor's model: H100, MI300X, L40S")
+    form_factor = models.CharField(max_length=8, choices=FormFactor.choices, blank=True)
     architecture = models.CharField(max_length=40, blank=True)
     memory_bytes = models.BigIntegerField(null=True, blank=True)
     board_power_w = models.FloatField(null=True, blank=True, help_text="Board power limit (TDP), W")
@@ -64,11 +69,17 @@ class Host(models.Model):
     first_seen_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
+    objects = TeamScopedQuerySet.as_manager()
+
     class Meta:
         ordering = ["hostname"]
 
     def __str__(self) -> str:
         return self.hostname
+
+
+class AcceleratorQuerySet(TeamScopedQuerySet["Accelerator"]):
+    team_field = "host__team"
 
 
 class Accelerator(models.Model):
@@ -95,6 +106,8 @@ class Accelerator(models.Model):
     last_state = models.JSONField(default=dict, blank=True)
     first_seen_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AcceleratorQuerySet.as_manager()
 
     class Meta:
         ordering = ["host__hostname", "index"]
@@ -195,9 +208,12 @@ class TelemetryRollup(models.Model):
     xid_errors_max = models.IntegerField(null=True)
 
     class Meta:
+        # The host is in the key (and in every telemetry and rollup key): the tables can be
+        # distributed by host (Citus, docs/scaling.md), and a GPU moved to another host mid-bucket
+        # keeps one row per host.
         constraints = [
             models.UniqueConstraint(
-                fields=["width_s", "accelerator", "bucket"], name="rollup_width_gpu_bucket"
+                fields=["width_s", "host", "accelerator", "bucket"], name="rollup_width_host_gpu_bucket"
             )
         ]
         indexes = [
@@ -258,11 +274,39 @@ class HostRollup(models.Model):
 
 
 class TelemetryDirtyRange(models.Model):
-    """A time range whose rollups are stale because samples landed in it.
+    """A time range of one host (or of every host, ``host`` NULL) whose rollups are stale because
+    samples landed in it.
 
-    Ingest appends one row per batch; the rollup task drains them all at once, so a burst of small
-    batches costs one recompute of the merged ranges instead of one per batch.
+    Ingest appends one row per batch; the rollup drain takes them all at once and recomputes the
+    merged range for the hosts named only, so a burst of small batches costs one recompute of
+    the hosts that sent them instead of one per batch, or one of the whole fleet.
     """
+
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    # No database foreign key nor index: one row per batch, deleted within seconds.
+    host = models.ForeignKey(
+        Host,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["start"]
+
+    def __str__(self) -> str:
+        return f"{self.start:%Y-%m-%d %H:%M:%S} .. {self.end:%Y-%m-%d %H:%M:%S}"
+
+
+class TelemetryRawRange(models.Model):
+    """A time range (of every host) holding raw samples with no partial aggregates: written by
+    anything that copies raw rows but telemetry ingest (a backfill, the demo loader). A rollup
+    refresh within reach of one reads raw rows (fleet/partials.py). Deleted with retention."""
 
     start = models.DateTimeField()
     end = models.DateTimeField()
@@ -272,4 +316,4 @@ class TelemetryDirtyRange(models.Model):
         ordering = ["start"]
 
     def __str__(self) -> str:
-        return f"{self.start:%Y-%m-%d %H:%M:%S} .. {self.end:%Y-%m-%d %H:%M:%S}"
+        return f"raw {self.start:%Y-%m-%d %H:%M:%S} .. {self.end:%Y-%m-%d %H:%M:%S}"

@@ -7,14 +7,19 @@ hour rollups beyond. Fleet-wide reads use the per-host rollups (8 GPUs per row o
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd
+from django.conf import settings
 from django.db import connection
 from django.db.models import QuerySet
 
-from .models import Accelerator, Host
+from accelboard.core.access import Scope
+from accelboard.core.pipeline_selectors import Check
+
+from .models import Accelerator, AcceleratorType, Host
 from .services import THROTTLE_MASK
 
 RAW_MAX_SPAN = timedelta(hours=2)
@@ -24,11 +29,22 @@ RESOLUTIONS = ("raw", "minute", "hour")
 METRIC_COLUMNS = ["time", "power_w", "power_max_w", "gpu_util", "mem_util", "mem_used_bytes", "temperature_c"]
 
 
-def host_list(*, team_ids: list[int] | None = None) -> QuerySet[Host]:
-    hosts = Host.objects.select_related("team", "site").prefetch_related("accelerators__accelerator_type")
-    if team_ids is not None:
-        hosts = hosts.filter(team_id__in=team_ids)
-    return hosts
+def host_list(*, scope: Scope) -> QuerySet[Host]:
+    return (
+        Host.objects.visible_to(scope)
+        .select_related("team", "site")
+        .prefetch_related("accelerators__accelerator_type")
+    )
+
+
+def host_accelerators(*, host: Host) -> list[Accelerator]:
+    """A host's GPUs (prefetched by ``host_list`` and ``host_get_visible``)."""
+    return list(host.accelerators.all())
+
+
+def accelerator_type_names() -> list[str]:
+    """Every accelerator type the catalogue knows, by name (what an upload may name)."""
+    return list(AcceleratorType.objects.order_by("name").values_list("name", flat=True))
 
 
 def resolution_for(*, start: datetime, end: datetime) -> str:
@@ -41,7 +57,7 @@ def resolution_for(*, start: datetime, end: datetime) -> str:
     return "hour"
 
 
-def _frame(sql: str, params: dict[str, object], columns: list[str]) -> pd.DataFrame:
+def _frame(sql: str, params: dict[str, Any], columns: list[str]) -> pd.DataFrame:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
@@ -59,7 +75,7 @@ def accelerator_metrics(
     resolution = resolution or resolution_for(start=start, end=end)
     if resolution not in RESOLUTIONS:
         raise ValueError(f"resolution={resolution!r} is not one of {', '.join(RESOLUTIONS)}")
-    params = {"gpu": accelerator_id, "start": start, "end": end}
+    params: dict[str, Any] = {"gpu": accelerator_id, "start": start, "end": end}
     if resolution == "raw":
         sql = """
             SELECT time, power_w, power_w, gpu_util, mem_util, mem_used_bytes, temperature_c
@@ -80,12 +96,10 @@ def accelerator_metrics(
     return resolution, _frame(sql, params, METRIC_COLUMNS)
 
 
-def fleet_utilisation_hourly(
-    *, start: datetime, end: datetime, team_ids: list[int] | None = None
-) -> pd.DataFrame:
+def fleet_utilisation_hourly(*, start: datetime, end: datetime, scope: Scope) -> pd.DataFrame:
     """Per hour and accelerator type: mean GPU utilisation (%), mean power per GPU (W), energy
     (kWh) and GPUs reporting. Means are sample-weighted across GPUs."""
-    team_filter = "AND h.team_id = ANY(%(teams)s)" if team_ids is not None else ""
+    team_filter, team_params = scope.sql_filter("h.team_id")
     sql = f"""
         SELECT r.bucket, coalesce(t.name, 'unknown') AS accelerator_type,
                sum(r.gpu_util_avg * r.gpu_util_samples) / nullif(sum(r.gpu_util_samples), 0),
@@ -100,14 +114,12 @@ def fleet_utilisation_hourly(
     """
     return _frame(
         sql,
-        {"start": start, "end": end, "teams": team_ids or []},
+        {"start": start, "end": end, **team_params},
         ["bucket", "accelerator_type", "gpu_util", "power_w", "energy_kwh", "gpus"],
     )
 
 
-def host_energy_top(
-    *, start: datetime, end: datetime, limit: int = 10, team_ids: list[int] | None = None
-) -> pd.DataFrame:
+def host_energy_top(*, start: datetime, end: datetime, scope: Scope, limit: int = 10) -> pd.DataFrame:
     """The ``limit`` hosts that drew the most GPU energy in [start, end), most first.
 
     Whole hours come from hour rollups and the ragged edges from minute rollups, so "this week"
@@ -115,7 +127,7 @@ def host_energy_top(
     """
     hour_start = _ceil_hour(start)
     hour_end = max(hour_start, _floor_hour(end))
-    team_filter = "AND h.team_id = ANY(%(teams)s)" if team_ids is not None else ""
+    team_filter, team_params = scope.sql_filter("h.team_id")
     sql = f"""
         WITH e AS (
             SELECT host_id, energy_j FROM fleet_hostrollup
@@ -132,13 +144,13 @@ def host_energy_top(
         ORDER BY energy_kwh DESC, h.hostname
         LIMIT %(limit)s
     """
-    params = {
+    params: dict[str, Any] = {
         "start": start,
         "end": end,
         "hour_start": hour_start if hour_start < end else end,
         "hour_end": hour_end if hour_end > start else start,
         "limit": limit,
-        "teams": team_ids or [],
+        **team_params,
     }
     return _frame(sql, params, ["host_id", "hostname", "energy_kwh"])
 
@@ -251,20 +263,21 @@ def gpu_live_state(
         "mem_pct": round(100.0 * mem_used / mem_total, 1) if mem_used is not None and mem_total else None,
         "temperature_c": _number(state.get("temperature_c")),
         "throttled": throttled,
+        "throttle_reasons": throttle_reason_names(reasons),
         "last_seen_at": accelerator.last_seen_at,
         "stale": agent_is_stale(last_seen_at=accelerator.last_seen_at, now=now, interval_s=interval_s),
         "has_state": bool(state),
     }
 
 
-def host_grid(*, team_ids: list[int] | None, now: datetime) -> list[dict[str, Any]]:
+def host_grid(*, scope: Scope, now: datetime) -> list[dict[str, Any]]:
     """Every visible host with its GPUs' live state, for the hosts grid. Three queries.
 
     Reads ``Accelerator.last_state`` (kept by ingest), never raw telemetry, so the grid costs the
     same whatever the sampling rate.
     """
     grid = []
-    for host in host_list(team_ids=team_ids):
+    for host in host_list(scope=scope):
         interval = host_interval_s(host=host)
         gpus = [
             gpu_live_state(accelerator=gpu, now=now, interval_s=interval) for gpu in host.accelerators.all()
@@ -291,12 +304,9 @@ def gpu_types_summary(types: list[str]) -> str:
     )
 
 
-def host_get_visible(*, host_id: int, team_ids: list[int] | None) -> Host:
-    """The host if the user's teams may see it; ``Host.DoesNotExist`` otherwise (a 404, not a 403)."""
-    hosts = Host.objects.select_related("team", "site").prefetch_related("accelerators__accelerator_type")
-    if team_ids is not None:
-        hosts = hosts.filter(team_id__in=team_ids)
-    return hosts.get(pk=host_id)
+def host_get_visible(*, host_id: int, scope: Scope) -> Host:
+    """The host if the caller may see it; ``Host.DoesNotExist`` otherwise (a 404, not a 403)."""
+    return host_list(scope=scope).get(pk=host_id)
 
 
 def point_step_for(*, span: timedelta) -> int:
@@ -336,7 +346,7 @@ def host_telemetry(*, host_id: int, start: datetime, end: datetime) -> tuple[int
         GROUP BY bin, accelerator_id
         ORDER BY bin, accelerator_id
     """
-    params = {
+    params: dict[str, Any] = {
         "width": width,
         "step": step,
         "origin": datetime(2000, 1, 1, tzinfo=UTC),
@@ -345,3 +355,144 @@ def host_telemetry(*, host_id: int, start: datetime, end: datetime) -> tuple[int
         "end": end,
     }
     return width, step, _frame(sql, params, HOST_TELEMETRY_COLUMNS)
+
+
+# --- Throttling and GPU health: one definition for the overview and the hosts pages -------------
+
+# NVML clocks-event reasons counted as throttling (``services.THROTTLE_MASK``), by name.
+THROTTLE_REASONS: dict[int, str] = {
+    0x4: "power cap",
+    0x8: "hardware slowdown",
+    0x20: "thermal (software)",
+    0x40: "thermal (hardware)",
+    0x80: "power brake",
+}
+THROTTLING_DEFINITION = (
+    "Share of GPU-time in which the driver slowed the clocks for power or heat (power cap, "
+    "power brake, thermal or hardware slowdown), from the hour rollups' samples."
+)
+
+
+def throttle_reason_names(reasons: Any) -> list[str]:
+    """The throttling reasons set in an NVML bitmask, by name (none for an idle or app clock). Pure."""
+    if not isinstance(reasons, int):
+        return []
+    return [name for bit, name in THROTTLE_REASONS.items() if reasons & bit]
+
+
+def fleet_throttling(
+    *, scope: Scope, now: datetime, hours: int = 24, live: Sequence[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Throttling of the visible fleet, as the overview and the hosts page both show it:
+
+    - ``share_pct``: throttled samples over all samples of the last ``hours`` (hour rollups), the
+      share of GPU-time slowed for power or heat (``THROTTLING_DEFINITION``), None without data;
+    - ``gpus`` and ``gpus_throttled``: the GPUs that reported in the window, and how many of them
+      were throttled at all in it (the old "throttled" figure, kept for the hover text);
+    - ``now``: GPUs whose newest sample is throttled (the hosts grid's badges), of ``reporting``.
+
+    ``live``: the GPUs' ``gpu_live_state`` where the caller has them (the hosts grid), else
+    they are read. Two queries: one aggregate over at most GPUs × hours rollup rows, one over the
+    GPUs' live state (none with ``live``).
+    """
+    team_filter, team_params = scope.sql_filter("h.team_id")
+    sql = f"""
+        SELECT count(*), sum(samples), sum(throttled), count(*) FILTER (WHERE throttled > 0)
+        FROM (
+            SELECT r.accelerator_id, sum(r.samples) AS samples, sum(r.throttled_samples) AS throttled
+            FROM fleet_telemetryrollup r
+            JOIN fleet_host h ON h.id = r.host_id
+            WHERE r.width_s = 3600 AND r.bucket >= %(start)s AND r.bucket < %(end)s {team_filter}
+            GROUP BY r.accelerator_id
+        ) per_gpu
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"start": now - timedelta(hours=hours), "end": now, **team_params})
+        gpus, samples, throttled, gpus_throttled = cursor.fetchone()
+    if live is None:
+        states = [s for s in Accelerator.objects.visible_to(scope).values_list("last_state", flat=True) if s]
+        throttled_now = sum(1 for s in states if throttle_reason_names(s.get("throttle_reasons")))
+        reporting = len(states)
+    else:
+        throttled_now = sum(1 for gpu in live if gpu["throttled"])
+        reporting = sum(1 for gpu in live if gpu["has_state"])
+    return {
+        "hours": hours,
+        "gpus": gpus or 0,
+        "gpus_throttled": gpus_throttled or 0,
+        "share_pct": (float(throttled) / float(samples) * 100.0) if samples else None,
+        "now": throttled_now,
+        "reporting": reporting,
+        "definition": THROTTLING_DEFINITION,
+    }
+
+
+# The host page's health charts, next to ``HOST_TELEMETRY_COLUMNS``.
+HOST_HEALTH_COLUMNS = ["bucket", "accelerator_id", "throttled_pct", "ecc_errors", "xid_errors"]
+
+
+def host_health_telemetry(*, host_id: int, start: datetime, end: datetime) -> pd.DataFrame:
+    """Per GPU and bin of one host over [start, end), from the same rollups and bins as
+    ``host_telemetry``: the share of samples throttled for power or heat (%), and the ECC and XID
+    error counters (the bin's maxima: counters only grow, so a step is a new error). One query."""
+    width = rollup_width_for(span=end - start)
+    step = point_step_for(span=end - start)
+    sql = """
+        SELECT extract(epoch FROM date_bin(make_interval(secs => %(step)s), bucket, %(origin)s))::float8 AS bin,
+               accelerator_id,
+               100.0 * sum(throttled_samples) / nullif(sum(samples), 0),
+               max(ecc_errors_max)::float8,
+               max(xid_errors_max)::float8
+        FROM fleet_telemetryrollup
+        WHERE width_s = %(width)s AND host_id = %(host)s AND bucket >= %(start)s AND bucket < %(end)s
+        GROUP BY bin, accelerator_id
+        ORDER BY bin, accelerator_id
+    """
+    params: dict[str, Any] = {
+        "width": width,
+        "step": step,
+        "origin": datetime(2000, 1, 1, tzinfo=UTC),
+        "host": host_id,
+        "start": start,
+        "end": end,
+    }
+    return _frame(sql, params, HOST_HEALTH_COLUMNS)
+
+
+def host_data_start(*, host_id: int, start: datetime, end: datetime) -> datetime | None:
+    """The first minute rollup of a host in [start, end), or None: where its charts' data begins
+    (a host that started reporting three minutes ago is drawn over those minutes, not squeezed
+    against the right edge of six hours). One indexed query."""
+    sql = """
+        SELECT min(bucket) FROM fleet_telemetryrollup
+        WHERE width_s = 60 AND host_id = %(host)s AND bucket >= %(start)s AND bucket < %(end)s
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"host": host_id, "start": start, "end": end})
+        (first,) = cursor.fetchone()
+    return first
+
+
+def telemetry_rollup_backlog() -> tuple[int, float | None]:
+    """Dirty ranges waiting for the rollups, and the age in seconds of the oldest (the rollup lag)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), extract(epoch FROM now() - min(created_at))::float8 FROM fleet_telemetrydirtyrange"
+        )
+        count, age = cursor.fetchone()
+    return int(count), None if age is None else max(0.0, float(age))
+
+
+def rollup_lag_checks() -> list[Check]:
+    """The fleet's pipeline probe: the rollup lag against ``PIPELINE_ROLLUP_LAG_LIMIT_S``."""
+    pending, age = telemetry_rollup_backlog()
+    limit = float(settings.PIPELINE_ROLLUP_LAG_LIMIT_S)
+    return [
+        Check(
+            name="rollups.lag",
+            value=None if age is None else round(age, 1),
+            limit=limit,
+            ok=age is None or age <= limit,
+            detail={"dirty_ranges": pending},
+        )
+    ]

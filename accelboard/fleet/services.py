@@ -13,6 +13,10 @@
    interleave. See ``telemetry_rollups_refresh`` for the energy rules. The raw rows of a range
    are read by time (BRIN) and sorted once; a long range goes in chunks of
    ``ROLLUP_CHUNK_SAMPLES`` so each sort stays in memory. JIT is off for these statements.
+   Minute rollups are computed from the partial aggregates ingest writes (fleet/partials.py:
+   about one row per GPU and minute) where they are exact, from raw rows elsewhere (a GPU whose
+   partials overlap in time, a range near raw rows copied without partials,
+   ``TelemetryRawRange``); both give the same numbers.
 4. Coalescing: ingest marks the time range of each batch dirty (``telemetry_rollups_mark_dirty``);
    ``telemetry_rollups_drain`` takes every dirty range at once, merges them and refreshes each
    merged range once, so a burst of small batches costs one recompute.
@@ -23,14 +27,26 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
+import numpy as np
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 
 from .models import TELEMETRY_COLUMNS, Accelerator, AcceleratorType, Host, TelemetryDirtyRange
+from .partials import (
+    PARTIAL_COLUMNS,
+    PARTIAL_TABLE,
+    ROLLUP_INSERT,
+    array_literal,
+    partial_merge_sql,
+    partial_minute_sql,
+    partials_compute,
+)
 
 TABLE = "fleet_telemetrysample"
 _PARTITION_RE = re.compile(r"^fleet_telemetrysample_p(\d{8})$")
@@ -79,11 +95,14 @@ def telemetry_partition_days() -> list[date]:
     return sorted(days)
 
 
-def telemetry_partitions_ensure(*, start: datetime, end: datetime) -> list[date]:
+def telemetry_partitions_ensure(*, start: datetime, end: datetime, remembered: bool = False) -> list[date]:
     """Create the daily partitions covering [start, end] (UTC days); return the days created.
 
     Safe to call from concurrent requests: the check is repeated under an advisory lock, so each
-    day is created once and reported as created by exactly one caller.
+    day is created once and reported as created by exactly one caller. ``remembered``: trust the
+    days this process saw exist (no query); for callers that recover from a missing partition
+    (telemetry ingest retries after ``telemetry_partitions_forget``): a database dropped and
+    created again under the same process (a bench, a test) would otherwise fail their COPY.
     """
     first = start.astimezone(UTC).date()
     last = end.astimezone(UTC).date()
@@ -95,8 +114,13 @@ def telemetry_partitions_ensure(*, start: datetime, end: datetime) -> list[date]
             f"partition range {first}..{last} spans {span} days; at most {MAX_PARTITION_DAYS_PER_CALL}"
         )
     wanted = [first + timedelta(days=n) for n in range(span)]
-    # The common case (every day exists) costs one catalogue read and no lock.
-    if not set(wanted) - set(telemetry_partition_days()):
+    # The common case costs nothing: days this process saw exist, from yesterday on (retention
+    # never drops those), are remembered. Otherwise one catalogue read, and a lock to create.
+    if remembered and not set(wanted) - _partitions_seen:
+        return []
+    existing = set(telemetry_partition_days())
+    _partitions_remember_on_commit(existing)
+    if not set(wanted) - existing:
         return []
     created = []
     with transaction.atomic(), connection.cursor() as cursor:
@@ -108,23 +132,57 @@ def telemetry_partitions_ensure(*, start: datetime, end: datetime) -> list[date]
             lower = datetime(day.year, day.month, day.day, tzinfo=UTC)
             upper = lower + timedelta(days=1)
             # DDL takes no bind parameters; the bounds are dates we formatted ourselves.
+            bounds = f"FOR VALUES FROM ('{lower.isoformat()}') TO ('{upper.isoformat()}')"
+            cursor.execute(f"CREATE TABLE {_partition_name(day)} PARTITION OF {TABLE} {bounds}")
+            # The day's partial aggregates (fleet/partials.py) live and go with its raw rows. IF NOT
+            # EXISTS: a raw day dropped by hand leaves its partial day behind.
+            # Pages half empty: merging a batch into its minute's row is then a HOT update.
             cursor.execute(
-                f"CREATE TABLE {_partition_name(day)} PARTITION OF {TABLE} "
-                f"FOR VALUES FROM ('{lower.isoformat()}') TO ('{upper.isoformat()}')"
+                f"CREATE TABLE IF NOT EXISTS {PARTIAL_TABLE}_p{day:%Y%m%d} PARTITION OF {PARTIAL_TABLE} "
+                f"{bounds} WITH (fillfactor = 50)"
             )
             created.append(day)
+    _partitions_remember_on_commit(set(wanted))
     return created
 
 
+# Partition days known to exist, from yesterday (UTC) on: retention drops only older days, so a
+# remembered day stays true for this process. ``telemetry_partitions_drop_older`` forgets too.
+_partitions_seen: set[date] = set()
+
+
+def telemetry_partitions_forget() -> None:
+    """Forget the remembered partition days (a COPY found one missing: a day dropped by hand, or
+    a test's transaction that created it rolled back); the next ``ensure`` reads the catalogue."""
+    _partitions_seen.clear()
+
+
+def _partitions_remember_on_commit(days: set[date]) -> None:
+    """Remember ``days`` once the caller's transaction commits (at once outside one): a day
+    created in a transaction that rolls back (a test's) must not be remembered."""
+    transaction.on_commit(lambda: _partitions_remember(days))
+
+
+def _partitions_remember(days: set[date]) -> None:
+    floor = datetime.now(UTC).date() - timedelta(days=1)
+    _partitions_seen.difference_update([day for day in _partitions_seen if day < floor])
+    _partitions_seen.update(day for day in days if day >= floor)
+
+
 def telemetry_partitions_drop_older(*, before: date) -> list[date]:
-    """Drop whole raw partitions for days before ``before``. Rollups are untouched."""
+    """Drop whole raw partitions (and their partial aggregates) for days before ``before``.
+    Rollups are untouched."""
     dropped = []
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_PARTITIONS])
         for day in telemetry_partition_days():
             if day < before:
                 cursor.execute(f"DROP TABLE IF EXISTS {_partition_name(day)}")
+                cursor.execute(f"DROP TABLE IF EXISTS {PARTIAL_TABLE}_p{day:%Y%m%d}")
                 dropped.append(day)
+                _partitions_seen.discard(day)
+        lower = datetime(before.year, before.month, before.day, tzinfo=UTC)
+        cursor.execute('DELETE FROM fleet_telemetryrawrange WHERE "end" < %s', [lower])
     return dropped
 
 
@@ -150,21 +208,85 @@ _COPY_TYPES = {
 }
 
 
-def telemetry_copy(*, rows: Iterable[Sequence[object]], columns: Sequence[str] = TELEMETRY_COLUMNS) -> int:
+def telemetry_copy(
+    *,
+    rows: Iterable[Sequence[object]],
+    columns: Sequence[str] = TELEMETRY_COLUMNS,
+    partials_follow: bool = False,
+) -> int:
     """Binary-COPY rows (tuples in ``columns`` order) into the raw table; return the row count.
 
     The caller makes sure the partitions exist (``telemetry_partitions_ensure``). Runs inside the
-    caller's transaction, so a failed batch leaves nothing behind.
+    caller's transaction, so a failed batch leaves nothing behind. The rows' time range is
+    recorded as raw-only (``TelemetryRawRange``: rollups of it read raw rows) unless
+    ``partials_follow``: the caller writes their partial aggregates itself (telemetry ingest,
+    ``partials.telemetry_partials_write``).
     """
     count = 0
     connection.ensure_connection()
-    with connection.connection.cursor() as cursor:
+    at = columns.index("time")
+    first = last = None
+    # Django's error classes (a missing partition is an IntegrityError), as for ORM queries.
+    with connection.wrap_database_errors, connection.connection.cursor() as cursor:
         with cursor.copy(f"COPY {TABLE} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types([_COPY_TYPES.get(column, "float4") for column in columns])
             for row in rows:
                 copy.write_row(row)
                 count += 1
+                if not partials_follow:
+                    moment = row[at]
+                    if first is None or moment < first:  # type: ignore[operator]
+                        first = moment
+                    if last is None or moment > last:  # type: ignore[operator]
+                        last = moment
+        if first is not None:
+            cursor.execute(
+                'INSERT INTO fleet_telemetryrawrange (start, "end", created_at) VALUES (%s, %s, now())',
+                [first, last],
+            )
     return count
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_PARTIAL_MERGE_SQL = partial_merge_sql()
+
+
+def telemetry_partials_write(
+    *,
+    host_id: int,
+    accelerator_ids: Sequence[int],
+    times: Sequence[datetime],
+    columns: Mapping[str, Sequence[Any]],
+) -> int:
+    """Write the partial aggregates (fleet/partials.py) of one batch just copied with
+    ``telemetry_copy(partials_follow=True)``, in the same transaction; return the rows written.
+    ``times`` are the datetimes COPY wrote, ``columns`` the sample fields by name."""
+    if not times:
+        return 0
+    # A 1 Hz batch repeats each instant once per GPU: convert each datetime once, exactly.
+    cache: dict[datetime, int] = {}
+    for moment in times:
+        if moment not in cache:
+            cache[moment] = (moment - _EPOCH) // timedelta(microseconds=1)
+    micros = np.fromiter(map(cache.__getitem__, times), dtype=np.int64, count=len(times))
+    rows = partials_compute(
+        host_id=host_id,
+        accelerator_ids=accelerator_ids,
+        micros=micros,
+        columns=columns,
+        max_gap_s=MAX_INTEGRATION_GAP_S,
+        max_counter_gap_s=MAX_COUNTER_GAP_S,
+        throttle_mask=THROTTLE_MASK,
+    )
+    params: dict[str, Any] = {"max_gap": MAX_INTEGRATION_GAP_S, "max_counter_gap": MAX_COUNTER_GAP_S}
+    for index, (name, _) in enumerate(PARTIAL_COLUMNS):
+        params[name] = array_literal([row[index] for row in rows])
+    # Server-side binding, prepared once per connection: parsing and planning this statement
+    # cost more server CPU than running it (Django's cursors bind on the client).
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(_PARTIAL_MERGE_SQL, params, prepare=True)
+    return len(rows)
 
 
 # --- Rollups ------------------------------------------------------------------------------------
@@ -177,8 +299,8 @@ _RAW_COLUMNS = """r.id, r.time, r.host_id, r.accelerator_id, r.power_w, r.energy
         r.mem_used_bytes, r.mem_total_bytes, r.temperature_c, r.sm_clock_mhz, r.mem_clock_mhz,
         r.throttle_reasons, r.ecc_errors, r.xid_errors"""
 _UPSERT = """
-ON CONFLICT (width_s, accelerator_id, bucket) DO UPDATE SET
-    host_id = EXCLUDED.host_id, samples = EXCLUDED.samples,
+ON CONFLICT (width_s, host_id, accelerator_id, bucket) DO UPDATE SET
+    samples = EXCLUDED.samples,
     power_samples = EXCLUDED.power_samples, power_avg_w = EXCLUDED.power_avg_w,
     power_max_w = EXCLUDED.power_max_w, energy_j = EXCLUDED.energy_j,
     gpu_util_samples = EXCLUDED.gpu_util_samples, gpu_util_avg = EXCLUDED.gpu_util_avg,
@@ -229,16 +351,9 @@ s AS (
     WINDOW w AS (PARTITION BY accelerator_id ORDER BY bucket, time, id)
 ),
 written AS (
-    INSERT INTO fleet_telemetryrollup (
-        width_s, bucket, host_id, accelerator_id, samples,
-        power_samples, power_avg_w, power_max_w, energy_j,
-        gpu_util_samples, gpu_util_avg, gpu_util_max, mem_util_samples, mem_util_avg,
-        mem_used_samples, mem_used_avg_bytes, mem_used_max_bytes, mem_total_bytes, temperature_max_c,
-        sm_clock_samples, sm_clock_avg_mhz, mem_clock_samples, mem_clock_avg_mhz,
-        throttled_samples, ecc_errors_max, xid_errors_max
-    )
+    {ROLLUP_INSERT}
     SELECT
-        60, bucket, max(host_id), accelerator_id, count(*),
+        60, bucket, host_id, accelerator_id, count(*),
         count(power_w), avg(power_w), max(power_w),
         sum(CASE
             WHEN d_energy_mj >= 0 AND dt_s <= %(max_counter_gap)s THEN d_energy_mj / 1000.0
@@ -252,7 +367,7 @@ written AS (
         max(ecc_errors), max(xid_errors)
     FROM s
     WHERE time >= %(start)s
-    GROUP BY accelerator_id, bucket
+    GROUP BY host_id, accelerator_id, bucket
     {_UPSERT}
     RETURNING bucket, samples
 )
@@ -261,6 +376,8 @@ SELECT count(*) FILTER (WHERE bucket < %(end)s), count(*) FILTER (WHERE bucket >
     max(bucket), coalesce(sum(samples), 0)
 FROM written
 """
+# The same from the partial aggregates written at ingest (fleet/partials.py), ~10x fewer rows.
+_PARTIAL_MINUTE_SQL = partial_minute_sql(_UPSERT)
 
 
 def _weighted(column: str, count: str) -> str:
@@ -279,7 +396,7 @@ INSERT INTO fleet_telemetryrollup (
     throttled_samples, ecc_errors_max, xid_errors_max
 )
 SELECT
-    3600, date_bin('3600 seconds', bucket, %(origin)s) AS hour, max(host_id), accelerator_id, sum(samples),
+    3600, date_bin('3600 seconds', bucket, %(origin)s) AS hour, host_id, accelerator_id, sum(samples),
     sum(power_samples), {_weighted("power_avg_w", "power_samples")}, max(power_max_w), sum(energy_j),
     sum(gpu_util_samples), {_weighted("gpu_util_avg", "gpu_util_samples")}, max(gpu_util_max),
     sum(mem_util_samples), {_weighted("mem_util_avg", "mem_util_samples")},
@@ -290,7 +407,7 @@ SELECT
     sum(throttled_samples), max(ecc_errors_max), max(xid_errors_max)
 FROM fleet_telemetryrollup
 WHERE width_s = 60 AND bucket >= %(start)s AND bucket < %(end)s {{gpu_filter}}
-GROUP BY accelerator_id, hour
+GROUP BY host_id, accelerator_id, hour
 {_UPSERT}
 """
 
@@ -343,12 +460,14 @@ def _ceil(moment: datetime, width_s: int) -> datetime:
 
 @dataclass(frozen=True)
 class RollupRefresh:
-    """What one refresh did: rows upserted per kind and the bucket range it covered."""
+    """What one refresh did: rows upserted per kind and the bucket range it covered;
+    ``partial_rows``: the minute rows of them computed from partial aggregates."""
 
     minute_rows: int = 0
     hour_rows: int = 0
     host_rows: int = 0
     ranges: int = 0
+    partial_rows: int = 0
 
     def __add__(self, other: RollupRefresh) -> RollupRefresh:
         return RollupRefresh(
@@ -356,6 +475,7 @@ class RollupRefresh:
             self.hour_rows + other.hour_rows,
             self.host_rows + other.host_rows,
             self.ranges + other.ranges,
+            self.partial_rows + other.partial_rows,
         )
 
     @property
@@ -364,7 +484,11 @@ class RollupRefresh:
 
 
 def telemetry_rollups_refresh(
-    *, start: datetime, end: datetime, accelerator_ids: Sequence[int] | None = None
+    *,
+    start: datetime,
+    end: datetime,
+    accelerator_ids: Sequence[int] | None = None,
+    host_ids: Sequence[int] | None = None,
 ) -> RollupRefresh:
     """Recompute the minute, hour and host rollups of every bucket touching [start, end).
 
@@ -379,14 +503,22 @@ def telemetry_rollups_refresh(
     a late sample lands before it). Runs in one transaction under an advisory lock: safe to run
     twice and in parallel; a second run waits, then writes the same rows. A range holding more
     than ``ROLLUP_CHUNK_SAMPLES`` raw samples is rolled up in consecutive chunks, each exact on
-    its own (its look-back and look-ahead samples are read like the range's).
+    its own (its look-back and look-ahead samples are read like the range's). ``host_ids`` (or
+    ``accelerator_ids``) limit the refresh to those hosts' (GPUs') rows.
     """
+    if host_ids:
+        accelerator_ids = [
+            *(accelerator_ids or []),
+            *Accelerator.objects.filter(host_id__in=list(host_ids)).values_list("pk", flat=True),
+        ]
+        if not accelerator_ids:
+            return RollupRefresh(ranges=1)
     minute_start = _floor(start, 60)
     minute_end = _ceil(end, 60)
     if minute_end <= minute_start:
         minute_end = minute_start + timedelta(seconds=60)
     gpus = list(accelerator_ids or [])
-    params: dict[str, object] = {
+    params: dict[str, Any] = {
         "origin": _BUCKET_ORIGIN,
         "max_gap": MAX_INTEGRATION_GAP_S,
         "max_counter_gap": MAX_COUNTER_GAP_S,
@@ -397,8 +529,25 @@ def telemetry_rollups_refresh(
         gpu_filter="WHERE g.id = ANY(%(gpus)s)" if gpus else "",
         raw_filter="AND r.accelerator_id = ANY(%(gpus)s)" if gpus else "",
     )
+    raw_sql = _MINUTE_SQL.format(
+        gpu_filter="WHERE g.id = ANY(%(raw_gpus)s)", raw_filter="AND r.accelerator_id = ANY(%(raw_gpus)s)"
+    )
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_ROLLUPS])
+        # From partials unless raw-only rows (a backfill, the demo's history) lie within reach of
+        # a delta: MAX_COUNTER_GAP_S either side of the range.
+        reach = timedelta(seconds=MAX_COUNTER_GAP_S)
+        cursor.execute(
+            'SELECT NOT EXISTS (SELECT 1 FROM fleet_telemetryrawrange WHERE start < %s AND "end" >= %s)',
+            [minute_end + reach, minute_start - reach],
+        )
+        if cursor.fetchone()[0]:
+            minute_sql = _PARTIAL_MINUTE_SQL.format(
+                gpu_filter="WHERE g.id = ANY(%(gpus)s)" if gpus else "",
+                part_filter="AND p.accelerator_id = ANY(%(gpus)s)" if gpus else "",
+            )
+        else:
+            raw_sql = ""
         # JIT compiling these statements cost ~60 ms of a 5-minute refresh and never paid back;
         # the sorts and hashes of an hour of a 128-GPU fleet need ~50 MB to stay in memory.
         # Both are put back afterwards: the caller's transaction may go on (drain, demo load).
@@ -410,22 +559,28 @@ def telemetry_rollups_refresh(
         saved_jit, saved_work_mem = cursor.fetchone()[:2]
         # A long range (a backfill, the demo's 14 days) goes in chunks so each one's sort and
         # hash fit in memory. The bucket after a chunk is computed by both neighbours alike.
-        minute_rows, last_minute = 0, minute_end - timedelta(seconds=60)
+        minute_rows, partial_rows, last_minute = 0, 0, minute_end - timedelta(seconds=60)
         chunk_start, chunk = minute_start, ROLLUP_FIRST_CHUNK
         while chunk_start < minute_end:
             chunk_end = min(chunk_start + chunk, minute_end)
-            cursor.execute(
-                minute_sql,
-                {
-                    **params,
-                    "start": chunk_start,
-                    "end": chunk_end,
-                    "final_end": minute_end,
-                    "lookback": chunk_start - timedelta(seconds=MAX_COUNTER_GAP_S),
-                    "lookahead": chunk_end + timedelta(seconds=MAX_COUNTER_GAP_S),
-                },
-            )
-            inside, beyond, newest, samples = cursor.fetchone()
+            chunk_params = {
+                **params,
+                "start": chunk_start,
+                "end": chunk_end,
+                "final_end": minute_end,
+                "lookback": chunk_start - timedelta(seconds=MAX_COUNTER_GAP_S),
+                "lookahead": chunk_end + timedelta(seconds=MAX_COUNTER_GAP_S),
+            }
+            cursor.execute(minute_sql, chunk_params)
+            inside, beyond, newest, samples, *rest = cursor.fetchone()
+            if raw_sql:
+                partial_rows += inside + (beyond if chunk_end == minute_end else 0)
+            if raw_sql and rest[0]:
+                # GPUs whose partials overlap in time: from their raw rows, as without partials.
+                cursor.execute(raw_sql, {**chunk_params, "raw_gpus": rest[0]})
+                more = cursor.fetchone()
+                inside, beyond, samples = inside + more[0], beyond + more[1], samples + more[3]
+                newest = max(filter(None, (newest, more[2])), default=None)
             # A bucket past a chunk is computed again by a later chunk; past the whole range it
             # is computed alike by every chunk, so the last chunk's count is the one to keep.
             minute_rows += inside + (beyond if chunk_end == minute_end else 0)
@@ -449,7 +604,7 @@ def telemetry_rollups_refresh(
             (60, minute_start, last_minute + timedelta(seconds=60)),
             (3600, hour_start, hour_end),
         ):
-            host_params = {
+            host_params: dict[str, Any] = {
                 "width": width,
                 "start": bucket_start,
                 "end": bucket_end,
@@ -463,7 +618,9 @@ def telemetry_rollups_refresh(
             "SELECT set_config('jit', %s, true), set_config('work_mem', %s, true)",
             [saved_jit, saved_work_mem],
         )
-    return RollupRefresh(minute_rows=minute_rows, hour_rows=hour_rows, host_rows=host_rows, ranges=1)
+    return RollupRefresh(
+        minute_rows=minute_rows, hour_rows=hour_rows, host_rows=host_rows, ranges=1, partial_rows=partial_rows
+    )
 
 
 def time_ranges_merge(
@@ -479,14 +636,26 @@ def time_ranges_merge(
     return merged
 
 
-def telemetry_rollups_mark_dirty(*, start: datetime, end: datetime) -> TelemetryDirtyRange:
-    """Record that samples landed in [start, end]; the next drain rolls them up.
-
-    Call it inside the ingest transaction so the mark commits with the samples or not at all.
-    """
+def telemetry_rollups_mark_dirty(
+    *, start: datetime, end: datetime, host_id: int | None = None
+) -> TelemetryDirtyRange:
+    """Record that samples of ``host_id`` (of any host: None) landed in [start, end]; the next
+    drain rolls them up. Call it inside the writing transaction so the mark commits with the
+    samples or not at all (telemetry ingest writes its mark in its final statement)."""
     if end < start:
         start, end = end, start
-    return TelemetryDirtyRange.objects.create(start=start, end=end)
+    return TelemetryDirtyRange.objects.create(start=start, end=end, host_id=host_id)
+
+
+def telemetry_rollups_lock_try() -> bool:
+    """Take the rollups' advisory lock for the caller's transaction unless a refresh or drain
+    holds it now; False when one does (nothing is taken). The lock is re-entrant: a drain run
+    in the same transaction afterwards takes it again without waiting."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("telemetry_rollups_lock_try must run inside a transaction")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [_ADVISORY_ROLLUPS])
+        return bool(cursor.fetchone()[0])
 
 
 def telemetry_rollups_drain(*, also: Sequence[tuple[datetime, datetime]] = ()) -> RollupRefresh:
@@ -498,11 +667,19 @@ def telemetry_rollups_drain(*, also: Sequence[tuple[datetime, datetime]] = ()) -
     result = RollupRefresh()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_ROLLUPS])
-        cursor.execute('DELETE FROM fleet_telemetrydirtyrange RETURNING start, "end"')
-        ranges = [(row[0], row[1]) for row in cursor.fetchall()]
-        for start, end in time_ranges_merge([*ranges, *also]):
+        cursor.execute('DELETE FROM fleet_telemetrydirtyrange RETURNING start, "end", host_id')
+        marks = cursor.fetchall()
+        everyone = [(row[0], row[1]) for row in marks if row[2] is None]
+        for start, end in time_ranges_merge([*everyone, *also]):
             # A range is [start, end] of sample times: the sample at ``end`` must be included.
             result += telemetry_rollups_refresh(start=start, end=end + timedelta(microseconds=1))
+        # Host marks: merged by time, each merged range refreshed for the hosts that sent in it.
+        by_host = [(row[0], row[1], row[2]) for row in marks if row[2] is not None]
+        for start, end in time_ranges_merge([(a, b) for a, b, _ in by_host]):
+            hosts = sorted({host for a, b, host in by_host if a >= start and b <= end})
+            result += telemetry_rollups_refresh(
+                start=start, end=end + timedelta(microseconds=1), host_ids=hosts
+            )
     return result
 
 
@@ -521,6 +698,72 @@ def accelerator_type_match(*, name: str) -> AcceleratorType | None:
     return best[1] if best else None
 
 
+class AcceleratorTypeRejected(ValueError):
+    """A new accelerator type that cannot be added as given; ``field`` names what to fix."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        self.message = message
+        self.field = field
+        super().__init__(message)
+
+
+def accelerator_type_create(
+    *,
+    name: str,
+    vendor: str,
+    product: str = "",
+    form_factor: str = "",
+    memory_bytes: int | None = None,
+    board_power_w: float | None = None,
+) -> AcceleratorType:
+    """Add an accelerator type to the catalogue (an uploader's new hardware); its slug comes from
+    its name. Raises ``AcceleratorTypeRejected`` naming the field (a taken name, a bad vendor)."""
+    from django.utils.text import slugify
+
+    from .choices import FormFactor, Vendor
+
+    name = " ".join(name.split())
+    slug = slugify(name)[:80]
+    if not name or not slug or len(name) > 80:
+        raise AcceleratorTypeRejected("give the type a name of 1 to 80 characters", field="name")
+    if vendor not in Vendor.values:
+        raise AcceleratorTypeRejected(f"vendor must be one of {', '.join(Vendor.values)}", field="vendor")
+    if form_factor and form_factor not in FormFactor.values:
+        raise AcceleratorTypeRejected(
+            f"form factor must be one of {', '.join(FormFactor.values)}", field="form_factor"
+        )
+    if memory_bytes is not None and not 0 < memory_bytes <= 16 * 1024**4:
+        raise AcceleratorTypeRejected("memory must be between 0 and 16 TiB", field="memory")
+    if board_power_w is not None and not 0 < board_power_w <= 10_000:
+        raise AcceleratorTypeRejected("board power must be between 0 and 10,000 W", field="board_power_w")
+    if (
+        AcceleratorType.objects.filter(name__iexact=name).exists()
+        or AcceleratorType.objects.filter(slug=slug).exists()
+    ):
+        raise AcceleratorTypeRejected(f"an accelerator type named {name!r} exists: pick it", field="name")
+    return AcceleratorType.objects.create(
+        name=name,
+        slug=slug,
+        vendor=vendor,
+        product=product.strip()[:40],
+        form_factor=form_factor,
+        memory_bytes=memory_bytes,
+        board_power_w=board_power_w,
+    )
+
+
+# The facts a host's registration keeps in its own columns (the rest stay in ``facts``).
+HOST_FIELDS = (
+    "driver_version",
+    "cuda_version",
+    "agent_version",
+    "provider",
+    "region",
+    "instance_type",
+    "simulated",
+)
+
+
 def host_register(
     *,
     hostname: str,
@@ -537,26 +780,16 @@ def host_register(
     """
     facts = dict(facts or {})
     seen_at = seen_at or datetime.now(UTC)
-    host_fields = {
-        key: facts.pop(key)
-        for key in (
-            "driver_version",
-            "cuda_version",
-            "agent_version",
-            "provider",
-            "region",
-            "instance_type",
-            "simulated",
-        )
-        if key in facts
-    }
+    host_fields: dict[str, Any] = {key: facts.pop(key) for key in HOST_FIELDS if key in facts}
     with transaction.atomic():
         host, created = Host.objects.select_for_update().get_or_create(
             hostname=hostname,
             defaults={"team_id": team_id, **host_fields, "facts": facts, "last_seen_at": seen_at},
         )
         if not created:
-            changed = {key: value for key, value in host_fields.items() if getattr(host, key) != value}
+            changed: dict[str, Any] = {
+                key: value for key, value in host_fields.items() if getattr(host, key) != value
+            }
             if facts and {**host.facts, **facts} != host.facts:
                 changed["facts"] = {**host.facts, **facts}
             if host.team_id is None and team_id is not None:
@@ -573,7 +806,7 @@ def host_register(
         result: dict[str, Accelerator] = {}
         for item in accelerators:
             gpu_uuid = str(item["uuid"])
-            fields = {
+            fields: dict[str, Any] = {
                 key: item[key]
                 for key in (
                     "index",
@@ -595,7 +828,9 @@ def host_register(
                     uuid=gpu_uuid, host=host, accelerator_type=accel_type, last_seen_at=seen_at, **fields
                 )
             else:
-                changed_gpu = {key: value for key, value in fields.items() if getattr(gpu, key) != value}
+                changed_gpu: dict[str, Any] = {
+                    key: value for key, value in fields.items() if getattr(gpu, key) != value
+                }
                 if gpu.host_id != host.pk:
                     changed_gpu["host_id"] = host.pk
                 for key, value in changed_gpu.items():

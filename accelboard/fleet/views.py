@@ -1,7 +1,8 @@
 """Views of the fleet app: the live hosts grid and per-host telemetry (page + JSON for refresh).
 
-Thin: parse the range, pick the teams the user may see, call selectors and charts, render. A host
-outside the user's teams is a 404, not a 403, so host ids of other teams reveal nothing.
+Thin: parse the range, take the caller's scope (``core.access``), call selectors and charts,
+render. A host outside the caller's teams is a 404, not a 403, so host ids of other teams reveal
+nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from accelboard.core.selectors import team_ids_visible
+from accelboard.core.access import request_scope
 
 from . import charts, selectors
 from .models import Host
@@ -23,27 +24,24 @@ from .models import Host
 REFRESH_MS = 15_000
 
 
-def _team_scope(request: HttpRequest) -> list[int] | None:
-    """None means every team (staff); otherwise the ids of the user's teams."""
-    if request.user.is_staff:
-        return None
-    return team_ids_visible(user=request.user)
-
-
 def _now() -> datetime:
     return timezone.now().astimezone(UTC)
 
 
 def host_list(request: HttpRequest) -> HttpResponse:
-    team_ids = _team_scope(request)
+    scope = request_scope(request)
     now = _now()
-    grid = selectors.host_grid(team_ids=team_ids, now=now)
+    grid = selectors.host_grid(scope=scope, now=now)
     context = {
         "grid": grid,
         "now": now,
-        "no_team": team_ids == [],
+        "no_team": scope.sees_no_team,
         "stale_hosts": sum(1 for item in grid if item["stale"]),
         "gpu_count": sum(len(item["gpus"]) for item in grid),
+        # The overview's throttling figures, from the same selector: the two pages agree.
+        "throttling": selectors.fleet_throttling(
+            scope=scope, now=now, live=[gpu for item in grid for gpu in item["gpus"]]
+        ),
     }
     return render(request, "fleet/host_list.html", context)
 
@@ -61,18 +59,30 @@ def _range(request: HttpRequest) -> str:
 
 def _visible_host(request: HttpRequest, host_id: int) -> Host:
     try:
-        return selectors.host_get_visible(host_id=host_id, team_ids=_team_scope(request))
+        return selectors.host_get_visible(host_id=host_id, scope=request_scope(request))
     except Host.DoesNotExist as exc:
         raise Http404("No such host in your teams") from exc
 
 
 def _telemetry(host: Host, range_key: str, now: datetime) -> dict[str, Any]:
-    """Figures and facts of one host's telemetry over the range ending now."""
+    """Figures and facts of one host's telemetry over the range ending now. Where the host's data
+    starts inside the range (an agent that began reporting minutes ago), the charts start there
+    too, so minutes of data are not squeezed against the right edge of hours."""
     start = now - selectors.HOST_RANGES[range_key]
     width, step, frame = selectors.host_telemetry(host_id=host.pk, start=start, end=now)
-    gpus = [selectors.gpu_live_state(accelerator=gpu, now=now) for gpu in host.accelerators.all()]
+    health = selectors.host_health_telemetry(host_id=host.pk, start=start, end=now)
+    if not frame.empty:
+        frame = frame.merge(health, on=["bucket", "accelerator_id"], how="left")
+    gpus = [
+        selectors.gpu_live_state(accelerator=gpu, now=now) for gpu in selectors.host_accelerators(host=host)
+    ]
+    shown_from = start
+    if not frame.empty:
+        first = datetime.fromtimestamp(float(frame["bucket"].min()), UTC)
+        # A little room before the first point; never before the range asked for.
+        shown_from = max(start, first - (now - first) / 20)
     figures = charts.host_telemetry_figures(
-        frame=frame, gpus=gpus, width_s=width, step_s=step, x_range=[start.isoformat(), now.isoformat()]
+        frame=frame, gpus=gpus, width_s=width, step_s=step, x_range=[shown_from.isoformat(), now.isoformat()]
     )
     return {
         "range": range_key,
@@ -85,6 +95,7 @@ def _telemetry(host: Host, range_key: str, now: datetime) -> dict[str, Any]:
         if not frame.empty
         else None,
         "generated_at": now.isoformat(),
+        "data_since": shown_from.isoformat() if shown_from > start else None,
         "figures": figures,
         "gpus": gpus,
     }
@@ -104,6 +115,7 @@ def host_detail(request: HttpRequest, host_id: int) -> HttpResponse:
         "telemetry": telemetry,
         "figures": telemetry["figures"],
         "chart_keys": list(charts.CHARTS),
+        "chart_figures": [(f"{key}-figure", telemetry["figures"][key]) for key in charts.CHARTS],
         "ranges": list(selectors.HOST_RANGES),
         "stale": selectors.agent_is_stale(last_seen_at=host.last_seen_at, now=now, interval_s=interval),
         "refresh_url": reverse("fleet:host_telemetry", args=[host.pk]) + f"?range={range_key}",

@@ -16,7 +16,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from accelboard.benchmarks.metrics import metric_spec
+from .metrics import metric_spec
 
 
 class ParseError(ValueError):
@@ -106,6 +106,10 @@ class AccuracyResult:
     version: str = ""
     target: str = ""
     source: str = ""
+    # ``ratio`` (a proportion normalised to 0-1, whatever scale the tool wrote) or ``score`` (the
+    # tool's own unbounded scale: perplexity, loss, FID); ``raw`` is the value as the file wrote it.
+    unit: str = "score"
+    raw: str = ""
 
 
 @dataclass
@@ -124,7 +128,12 @@ class TelemetryRow:
 class ParsedRun:
     source_format: str
     source_file: str
+    # The model and accelerator names exactly as read (``model``, ``hardware.accelerator``): a
+    # catalogue resolves them later. ``model_base`` is ``model`` without the precision or
+    # quantisation suffix that set the variant (``...-FP8`` -> ``...``), ``model_suffix`` that suffix.
     model: str = ""
+    model_base: str = ""
+    model_suffix: str = ""
     variant: Variant = field(default_factory=Variant)
     workload: Workload = field(default_factory=Workload)
     hardware: Hardware = field(default_factory=Hardware)
@@ -137,6 +146,8 @@ class ParsedRun:
     context: dict[str, Any] = field(default_factory=dict)
     field_sources: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Every file the run was read from: its own file first, then the siblings it used.
+    files: list[str] = field(default_factory=list)
 
     # -- fields -------------------------------------------------------------------------------
     def get(self, path: str) -> Any:
@@ -190,7 +201,7 @@ class ParsedRun:
             raise KeyError(f"metric {name!r} is not in the catalogue; give unit and direction")
         existing = self.metric(name)
         if existing is not None:
-            if not math.isclose(existing.value, value, rel_tol=1e-6):
+            if not _agrees(existing.value, value, raw_value):
                 self.warnings.append(
                     f"{name}: kept {existing.value:g} from {existing.source}, ignored {value:g} from {source}"
                 )
@@ -211,6 +222,16 @@ class ParsedRun:
     def metric(self, name: str) -> Metric | None:
         return next((m for m in self.metrics if m.name == name), None)
 
+    def name_accuracy_task(self, task: str) -> None:
+        """Give accuracy results read before the model was known (task "") their task, and rename
+        their metrics ``accuracy::<metric>`` -> ``accuracy:<task>:<metric>``."""
+        for result in self.accuracy:
+            if not result.task:
+                result.task = task
+        for metric in self.metrics:
+            if metric.name.startswith("accuracy::"):
+                metric.name = f"accuracy:{task}:{metric.name.removeprefix('accuracy::')}"
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         # Accuracy results and telemetry are only present for the formats that carry them.
@@ -219,3 +240,15 @@ class ParsedRun:
         if not self.telemetry:
             data.pop("telemetry")
         return data
+
+
+def _agrees(kept: float, other: float, raw: Any) -> bool:
+    """Equal, or equal to the precision ``other`` was written with (a summary's "69.95" agrees with
+    a detail log's 69.9459)."""
+    if math.isclose(kept, other, rel_tol=1e-6):
+        return True
+    text = str(raw).strip() if raw is not None else ""
+    if "." in text and text.replace(".", "", 1).lstrip("+-").isdigit():
+        decimals = len(text.split(".", 1)[1])
+        return math.isclose(round(kept, decimals), other, rel_tol=1e-9, abs_tol=10**-decimals / 2)
+    return False

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import abc
 import io
+import lzma
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO
 
-# Archives are read into memory: refuse what would not fit comfortably (zip bombs included).
-MAX_ARCHIVE_BYTES = 1024 * 1024 * 1024
+# Archives are read into memory: refuse what would not fit comfortably (zip bombs included). Four
+# times the API's 64 MiB body limit: text results compress 5-20x, a bomb 1,000x.
+MAX_ARCHIVE_BYTES = 256 * 1024 * 1024
 MAX_ARCHIVE_MEMBERS = 20000
 
 
@@ -66,6 +70,10 @@ class Tree(abc.ABC):
         data = self.read(path)
         return None if data is None else InputFile(path, data)
 
+    def peek(self, path: PurePosixPath) -> bytes | None:
+        """Read a file only to see whether it is the one wanted (not counted as used by a run)."""
+        return self.read(path)
+
 
 class DiskTree(Tree):
     def __init__(self, root: Path):
@@ -106,6 +114,54 @@ class MemoryTree(Tree):
         return sorted(path / child for child in children)
 
 
+class FileSetTree(Tree):
+    """The files given together (an upload's files, the paths on a command line): ``files()`` lists
+    only them, so that grouping never pulls in a stranger from the same folder. Reads of other
+    paths (an MLPerf ``systems/`` JSON two levels up) go to ``fallback`` when there is one."""
+
+    def __init__(self, files: dict[PurePosixPath, bytes], fallback: Tree | None = None):
+        self._given = MemoryTree(files)
+        self._fallback = fallback
+
+    def files(self) -> list[PurePosixPath]:
+        return self._given.files()
+
+    def read(self, path: PurePosixPath) -> bytes | None:
+        data = self._given.read(path)
+        if data is None and self._fallback is not None:
+            data = self._fallback.read(path)
+        return data
+
+    def listdir(self, path: PurePosixPath) -> list[PurePosixPath]:
+        listed = set(self._given.listdir(path))
+        if self._fallback is not None:
+            listed.update(self._fallback.listdir(path))
+        return sorted(listed)
+
+
+class RecordingTree(Tree):
+    """A tree that remembers which files were read through it: a run lists the files it used."""
+
+    def __init__(self, tree: Tree):
+        self._tree = tree
+        self.read_paths: list[PurePosixPath] = []
+
+    def files(self) -> list[PurePosixPath]:
+        return self._tree.files()
+
+    def read(self, path: PurePosixPath) -> bytes | None:
+        data = self._tree.read(path)
+        if data is not None and path not in self.read_paths:
+            self.read_paths.append(PurePosixPath(path))
+        return data
+
+    def listdir(self, path: PurePosixPath) -> list[PurePosixPath]:
+        return self._tree.listdir(path)
+
+    def peek(self, path: PurePosixPath) -> bytes | None:
+        return self._tree.peek(path)
+
+
 def is_archive(data: bytes) -> bool:
     if data[:4] == b"PK\x03\x04":
         return True
@@ -125,35 +181,85 @@ def _safe_member(name: str) -> PurePosixPath | None:
 
 
 def archive_tree(data: bytes, *, name: str) -> MemoryTree:
-    """Read an archive into memory; raises ValueError naming the archive when it is unreadable."""
-    files: dict[PurePosixPath, bytes] = {}
-    total = 0
+    """Read an archive into memory; raises ValueError naming the archive when it is unreadable or
+    would unpack to more than ``MAX_ARCHIVE_BYTES`` (or ``MAX_ARCHIVE_MEMBERS`` files).
 
-    def add(member_name: str, content: bytes) -> None:
-        nonlocal total
-        path = _safe_member(member_name)
-        if path is None:
-            return
-        total += len(content)
-        if total > MAX_ARCHIVE_BYTES or len(files) >= MAX_ARCHIVE_MEMBERS:
-            raise ValueError(f"{name}: archive too large (over {MAX_ARCHIVE_BYTES} bytes or members)")
-        files[path] = content
-
+    Archive bombs (a 1 MiB zip of a 1 GiB member of zeros) are refused before any member is
+    unpacked: the sizes the archive declares are added up first (a zip's central directory; a
+    tarball's headers, read in one pass that keeps nothing), then members are read in chunks
+    against a running total, so an archive that understates a size is stopped at the limit too."""
     try:
         if data[:4] == b"PK\x03\x04":
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                for info in archive.infolist():
-                    if not info.is_dir():
-                        if info.file_size > MAX_ARCHIVE_BYTES:
-                            raise ValueError(f"{name}: member {info.filename} too large")
-                        add(info.filename, archive.read(info))
-        else:
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
-                for member in archive:
-                    if member.isfile():
-                        extracted = archive.extractfile(member)
-                        if extracted is not None:
-                            add(member.name, extracted.read())
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
+            return MemoryTree(_zip_members(data, name))
+        return MemoryTree(_tar_members(data, name))
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
         raise ValueError(f"{name}: unreadable or truncated archive ({exc})") from exc
-    return MemoryTree(files)
+
+
+def _too_large(name: str) -> ValueError:
+    return ValueError(
+        f"{name}: archive too large: it unpacks to more than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB "
+        f"or {MAX_ARCHIVE_MEMBERS:,} files"
+    )
+
+
+class _Budget:
+    """What an archive may still unpack: declared sizes first, then the bytes actually read."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.declared = 0
+        self.members = 0
+        self.read = 0
+
+    def declare(self, size: int) -> None:
+        self.declared += max(size, 0)
+        self.members += 1
+        if self.declared > MAX_ARCHIVE_BYTES or self.members > MAX_ARCHIVE_MEMBERS:
+            raise _too_large(self.name)
+
+    def read_all(self, stream: IO[bytes]) -> bytes:
+        chunks = []
+        while chunk := stream.read(_CHUNK):
+            self.read += len(chunk)
+            if self.read > MAX_ARCHIVE_BYTES:
+                raise _too_large(self.name)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+_CHUNK = 1024 * 1024
+
+
+def _zip_members(data: bytes, name: str) -> dict[PurePosixPath, bytes]:
+    budget = _Budget(name)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        wanted = [
+            (info, path)
+            for info in archive.infolist()
+            if not info.is_dir() and (path := _safe_member(info.filename))
+        ]
+        for info, _ in wanted:
+            budget.declare(info.file_size)
+        files = {}
+        for info, path in wanted:
+            with archive.open(info) as member:
+                files[path] = budget.read_all(member)
+    return files
+
+
+def _tar_members(data: bytes, name: str) -> dict[PurePosixPath, bytes]:
+    budget = _Budget(name)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
+        wanted = []
+        for member in archive:  # headers only: the data between them is skipped, not kept
+            path = _safe_member(member.name) if member.isfile() else None
+            if path is not None:
+                budget.declare(member.size)
+                wanted.append((member, path))
+        files = {}
+        for member, path in wanted:
+            extracted = archive.extractfile(member)
+            if extracted is not None:
+                files[path] = budget.read_all(extracted)
+    return files

@@ -2,9 +2,10 @@
 
 Accuracy per task and metric: v0.4 keys are ``<metric>,<filter>`` (``acc,none``,
 ``exact_match,strict-match``) with ``<metric>_stderr,<filter>``; v0.3 keys have no filter. Stderr
-may be the string "N/A" (-> None). Direction comes from the file's ``higher_is_better`` (perplexity
+may be the string "N/A" (-> None). Fractions of examples (acc, exact_match, f1, ...) are unit
+``ratio``, every other metric (perplexity, BLEU) a ``score`` on lm-eval's own scale (``accuracy``). Direction comes from the file's ``higher_is_better`` (perplexity
 is lower-is-better). ``n-shot``, ``versions`` and ``limit`` are kept with each result because a
-change there invalidates a drift comparison (FORMATS.md, section 9).
+change there invalidates a drift comparison.
 
 Model = ``model_name`` or ``pretrained=`` in ``model_args``; precision = ``model_dtype``,
 ``model_args`` (``dtype=``, ``load_in_4bit=``, ``autogptq=``, ``quantization=``) or the model id;
@@ -17,6 +18,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from .accuracy import FRACTION, SCORE, scaled
 from .base import AccuracyResult, ParsedRun, ParseError
 from .inputs import InputFile, Tree
 from .jsonfile import head_text, load
@@ -145,16 +147,21 @@ def _results(run: ParsedRun, file: InputFile, data: dict[str, Any]) -> None:
             label = metric if filt in ("", "none") else f"{metric},{filt}"
             source = f"file:{file.name}:results.{task}.{key}"
             shots = n_shot.get(task)
+            result = scaled(value, FRACTION if _is_proportion(metric) else SCORE, what=f"{task} {label}")
+            if result.warning:
+                run.warnings.append(result.warning)
             run.accuracy.append(
                 AccuracyResult(
                     task=task,
                     metric=label,
-                    value=value,
+                    value=result.value,
                     stderr=stderr,
                     higher_is_better=is_higher,
                     n_shot=shots if isinstance(shots, int) else None,
                     version=str(versions.get(task, "")),
                     source=source,
+                    unit=result.unit,
+                    raw=str(raw),
                 )
             )
             name = f"accuracy:{task}:{label}"
@@ -165,12 +172,26 @@ def _results(run: ParsedRun, file: InputFile, data: dict[str, Any]) -> None:
                 continue
             run.add_metric(
                 name,
-                value,
+                result.value,
                 source=source,
                 raw_value=raw,
-                raw_unit="score",
+                raw_unit=result.raw_unit,
+                unit=result.unit,
                 direction="higher" if is_higher else "lower",
             )
+
+
+# lm-eval writes these as fractions of the examples (accuracy, exact match, F1, multiple-choice
+# scores, IFEval's strict/loose accuracies, pass@k); BLEU/chrF/TER/ROUGE (sacrebleu, 0-100),
+# perplexities, bits per byte, MCC and Brier scores keep their own scale.
+_PROPORTION = re.compile(
+    r"^(acc|acc_norm|acc_mutual_info|exact_match|em|f1|mc1|mc2|contains|pass@\d+"
+    r"|prompt_level_(strict|loose)_acc|inst_level_(strict|loose)_acc|.*_acc)$"
+)
+
+
+def _is_proportion(metric: str) -> bool:
+    return bool(_PROPORTION.match(metric))
 
 
 def _hardware(run: ParsedRun, info: Any, source: str) -> None:

@@ -2,7 +2,10 @@
 
 Layout: ``<division>/<Submitter>/systems/<system>.json`` and
 ``<division>/<Submitter>/results/<system>/<model or benchmark>/...``. The system, model and
-scenario are known only from the path (FORMATS.md, section 1), so they are read from it here.
+scenario are known only from the path, so they are read from it here.
+Loose files uploaded together (no such path: one folder holding the logs, ``<system>.json`` and
+``<system>_<Scenario>.json``) are one submission: the system and measurement descriptions are
+found among the files given with the log, by content (``is_system``, ``is_measurement``).
 System JSON types are inconsistent (``8`` or ``"8"``, ``""`` for unknown, ``"N/A"`` on CPU-only
 systems) and ``other_software_stack`` is a string (inference) or an object (training).
 """
@@ -71,15 +74,77 @@ def _int_field(obj: dict[str, Any], key: str, name: str) -> int | None:
 _VERSION = re.compile(r"^\s*([A-Za-z][\w.\- ]*?)\s+v?(\d[\w.\-]*)")
 
 
-def apply_system(run: ParsedRun, tree: Tree, info: ResultPath) -> bool:
-    """Fill hardware, framework and versions from ``systems/<system>.json``; False when absent."""
-    loaded = load_json(tree, info.root / "systems" / f"{info.system}.json")
-    if loaded is None:
-        run.warnings.append(
-            f"no systems/{info.system}.json next to the results: hardware from path or context"
-        )
-        return False
-    system, name = loaded[0], f"systems/{info.system}.json"
+def is_system(obj: Any) -> bool:
+    """An MLPerf system description (``systems/<system>.json``, Inference or Training)."""
+    return (
+        isinstance(obj, dict)
+        and "accelerator_model_name" in obj
+        and any(key in obj for key in ("accelerators_per_node", "system_name", "host_processor_model_name"))
+    )
+
+
+def is_measurement(obj: Any) -> bool:
+    """An MLPerf Inference measurement description (``measurements/.../<system>_<Scenario>.json``)."""
+    return isinstance(obj, dict) and "weight_data_types" in obj
+
+
+def describes(file_head: bytes) -> str:
+    """Which description a JSON file is, from its first bytes (cheap, before parsing): "system",
+    "measurement", or "" for neither."""
+    head = file_head.decode("utf-8", "replace")
+    if not head.lstrip().startswith("{"):
+        return ""
+    if '"accelerator_model_name"' in head:
+        return "system"
+    if '"weight_data_types"' in head:
+        return "measurement"
+    return ""
+
+
+def flat_siblings(
+    tree: Tree, folder: PurePosixPath, kind: str
+) -> list[tuple[dict[str, Any], str, PurePosixPath]]:
+    """The system or measurement descriptions given in ``folder`` with a loose log (by content).
+    Looking does not count as using: the caller reads the one it uses (``tree.read``)."""
+    found = []
+    for path in tree.files():
+        if path.parent != folder or path.suffix.lower() != ".json":
+            continue
+        data = tree.peek(path)
+        if data is None or describes(data[:65536]) != kind:
+            continue
+        try:
+            obj = json.loads(data.decode("utf-8-sig"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ParseError(str(path), f"broken JSON ({exc})", line=getattr(exc, "lineno", None)) from exc
+        if (is_system if kind == "system" else is_measurement)(obj):
+            found.append((obj, path.name, path))
+    return found
+
+
+def apply_system(
+    run: ParsedRun, tree: Tree, info: ResultPath | None, *, folder: PurePosixPath | None = None
+) -> bool:
+    """Fill hardware, framework and versions from ``systems/<system>.json`` (or, for loose files,
+    the one system description given with them in ``folder``); False when there is none."""
+    if info is not None:
+        loaded = load_json(tree, info.root / "systems" / f"{info.system}.json")
+        if loaded is None:
+            run.warnings.append(
+                f"no systems/{info.system}.json next to the results: hardware from path or context"
+            )
+            return False
+        system, name = loaded[0], f"systems/{info.system}.json"
+    else:
+        candidates = flat_siblings(tree, folder, "system") if folder is not None else []
+        if len(candidates) != 1:
+            if len(candidates) > 1:
+                names = ", ".join(sorted(n for _, n, _ in candidates))
+                run.warnings.append(f"several system descriptions given ({names}): none used")
+            return False
+        system, name, path = candidates[0]
+        tree.read(path)  # used by this run
+        run.context.setdefault("mlperf_system", PurePosixPath(name).stem)
 
     def src(key: str) -> str:
         return f"file:{name}:{key}"

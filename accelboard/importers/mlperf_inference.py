@@ -4,31 +4,35 @@
    ``mlperf_log_summary.txt`` (``label : value`` lines whose spacing and capitalisation vary by
    round, so labels are matched case-insensitively with a tolerant regex). When both sit in the
    same folder both are read: the detail's values win, the summary fills gaps, and a disagreement
-   is a warning.
-2. System, model and scenario come from the path ``results/<system>/<model>/<scenario>/...``;
+   is a warning. Each LoadGen key is read for what it means (``_DETAIL_THROUGHPUT``): the official
+   tokens/s is ``result_tokens_per_second`` (Offline) or ``result_completed_tokens_per_second``
+   (Server), never ``result_token_throughput``; SingleStream and MultiStream results are the
+   early-stopping estimates (``latency_early_stopping_p90_ms``, ``..._p99_ms``).
+2. One scenario folder is one run: the performance run claims its ``accuracy/`` folder (the
+   accuracy-mode logs and ``accuracy.txt``), so an accuracy is never counted twice (``priority``).
+3. System, model and scenario come from the path ``results/<system>/<model>/<scenario>/...``;
    hardware from ``systems/<system>.json``; precision from
    ``measurements/<system>/<model>/<scenario>/*.json``; accuracy from ``accuracy/accuracy.txt``
-   (no common format: the last dict-like or ``key=value`` line before ``hash=``).
-3. Power (MLPerf Power): mean Watts of ``spl.txt`` samples between the detail log's
-   ``power_begin`` and ``power_end``; efficiency = samples/s / W for Offline and Server, energy
-   per query = W / QPS for the stream scenarios.
+   (``mlperf_accuracy``). Loose files given together (no such path) are one run too: the system
+   and measurement descriptions and ``accuracy.txt`` given beside the logs are used (the model is
+   then not known: the uploader states it).
+4. Power (MLPerf Power, ``mlperf_power``): mean Watts of ``spl.txt`` samples inside the run.
 Latencies are ns in the files and ms here. Compliance audits and the power ranging pass are not
 results and are ignored.
 """
 
 from __future__ import annotations
 
-import ast
-import json
 import re
-from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
 
 from .base import AccuracyResult, ParsedRun, ParseError
 from .inputs import InputFile, Tree
 from .mllog import Event, has_marker, read_events
-from .mlperf_common import ResultPath, apply_system, load_json, result_path
+from .mlperf_accuracy import read_accuracy
+from .mlperf_common import ResultPath, apply_system, describes, flat_siblings, load_json, result_path
+from .mlperf_power import apply_power
 from .naming import hints_from_model_name, normalise_precision
 from .units import UnitError, ns_to_ms, percentile_token, to_float
 
@@ -47,7 +51,6 @@ _SUMMARY_HEADER = re.compile(r"MLPerf Results Summary", re.IGNORECASE)
 _SUMMARY_KEYS = re.compile(r"^\s*SUT name\s*:.*$", re.IGNORECASE | re.MULTILINE)
 _LABEL = re.compile(r"^\s*([^:]+?)\s*:\s*(.*?)\s*$")
 _HASH = re.compile(r"^hash=[0-9a-fA-F]+\s*$")
-_NON_METRIC_ACCURACY = {"gen_len", "gen_num", "gen_tok_len", "tokens_per_sample", "good", "total", "samples"}
 
 
 def _kind(file: InputFile) -> str | None:
@@ -72,14 +75,38 @@ def sniff(file: InputFile) -> bool:
     return _kind(file) is not None
 
 
+def auxiliary(file: InputFile) -> str | None:
+    """What a file that completes a run (but holds no result) is, for a clear message when it comes
+    alone: the system and measurement descriptions."""
+    kind = describes(file.head())
+    if kind == "system":
+        return "an MLPerf system description (systems/<system>.json)"
+    if kind == "measurement":
+        return "an MLPerf measurement description (measurements/.../<system>_<Scenario>.json)"
+    return None
+
+
+def priority(file: InputFile) -> int:
+    """Parse order inside a submission: the performance run first, so that it claims the accuracy
+    folder (its accuracy-mode logs and accuracy.txt) instead of each becoming a run of its own;
+    detail logs before summaries, accuracy.txt last."""
+    kind = _kind(file) or _guess_kind(file)
+    in_accuracy_dir = any(part.lower() == "accuracy" for part in file.path.parts[:-1])
+    return (3 if in_accuracy_dir else 0) + {"detail": 0, "summary": 1}.get(kind, 2)
+
+
 def companions(file: InputFile, tree: Tree) -> list[PurePosixPath]:
-    """The files this run reads besides ``file``: the other log, and the accuracy folder."""
+    """The files this run reads besides ``file``: the other log, and the accuracy folder (or, for
+    loose files, the accuracy.txt given beside the logs)."""
     folder = file.path.parent
     found = [folder / "mlperf_log_summary.txt", folder / "mlperf_log_detail.txt", folder / "spl.txt"]
     scenario_dir = _scenario_dir(file.path)
-    if scenario_dir is not None and _kind(file) != "accuracy":
-        accuracy_dir = scenario_dir / "accuracy"
-        found += [p for p in tree.files() if accuracy_dir in p.parents]
+    if _kind(file) != "accuracy":
+        if scenario_dir is not None:
+            accuracy_dir = scenario_dir / "accuracy"
+            found += [p for p in tree.files() if accuracy_dir in p.parents]
+        else:
+            found.append(folder / "accuracy.txt")
     return [p for p in found if p != file.path]
 
 
@@ -97,11 +124,11 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
     if info is not None:
         _apply_path(run, info)
     scenario_dir = _scenario_dir(file.path)
+    folder = file.path.parent
     if kind == "accuracy":
         _apply_accuracy(run, file)
         run.context["mode"] = "AccuracyOnly"
     else:
-        folder = file.path.parent
         detail = file if kind == "detail" else tree.open(folder / "mlperf_log_detail.txt")
         summary = file if kind == "summary" else tree.open(folder / "mlperf_log_summary.txt")
         events: list[Event] = []
@@ -110,13 +137,14 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
             _apply_detail(run, detail, events)
         if summary is not None:
             _apply_summary(run, summary)
-        if scenario_dir is not None:
-            accuracy = tree.open(scenario_dir / "accuracy" / "accuracy.txt")
-            if accuracy is not None:
-                _apply_accuracy(run, accuracy)
+        accuracy_path = (scenario_dir / "accuracy" if scenario_dir is not None else folder) / "accuracy.txt"
+        accuracy = tree.open(accuracy_path)
+        if accuracy is not None:
+            _apply_accuracy(run, accuracy)
         if run.context.get("mode") == "AccuracyOnly":
             if not run.accuracy:
                 raise ParseError(file.display, "an AccuracyOnly log without its accuracy.txt holds no result")
+            _keep_accuracy_only(run)
         elif not any(m.name.startswith(("throughput_", "latency_")) for m in run.metrics):
             lines = file.text().count("\n") + 1
             raise ParseError(
@@ -126,11 +154,27 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
             )
         spl = tree.open(folder / "spl.txt")
         if spl is not None:
-            _apply_power(run, spl)
+            apply_power(run, spl)
     if info is not None:
         apply_system(run, tree, info)
         _apply_measurements(run, tree, info)
+    else:
+        # loose files: the system and measurement descriptions given with the logs
+        apply_system(run, tree, None, folder=folder)
+        _apply_flat_measurement(run, tree, folder)
     return [run]
+
+
+def _keep_accuracy_only(run: ParsedRun) -> None:
+    """An accuracy-mode pass is not a performance result: its throughput and latencies go, and
+    LoadGen's INVALID (an accuracy pass never meets the duration rules) does not mark the run."""
+    dropped = [m.name for m in run.metrics if not m.name.startswith("accuracy:")]
+    run.metrics = [m for m in run.metrics if m.name.startswith("accuracy:")]
+    run.warnings = [w for w in run.warnings if not any(w.startswith(f"{name}:") for name in dropped)]
+    if dropped:
+        run.context["accuracy_mode_figures_ignored"] = dropped
+    run.valid = True
+    run.field_sources["valid"] = "derived:accuracy mode"
 
 
 def _guess_kind(file: InputFile) -> str:
@@ -154,12 +198,42 @@ def _apply_path(run: ParsedRun, info: ResultPath) -> None:
 
 
 # -- detail log ---------------------------------------------------------------------------------
+# What each LoadGen key means (loadgen/results.cc; the summary prints the same figures):
+# - result_samples_per_second (Offline), result_completed_samples_per_sec (Server, v4.1+ official),
+#   result_scheduled_samples_per_sec (Server before v4.1, read below as a fallback).
+# - result_tokens_per_second (Offline) and result_completed_tokens_per_second (Server/Interactive,
+#   v5.0+): token_count / run time, the official tokens/s of the LLM benchmarks.
+# - result_token_throughput: token_count / (mean sample latency in **ns** x sample count), the
+#   "without LoadGen overhead" figure with a unit slip (tokens/ns, ~1e-8): never a throughput.
+# - result_token_throughput_with_loadgen_overhead: token_count / time the last query was *issued*.
+# - result_inferred_*tokens_per_second: samples x a fixed tokens-per-sample factor, for models whose
+#   SUT reports no tokens: used only when no measured figure exists.
 _DETAIL_THROUGHPUT = {
     "result_samples_per_second": "throughput_samples_per_s",
     "result_completed_samples_per_sec": "throughput_samples_per_s",
     "result_tokens_per_second": "throughput_tokens_per_s",
     "result_completed_tokens_per_second": "throughput_tokens_per_s",
-    "result_token_throughput": "throughput_tokens_per_s",
+}
+_DETAIL_INFERRED = {"result_inferred_tokens_per_second", "result_inferred_completed_tokens_per_second"}
+_DETAIL_CONTEXT = {
+    "loadgen_version",
+    "sut_name",
+    "effective_samples_per_query",
+    "effective_target_qps",
+    "effective_target_latency_ns",
+    "effective_target_latency_percentile",
+    "power_begin",
+    "power_end",
+    "result_qps_with_loadgen_overhead",
+    "result_qps_without_loadgen_overhead",
+    "result_min_duration_met",
+    "result_min_queries_met",
+    "result_perf_constraints_met",
+    "early_stopping_met",
+    "result_token_throughput",
+    "result_token_throughput_with_loadgen_overhead",
+    "early_stopping_latency_ss",
+    "early_stopping_latency_ms",
 }
 _DETAIL_LATENCY = [
     (re.compile(r"^result_(min|max|mean)_latency_ns$"), "latency"),
@@ -203,19 +277,22 @@ def _add_latency(
 
 def _apply_detail(run: ParsedRun, file: InputFile, events: list[Event]) -> None:
     scheduled: Event | None = None
+    inferred: Event | None = None
     for event in events:
         source = f"file:{file.name}:{event.key}"
         key = event.key
         if event.metadata.get("is_error"):
             run.warnings.append(f"{file.name}:{event.line}: LoadGen error {key}: {event.value}")
         if key in _DETAIL_THROUGHPUT:
-            try:
-                value = to_float(event.value)
-            except UnitError as exc:
-                raise ParseError(file.display, str(exc), line=event.line, key=key) from exc
             run.add_metric(
-                _DETAIL_THROUGHPUT[key], value, source=source, raw_value=event.value, raw_unit="1/s"
+                _DETAIL_THROUGHPUT[key],
+                _event_number(event, file),
+                source=source,
+                raw_value=event.value,
+                raw_unit="1/s",
             )
+        elif key in _DETAIL_INFERRED:
+            inferred = event
         elif key == "result_scheduled_samples_per_sec":
             scheduled = event
         elif key == "effective_scenario":
@@ -230,20 +307,7 @@ def _apply_detail(run: ParsedRun, file: InputFile, events: list[Event]) -> None:
         elif key == "result_validity":
             run.put("valid", str(event.value).upper() == "VALID", source)
             run.context["result_validity"] = event.value
-        elif key in {
-            "loadgen_version",
-            "sut_name",
-            "effective_samples_per_query",
-            "effective_target_qps",
-            "effective_target_latency_ns",
-            "power_begin",
-            "power_end",
-            "result_qps_with_loadgen_overhead",
-            "result_min_duration_met",
-            "result_min_queries_met",
-            "result_perf_constraints_met",
-            "early_stopping_met",
-        }:
+        elif key in _DETAIL_CONTEXT:
             run.context[key] = event.value
         else:
             for pattern, family in _DETAIL_LATENCY:
@@ -253,16 +317,84 @@ def _apply_detail(run: ParsedRun, file: InputFile, events: list[Event]) -> None:
                         run, family, _stat(match.group(1)), event.value, source, file.display, event.line
                     )
                     break
+    _early_stopping_from_detail(run, file, events)
     if scheduled is not None:
         run.context["result_scheduled_samples_per_sec"] = scheduled.value
         if run.metric("throughput_samples_per_s") is None:  # rounds before completed-samples existed
             run.add_metric(
                 "throughput_samples_per_s",
-                to_float(scheduled.value),
+                _event_number(scheduled, file),
                 source=f"file:{file.name}:result_scheduled_samples_per_sec",
                 raw_value=scheduled.value,
                 raw_unit="1/s",
             )
+    if inferred is not None:
+        run.context[inferred.key] = inferred.value
+        if run.metric("throughput_tokens_per_s") is None:
+            run.add_metric(
+                "throughput_tokens_per_s",
+                _event_number(inferred, file),
+                source=f"file:{file.name}:{inferred.key}",
+                raw_value=inferred.value,
+                raw_unit="1/s",
+            )
+            run.warnings.append(
+                f"{file.name}: tokens/s is LoadGen's inferred figure (samples x a fixed tokens per sample)"
+            )
+
+
+def _event_number(event: Event, file: InputFile) -> float | None:
+    try:
+        return to_float(event.value)
+    except UnitError as exc:
+        raise ParseError(file.display, str(exc), line=event.line, key=event.key) from exc
+
+
+# The official SingleStream and MultiStream results are LoadGen's early-stopping estimates of the
+# target percentile (90th for SingleStream, 99th for MultiStream), not the plain percentiles: a
+# SingleStream detail log's early_stopping_latency_ms is the 99th-percentile helper estimate used
+# to infer MultiStream, kept in the context only.
+_EARLY_STOPPING_KEY = {
+    "single-stream": "early_stopping_latency_ss",
+    "multi-stream": "early_stopping_latency_ms",
+}
+_DEFAULT_TARGET = {"single-stream": 0.9, "multi-stream": 0.99}
+
+
+def _early_stopping_from_detail(run: ParsedRun, file: InputFile, events: list[Event]) -> None:
+    if any(e.key == "requested_use_token_latencies" and e.value is True for e in events):
+        return  # LLM runs estimate TTFT and TPOT there, not the request latency: context only
+    key = _EARLY_STOPPING_KEY.get(run.workload.scenario)
+    event = next((e for e in reversed(events) if e.key == key), None) if key else None
+    if event is None:
+        return
+    value = _event_number(event, file)
+    if not value or value <= 0:  # LoadGen writes 0 when too few queries ran for an estimate
+        return
+    target = to_float(run.context.get("effective_target_latency_percentile"))
+    percentile = (target or _DEFAULT_TARGET[run.workload.scenario]) * 100
+    _add_early_stopping(
+        run, percentile, event.value, f"file:{file.name}:{event.key}", file.display, event.line
+    )
+
+
+def _add_early_stopping(
+    run: ParsedRun, percentile: float, raw: Any, source: str, where: str, line: int
+) -> None:
+    token = percentile_token(f"{percentile:.6g}")
+    try:
+        value = to_float(raw)
+    except UnitError as exc:
+        raise ParseError(where, str(exc), line=line) from exc
+    run.add_metric(
+        f"latency_early_stopping_{token}_ms",
+        ns_to_ms(value),
+        source=source,
+        raw_value=raw,
+        raw_unit="ns",
+        unit="ms",
+        direction="lower",
+    )
 
 
 # -- summary log --------------------------------------------------------------------------------
@@ -272,6 +404,14 @@ _SUMMARY_THROUGHPUT = {
     "tokens per second": "throughput_tokens_per_s",
     "completed tokens per second": "throughput_tokens_per_s",
 }
+_SUMMARY_INFERRED = {"tokens per second (inferred)", "completed tokens per second (inferred)"}
+_SUMMARY_CONTEXT = {
+    "qps w/ loadgen overhead": "result_qps_with_loadgen_overhead",
+    "qps w/o loadgen overhead": "result_qps_without_loadgen_overhead",
+    "tps w/ loadgen overhead": "result_token_throughput_with_loadgen_overhead",
+    "tps w/o loadgen overhead": "tps_without_loadgen_overhead",
+}
+_SUMMARY_EARLY_STOPPING = re.compile(r"^\* early stopping (\d+(?:\.\d+)?)(?:th)? percentile estimate$")
 _SUMMARY_LATENCY = [
     (re.compile(r"^(min|max|mean) latency \(ns\)$"), "latency"),
     (re.compile(r"^(\d+(?:\.\d+)?)(?:th)? percentile latency \(ns\)$"), "latency"),
@@ -290,6 +430,8 @@ _SUMMARY_LATENCY = [
 def _apply_summary(run: ParsedRun, file: InputFile) -> None:
     section = "results"
     scheduled: tuple[str, int] | None = None
+    inferred: tuple[str, int] | None = None
+    early_estimates = 0
     params: dict[str, str] = {}
     for number, line in enumerate(file.text().splitlines(), start=1):
         stripped = line.strip()
@@ -298,6 +440,12 @@ def _apply_summary(run: ParsedRun, file: InputFile) -> None:
             continue
         if stripped.lower().startswith("additional stats"):
             section = "stats"
+            continue
+        if stripped.lower().startswith(
+            ("early stopping result", "ttft early stopping", "tpot early stopping")
+        ):
+            # the token sections (TTFT/TPOT) of LLM runs estimate token latencies, not the result
+            section = "early-stopping" if stripped.lower().startswith("early") else "token-early-stopping"
             continue
         match = _LABEL.match(line)
         if not match:
@@ -316,6 +464,16 @@ def _apply_summary(run: ParsedRun, file: InputFile) -> None:
                 raw_value=value,
                 raw_unit="1/s",
             )
+        elif label in _SUMMARY_INFERRED:
+            inferred = (value, number)
+        elif section == "early-stopping" and (estimate := _SUMMARY_EARLY_STOPPING.match(label)):
+            early_estimates += 1
+            # the first estimate is the scenario's target percentile; SingleStream adds a 99th one
+            if early_estimates == 1 and run.workload.scenario in _STREAM:
+                _number(value, file, number)
+                _add_early_stopping(run, float(estimate.group(1)), value, source, file.display, number)
+            else:
+                run.context.setdefault(f"early_stopping_p{estimate.group(1)}_estimate_ns", value)
         elif label == "scheduled samples per second":
             scheduled = (value, number)
         elif label == "scenario":
@@ -334,13 +492,8 @@ def _apply_summary(run: ParsedRun, file: InputFile) -> None:
                 )
             if "valid" not in run.field_sources:
                 run.put("valid", value.upper() == "VALID", source)
-        elif label in {"qps w/ loadgen overhead", "qps w/o loadgen overhead"}:
-            key = (
-                "result_qps_with_loadgen_overhead"
-                if "w/ " in label
-                else "result_qps_without_loadgen_overhead"
-            )
-            run.context.setdefault(key, _number(value, file, number))
+        elif label in _SUMMARY_CONTEXT:
+            run.context.setdefault(_SUMMARY_CONTEXT[label], _number(value, file, number))
         else:
             for pattern, family in _SUMMARY_LATENCY:
                 latency = pattern.match(label)
@@ -359,6 +512,18 @@ def _apply_summary(run: ParsedRun, file: InputFile) -> None:
                 raw_value=value,
                 raw_unit="1/s",
             )
+    if inferred is not None and run.metric("throughput_tokens_per_s") is None:
+        value, number = inferred
+        run.add_metric(
+            "throughput_tokens_per_s",
+            _number(value, file, number),
+            source=f"file:{file.name}:{number}",
+            raw_value=value,
+            raw_unit="1/s",
+        )
+        run.warnings.append(
+            f"{file.name}: tokens/s is LoadGen's inferred figure (samples x a fixed tokens per sample)"
+        )
     if params:
         run.context.setdefault("test_parameters", params)
 
@@ -374,115 +539,35 @@ def _number(value: str, file: InputFile, line: int) -> float:
 
 
 # -- accuracy.txt -------------------------------------------------------------------------------
-def read_accuracy(file: InputFile) -> dict[str, float]:
-    """The checker's figures: the last dict-like or ``key=value`` line before ``hash=``."""
-    lines = file.text().splitlines()
-    end = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("hash=")), len(lines))
-    for index in range(end - 1, -1, -1):
-        text = lines[index].strip()
-        if not text:
-            continue
-        values = _dict_line(text)
-        if values:
-            return values
-    raise ParseError(
-        file.display, "no accuracy values (a dict or key=value line) before 'hash='", line=end or 1
-    )
-
-
-def _dict_line(text: str) -> dict[str, float]:
-    obj: Any = None
-    if text.startswith("{") and text.endswith("}"):
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError:
-            try:
-                obj = ast.literal_eval(text)
-            except (ValueError, SyntaxError):
-                obj = None
-    if isinstance(obj, dict):
-        out = {}
-        for key, value in obj.items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                out[str(key)] = float(value)
-        return out
-    pairs = re.findall(r"([A-Za-z_][\w.\-]*)\s*=\s*([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*%?", text)
-    return {key: float(value) for key, value in pairs}
-
-
 def _apply_accuracy(run: ParsedRun, file: InputFile) -> None:
-    values = read_accuracy(file)
-    task = run.model or "mlperf"
+    result = read_accuracy(file)
+    task = run.model  # "" for loose files: named once the uploader states the model
     target = str(run.context.get("accuracy_target", ""))
-    for key, value in values.items():
-        source = f"file:{file.name}:{key}"
-        if key in _NON_METRIC_ACCURACY:
-            run.context[f"accuracy_{key}"] = value
-            continue
-        run.accuracy.append(AccuracyResult(task=task, metric=key, value=value, target=target, source=source))
-        run.add_metric(f"accuracy:{task}:{key}", value, source=source, raw_value=value, raw_unit="score")
-
-
-# -- power ---------------------------------------------------------------------------------------
-_POWER_TIME = "%m-%d-%Y %H:%M:%S.%f"
-
-
-def _apply_power(run: ParsedRun, file: InputFile) -> None:
-    times: list[datetime] = []
-    watts: list[float] = []
-    for number, line in enumerate(file.text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        cells = [cell.strip() for cell in line.split(",")]
-        fields = dict(zip(cells[0::2], cells[1::2], strict=False))
-        try:
-            times.append(datetime.strptime(fields["Time"], _POWER_TIME))
-            value = to_float(fields["Watts"])
-        except (KeyError, ValueError, UnitError) as exc:
-            raise ParseError(
-                file.display, f"expected 'Time,<MM-DD-YYYY hh:mm:ss.fff>,Watts,<W>,...' ({exc})", line=number
-            ) from exc
-        watts.append(value if value is not None else float("nan"))
-    begin, end = run.context.get("power_begin"), run.context.get("power_end")
-    window = list(zip(times, watts, strict=True))
-    if begin and end:
-        start, stop = datetime.strptime(str(begin), _POWER_TIME), datetime.strptime(str(end), _POWER_TIME)
-        window = [(t, w) for t, w in window if start <= t <= stop and w == w]
-        duration_s = (stop - start).total_seconds()
-    else:
-        run.warnings.append(f"{file.name}: no power_begin/power_end in a detail log: averaged every sample")
-        window = [(t, w) for t, w in window if w == w]
-        duration_s = (times[-1] - times[0]).total_seconds() if len(times) > 1 else 0.0
-    if not window:
-        run.warnings.append(f"{file.name}: no power sample inside the run's window")
-        return
-    values = [w for _, w in window]
-    mean_w = sum(values) / len(values)
-    source = f"file:{file.name}:Watts[{len(values)} samples]"
-    run.add_metric("power_avg_w", mean_w, source=source, samples=values, raw_unit="W")
-    run.add_metric("power_max_w", max(values), source=source, raw_unit="W")
-    if duration_s > 0:
-        run.add_metric("energy_j", mean_w * duration_s, source="derived:power_avg_w*(power_end-power_begin)")
-    samples = run.metric("throughput_samples_per_s")
-    tokens = run.metric("throughput_tokens_per_s")
-    if run.workload.scenario in _STREAM:
-        qps = to_float(run.context.get("result_qps_with_loadgen_overhead"))
-        if qps:
-            run.add_metric(
-                "energy_per_inference_j", mean_w / qps, source="derived:power_avg_w/qps_with_loadgen_overhead"
+    for key, value in result.counts.items():
+        run.context[f"accuracy_{key}"] = value
+    run.warnings.extend(f"{file.name}: {warning}" for warning in result.warnings)
+    for figure in result.figures:
+        source = f"file:{file.name}:{figure.key}"
+        run.accuracy.append(
+            AccuracyResult(
+                task=task,
+                metric=figure.key,
+                value=figure.scaled.value,
+                higher_is_better=figure.higher_is_better,
+                target=target,
+                source=source,
+                unit=figure.scaled.unit,
+                raw=figure.raw,
             )
-    elif samples is not None and samples.value > 0:
-        run.add_metric(
-            "samples_per_j", samples.value / mean_w, source="derived:throughput_samples_per_s/power_avg_w"
         )
         run.add_metric(
-            "energy_per_inference_j",
-            mean_w / samples.value,
-            source="derived:power_avg_w/throughput_samples_per_s",
-        )
-    if tokens is not None and tokens.value > 0:
-        run.add_metric(
-            "energy_per_token_j", mean_w / tokens.value, source="derived:power_avg_w/throughput_tokens_per_s"
+            f"accuracy:{task}:{figure.key}",
+            figure.scaled.value,
+            source=source,
+            raw_value=figure.raw,
+            raw_unit=figure.scaled.raw_unit,
+            unit=figure.scaled.unit,
+            direction="higher" if figure.higher_is_better else "lower",
         )
 
 
@@ -498,20 +583,41 @@ def _apply_measurements(run: ParsedRun, tree: Tree, info: ResultPath) -> None:
             loaded = load_json(tree, path)
             if loaded is None or "weight_data_types" not in loaded[0]:
                 continue
-            measurement = loaded[0]
             name = f"measurements/{info.system}/{info.model}/{folder.name}/{path.name}"
-            weights = str(measurement.get("weight_data_types") or "")
-            run.fill("variant.precision", normalise_precision(weights), f"file:{name}:weight_data_types")
-            starting = str(measurement.get("starting_weights_filename") or "")
-            precision, method = hints_from_model_name(starting)
-            run.fill("variant.precision", precision, f"file:{name}:starting_weights_filename")
-            run.fill("variant.quantization_method", method, f"file:{name}:starting_weights_filename")
-            for key in (
-                "weight_data_types",
-                "input_data_types",
-                "weight_transformations",
-                "starting_weights_filename",
-            ):
-                if measurement.get(key):
-                    run.context[key] = measurement[key]
+            _apply_measurement(run, loaded[0], name)
             return
+
+
+def _apply_flat_measurement(run: ParsedRun, tree: Tree, folder: PurePosixPath) -> None:
+    """Loose files: the measurement description given with the logs; among several, the one named
+    ``<system>_<Scenario>.json`` for this run's scenario."""
+    found = flat_siblings(tree, folder, "measurement")
+    if len(found) > 1:
+        found = [
+            item
+            for item in found
+            if SCENARIOS.get(PurePosixPath(item[1]).stem.rsplit("_", 1)[-1].lower()) == run.workload.scenario
+        ]
+    if len(found) == 1:
+        measurement, name, path = found[0]
+        tree.read(path)  # used by this run
+        _apply_measurement(run, measurement, name)
+    elif found:
+        run.warnings.append(f"several measurement descriptions for {run.workload.scenario}: none used")
+
+
+def _apply_measurement(run: ParsedRun, measurement: dict[str, Any], name: str) -> None:
+    weights = str(measurement.get("weight_data_types") or "")
+    run.fill("variant.precision", normalise_precision(weights), f"file:{name}:weight_data_types")
+    starting = str(measurement.get("starting_weights_filename") or "")
+    precision, method = hints_from_model_name(starting)
+    run.fill("variant.precision", precision, f"file:{name}:starting_weights_filename")
+    run.fill("variant.quantization_method", method, f"file:{name}:starting_weights_filename")
+    for key in (
+        "weight_data_types",
+        "input_data_types",
+        "weight_transformations",
+        "starting_weights_filename",
+    ):
+        if measurement.get(key):
+            run.context[key] = measurement[key]

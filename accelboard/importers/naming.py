@@ -1,6 +1,6 @@
 """Precision, quantisation and hardware read from free text: model ids, dtypes, directory names.
 
-Hardware and precision are often missing from a result file (FORMATS.md, general rules); they sit
+Hardware and precision are often missing from a result file; they sit
 in the model's name (``Meta-Llama-3.1-8B-FP8``, ``Llama-2-7B-GPTQ``, ``...-AWQ``, ``-int4``,
 ``w4a16``), in a dtype string (``torch.bfloat16``, ``float8``), or in a directory name
 (``1xH100-80GB-SXM``, ``H200-SXM-141GBx8_TRT``). These helpers return "" when they do not know.
@@ -72,8 +72,11 @@ def normalise_precision(text: str | None) -> str:
     return min(found, key=lambda p: _BITS[p])
 
 
-def hints_from_model_name(name: str | None) -> tuple[str, str]:
-    """(precision, quantization method) suggested by a model id, e.g. ``"...-AWQ"`` -> ("int4", "AWQ")."""
+def hints_from_model_name(name: str | None, *, explicit: bool = False) -> tuple[str, str]:
+    """(precision, quantization method) suggested by a model id, e.g. ``"...-AWQ"`` -> ("int4", "AWQ").
+
+    ``explicit``: only a precision the name spells out (``-Int8``, ``-FP8``), not a method's usual
+    one (AWQ is usually int4)."""
     if not name:
         return "", ""
     tokens = [t for t in re.split(r"[-_/.\s]+", name.lower()) if t]
@@ -82,7 +85,7 @@ def hints_from_model_name(name: str | None) -> tuple[str, str]:
     for token in tokens:
         if token in _METHODS and not method:
             method, default_precision = _METHODS[token]
-            precision = precision or default_precision
+            precision = precision or ("" if explicit else default_precision)
         mapped = _PRECISION_SYNONYMS.get(token)
         if mapped is None:
             # "int4", "4bit", "w4a16" glued to other text, e.g. "gptq4bit" or "fp8dynamic"
@@ -92,6 +95,46 @@ def hints_from_model_name(name: str | None) -> tuple[str, str]:
             # an explicit bit width beats a method's default (GPTQ-Int8 is int8)
             precision = mapped
     return precision, method
+
+
+# Words that only qualify a quantisation suffix (``FP8-dynamic``, ``AWQ-GEMM``, ``W4A16-G128``,
+# ``FP8-KV``, ``quantized.w4a16``): part of the suffix when next to a quantisation word.
+_QUALIFIERS = re.compile(r"^(dynamic|static|gemm|gemv|kv|quantized|sym|asym|channelwise|g\d+)$")
+_NOT_PRECISION_SUFFIX = {"fp32", "float", "float32", "tf32", "half"}
+
+
+def _is_quant_word(token: str) -> bool:
+    token = token.lower()
+    return token in _METHODS or (token in _PRECISION_SYNONYMS and token not in _NOT_PRECISION_SUFFIX)
+
+
+def split_model_name(name: str | None) -> tuple[str, str]:
+    """(base, suffix): the precision or quantisation suffix of a model id, as written, and the name
+    without it. ``"neuralmagic/Meta-Llama-3.1-8B-FP8"`` -> ("neuralmagic/Meta-Llama-3.1-8B", "FP8");
+    ``"Qwen2.5-7B-Instruct-FP8-dynamic"`` -> ("Qwen2.5-7B-Instruct", "FP8-dynamic");
+    ``"...-Instruct-quantized.w4a16"`` -> (..., "quantized.w4a16"); ``"llama2-70b-99"`` -> (itself, "").
+    Only trailing words count, so an accuracy target (``-99``) or a version is never a suffix."""
+    if not name:
+        return "", ""
+    head, slash, last = name.rpartition("/")
+    pieces = re.split(r"([-_])", last)  # words and their separators, kept to rebuild the text
+    words = pieces[0::2]
+    cut = len(words)
+    quant_seen = False
+    while cut > 1:
+        parts = words[cut - 1].split(".")
+        if not all(_is_quant_word(part) or _QUALIFIERS.match(part.lower()) for part in parts):
+            break
+        quant_seen = quant_seen or any(_is_quant_word(part) for part in parts)
+        cut -= 1
+    if not quant_seen:
+        return name, ""
+    # qualifiers before the first quantisation word belong to the base name (none usually)
+    while cut < len(words) and not any(_is_quant_word(part) for part in words[cut].split(".")):
+        cut += 1
+    base = "".join(pieces[: 2 * cut - 1])
+    suffix = "".join(pieces[2 * cut :])
+    return f"{head}{slash}{base}", suffix
 
 
 def variant_name(precision: str, method: str) -> str:

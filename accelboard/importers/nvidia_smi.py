@@ -4,22 +4,27 @@
    the unit (``22.89 W``, ``92 %``, ``25073 MiB``) unless ``nounits`` was given. ``[N/A]`` and
    ``[Not Supported]`` become None: a gap stays a gap.
 2. ``timestamp`` is local time ``YYYY/MM/DD HH:MM:SS.mmm`` without a zone (kept without one).
-3. Multi-GPU logs interleave GPUs: rows are keyed by ``index`` (or ``uuid``/``pci.bus_id``).
-4. Summary metrics: mean and peak power, energy as the trapezoidal integral of power over time
-   per GPU, summed; duration; mean utilisation; peak memory and temperature. The hardware is the
-   ``name`` column and the number of distinct GPUs; logs of only ``power.draw`` have no name.
+3. Multi-GPU logs interleave GPUs: rows are keyed by ``uuid`` or else ``index``.
+4. Summary metrics describe the GPUs that did the work (``gpus``: an idle GPU of the host is left
+   out, never averaged in): power summed over them (mean and peak of one sampling pass), energy
+   as the trapezoidal integral of power over time per GPU, summed; duration; mean utilisation;
+   peak memory and temperature. Each GPU's own figures are in ``context["per_gpu"]``.
+   The hardware is the ``name`` column and the number of busy GPUs; logs of only ``power.draw``
+   have no name.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import asdict, dataclass
 from datetime import datetime
 
 import numpy as np
 
 from .base import ParsedRun, ParseError, TelemetryRow
 from .csvfile import first_line, rows
+from .gpus import BUSY_UTIL_PCT, busy_gpus
 from .inputs import InputFile, Tree
 from .units import UnitError, convert, parse_quantity
 
@@ -125,27 +130,27 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
                 values[key] = convert(number, cell_unit or unit or _DEFAULT_UNIT[canonical], canonical)
             except UnitError as exc:
                 raise ParseError(file.display, f"column {name}: {exc}", line=line) from exc
-        gpu_key = row.get("uuid") or row.get("pci.bus_id") or (str(index) if index is not None else "0")
-        if row.get("name"):
-            gpu_names[gpu_key] = row["name"]
-        run.telemetry.append(
-            TelemetryRow(
-                time=time,
-                gpu_index=index,
-                gpu_name=row.get("name", ""),
-                gpu_uuid=row.get("uuid", ""),
-                values=values,
-                line=line,
-            )
+        telemetry = TelemetryRow(
+            time=time,
+            gpu_index=index,
+            gpu_name=row.get("name", ""),
+            gpu_uuid=row.get("uuid", ""),
+            values=values,
+            line=line,
         )
+        if row.get("name"):
+            gpu_names[_gpu_key(telemetry)] = row["name"]
+        run.telemetry.append(telemetry)
     if not run.telemetry:
         raise ParseError(file.display, "a header but no sample row", line=table[0][0])
-    _summarise(run, file)
-    if gpu_names:
-        run.put("hardware.accelerator", sorted(set(gpu_names.values()))[0], f"file:{file.name}:name")
-        run.put("hardware.count", len(gpu_names), f"file:{file.name}:index")
-        if len(set(gpu_names.values())) > 1:
-            run.warnings.append(f"mixed GPU models in one log: {sorted(set(gpu_names.values()))}")
+    busy = _summarise(run, file)
+    names = {key: name for key, name in gpu_names.items() if key in busy}
+    if names:
+        run.put("hardware.accelerator", sorted(set(names.values()))[0], f"file:{file.name}:name")
+        count_source = "derived:busy GPUs" if len(names) < len(gpu_names) else f"file:{file.name}:index"
+        run.put("hardware.count", len(names), count_source)
+        if len(set(names.values())) > 1:
+            run.warnings.append(f"mixed GPU models in one log: {sorted(set(names.values()))}")
     if run.telemetry[0].time is not None:
         run.put("started_at", run.telemetry[0].time, f"file:{file.name}:{run.telemetry[0].line}")
         run.put("finished_at", run.telemetry[-1].time, f"file:{file.name}:{run.telemetry[-1].line}")
@@ -159,41 +164,109 @@ def _pstate(cell: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def _summarise(run: ParsedRun, file: InputFile) -> None:
+@dataclass
+class _Gpu:
+    """One GPU's own figures over the log (None: never measured)."""
+
+    name: str
+    index: int | None
+    samples: int
+    power_avg_w: float | None
+    power_max_w: float | None
+    energy_j: float | None
+    seconds: float | None
+    util_avg_pct: float | None
+    util_max_pct: float | None
+    mem_peak_bytes: float | None
+    temp_max_c: float | None
+
+
+def _summarise(run: ParsedRun, file: InputFile) -> list[str]:
+    """Run-level figures of the busy GPUs (see ``gpus``); returns the keys of the busy GPUs."""
     by_gpu: dict[str, list[TelemetryRow]] = defaultdict(list)
     for row in run.telemetry:
-        by_gpu[row.gpu_uuid or str(row.gpu_index)].append(row)
-    power = [r.values.get("power_w") for r in run.telemetry]
-    power = [p for p in power if p is not None]
-    source = f"file:{file.name}:power.draw"
+        by_gpu[_gpu_key(row)].append(row)
+    per_gpu = {key: _gpu_figures(rows_) for key, rows_ in by_gpu.items()}
+    busy, idle = busy_gpus({key: gpu.util_max_pct for key, gpu in per_gpu.items()})
+    if len(by_gpu) > 1:
+        run.context["per_gpu"] = {key: asdict(gpu) for key, gpu in per_gpu.items()}
+    if idle:
+        run.context["idle_gpus"] = idle
+        run.warnings.append(
+            f"GPU {', '.join(idle)} idle throughout (utilisation never above {BUSY_UTIL_PCT:g} %): "
+            "left out of the run's figures, kept in per_gpu"
+        )
+    chosen = [per_gpu[key] for key in busy]
+    which = "" if len(by_gpu) == 1 else f"[{len(busy)} busy GPU{'s' if len(busy) > 1 else ''}]"
+    power = [gpu.power_avg_w for gpu in chosen if gpu.power_avg_w is not None]
     if power:
-        run.add_metric("power_avg_w", float(np.mean(power)), source=source, raw_unit="W")
-        run.add_metric("power_max_w", float(np.max(power)), source=source, raw_unit="W")
-    energy = 0.0
-    seconds = 0.0
-    for rows_ in by_gpu.values():
-        points = [
-            (datetime.fromisoformat(r.time).timestamp(), r.values["power_w"])
-            for r in rows_
-            if r.time is not None and r.values.get("power_w") is not None
-        ]
-        if len(points) >= 2:
-            t, w = np.array(points).T
-            # a gap (None) splits nothing here: missing samples are skipped, never read as 0 W
-            energy += float(np.sum((w[1:] + w[:-1]) / 2.0 * np.diff(t)))
-            seconds = max(seconds, float(t[-1] - t[0]))
-    if energy > 0:
-        run.add_metric("energy_j", energy, source="derived:trapezoid(power.draw, timestamp)")
-    if seconds > 0:
+        source = f"file:{file.name}:power.draw{which}"
+        run.add_metric("power_avg_w", sum(power), source=source, raw_unit="W")
+        passes = _aligned_total_power([by_gpu[key] for key in busy])
+        peaks = [gpu.power_max_w for gpu in chosen if gpu.power_max_w is not None]
+        run.add_metric("power_max_w", max(passes) if passes else max(peaks), source=source, raw_unit="W")
+        if len(power) < len(chosen):
+            run.warnings.append("power.draw missing for some busy GPUs: power figures cover the others only")
+    energy = [gpu.energy_j for gpu in chosen if gpu.energy_j]
+    if energy:
+        run.add_metric("energy_j", sum(energy), source="derived:trapezoid(power.draw, timestamp)")
+    seconds = max((gpu.seconds or 0.0 for gpu in chosen), default=0.0)
+    if seconds:
         run.add_metric("wall_time_s", seconds, source="derived:last-first timestamp")
-    util = [r.values.get("gpu_util") for r in run.telemetry if r.values.get("gpu_util") is not None]
-    if util:
-        run.add_metric("gpu_util_avg_pct", float(np.mean(util)), source=f"file:{file.name}:utilization.gpu")
-    mem = [
-        r.values.get("mem_used_bytes") for r in run.telemetry if r.values.get("mem_used_bytes") is not None
+    for name, values, column, combine in (
+        ("gpu_util_avg_pct", [gpu.util_avg_pct for gpu in chosen], "utilization.gpu", "mean"),
+        ("memory_used_peak_bytes", [gpu.mem_peak_bytes for gpu in chosen], "memory.used", "max"),
+        ("temperature_max_c", [gpu.temp_max_c for gpu in chosen], "temperature.gpu", "max"),
+    ):
+        known = [value for value in values if value is not None]
+        if known:
+            value = sum(known) / len(known) if combine == "mean" else max(known)
+            run.add_metric(name, value, source=f"file:{file.name}:{column}{which}")
+    return busy
+
+
+def _gpu_key(row: TelemetryRow) -> str:
+    return row.gpu_uuid or ("" if row.gpu_index is None else str(row.gpu_index))
+
+
+def _gpu_figures(rows_: list[TelemetryRow]) -> _Gpu:
+    def present(name: str) -> list[float]:
+        return [value for r in rows_ if (value := r.values.get(name)) is not None]
+
+    power, util = present("power_w"), present("gpu_util")
+    mem, temp = present("mem_used_bytes"), present("temperature_c")
+    points = [
+        (datetime.fromisoformat(r.time).timestamp(), r.values["power_w"])
+        for r in rows_
+        if r.time is not None and r.values.get("power_w") is not None
     ]
-    if mem:
-        run.add_metric("memory_used_peak_bytes", float(np.max(mem)), source=f"file:{file.name}:memory.used")
-    temp = [r.values.get("temperature_c") for r in run.telemetry if r.values.get("temperature_c") is not None]
-    if temp:
-        run.add_metric("temperature_max_c", float(np.max(temp)), source=f"file:{file.name}:temperature.gpu")
+    energy = seconds = None
+    if len(points) >= 2:
+        t, w = np.array(points).T
+        # a gap (None) splits nothing here: missing samples are skipped, never read as 0 W
+        energy = float(np.sum((w[1:] + w[:-1]) / 2.0 * np.diff(t)))
+        seconds = float(t[-1] - t[0])
+    return _Gpu(
+        name=rows_[0].gpu_name,
+        index=rows_[0].gpu_index,
+        samples=len(rows_),
+        power_avg_w=float(np.mean(power)) if power else None,
+        power_max_w=float(np.max(power)) if power else None,
+        energy_j=energy,
+        seconds=seconds,
+        util_avg_pct=float(np.mean(util)) if util else None,
+        util_max_pct=float(np.max(util)) if util else None,
+        mem_peak_bytes=float(np.max(mem)) if mem else None,
+        temp_max_c=float(np.max(temp)) if temp else None,
+    )
+
+
+def _aligned_total_power(gpus: list[list[TelemetryRow]]) -> list[float]:
+    """Summed power of one sampling pass (nvidia-smi writes every GPU once per pass, in order):
+    the i-th sample of each GPU, kept only where every GPU has a value."""
+    totals = []
+    for samples in zip(*gpus, strict=False):
+        values = [row.values.get("power_w") for row in samples]
+        if all(value is not None for value in values):
+            totals.append(float(sum(v for v in values if v is not None)))
+    return totals

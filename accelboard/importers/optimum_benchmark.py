@@ -1,5 +1,6 @@
 """Hugging Face optimum-benchmark: ``benchmark.json`` (``{"config", "report"}``) or the split pair
-``benchmark_report.json`` + ``benchmark_config.json``.
+``benchmark_report.json`` + ``benchmark_config.json``; and the 2023 layout (``optimum_legacy``):
+``inference_results.csv`` with ``hydra_config.yaml`` (or ``.hydra/config.yaml``) beside it.
 
 1. The report has one entry per target (``load``, ``forward``, ``prefill``, ``decode``,
    ``per_token``, ``generate``, ``call``, training ``overall``/``train``), each with ``latency``
@@ -21,6 +22,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
+from . import optimum_legacy
 from .base import ParsedRun, ParseError
 from .inputs import InputFile, Tree
 from .jsonfile import head_text, load
@@ -63,6 +65,8 @@ def _is_report(obj: Any) -> bool:
 
 
 def sniff(file: InputFile) -> bool:
+    if optimum_legacy.is_results_csv(file):
+        return True
     head = head_text(file).lstrip()
     if not head.startswith("{"):
         return False
@@ -82,11 +86,21 @@ def sniff(file: InputFile) -> bool:
     )
 
 
+def auxiliary(file: InputFile) -> str | None:
+    if file.name == "benchmark_config.json" and '"backend"' in head_text(file):
+        return "an optimum-benchmark configuration (benchmark_config.json)"
+    return optimum_legacy.auxiliary(file)
+
+
 def companions(file: InputFile, tree: Tree) -> list[PurePosixPath]:
+    if optimum_legacy.is_results_csv(file):
+        return optimum_legacy.companions(file)
     return [file.path.with_name("benchmark_config.json")]
 
 
 def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
+    if optimum_legacy.is_results_csv(file):
+        return optimum_legacy.parse(file, tree=tree, name=NAME)
     data = load(file)
     if isinstance(data, dict) and "report" in data and "config" in data:
         report, config, config_name = data["report"], data["config"], file.name

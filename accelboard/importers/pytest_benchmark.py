@@ -80,8 +80,15 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
         for key in ("gpu", "accelerator"):
             if meta.get(key):
                 run.put("hardware.accelerator", str(meta[key]), origin(key))
-        brand = cpu.get("brand_raw") or cpu.get("brand") or machine.get("processor") or ""
-        run.put("hardware.cpu", str(brand), f"file:{file.name}:machine_info.cpu.brand")
+        # py-cpuinfo >= 5 writes brand_raw, older versions brand; "processor" is platform's guess.
+        for key, brand in (
+            ("machine_info.cpu.brand_raw", cpu.get("brand_raw")),
+            ("machine_info.cpu.brand", cpu.get("brand")),
+            ("machine_info.processor", machine.get("processor")),
+        ):
+            if brand:
+                run.put("hardware.cpu", str(brand), f"file:{file.name}:{key}")
+                break
         run.put("hardware.host", str(machine.get("node") or ""), f"file:{file.name}:machine_info.node")
         run.put("workload.framework", "pytest-benchmark", f"file:{file.name}:format")
         run.put("workload.framework_version", str(data.get("version") or ""), f"file:{file.name}:version")

@@ -1,10 +1,17 @@
-"""Detect a file's format by content and run its importer; directories and archives too.
+"""Detect a file's format by content and run its importer; directories, archives and files given
+together too.
 
 Each format module has ``NAME``, ``sniff(file) -> bool`` (cheap, on the content) and
 ``parse(file, tree=...) -> list[ParsedRun]``; a module may also have
-``companions(file, tree) -> list[path]``, the sibling files it reads, so that a directory walk
-does not import them a second time (MLPerf's summary next to its detail log, optimum-benchmark's
-config next to its report).
+``companions(file, tree) -> list[path]``, the sibling files a run claims, so that a walk does
+not import them a second time (MLPerf's summary and accuracy folder, optimum-benchmark's config);
+``priority(file) -> int``, the order of its files in a walk (MLPerf's performance logs before
+the accuracy pass); ``auxiliary(file) -> str | None``, what a file that completes a run but holds
+no result is (an MLPerf system JSON), so that it is never called "unrecognised".
+
+Files given together (``parse_files``, ``parse_paths``) are one submission, walked as a
+directory is: every file a run reads is part of that run (``ParsedRun.files``), not a run of its
+own, so loose MLPerf files give the run their archive gives.
 
 After a module has parsed a file, ``_finalise`` fills what the file lacked, in this order of
 trust: the model's name (``-FP8``, ``-AWQ``), the directory names (``1xH100-80GB-SXM``), then the
@@ -14,24 +21,47 @@ uploader's context. A context value never overrides the file; a disagreement is 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 
 from . import (
+    aiperf,
     codecarbon,
+    genai_perf,
+    kineto,
     llmperf,
     lm_eval,
     mlperf_inference,
     mlperf_training,
+    nsys,
     nvidia_smi,
     optimum_benchmark,
     pytest_benchmark,
     vllm_serving,
 )
 from .base import ParsedRun, ParseError, UnrecognisedFormat
-from .inputs import DiskTree, InputFile, MemoryTree, Tree, archive_tree, is_archive
-from .naming import accelerator_from_text, hints_from_model_name, normalise_precision, variant_name
+from .inputs import (
+    DiskTree,
+    FileSetTree,
+    InputFile,
+    MemoryTree,
+    RecordingTree,
+    Tree,
+    archive_tree,
+    is_archive,
+)
+from .naming import (
+    accelerator_from_text,
+    hints_from_model_name,
+    normalise_precision,
+    split_model_name,
+    variant_name,
+)
+from .profile_data import ProfileData
 from .units import UnitError, to_int
 
 # Order matters twice: detection tries formats in this order, and in a directory the files of an
@@ -41,6 +71,8 @@ _MODULES: list[ModuleType] = [
     mlperf_training,
     vllm_serving,
     llmperf,
+    aiperf,
+    genai_perf,
     optimum_benchmark,
     pytest_benchmark,
     lm_eval,
@@ -48,6 +80,8 @@ _MODULES: list[ModuleType] = [
     nvidia_smi,
 ]
 FORMATS: dict[str, ModuleType] = {module.NAME: module for module in _MODULES}
+# Profiler outputs are not runs: they attach to one (``profile_parse`` -> ProfileData).
+PROFILE_FORMATS: dict[str, ModuleType] = {module.NAME: module for module in (kineto, nsys)}
 
 
 class ContextError(ValueError):
@@ -109,6 +143,21 @@ def normalise_context(context: dict[str, str] | None) -> dict[str, Any]:
     return result
 
 
+@dataclass
+class Submission:
+    """What files given together became: their runs, and one error per file that failed (a broken
+    file, an unrecognised one, a system description that no result used). The runs of the files
+    that parsed are kept whatever happened to the others."""
+
+    runs: list[ParsedRun] = field(default_factory=list)
+    errors: list[ParseError | UnrecognisedFormat] = field(default_factory=list)
+    # ``parse_files`` only: for each run, the indexes of the given files it was read from (an
+    # archive's runs: the archive's), so that a caller can keep each run's own files.
+    sources: list[tuple[int, ...]] = field(default_factory=list)
+    # ``parse_files`` only: for each error, the index of the given file it is about (None: unknown).
+    error_sources: list[int | None] = field(default_factory=list)
+
+
 def detect(source: str | Path | bytes, *, name: str = "<bytes>") -> str:
     """The format name of a file (path or bytes); for a directory or archive, of its first result.
 
@@ -133,9 +182,23 @@ def _sniff(file: InputFile) -> str | None:
     return None
 
 
+def _auxiliary(file: InputFile, only: ModuleType | None = None) -> tuple[ModuleType, str] | None:
+    """(format, what it is) for a file that completes a run but holds no result (an MLPerf system
+    description, an optimum-benchmark config): recognised, so never called "unrecognised"."""
+    for module in [only] if only is not None else _MODULES:
+        describe = getattr(module, "auxiliary", None)
+        what = describe(file) if describe is not None else None
+        if what:
+            return module, what
+    return None
+
+
 def _detect_file(file: InputFile) -> str:
     found = _sniff(file)
     if found is None:
+        described = _auxiliary(file)
+        if described is not None:
+            return described[0].NAME
         raise UnrecognisedFormat(file.display, list(FORMATS))
     return found
 
@@ -156,15 +219,16 @@ def parse_path(
     ctx = normalise_context(context)
     module = _module(fmt)
     if path.is_dir():
-        return _parse_tree(DiskTree(path), str(path), module, ctx)
+        return _walk(DiskTree(path), str(path), module, ctx, strict=True).runs
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ParseError(str(path), f"cannot read: {exc.strerror or exc}") from exc
     if is_archive(data):
-        return _parse_tree(_archive(data, str(path)), str(path), module, ctx)
+        return _walk(_archive(data, str(path)), str(path), module, ctx, strict=True).runs
     file = InputFile(PurePosixPath(path.resolve().as_posix()), data)
-    return _parse_file(file, DiskTree(path.parent), module, ctx)
+    # the file alone is what was given; its siblings on disk are still read when a format needs them
+    return _parse_file(file, FileSetTree({file.path: data}, fallback=DiskTree(path.parent)), module, ctx)
 
 
 def parse_bytes(
@@ -174,9 +238,119 @@ def parse_bytes(
     ctx = normalise_context(context)
     module = _module(fmt)
     if is_archive(data):
-        return _parse_tree(_archive(data, filename), filename, module, ctx)
+        return _walk(_archive(data, filename), filename, module, ctx, strict=True).runs
     file = InputFile(PurePosixPath(filename), data)
-    return _parse_file(file, MemoryTree({file.path: data}), module, ctx)
+    return _parse_file(file, FileSetTree({file.path: data}), module, ctx)
+
+
+def parse_files(
+    files: Iterable[tuple[str, bytes]], *, fmt: str | None = None, context: dict[str, str] | None = None
+) -> Submission:
+    """Files uploaded together, as (name, bytes): one submission, grouped the way a directory or
+    an archive of the same files would be (an MLPerf run's summary, detail log, system and
+    measurement JSON and accuracy.txt become one run). Names may carry folders (a browser's
+    folder upload); an archive among them is read as its own tree. Errors are per file."""
+    ctx = normalise_context(context)
+    module = _module(fmt)
+    loose: dict[PurePosixPath, bytes] = {}
+    given: dict[str, int] = {}
+    result = Submission()
+    for index, (name, data) in enumerate(files):
+        if is_archive(data):
+            part = _tree_submission(partial(_archive, data, name), name, module, ctx)
+            _extend(result, part)
+            result.sources.extend((index,) for _ in part.runs)
+            result.error_sources.extend(index for _ in part.errors)
+            continue
+        path = _member_path(name, loose)
+        loose[path] = data
+        given[str(path)] = index
+    if loose:
+        # a folder upload (names with folders) is a directory: its other files are not errors
+        folder_upload = any(len(path.parts) > 1 for path in loose)
+        walked = _walk(
+            FileSetTree(loose), "upload", module, ctx, strict=False, report_skipped=not folder_upload
+        )
+        _extend(result, walked)
+        result.sources.extend(
+            tuple(sorted({given[used] for used in run.files if used in given})) for run in walked.runs
+        )
+        result.error_sources.extend(given.get(error.file) for error in walked.errors)
+    return result
+
+
+def parse_paths(
+    paths: Iterable[str | Path], *, fmt: str | None = None, context: dict[str, str] | None = None
+) -> Submission:
+    """Files on disk given together (``accelboard parse f1 f2 ...``): one submission, as
+    ``parse_files``; siblings that a format looks for (``systems/`` two levels up) are still read
+    from disk. Directories and archives are each their own tree. Runs and errors come in the
+    order the paths were given (the loose files' runs where the first loose file was)."""
+    ctx = normalise_context(context)
+    module = _module(fmt)
+    loose: dict[PurePosixPath, bytes] = {}
+    parts: list[Submission | None] = []  # None: where the loose files' runs go
+    for item in paths:
+        path = Path(item)
+        part = Submission()
+        try:
+            if path.is_dir():
+                parts.append(_tree_submission(partial(DiskTree, path), str(path), module, ctx))
+                continue
+            data = path.read_bytes()
+        except FileNotFoundError:
+            part.errors.append(ParseError(str(path), "no such file or directory"))
+            parts.append(part)
+            continue
+        except OSError as exc:
+            part.errors.append(ParseError(str(path), f"cannot read: {exc.strerror or exc}"))
+            parts.append(part)
+            continue
+        if is_archive(data):
+            parts.append(_tree_submission(partial(_archive, data, str(path)), str(path), module, ctx))
+            continue
+        if not loose:
+            parts.append(None)
+        loose[PurePosixPath(path.resolve().as_posix())] = data
+    group = Submission()
+    if loose:
+        group = _walk(
+            FileSetTree(loose, fallback=DiskTree(Path.cwd())), "the files given", module, ctx, strict=False
+        )
+        given = {str(path): index for index, path in enumerate(loose)}
+        group.errors.sort(key=lambda error: given.get(error.file, len(given)))
+    result = Submission()
+    for part in parts:
+        _extend(result, group if part is None else part)
+    return result
+
+
+def _tree_submission(
+    make: Callable[[], Tree], name: str, module: ModuleType | None, context: dict[str, Any]
+) -> Submission:
+    """A directory or an archive given with other files: read as ``parse_path`` reads it (its
+    first error stops it, its files that are not results are ignored), its error kept as one."""
+    try:
+        return _walk(make(), name, module, context, strict=True)
+    except (ParseError, UnrecognisedFormat) as exc:
+        return Submission(errors=[exc])
+
+
+def _extend(result: Submission, other: Submission) -> None:
+    result.runs.extend(other.runs)
+    result.errors.extend(other.errors)
+
+
+def _member_path(name: str, taken: dict[PurePosixPath, bytes]) -> PurePosixPath:
+    """An upload's name as a safe relative path; a second file of the same name goes to its own
+    folder (``duplicate-2/``), so the two are never mistaken for one run's files."""
+    parts = [part for part in PurePosixPath(name.replace("\\", "/")).parts if part not in ("/", ".", "..")]
+    path = PurePosixPath(*parts) if parts else PurePosixPath("upload")
+    candidate, number = path, 1
+    while candidate in taken:
+        number += 1
+        candidate = PurePosixPath(f"duplicate-{number}") / path
+    return candidate
 
 
 def _module(fmt: str | None) -> ModuleType | None:
@@ -200,10 +374,17 @@ def _parse_file(
     if module is None:
         name = _sniff(file)
         if name is None:
+            described = _auxiliary(file)
+            if described is not None:
+                raise ParseError(
+                    file.display,
+                    f"{described[1]}: it holds no result; give it together with the result files it describes",
+                )
             raise UnrecognisedFormat(file.display, list(FORMATS))
         module = FORMATS[name]
+    recorder = RecordingTree(tree)
     try:
-        runs = module.parse(file, tree=tree)
+        runs = module.parse(file, tree=recorder)
     except ParseError:
         raise
     except (UnitError, KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -213,42 +394,84 @@ def _parse_file(
         ) from exc
     if not runs:
         raise ParseError(file.display, f"no results found for format {module.NAME}")
+    used = [file.display] + [str(p) for p in recorder.read_paths if p != file.path]
     for run in runs:
+        run.files = list(used)
         _finalise(run, file.path, context)
     return runs
 
 
-def _parse_tree(tree: Tree, name: str, module: ModuleType | None, context: dict[str, Any]) -> list[ParsedRun]:
-    found: list[tuple[int, InputFile, ModuleType]] = []
+def _walk(
+    tree: Tree,
+    name: str,
+    module: ModuleType | None,
+    context: dict[str, Any],
+    *,
+    strict: bool,
+    report_skipped: bool = True,
+) -> Submission:
+    """Every result in a tree, each file parsed once: a file that a run reads (or claims as a
+    companion) is part of that run, not a run of its own. ``strict`` (a directory or an archive)
+    raises the first error and ignores files that are not results; otherwise each failed or
+    unused file becomes an error of its own, and so does each unrecognised one when
+    ``report_skipped`` (files named one by one, not a folder's content)."""
+    found: list[tuple[tuple[int, int, str], InputFile, ModuleType]] = []
+    auxiliary: dict[PurePosixPath, tuple[str, str]] = {}
     skipped: list[str] = []
     for path in tree.files():
         file = tree.open(path)
         if file is None:
             continue
+        described = None
         if module is not None:
-            matched = module if module.sniff(file) else None
+            # files named one by one are read as the format asked for, unless they describe a run
+            forced = report_skipped and not strict and (described := _auxiliary(file, module)) is None
+            matched = module if forced or module.sniff(file) else None
         else:
             detected = _sniff(file)
             matched = FORMATS[detected] if detected else None
         if matched is None:
-            skipped.append(str(path))
+            described = described or _auxiliary(file, module)
+            if described is not None:
+                auxiliary[path] = (file.display, described[1])
+            else:
+                skipped.append(file.display)
             continue
-        found.append((_MODULES.index(matched), file, matched))
+        rank = getattr(matched, "priority", _priority)(file)
+        found.append(((_MODULES.index(matched), rank, str(file.path)), file, matched))
     consumed: set[PurePosixPath] = set()
-    runs: list[ParsedRun] = []
-    for _order, file, matched in sorted(
-        found, key=lambda item: (item[0], _priority(item[1]), str(item[1].path))
-    ):
+    result = Submission()
+    for _order, file, matched in sorted(found, key=lambda item: item[0]):
         if file.path in consumed:
             continue
         companions = getattr(matched, "companions", None)
         if companions is not None:
             consumed.update(companions(file, tree))
-        runs.extend(_parse_file(file, tree, matched, context))
-    if not runs:
-        tried = [module.NAME] if module is not None else list(FORMATS)
-        raise UnrecognisedFormat(name, tried, hint=f"none of its {len(skipped)} files was recognised")
-    return runs
+        try:
+            runs = _parse_file(file, tree, matched, context)
+        except (ParseError, UnrecognisedFormat) as exc:
+            if strict:
+                raise
+            result.errors.append(exc)
+            continue
+        for run in runs:
+            consumed.update(PurePosixPath(used) for used in run.files)
+        result.runs.extend(runs)
+    tried = [module.NAME] if module is not None else list(FORMATS)
+    if strict:
+        if not result.runs:
+            raise UnrecognisedFormat(name, tried, hint=f"none of its {len(skipped)} files was recognised")
+        return result
+    for path, (display, what) in auxiliary.items():
+        if path not in consumed:
+            result.errors.append(
+                ParseError(
+                    display, f"{what}: no result file given with it uses it; give the result files too"
+                )
+            )
+    if report_skipped:
+        result.errors.extend(UnrecognisedFormat(display, tried) for display in skipped)
+    return result
 
 
 def _priority(file: InputFile) -> int:
@@ -257,9 +480,7 @@ def _priority(file: InputFile) -> int:
 
 
 def _finalise(run: ParsedRun, path: PurePosixPath, context: dict[str, Any]) -> None:
-    precision, method = hints_from_model_name(run.model)
-    run.fill("variant.precision", precision, "model-name")
-    run.fill("variant.quantization_method", method, "model-name")
+    _model_name_hints(run)
     if not run.hardware.accelerator:
         for part in reversed(path.parts[:-1]):
             accelerator, count = accelerator_from_text(part)
@@ -268,6 +489,9 @@ def _finalise(run: ParsedRun, path: PurePosixPath, context: dict[str, Any]) -> N
                 run.fill("hardware.count", count, "path")
                 break
     context_apply(run, context)
+    if run.field_sources.get("model") == "user":
+        _model_name_hints(run)  # the uploader's model name, e.g. "...-AWQ", also tells the variant
+    run.name_accuracy_task(run.model or run.source_format)
     if not run.variant.name:
         run.put(
             "variant.name",
@@ -282,9 +506,36 @@ def _finalise(run: ParsedRun, path: PurePosixPath, context: dict[str, Any]) -> N
         run.warnings.append("precision unknown: give it with --context precision=bf16|fp8|int4...")
 
 
-def context_apply(run: ParsedRun, context: dict[str, Any], *, who: str = "the context") -> None:
+def _model_name_hints(run: ParsedRun) -> None:
+    """Precision and quantisation from the model's name (``-FP8``, ``-AWQ``, ``-GPTQ-Int8``) where
+    the file did not state them, and the raw name split into base and suffix for a catalogue."""
+    if not run.model:
+        return
+    base, suffix = split_model_name(run.model)
+    if suffix:
+        run.put("model_base", base, "model-name")
+        run.put("model_suffix", suffix, "model-name")
+    precision, method = hints_from_model_name(run.model)
+    stated, _ = hints_from_model_name(run.model, explicit=True)
+    for path, hinted, check in (
+        ("variant.precision", precision, stated),
+        ("variant.quantization_method", method, method),
+    ):
+        current = run.get(path)
+        if not run.fill(path, hinted, "model-name") and check and current and not _same(current, check):
+            run.warnings.append(
+                f"{path}: the model name {run.model!r} says {check!r}, the file says {current!r} "
+                f"({run.field_sources.get(path, '?')}); kept the file's value"
+            )
+
+
+def context_apply(
+    run: ParsedRun, context: dict[str, Any], *, who: str = "the context", replace: bool = False
+) -> None:
     """Fill the run's empty fields from normalised ``key=value`` context (marked ``user``); a value
-    the file already has is kept, and a disagreement becomes a warning naming both sides."""
+    the file already has is kept, and a disagreement becomes a warning naming both sides. With
+    ``replace`` (an upload form's fields) the uploader's value applies instead, also with a warning
+    naming what the file said."""
     for key, value in context.items():
         target = _CONTEXT_FIELDS.get(key)
         if target is None:
@@ -295,7 +546,15 @@ def context_apply(run: ParsedRun, context: dict[str, Any], *, who: str = "the co
         current = run.get(field_path)
         if current in (None, ""):
             run.put(field_path, value, "user")
-        elif not _same(current, value):
+        elif _same(current, value):
+            continue
+        elif replace:
+            run.warnings.append(
+                f"{field_path}: the file says {current!r} ({run.field_sources.get(field_path, '?')}); "
+                f"{who}'s {value!r} applies"
+            )
+            run.put(field_path, value, "user")
+        else:
             run.warnings.append(
                 f"{field_path}: the file says {current!r} ({run.field_sources.get(field_path, '?')}), "
                 f"{who} says {value!r}; kept the file's value"
@@ -306,3 +565,52 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         return math.isclose(float(a), float(b))
     return str(a).strip().lower() == str(b).strip().lower()
+
+
+# --- profiler traces ------------------------------------------------------------------------------
+
+
+def _profile_head(source: Any) -> bytes:
+    if isinstance(source, bytes):
+        return source[:65536]
+    if isinstance(source, (str, Path)):
+        try:
+            with open(source, "rb") as handle:
+                return handle.read(65536)
+        except OSError:
+            return b""
+    position = source.tell()
+    head = source.read(65536)
+    source.seek(position)
+    return head
+
+
+def profile_detect(source: Any) -> str | None:
+    """The profile format of a file (path, bytes or seekable binary stream), or None."""
+    head = _profile_head(source)
+    for name, module in PROFILE_FORMATS.items():
+        if module.sniff(head):
+            return name
+    return None
+
+
+def profile_parse(sources: list[tuple[str, Any]]) -> ProfileData:
+    """Read the files of one profile (``(name, path | bytes | binary stream)``): Kineto traces, one
+    per rank, or nsys stats reports. All files must be of one format; raises ParseError or
+    UnrecognisedFormat naming the file."""
+    if not sources:
+        raise ParseError("profile", "no files")
+    found: dict[str, str] = {}
+    for name, source in sources:
+        fmt = profile_detect(source)
+        if fmt is None:
+            raise UnrecognisedFormat(name, list(PROFILE_FORMATS), hint="not a profiler trace or report")
+        found[name] = fmt
+    formats = set(found.values())
+    if len(formats) > 1:
+        first, second = sorted(formats)
+        one = next(n for n, f in found.items() if f == second)
+        raise ParseError(
+            one, f"is {second} while other files are {first}: upload one profile's files together"
+        )
+    return PROFILE_FORMATS[formats.pop()].parse(sources)

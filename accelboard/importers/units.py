@@ -1,7 +1,7 @@
 """Unit conversions and tolerant number reading shared by every importer.
 
 accelboard stores latency in ms, throughput per second, power in W, energy in J, memory in bytes,
-carbon in gCO2e (DESIGN.md, Units). Tools write ns (MLPerf), s (llmperf, optimum-benchmark,
+carbon in gCO2e. Tools write ns (MLPerf), s (llmperf, optimum-benchmark,
 pytest-benchmark, vLLM per-request arrays), ms (vLLM summary keys), kWh (CodeCarbon,
 optimum-benchmark) and strings with the unit inside the cell ("123.45 W", nvidia-smi).
 Sentinels ("[N/A]", "[Not Supported]", "", "N/A") mean "not measured" and become None.

@@ -10,7 +10,9 @@
 4. Goodput is ``request_goodput``, or ``request_goodput:`` (trailing colon) as some 2025 releases
    wrote it; 2024 files have none.
 Model = ``model_id`` (a local path is reduced to its last folder); hardware and precision are not
-in the file: from ``--metadata`` keys (``gpu``), the path, the model name or the context.
+in the file: from ``--metadata`` keys (``gpu``), the path, the model name or the context. The
+scenario is "server" only when the file gives a finite ``request_rate`` (an arrival rate);
+otherwise it is left unset.
 """
 
 from __future__ import annotations
@@ -110,7 +112,16 @@ def _run(file: InputFile, record: dict[str, Any], line: int) -> ParsedRun:
         "vLLM" if backend.startswith(("vllm", "openai")) or not backend else backend,
         src("backend"),
     )
-    run.put("workload.scenario", "chat", src("request_rate"))
+    # No file states a scenario. A finite request_rate is an open-loop arrival process at a target
+    # rate (Poisson, or gamma with burstiness): LoadGen's Server pattern, so it is named so. "inf"
+    # sends everything at once (bounded by max_concurrency): no scenario is claimed for it.
+    rate = record.get("request_rate")
+    try:
+        rate_value = to_float(rate) if rate is not None else None
+    except UnitError:
+        rate_value = None  # "inf" and friends are checked below as options, never as numbers
+    if rate_value is not None and 0 < rate_value < float("inf"):
+        run.put("workload.scenario", "server", "derived:request_rate")
     concurrency = record.get("max_concurrency")
     try:
         run.put("workload.concurrency", to_int(concurrency), src("max_concurrency"))

@@ -1,10 +1,11 @@
-"""Admin of the notifications app: subscriptions, and deliveries for looking into a lost email."""
+"""Admin of the notifications app: subscriptions, deliveries for looking into a lost email, and
+the triage links that acted (who acknowledged or dismissed what from an email)."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import Delivery, DeliveryItem, Subscription
+from .models import Delivery, DeliveryItem, Subscription, TriageLinkUse
 
 
 @admin.register(Subscription)
@@ -27,3 +28,11 @@ class DeliveryAdmin(admin.ModelAdmin):
     search_fields = ["group_key", "subject", "user__username", "last_error"]
     raw_id_fields = ["user", "subscription"]
     inlines = [DeliveryItemInline]
+
+
+@admin.register(TriageLinkUse)
+class TriageLinkUseAdmin(admin.ModelAdmin):
+    list_display = ["used_at", "user", "action", "alert", "delivery"]
+    list_filter = ["action"]
+    raw_id_fields = ["user", "alert", "delivery"]
+    readonly_fields = ["digest", "user", "alert", "action", "delivery", "used_at"]

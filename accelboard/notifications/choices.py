@@ -20,3 +20,10 @@ class DeliveryStatus(models.TextChoices):
     FAILED = "failed", "Failed"
     # Every alert of the email was acknowledged, dismissed or resolved before it went out.
     SKIPPED = "skipped", "Skipped"
+
+
+class TriageAction(models.TextChoices):
+    """What an email's signed link may do to an alert (after a confirmation click)."""
+
+    ACKNOWLEDGE = "acknowledge", "Acknowledge"
+    DISMISS = "dismiss", "Dismiss"

@@ -1,170 +1,194 @@
-"""Alert emails: the message (subject, plain text and HTML), its links, and the SMTP connection.
+"""Alert emails: the message (subject, plain text, HTML with inline charts), and the connection.
 
-Links are absolute (``SITE_URL``) because they are read in a mail client. The unsubscribe link
-carries a signed token naming the user and the subscription, so it works without logging in;
-the same URL is given in ``List-Unsubscribe`` with ``List-Unsubscribe-Post`` (RFC 8058) so that
-mail clients can offer their own one-click button.
+1. ``message_build`` reads each alert's facts (``selectors.alert_facts``), words them
+   (``content``), draws a chart for the worst few alerts that have a series (``charts``), and
+   renders ``email/alerts.txt`` and ``email/alerts.html``. The charts are inline PNG parts of a
+   multipart/related beside the HTML (``cid:`` links), so they show without loading anything;
+   the plain-text part says in words what each chart shows.
+2. Every alert carries signed acknowledge and dismiss links for the recipient (``links``); the
+   email carries ``List-Unsubscribe`` with ``List-Unsubscribe-Post`` (RFC 8058) so that mail
+   clients can offer their own one-click button.
+3. ``check_email_build`` is the operator's "does mail work" email.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import email.message
+import logging
+from collections.abc import Sequence
+from email.mime.image import MIMEImage
+from email.mime.multipart import MIMEMultipart
 from typing import Any
 
 import django
 from django.conf import settings
-from django.core import mail, signing
+from django.core import mail
 from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
+from django.utils import timezone
 
-from accelboard.alerts.choices import AlertKind, Severity
 from accelboard.alerts.models import Alert
 
-from .choices import DeliveryMode
-from .models import series_label
+from . import charts, content, links, selectors
+from .choices import DeliveryMode, TriageAction
 
-UNSUBSCRIBE_SALT = "accelboard.notifications.unsubscribe"
-SEVERITY_ORDER = [Severity.CRITICAL, Severity.WARNING, Severity.INFO]
+log = logging.getLogger(__name__)
 
-
-def absolute(path: str) -> str:
-    return f"{settings.SITE_URL.rstrip('/')}{path}"
+# Charts cost ~30 kB each: the worst few alerts of an email get one, the rest are words.
+CHARTS_PER_EMAIL = 3
 
 
-def alert_path(alert_id: int) -> str:
-    """The alert's own page. The alerts pages are built separately; until ``alerts:detail``
-    exists the list page is the target (the one place to change)."""
-    try:
-        return reverse("alerts:detail", args=[alert_id])
-    except NoReverseMatch:
-        return f"{reverse('alerts:list')}?alert={alert_id}"
+class AlertEmail(EmailMultiAlternatives):
+    """An HTML email whose HTML part has inline images (``cid:<content id>``).
+
+    Django builds text and HTML as a multipart/alternative; here the HTML part becomes a
+    multipart/related holding the HTML and its images, the layout mail clients expect. Both
+    Django's legacy (5.2) and modern (6.x) message objects are handled."""
+
+    def __init__(self, *args: Any, inline_images: Sequence[tuple[str, bytes]] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.inline_images = list(inline_images)
+
+    def message(self, **kwargs: Any) -> Any:
+        msg = super().message(**kwargs)
+        if not self.inline_images:
+            return msg
+        if isinstance(msg, email.message.MIMEPart):
+            html = msg.get_body(preferencelist=("html",))
+            assert html is not None, "inline images need an HTML alternative"
+            for content_id, png in self.inline_images:
+                html.add_related(
+                    png,
+                    maintype="image",
+                    subtype="png",
+                    cid=f"<{content_id}>",
+                    disposition="inline",
+                    filename=f"{content_id.split('@')[0]}.png",
+                )
+            return msg
+        parts = msg.get_payload()
+        for index, part in enumerate(parts):
+            if part.get_content_type() == "text/html":
+                related = MIMEMultipart("related")
+                related.attach(part)
+                for content_id, png in self.inline_images:
+                    image = MIMEImage(png, "png")
+                    image.add_header("Content-ID", f"<{content_id}>")
+                    image.add_header(
+                        "Content-Disposition", "inline", filename=f"{content_id.split('@')[0]}.png"
+                    )
+                    related.attach(image)
+                parts[index] = related
+                break
+        return msg
 
 
-def unsubscribe_token(*, user_id: int, subscription_id: int | None = None) -> str:
-    """A token for one subscription, or (no id) for all of the user's daily digests."""
-    payload: dict[str, Any] = {"u": user_id}
-    if subscription_id is not None:
-        payload["s"] = subscription_id
-    else:
-        payload["m"] = DeliveryMode.DIGEST.value
-    return signing.dumps(payload, salt=UNSUBSCRIBE_SALT, compress=True)
+def _chart(alert: Alert, facts: content.AlertFacts) -> tuple[bytes, str] | None:
+    """(PNG, text alternative) of the alert's series around its change, or None."""
+    if alert.series_id is None or facts.first_run is None or facts.kind not in content.SERIES_KINDS:
+        return None
+    times, values = selectors.alert_chart_series(alert=alert)
+    if len(values) < 2:
+        return None
+    png = charts.series_chart_png(
+        times=times,
+        values=values,
+        unit=facts.unit,
+        change_at=facts.first_run.started_at,
+        before=facts.before_mean,
+        after=facts.after_mean,
+    )
+    return png, content.chart_alt(facts, len(values))
 
 
-def unsubscribe_token_read(token: str) -> dict[str, Any]:
-    """The token's payload; raises ``signing.BadSignature`` for anything not signed by us."""
-    payload = signing.loads(token, salt=UNSUBSCRIBE_SALT)
-    if not isinstance(payload, dict) or not isinstance(payload.get("u"), int):
-        raise signing.BadSignature("unsubscribe token without a user")
-    return payload
+def _item(
+    facts: content.AlertFacts, *, user_id: int, delivery_id: int | None, chart: tuple[str, str] | None
+) -> dict[str, Any]:
+    def triage(action: str) -> str:
+        token = links.triage_token(user_id=user_id, alert_id=facts.id, action=action, delivery_id=delivery_id)
+        return links.absolute(links.triage_path(token))
 
-
-def unsubscribe_path(token: str) -> str:
-    return reverse("notifications:unsubscribe", args=[token])
-
-
-def _number(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.4g}"
-
-
-def _mean_spread(mean: float | None, spread: float | None, unit: str) -> str:
-    if mean is None:
-        return "–"
-    text = _number(mean)
-    if spread is not None:
-        text += f" ± {_number(spread)}"
-    return f"{text} {unit}".strip()
-
-
-def _short(commit: str) -> str:
-    return commit[:10]
-
-
-def alert_row(alert: Alert) -> dict[str, Any]:
-    """Everything an email says about one alert, as plain strings."""
-    series = alert.series
-    unit = series.unit if series else ""
-    first = alert.first_run.git_commit if alert.first_run else ""
-    good = alert.last_good_run.git_commit if alert.last_good_run else ""
-    commits = f"{_short(good)}..{_short(first)}" if first and good else _short(first) or "–"
     return {
-        "id": alert.pk,
-        "title": alert.title,
-        "severity": alert.severity,
-        "severity_label": alert.get_severity_display(),
-        "kind_label": alert.get_kind_display(),
-        "team": alert.team.name,
-        "metric": series.metric if series else "",
-        "series": series_label(series) if series else "",
-        "before": _mean_spread(alert.before_mean, alert.before_spread, unit),
-        "after": _mean_spread(alert.after_mean, alert.after_spread, unit),
-        "pct_change": "–" if alert.pct_change is None else f"{alert.pct_change:+.1f}%",
-        "confidence": "–" if alert.confidence is None else f"{alert.confidence * 100:.0f}%",
-        "commits": commits,
-        "branch": alert.first_run.branch if alert.first_run else "",
-        "url": absolute(alert_path(alert.pk)),
+        "facts": facts,
+        "what": content.what_moved(facts),
+        "rows": content.alert_rows(facts),
+        "setup": content.setup_line(facts),
+        "chart_cid": chart[0] if chart else "",
+        "chart_alt": chart[1] if chart else "",
+        "acknowledge_url": triage(TriageAction.ACKNOWLEDGE),
+        "dismiss_url": triage(TriageAction.DISMISS),
     }
-
-
-def _worst(alerts: list[Alert]) -> str:
-    present = {a.severity for a in alerts}
-    return next((s.label for s in SEVERITY_ORDER if s in present), Severity.WARNING.label)
-
-
-def _kind_plural(alerts: list[Alert]) -> str:
-    kinds = Counter(a.kind for a in alerts)
-    if len(kinds) == 1 and AlertKind.REGRESSION in kinds:
-        return "regressions"
-    if len(kinds) == 1 and AlertKind.IMPROVEMENT in kinds:
-        return "improvements"
-    return "alerts"
-
-
-def subject_for(*, alerts: list[Alert], mode: str, day: str = "") -> str:
-    """Severity, team, metric and % change for one alert; "N regressions in <commit>" for many."""
-    if mode == DeliveryMode.DIGEST:
-        teams = sorted({a.team.name for a in alerts})
-        noun = "alert" if len(alerts) == 1 else "alerts"
-        return f"[accelboard] Daily digest {day}: {len(alerts)} {noun} ({', '.join(teams)})"
-    first = alerts[0]
-    if len(alerts) == 1:
-        if first.series is not None and first.pct_change is not None:
-            # ASCII where we can: Django 5.2 folds an encoded Subject with a leading blank.
-            workload = str(first.series.workload).replace(" · ", ", ")
-            what = f"{first.series.metric} {first.pct_change:+.1f}% on {workload}"
-        else:
-            what = first.title
-        return f"[{first.get_severity_display()}] {first.team.name}: {what}"
-    commit = first.first_run.git_commit if first.first_run else ""
-    where = f" in {_short(commit)}" if commit else ""
-    return f"[{_worst(alerts)}] {first.team.name}: {len(alerts)} {_kind_plural(alerts)}{where}"
 
 
 def message_build(
     *,
     to: str,
+    user_id: int,
     alerts: list[Alert],
     mode: str,
     token: str,
     day: str = "",
-) -> EmailMultiAlternatives:
-    rows = [alert_row(a) for a in alerts]
-    unsubscribe = absolute(unsubscribe_path(token))
+    delivery_id: int | None = None,
+) -> AlertEmail:
+    """The email of one delivery: ``alerts`` (loaded by ``selectors.alerts_for_email``) for
+    ``to``; ``token`` is its unsubscribe token."""
+    digest = mode == DeliveryMode.DIGEST
+    facts_by_id = {a.pk: selectors.alert_facts(alert=a) for a in alerts}
+    ordered = content.worst_first(list(facts_by_id.values()))
+    by_id = {a.pk: a for a in alerts}
+    inline: list[tuple[str, bytes]] = []
+    charts_by_id: dict[int, tuple[str, str]] = {}
+    for facts in ordered:
+        if len(inline) >= CHARTS_PER_EMAIL:
+            break
+        drawn = _chart(by_id[facts.id], facts)
+        if drawn is not None:
+            content_id = f"chart-{facts.id}@accelboard"
+            inline.append((content_id, drawn[0]))
+            charts_by_id[facts.id] = (content_id, drawn[1])
+    items = {
+        f.id: _item(f, user_id=user_id, delivery_id=delivery_id, chart=charts_by_id.get(f.id))
+        for f in ordered
+    }
+    sections = []
+    if digest:
+        for section in content.digest_sections(ordered):
+            sections.append(
+                {
+                    "team": section.team,
+                    "counts": section.counts,
+                    "groups": [
+                        {
+                            "commit": content.short_commit(g.commit),
+                            "heading": g.heading,
+                            "items": [items[a.id] for a in g.alerts],
+                        }
+                        for g in section.groups
+                    ],
+                }
+            )
+    unsubscribe = links.absolute(links.unsubscribe_path(token))
+    worst = ordered[0]
+    commit = worst.commit if all(f.commit == worst.commit for f in ordered) else ""
     context = {
-        "rows": rows,
-        "mode": mode,
-        "digest": mode == DeliveryMode.DIGEST,
+        "digest": digest,
         "day": day,
-        "count": len(rows),
-        "commits": rows[0]["commits"] if rows else "",
+        "count": len(ordered),
+        "items": [items[f.id] for f in ordered],
+        "sections": sections,
+        "counts": content.severity_counts(ordered),
+        "team": worst.team,
+        "teams": sorted({f.team for f in ordered}),
+        "commit": content.short_commit(commit),
+        "kind_plural": content.kind_plural(ordered),
         "unsubscribe_url": unsubscribe,
-        "subscriptions_url": absolute(reverse("notifications:subscriptions")),
+        "subscriptions_url": links.absolute(reverse("notifications:subscriptions")),
+        "link_days": links.TRIAGE_MAX_AGE.days,
         "site_url": settings.SITE_URL,
     }
-    subject = subject_for(alerts=alerts, mode=mode, day=day)
-    message = EmailMultiAlternatives(
+    subject = content.subject_for(alerts=ordered, digest=digest, day=day)
+    message = AlertEmail(
         subject=subject,
         body=render_to_string("email/alerts.txt", context),
         from_email=settings.DEFAULT_FROM_EMAIL,
@@ -174,14 +198,52 @@ def message_build(
             "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
             "Auto-Submitted": "auto-generated",
         },
+        inline_images=inline,
     )
     message.attach_alternative(render_to_string("email/alerts.html", context), "text/html")
     return message
+
+
+def check_email_build(*, to: str, requested_by: str = "") -> EmailMultiAlternatives:
+    """A short email that proves the mail settings work, naming what they are."""
+    backend, host = mail_settings_summary()
+    context = {
+        "site_url": settings.SITE_URL,
+        "from_email": settings.DEFAULT_FROM_EMAIL,
+        "backend": backend,
+        "host": host,
+        "requested_by": requested_by,
+        "sent_at": timezone.now(),
+        "subscriptions_url": links.absolute(reverse("notifications:subscriptions")),
+    }
+    message = EmailMultiAlternatives(
+        subject="[accelboard] Test email: alert emails can reach you",
+        body=render_to_string("email/test.txt", context),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=[to],
+        headers={"Auto-Submitted": "auto-generated"},
+    )
+    message.attach_alternative(render_to_string("email/test.html", context), "text/html")
+    return message
+
+
+def mail_settings_summary() -> tuple[str, str]:
+    """(backend path, "host:port" or "") of the configured mail backend, for people to read."""
+    mailers = getattr(settings, "MAILERS", None)
+    if mailers is not None:
+        default = mailers.get("default", {})
+        options = default.get("OPTIONS", {})
+        backend = str(default.get("BACKEND", "django.core.mail.backends.smtp.EmailBackend"))
+        host = f"{options.get('host', 'localhost')}:{options.get('port', 25)}"
+    else:
+        backend = str(settings.EMAIL_BACKEND)
+        host = f"{settings.EMAIL_HOST}:{settings.EMAIL_PORT}"
+    return backend, host if backend.endswith("smtp.EmailBackend") else ""
 
 
 def mail_connection() -> Any:
     """The configured backend: ``mailers.default`` on Django >= 6.1 (``MAILERS``), else
     ``get_connection()`` (``EMAIL_*``); one place so that neither raises a deprecation warning."""
     if django.VERSION >= (6, 1):
-        return mail.mailers.default  # type: ignore[attr-defined]
+        return mail.mailers.default
     return mail.get_connection()

@@ -1,4 +1,4 @@
-"""Forms of the notifications page: add a subscription, change its mode."""
+"""Forms of the notifications pages: add a subscription, change its mode, dismiss from a link."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from accelboard.alerts.choices import AlertKind
+from accelboard.alerts.choices import AlertKind, DismissReason
 
 from . import selectors
 from .choices import DeliveryMode
@@ -48,3 +48,10 @@ class SubscriptionAddForm(forms.Form):
 
 class SubscriptionModeForm(forms.Form):
     mode = forms.ChoiceField(choices=DeliveryMode.choices)
+
+
+class TriageDismissForm(forms.Form):
+    """Why an alert is dismissed from an email's link, as on the alert's own page."""
+
+    reason = forms.ChoiceField(choices=DismissReason.choices, initial=DismissReason.FALSE_ALARM)
+    note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))

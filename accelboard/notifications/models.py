@@ -3,7 +3,10 @@
 ``Subscription``: a user follows a whole team, one series, or one alert kind of a team, either
 immediately or as a daily digest. ``Delivery``: one email to one user; ``DeliveryItem`` ties it
 to the alerts it carries, with a unique (user, alert) pair so that an alert reaches a user once
-at most, whichever worker or mode gets there first.
+at most, whichever worker or mode gets there first. ``TriageLinkUse``: an email's signed
+acknowledge or dismiss link that has acted (a link acts once). ``OutboxMessage``: an email kept
+in the database instead of sent (the demo's and a trial install's mail backend), read by staff
+in the browser.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from django.db.models import Q
 
 from accelboard.alerts.choices import AlertKind
 
-from .choices import DeliveryMode, DeliveryStatus
+from .choices import DeliveryMode, DeliveryStatus, TriageAction
 
 
 def series_label(series: Any) -> str:
@@ -114,3 +117,38 @@ class DeliveryItem(models.Model):
 
     def __str__(self) -> str:
         return f"alert {self.alert_id} → user {self.user_id}"
+
+
+class TriageLinkUse(models.Model):
+    """A signed triage link that has acted; the unique digest refuses the same link a second time."""
+
+    # sha256 of the whole token: the token itself is a credential and is not stored.
+    digest = models.CharField(max_length=64, unique=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    alert = models.ForeignKey("alerts.Alert", on_delete=models.CASCADE, related_name="+")
+    action = models.CharField(max_length=16, choices=TriageAction.choices)
+    delivery = models.ForeignKey(Delivery, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    used_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-used_at"]
+
+    def __str__(self) -> str:
+        return f"{self.action} alert {self.alert_id} by user {self.user_id}"
+
+
+class OutboxMessage(models.Model):
+    """One email as the mail client would receive it (``raw``), with its envelope for the list."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    subject = models.CharField(max_length=998, blank=True)
+    from_email = models.CharField(max_length=320, blank=True)
+    # Envelope recipients (to, cc and bcc), as the SMTP server would have been given them.
+    recipients = models.JSONField(default=list)
+    raw = models.BinaryField()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.subject} → {', '.join(self.recipients)}"

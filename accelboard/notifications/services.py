@@ -11,29 +11,41 @@ Sending is in two steps so that it is safe to run twice and under two workers:
    acknowledged, dismissed or resolved since planning are left out; when none is left the
    delivery is ``skipped``. An SMTP error is recorded (status failed, attempts, last error, next
    attempt) and re-raised so that the task's declared retry runs; the beat pass retries what is due.
+
+Triage from an email (``triage_link_read``, ``triage_link_use``): a signed link names the user,
+the alert and the action; using it records the alerts app's own transition as that user and a
+``TriageLinkUse`` row in one transaction, so a link acts once, and a refused transition (the
+alert was acknowledged meanwhile) leaves the link unused.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.core import signing
 from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from accelboard.alerts.choices import AlertState
+from accelboard.alerts.choices import AlertState, DismissReason
 from accelboard.alerts.models import Alert
+from accelboard.alerts.services import AlertTransitionError, alert_acknowledge, alert_dismiss
 from accelboard.benchmarks.models import Series
-from accelboard.core.models import Membership, Team
+from accelboard.core.access import Action, can, scope_for_user
+from accelboard.core.models import Team
+from accelboard.core.selectors import team_leads_mailable
 
-from . import emails
-from .choices import DeliveryMode, DeliveryStatus
+from . import emails, links, selectors
+from .choices import DeliveryMode, DeliveryStatus, TriageAction
 from .grouping import AlertRef, SubscriptionRef
 from .grouping import deliveries_plan as plan_groups
-from .models import Delivery, DeliveryItem, Subscription
+from .models import Delivery, DeliveryItem, OutboxMessage, Subscription, TriageLinkUse
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +69,7 @@ _PLAN_LOCK = 0x6E6F7469  # "noti": one advisory lock for every planner
 
 
 def _require_member(*, user: Any, team: Team) -> None:
-    if not Membership.objects.filter(user=user, team=team).exists():
+    if not can(user, Action.SUBSCRIBE, team):
         raise ValidationError({"team": "You can only subscribe to alerts of teams you belong to."})
 
 
@@ -81,8 +93,10 @@ def subscription_create(
 
 def subscriptions_for_my_teams(*, user: Any, mode: str = DeliveryMode.IMMEDIATE) -> int:
     """One click: follow all alerts of every team the user belongs to. Returns how many were new."""
-    team_ids = Membership.objects.filter(user=user).values_list("team_id", flat=True)
-    rows = [Subscription(user=user, team_id=team_id, mode=mode) for team_id in team_ids]
+    scope = scope_for_user(user)
+    rows = [
+        Subscription(user=user, team_id=t, mode=mode) for t in scope.teams if scope.can(Action.SUBSCRIBE, t)
+    ]
     before = Subscription.objects.filter(user=user).count()
     Subscription.objects.bulk_create(rows, ignore_conflicts=True)
     return Subscription.objects.filter(user=user).count() - before
@@ -105,9 +119,7 @@ def subscription_unsubscribe(*, token: str) -> tuple[Any, int]:
     already gone is not an error (mail clients may post the link twice).
 
     Raises ``signing.BadSignature`` for a token we did not sign."""
-    from django.contrib.auth import get_user_model
-
-    payload = emails.unsubscribe_token_read(token)
+    payload = links.unsubscribe_token_read(token)
     user = get_user_model().objects.filter(pk=payload["u"]).first()
     if user is None:
         return None, 0
@@ -129,6 +141,7 @@ def deliveries_plan(*, mode: str, now: datetime | None = None, settle: timedelta
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_PLAN_LOCK])
         subs = list(
+            # Still a member (core.access: e-mail follows membership, staff included).
             Subscription.objects.filter(team__memberships__user=F("user"))
             .exclude(user__email="")
             .filter(user__is_active=True)
@@ -227,17 +240,7 @@ def delivery_send(*, delivery_id: int, now: datetime | None = None, force: bool 
         status = Delivery.objects.filter(pk=delivery_id).values_list("status", flat=True).first()
         return status or "missing"
     delivery = Delivery.objects.select_related("user", "subscription").get(pk=delivery_id)
-    alerts = list(
-        Alert.objects.filter(pk__in=delivery.items.values("alert_id"), state=AlertState.OPEN)
-        .select_related(
-            "team",
-            "series__workload__variant__model",
-            "series__accelerator_type",
-            "first_run",
-            "last_good_run",
-        )
-        .order_by("opened_at", "pk")
-    )
+    alerts = selectors.alerts_for_email(alert_ids=list(delivery.items.values_list("alert_id", flat=True)))
     reason = ""
     if not alerts:
         reason = "every alert was acknowledged, dismissed or resolved before sending"
@@ -248,13 +251,15 @@ def delivery_send(*, delivery_id: int, now: datetime | None = None, force: bool 
     if reason:
         Delivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.SKIPPED, last_error=reason)
         return DeliveryStatus.SKIPPED
-    token = emails.unsubscribe_token(user_id=delivery.user_id, subscription_id=delivery.subscription_id)
+    token = links.unsubscribe_token(user_id=delivery.user_id, subscription_id=delivery.subscription_id)
     message = emails.message_build(
         to=delivery.user.email,
+        user_id=delivery.user_id,
         alerts=alerts,
         mode=delivery.mode,
         token=token,
         day=delivery.group_key.removeprefix("digest:") if delivery.mode == DeliveryMode.DIGEST else "",
+        delivery_id=delivery.pk,
     )
     try:
         emails.mail_connection().send_messages([message])
@@ -287,3 +292,137 @@ def deliveries_due(*, now: datetime | None = None) -> list[int]:
         .order_by("created_at")
         .values_list("pk", flat=True)
     )
+
+
+# --- triage from an email's link --------------------------------------------------------------
+
+
+class TriageLinkError(Exception):
+    """A triage link that cannot act; ``status`` is the HTTP status its page answers with."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class TriagePrompt:
+    """What the confirmation page shows for a valid link."""
+
+    claim: links.TriageClaim
+    user: Any
+    alert: Alert
+    used: TriageLinkUse | None
+    allowed: bool
+
+
+def triage_link_read(*, token: str) -> TriagePrompt:
+    """Check a triage link without acting. Raises ``TriageLinkError``: 400 for a token we did not
+    sign (cut or changed), 410 for an expired one, 404 when its user or alert no longer exists."""
+    try:
+        claim = links.triage_token_read(token)
+    except links.TriageLinkExpired:
+        raise TriageLinkError(
+            f"This link has expired: email links work for {links.TRIAGE_MAX_AGE.days} days. "
+            "Open the alert in accelboard to triage it.",
+            status=410,
+        ) from None
+    except signing.BadSignature:
+        raise TriageLinkError(
+            "This link is not valid. It may have been cut by your mail client: open the whole link "
+            "from the email again.",
+            status=400,
+        ) from None
+    user = get_user_model().objects.filter(pk=claim.user_id).first()
+    alert = selectors.alert_for_triage(alert_id=claim.alert_id)
+    if user is None or alert is None:
+        raise TriageLinkError("The alert or the account this link was sent to no longer exists.", status=404)
+    used = TriageLinkUse.objects.filter(digest=claim.digest).select_related("user").first()
+    return TriagePrompt(
+        claim=claim, user=user, alert=alert, used=used, allowed=can(user, Action.TRIAGE, alert.team_id)
+    )
+
+
+def triage_link_use(*, token: str, reason: str = "", note: str = "") -> Alert:
+    """Act on a triage link as its user, once: acknowledge, or dismiss with ``reason``.
+
+    Raises ``TriageLinkError``: those of ``triage_link_read``, 410 for a link already used,
+    403 when the user may no longer triage the team's alerts, 400 for an unknown dismiss reason,
+    409 when the alert's state does not allow it (the link stays unused)."""
+    prompt = triage_link_read(token=token)
+    claim, alert, user = prompt.claim, prompt.alert, prompt.user
+    if prompt.used is not None:
+        raise TriageLinkError(
+            f"This link was already used on {prompt.used.used_at:%Y-%m-%d %H:%M} UTC.", status=410
+        )
+    if not prompt.allowed:
+        raise TriageLinkError(
+            f"{user.get_username()} can no longer triage {alert.team.name}'s alerts "
+            "(only its leads and engineers can).",
+            status=403,
+        )
+    if claim.action == TriageAction.DISMISS and reason not in DismissReason.values:
+        raise TriageLinkError(
+            f"reason: choose one of {', '.join(DismissReason.values)} to dismiss an alert.", status=400
+        )
+    delivery_id = claim.delivery_id
+    if delivery_id is not None and not Delivery.objects.filter(pk=delivery_id).exists():
+        delivery_id = None
+    try:
+        with transaction.atomic():
+            TriageLinkUse.objects.create(
+                digest=claim.digest,
+                user=user,
+                alert=alert,
+                action=claim.action,
+                delivery_id=delivery_id,
+                used_at=timezone.now(),
+            )
+            if claim.action == TriageAction.ACKNOWLEDGE:
+                return alert_acknowledge(alert=alert, user=user)
+            return alert_dismiss(alert=alert, user=user, reason=reason, note=note)
+    except IntegrityError:
+        # A second click that raced the first: the first one acted.
+        raise TriageLinkError("This link was already used.", status=410) from None
+    except AlertTransitionError as exc:
+        raise TriageLinkError(str(exc), status=409) from None
+
+
+# --- operators and the demo -------------------------------------------------------------------
+
+
+def email_test_send(*, to: str, requested_by: str = "") -> str:
+    """Send the test email to ``to`` now, through the configured backend (not a worker: the point
+    is to see the SMTP server's answer). Returns a sentence saying where it went.
+
+    Raises ``ValidationError`` naming ``to`` for a malformed address, and the backend's
+    ``OSError`` (``smtplib.SMTPException`` is one) when the server refuses or cannot be reached."""
+    to = (to or "").strip()
+    try:
+        validate_email(to)
+    except ValidationError:
+        raise ValidationError({"to": f"{to!r} is not an email address."}) from None
+    message = emails.check_email_build(to=to, requested_by=requested_by)
+    emails.mail_connection().send_messages([message])
+    backend, host = emails.mail_settings_summary()
+    where = f"the SMTP server {host}" if host else backend.rsplit(".", 1)[-1]
+    return f"Test email sent to {to} through {where}."
+
+
+def subscriptions_for_team_leads(
+    *, team_slugs: list[str] | None = None, mode: str = DeliveryMode.IMMEDIATE
+) -> int:
+    """Subscribe every team lead to all alerts of the teams they lead (the demo's inboxes);
+    returns how many subscriptions were new. Alerts opened before now are not mailed."""
+    rows = [
+        Subscription(user_id=u, team_id=t, mode=mode) for u, t in team_leads_mailable(team_slugs=team_slugs)
+    ]
+    before = Subscription.objects.count()
+    Subscription.objects.bulk_create(rows, ignore_conflicts=True)
+    return Subscription.objects.count() - before
+
+
+def outbox_clear() -> int:
+    """Delete every stored email (the outbox page's button); returns how many."""
+    deleted, _ = OutboxMessage.objects.all().delete()
+    return deleted

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from accelboard.core.access import TeamScopedQuerySet
+
 from .choices import Engine
 
 
@@ -31,6 +33,8 @@ class InferenceMetric(models.Model):
     # Prometheus-style cumulative buckets per histogram: {"ttft": [[le_seconds, count], ...]}
     histograms = models.JSONField(default=dict, blank=True)
     batch_id = models.CharField(max_length=64, blank=True, help_text="Client id of the request that sent it")
+
+    objects = TeamScopedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-interval_start"]

@@ -13,9 +13,10 @@ from typing import Any
 
 from accelboard.benchmarks.choices import Precision
 from accelboard.benchmarks.models import ModelVariant
+from accelboard.benchmarks.selectors import model_variant_resolve
 from accelboard.benchmarks.services import model_variant_get_or_create
 from accelboard.core.models import Team
-from accelboard.fleet.ingest import IngestRejected
+from accelboard.fleet.ingest_services import IngestRejected
 from accelboard.fleet.models import Host
 
 from .models import InferenceMetric
@@ -48,12 +49,14 @@ def variant_precision_guess(name: str) -> str | None:
 
 
 def _variant(
-    *, model: str, variant: str, path: str, cache: dict[tuple[str, str], ModelVariant]
+    *, team: Team, model: str, variant: str, path: str, cache: dict[tuple[str, str], ModelVariant]
 ) -> ModelVariant:
+    """The variant as the team sees it (its own or a shared one); another team's is never used,
+    so its names answer as names nobody uses."""
     key = (model, variant)
     if key in cache:
         return cache[key]
-    found = ModelVariant.objects.filter(model__name=model, name=variant).first()
+    found = model_variant_resolve(team=team, model=model, variant=variant)
     if found is None:
         precision = variant_precision_guess(variant)
         if precision is None:
@@ -63,7 +66,7 @@ def _variant(
                 path=path,
                 code="unknown_variant",
             )
-        found = model_variant_get_or_create(model=model, variant=variant, precision=precision)
+        found = model_variant_get_or_create(model=model, variant=variant, precision=precision, team=team)
     cache[key] = found
     return found
 
@@ -87,7 +90,7 @@ def inference_metrics_store(*, team: Team, host: Host, batch_id: str, intervals:
             )
         seen.add(key)
         variant = _variant(
-            model=item.model, variant=item.variant, path=f"intervals[{i}].variant", cache=variants
+            team=team, model=item.model, variant=item.variant, path=f"intervals[{i}].variant", cache=variants
         )
         rows.append(
             InferenceMetric(

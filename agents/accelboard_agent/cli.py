@@ -93,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--batch-size", type=int, default=None)
     bench.add_argument("--results", help="the tool's results file (no importer in this version)")
+    bench.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a profiler trace the command writes (a file, or a directory of per-rank *.pt.trace.json[.gz] "
+        "files as tensorboard_trace_handler writes them): uploaded with the run (repeatable)",
+    )
     bench.add_argument("bench_command", nargs=argparse.REMAINDER, metavar="-- CMD ...")
 
     scrape = commands.add_parser("scrape", help="ship a vLLM /metrics endpoint as inference metrics")
@@ -227,10 +235,34 @@ def _bench_gpus(config: Config) -> list[str]:
     return items
 
 
+TRACE_SUFFIXES = (".json", ".json.gz", ".csv")
+
+
+def _profile_files(paths: list[str], *, since: float) -> list[str]:
+    """The trace files behind ``--profile``: a file as given, or a directory's trace files that
+    the command wrote (modified since it started). A path the command did not write is said, not fatal."""
+    found: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            names = sorted(
+                os.path.join(path, name)
+                for name in os.listdir(path)
+                if name.endswith(TRACE_SUFFIXES) and os.path.getmtime(os.path.join(path, name)) >= since - 1
+            )
+            if not names:
+                _say(f"profile: no trace written under {path}; the run is uploaded without one")
+            found += [os.path.abspath(name) for name in names]
+        elif os.path.isfile(path):
+            found.append(os.path.abspath(path))
+        else:
+            _say(f"profile: {path} was not written by the command; the run is uploaded without it")
+    return found
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import RESULT_IMPORTERS, SelectionError, bench_execute, gpus_select, run_payload
     from .sender import Sender
-    from .spool import RUN, Spool
+    from .spool import PROFILE, RUN, Spool
 
     command = list(args.bench_command)
     if command and command[0] == "--":
@@ -257,6 +289,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             devices = gpus_select(backend.devices, _bench_gpus(config), mig=mig)
         except SelectionError as exc:
             raise UsageError(str(exc)) from None
+    started = time.time()
     try:
         measured = bench_execute(command=command, backend=backend, devices=devices)
     except SelectionError as exc:
@@ -279,10 +312,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.precision is None:
         payload["context"]["precision_defaulted"] = True
     spool = Spool(config.spool, max_samples=config.spool_max_samples)
+    traces = _profile_files(args.profile, since=started)
+    profile_id = f"{payload['run_id']}:profile"
     try:
         spool.outbox_add(client_id=payload["run_id"], kind=RUN, payload=payload)
+        if traces:
+            spool.outbox_add(
+                client_id=profile_id, kind=PROFILE, payload={"run_id": payload["run_id"], "files": traces}
+            )
         sender = Sender(spool=spool, hostname=hostname, **_sender_options(config))
         outcome = sender.send_client(payload["run_id"])
+        profile_outcome = sender.send_client(profile_id) if traces and outcome == "sent" else ""
     finally:
         spool.close()
     summary = {m["name"]: m["value"] for m in payload["metrics"]}
@@ -293,6 +333,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"{measured['energy_integrated_j']:.1f} J, disagreement {measured['energy_disagreement']:.2%}{flag}"
         )
     _say(f"run {payload['run_id']}: exit {measured['exit_status']}, {json.dumps(summary)}")
+    if profile_outcome == "sent":
+        _say(f"profile uploaded ({len(traces)} file(s))")
+    elif profile_outcome == "rejected":
+        _say("the server rejected the profile (see the log line above)")
     if outcome == "sent":
         _say("run uploaded")
     elif outcome == "rejected":

@@ -16,19 +16,25 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 import random
+import shutil
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from typing import Any
 
 from . import __version__
-from .spool import Spool
+from .spool import PROFILE, Spool
 
 log = logging.getLogger("accelboard_agent.sender")
 
 MAX_SEALED_AHEAD = 2
+# How often an idle sender truncates the spool's WAL.
+WAL_CHECKPOINT_INTERVAL_S = 60.0
 RETRY_STATUSES = {401, 403, 408, 425, 429}
 
 
@@ -62,6 +68,54 @@ def http_post(url: str, *, token: str, payload: str, timeout: float) -> tuple[in
             return response.status, response.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode("utf-8", "replace")
+
+
+# Traces are large: their upload gets longer than a telemetry batch.
+PROFILE_TIMEOUT_S = 600.0
+
+
+def http_post_files(url: str, *, token: str, files: list[str], timeout: float) -> tuple[int, str]:
+    """POST trace files as multipart ``profile`` parts (gzip-compressed unless they already are),
+    streamed from a temporary file so a trace of any size needs little memory. Raises
+    ``FileNotFoundError`` when a file is gone, ``OSError`` on network failures."""
+    boundary = f"accelboard-{uuid.uuid4().hex}"
+    with tempfile.TemporaryFile() as body:
+        for path in files:
+            name = os.path.basename(path)
+            with open(path, "rb") as source:
+                gzipped = source.read(2) == b"\x1f\x8b"
+                source.seek(0)
+                filename = name if gzipped else name + ".gz"
+                safe = filename.replace('"', "_").replace("\r", "_").replace("\n", "_")
+                body.write(
+                    f'--{boundary}\r\nContent-Disposition: form-data; name="profile"; filename="{safe}"\r\n'
+                    "Content-Type: application/octet-stream\r\n\r\n".encode()
+                )
+                if gzipped:
+                    shutil.copyfileobj(source, body)
+                else:
+                    with gzip.GzipFile(fileobj=body, mode="wb", compresslevel=5) as packed:
+                        shutil.copyfileobj(source, packed)
+                body.write(b"\r\n")
+        body.write(f"--{boundary}--\r\n".encode())
+        length = body.tell()
+        body.seek(0)
+        request = urllib.request.Request(
+            url,
+            data=body,
+            method="POST",
+            headers={
+                "Content-Type": f"multipart/form-data; boundary={boundary}",
+                "Content-Length": str(length),
+                "Authorization": f"Bearer {token}",
+                "User-Agent": f"accelboard-agent/{__version__}",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode("utf-8", "replace")
 
 
 def _error_message(status: int, body: str) -> str:
@@ -136,7 +190,17 @@ class Sender:
     def _send_row(self, row: dict[str, Any]) -> str:
         url = self.server + row["endpoint"]
         try:
-            status, body = http_post(url, token=self.token, payload=row["payload"], timeout=self.timeout)
+            if row["kind"] == PROFILE:
+                files = json.loads(row["payload"])["files"]
+                timeout = max(self.timeout, PROFILE_TIMEOUT_S)
+                status, body = http_post_files(url, token=self.token, files=files, timeout=timeout)
+            else:
+                status, body = http_post(url, token=self.token, payload=row["payload"], timeout=self.timeout)
+        except FileNotFoundError as exc:  # the trace was deleted before it could be sent
+            message = f"profile file gone: {exc.filename}"
+            log.error("dropping %s %s: %s", row["kind"], row["client_id"], message)
+            self.spool.outbox_reject(seq=row["seq"], items=row["items"], error=message)
+            return "rejected"
         except OSError as exc:  # URLError, connection refused/reset, timeouts
             reason = getattr(exc, "reason", exc)
             return self._retry(row, f"network error: {reason}")
@@ -166,9 +230,21 @@ class Sender:
         return "retry"
 
     def run(self) -> None:
+        # A (re)started agent owes the server no backoff from its previous life: the server may
+        # have been back for minutes, and a batch still waiting out a stored 2-minute delay would
+        # arrive after newer ones.
+        self.spool.outbox_backoff_reset()
+        last_checkpoint = time.monotonic()
         while not self.stop.is_set():
             try:
                 self.send_once()
+                # Idle (nothing queued) and a while since the last one: cut the WAL back, so the
+                # spool file does not grow with every sample tick.
+                if time.monotonic() - last_checkpoint >= WAL_CHECKPOINT_INTERVAL_S and not (
+                    self.spool.outbox_pending()
+                ):
+                    self.spool.wal_checkpoint()
+                    last_checkpoint = time.monotonic()
             except Exception:  # the sender must outlive any one bad round (disk full, bad row)
                 log.exception("send round failed")
             wait = self.send_interval

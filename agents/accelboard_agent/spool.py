@@ -44,13 +44,20 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 """
 
+# WAL bounds: checkpoint after ~1 MB of writes, truncate the file back to 1 MB afterwards.
+WAL_AUTOCHECKPOINT_PAGES = 256
+JOURNAL_SIZE_LIMIT = 1024 * 1024
+
 TELEMETRY = "telemetry"
 RUN = "run"
 INFERENCE = "inference"
+# A profiler trace for a run already queued: payload {"run_id", "files"}; sent after its run.
+PROFILE = "profile"
 ENDPOINTS = {
     TELEMETRY: "/api/v1/telemetry",
     RUN: "/api/v1/runs",
     INFERENCE: "/api/v1/inference-metrics",
+    PROFILE: "/api/v1/runs/{run_id}/profile",
 }
 
 
@@ -68,6 +75,11 @@ class Spool:
         # NORMAL in WAL mode survives a process crash (SIGKILL); a power cut may lose the last
         # transaction, never corrupt the file.
         self.db.execute("PRAGMA synchronous=NORMAL")
+        # The WAL is checkpointed every WAL_AUTOCHECKPOINT_PAGES pages (4 KiB) and cut back to
+        # JOURNAL_SIZE_LIMIT after a checkpoint; without the limit it kept its high-water size and,
+        # with two connections reading it all the time, grew by every tick's writes (~35 KB/s).
+        self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        self.db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         self.db.executescript(_SCHEMA)
         self.db.execute(
             "INSERT OR IGNORE INTO meta (key, value) VALUES ('spool_id', ?)", (uuid.uuid4().hex[:8],)
@@ -157,7 +169,11 @@ class Spool:
                 return None
             facts = json.loads(facts_text)
             number = int(self._meta("batch_seq", "0")) + 1
-            batch_id = f"{hostname[:80]}:{self.spool_id}:{number:09d}"
+            # The id carries the hostname the batch reports (the one the daemon was configured
+            # with), whoever seals it: ``flush`` run without ``--hostname`` must not seal under
+            # the machine's name.
+            reported = str(facts["host"].get("hostname") or hostname)
+            batch_id = f"{reported[:80]}:{self.spool_id}:{number:09d}"
             host = dict(facts["host"])
             host_facts = dict(host.get("facts") or {})
             # The server sees what the agent lost, next to the host it lost it on.
@@ -203,7 +219,7 @@ class Spool:
             (
                 client_id,
                 kind,
-                ENDPOINTS[kind],
+                ENDPOINTS[kind].format(run_id=payload.get("run_id", "")),
                 json.dumps(payload, separators=(",", ":")),
                 items,
                 time.time(),
@@ -242,6 +258,8 @@ class Spool:
         self.db.execute("BEGIN IMMEDIATE")
         self.db.execute("DELETE FROM outbox WHERE seq = ?", (seq,))
         self._meta_set("last_success", time.time())
+        # A success after an error: the error is history, ``status`` must not show it as current.
+        self._meta_set("last_error", "")
         self._meta_add("sent_batches", 1)
         self._meta_add("sent_items", items)
         self.db.execute("COMMIT")
@@ -266,6 +284,16 @@ class Spool:
     def outbox_retry_now(self) -> None:
         """Make every queued row due (``flush``)."""
         self.db.execute("UPDATE outbox SET next_try = 0")
+
+    def outbox_backoff_reset(self) -> None:
+        """Forget stored backoffs (an agent starting): the server may have come back while the
+        agent was down, and a batch kept waiting out an old backoff would arrive after newer
+        ones. Attempts restart too, so a server still away is retried from the base delay."""
+        self.db.execute("UPDATE outbox SET next_try = 0, attempts = 0 WHERE next_try > 0 OR attempts > 0")
+
+    def wal_checkpoint(self) -> None:
+        """Checkpoint the WAL and cut it back to ``JOURNAL_SIZE_LIMIT`` (the sender, when idle)."""
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     # -- status --------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

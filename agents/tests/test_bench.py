@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import FakeGpu  # this folder (no __init__.py): the root tests package must not shadow it
 
 from accelboard_agent.bench import counter_energy_j, energy_choose, integrated_energy_j
 from accelboard_agent.cli import main
-from tests.conftest import FakeGpu
 
 
 @pytest.fixture

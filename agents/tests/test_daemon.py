@@ -15,9 +15,9 @@ from collections import defaultdict
 
 import pynvml
 import pytest
+from conftest import FakeGpu  # this folder (no __init__.py): the root tests package must not shadow it
 
 from accelboard_agent.cli import main
-from tests.conftest import FakeGpu
 
 INTERVAL = 0.1
 

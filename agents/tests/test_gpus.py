@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pynvml
+from conftest import FakeGpu  # this folder (no __init__.py): the root tests package must not shadow it
 
 from accelboard_agent.daemon import energy_check
 from accelboard_agent.gpus import NoGpu, nvml_open
-from tests.conftest import FakeGpu
 
 
 def test_it_reads_every_hot_signal_in_api_units(fake_nvml):

@@ -132,3 +132,36 @@ def test_it_sends_runs_and_inference_batches_to_their_endpoints(tmp_path, server
     ]
     assert server.stored("/api/v1/runs") == [{"run_id": "run-1"}]
     assert spool.outbox_pending() == 0
+
+
+def test_it_forgets_a_stored_backoff_when_the_agent_restarts(tmp_path, server):
+    # The server was away: the batch was told to wait two minutes. The agent restarts after the
+    # server is back; the batch must go at once, not after the old backoff.
+    spool = _spool(tmp_path)
+    server.stop()
+    _sender(spool, server.url, backoff_base=120.0, backoff_max=120.0).send_once()
+    assert spool.outbox_due() == []
+    server.start()
+
+    restarted = _sender(spool, server.url)
+    restarted.stop.set()  # run() resets the backoffs, then finds stop set and returns
+    restarted.run()
+    restarted.stop.clear()
+
+    row = spool.outbox_due()[0]
+    assert row["attempts"] == 0
+    assert restarted.send_once()["sent"] == 1
+    assert len(server.samples()) == 3
+
+
+def test_status_shows_no_error_once_a_later_send_succeeded(tmp_path, server):
+    spool = _spool(tmp_path)
+    server.forced = [503]
+    sender = _sender(spool, server.url)
+    sender.send_once()
+    assert "HTTP 503" in spool.status()["last_error"]
+
+    spool.outbox_retry_now()
+    assert sender.send_once()["sent"] == 1
+
+    assert spool.status()["last_error"] is None

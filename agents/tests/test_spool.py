@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from accelboard_agent.spool import Spool
 
@@ -75,3 +76,42 @@ def test_it_seals_a_facts_only_batch_when_facts_change(tmp_path):
     assert first is not None and nothing is None and changed is not None
     last = json.loads(spool.outbox_due()[-1]["payload"])
     assert last["samples"] == [] and last["host"]["facts"]["os"] == "B"
+
+
+def test_it_seals_batch_ids_with_the_reported_hostname_whoever_seals(tmp_path):
+    # The daemon reports host "gpu-17" (configured); `flush` without --hostname passes the
+    # machine's name. The batch id must name the host the batch reports.
+    spool = Spool(str(tmp_path / "s.db"))
+    spool.facts_set(host={"hostname": "gpu-17", "facts": {}}, accelerators=[{"uuid": "GPU-a"}])
+    spool.samples_add(_samples(0, 2))
+
+    batch_id = spool.telemetry_seal(hostname="build-box.local", max_samples=10)
+    payload = json.loads(spool.outbox_due()[0]["payload"])
+
+    assert batch_id == f"gpu-17:{spool.spool_id}:000000001"
+    assert payload["host"]["hostname"] == "gpu-17"
+
+
+def test_the_wal_stays_bounded_while_samples_stream_and_nothing_is_pending(tmp_path):
+    # One tick a second of 8 GPUs, sealed and sent every 5 s, for an hour of ticks: the WAL must
+    # be checkpointed and cut back as it goes (it used to keep ~4 MB and grow towards it).
+    path = str(tmp_path / "s.db")
+    spool = Spool(path)
+    _facts(spool)
+    reader = Spool(path)  # the other threads hold their own connections, as in the daemon
+    sizes = []
+    for tick in range(3_600):
+        spool.samples_add([{"time": float(tick), "gpu": f"GPU-{g}", "power_w": 300.0} for g in range(8)])
+        reader.samples_count()
+        if tick % 5 == 4:
+            spool.telemetry_seal(hostname="h", max_samples=5_000)
+            row = spool.outbox_due()[0]
+            spool.outbox_done(seq=row["seq"], items=row["items"])
+        if tick % 60 == 59:
+            sizes.append(os.path.getsize(path + "-wal"))
+
+    assert spool.outbox_pending() == 0
+    assert max(sizes) <= 1.5 * 1024 * 1024
+    # The idle sender's checkpoint empties it.
+    spool.wal_checkpoint()
+    assert os.path.getsize(path + "-wal") == 0

@@ -1,4 +1,5 @@
-// Upload page: choose or drop files, preview what the server recognised, fill gaps, save.
+// Upload page: choose or drop files, preview what the server recognised (the files are one
+// submission: one card per run, each naming its files), pick or add what the files do not say, save.
 // Step 1 sends the files with XMLHttpRequest (fetch has no upload progress events) to the preview
 // endpoint, which parses and keeps them under a token; step 2 posts the token and the uploader's
 // additions with fetch. Everything the server sent is written with textContent, never as HTML.
@@ -17,6 +18,7 @@
   var previews = document.getElementById("previews");
   var chosen = [];
   var precisions = JSON.parse(document.getElementById("precision-choices").textContent);
+  var catalogue = JSON.parse(document.getElementById("upload-catalogue").textContent);
   var csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
 
   function el(tag, attrs, text) {
@@ -32,15 +34,20 @@
     return bytes + " B";
   }
 
+  // A file's name as sent: its path inside a chosen folder, else its name.
+  function pathOf(file) { return file.webkitRelativePath || file.name; }
+
   function setFiles(files) {
     chosen = Array.prototype.slice.call(files);
     chosenList.textContent = "";
-    chosen.forEach(function (file) { chosenList.appendChild(el("li", {}, file.name + " · " + sizeText(file.size))); });
+    chosen.forEach(function (file) { chosenList.appendChild(el("li", {}, pathOf(file) + " · " + sizeText(file.size))); });
     previewButton.disabled = chosen.length === 0;
     errorBox.textContent = "";
   }
 
   input.addEventListener("change", function () { setFiles(input.files); });
+  var folderInput = document.getElementById("folder-input");
+  folderInput.addEventListener("change", function () { setFiles(folderInput.files); });
   // Files chosen before this script ran (a slow load, or the browser restoring the form on Back)
   // fired their change event with no listener: take them now.
   if (input.files && input.files.length) { setFiles(input.files); }
@@ -60,7 +67,12 @@
 
   previewButton.addEventListener("click", function () {
     var data = new FormData();
-    chosen.forEach(function (file) { data.append("files", file, file.name); });
+    chosen.forEach(function (file) {
+      data.append("files", file, file.name);
+      data.append("paths", pathOf(file));
+    });
+    // The team's aliases take part in matching names, so the preview is for the chosen team.
+    data.append("team", document.getElementById("team-select").value);
     var xhr = new XMLHttpRequest();
     xhr.open("POST", form.dataset.previewUrl);
     xhr.setRequestHeader("X-CSRFToken", csrf);
@@ -77,7 +89,8 @@
         errorBox.textContent = body.error || ("The server answered " + xhr.status);
         return;
       }
-      showProgress(1, "Read " + body.files.length + " file" + (body.files.length === 1 ? "" : "s"));
+      showProgress(1, "Read " + body.files.length + " file" + (body.files.length === 1 ? "" : "s") + " into " +
+        body.runs.length + " run" + (body.runs.length === 1 ? "" : "s"));
       renderPreview(body);
     });
     xhr.addEventListener("error", function () { errorBox.textContent = "The upload failed: the server could not be reached."; });
@@ -85,22 +98,32 @@
     xhr.send(data);
   });
 
-  function field(index, name, label, value, placeholder, missing) {
+  function labelled(label, box, missing, note) {
     var wrap = el("label", {"class": "filter" + (missing ? " missing" : "")});
     wrap.appendChild(el("span", {}, label + (missing ? " (missing in the file)" : "")));
-    var box;
-    if (name === "precision") {
-      box = el("select", {name: "f" + index + "-precision", id: "f" + index + "-precision"});
-      precisions.forEach(function (choice) {
-        var option = el("option", {value: choice[0]}, choice[0] ? choice[1] : (value ? "from file: " + value : "choose…"));
-        box.appendChild(option);
-      });
-    } else {
-      box = el("input", {name: "f" + index + "-" + name, id: "f" + index + "-" + name, placeholder: placeholder || ""});
-      if (name === "accelerator_count") { box.setAttribute("type", "number"); box.setAttribute("min", "1"); }
-    }
     wrap.appendChild(box);
+    if (note) { wrap.appendChild(el("small", {"class": "muted"}, note)); }
     return wrap;
+  }
+
+  function textBox(index, name, placeholder, type) {
+    var box = el("input", {name: "r" + index + "-" + name, id: "r" + index + "-" + name, placeholder: placeholder || ""});
+    if (type) { box.setAttribute("type", type); }
+    return box;
+  }
+
+  function select(index, name, options) {
+    var box = el("select", {name: "r" + index + "-" + name, id: "r" + index + "-" + name});
+    options.forEach(function (option) {
+      if (option.group) {
+        var group = el("optgroup", {label: option.group});
+        option.options.forEach(function (item) { group.appendChild(el("option", {value: item[0]}, item[1])); });
+        if (option.options.length) { box.appendChild(group); }
+      } else {
+        box.appendChild(el("option", {value: option[0]}, option[1]));
+      }
+    });
+    return box;
   }
 
   function metricsTable(metrics) {
@@ -121,52 +144,155 @@
     return table;
   }
 
+  var HOW = {exact: "exact name", alias: "alias", user: "your choice", "new": "new to the catalogue"};
+
+  // What a name resolved to: "llama2-70b-99 → Llama-2-70B (alias: llama2-70b, built-in)".
+  function matchLine(kind, found) {
+    var line = el("p", {"class": "match match-" + (found.how || found.match || "missing"), "data-kind": kind});
+    var label = kind === "model" ? "Model" : "Accelerator";
+    if (!found.raw) {
+      line.textContent = label + ": the file does not name it; choose it below.";
+    } else if (found.name && found.how) {
+      // the spelling that matched, where it is not the file's own (an accuracy target or a suffix off)
+      // (an accelerator matches on its words, in any order: its spellings would say nothing more)
+      var spelled = kind === "model" && found.alias && found.alias.toLowerCase() !== found.raw.toLowerCase() ? found.alias : "";
+      var how = found.how === "alias" ? (found.source || "built-in") + " alias" + (spelled ? " " + spelled : "") : HOW[found.how];
+      line.textContent = label + ": " + found.raw + " → " + found.name + " (" + how + ")" +
+        (kind === "model" && found.suffix ? "; its “" + found.suffix + "” sets the variant" : "");
+    } else if (found.match === "ambiguous") {
+      var close = kind === "model" ? found.candidates : found.candidates.map(function (c) { return c.name; });
+      line.textContent = label + ": " + found.raw + " is not in the catalogue; close to " + close.join(", ") +
+        ". Pick what it is, or add it as new.";
+    } else {
+      line.textContent = label + ": " + found.raw + " is not in the catalogue. Pick what it is, or add it as new.";
+    }
+    return line;
+  }
+
+  function toggle(box, panel) {
+    // style, not the hidden attribute: the fields' own display rule would win over [hidden]
+    function sync() { panel.style.display = box.value === catalogue["new"] ? "" : "none"; }
+    box.addEventListener("change", sync);
+    sync();
+  }
+
+  function identityFields(run, missing) {
+    var identity = run.identity || {model: {}, accelerator: {}};
+    var model = identity.model || {}, accel = identity.accelerator || {};
+    var wrap = el("div", {"class": "identity"});
+    wrap.appendChild(matchLine("model", model));
+    wrap.appendChild(matchLine("accelerator", accel));
+    var row = el("div", {"class": "overrides"});
+    var modelFirst = model.name && model.how ? [["", model.name + " (" + HOW[model.how] + ")"]] : [["", "choose…"]];
+    var modelBox = select(run.index, "model", modelFirst.concat([
+      {group: "Close to the file's name", options: (model.candidates || []).map(function (name) { return [name, name]; })},
+      {group: "Catalogue", options: catalogue.models}
+    ], [[catalogue["new"], "New model…"]]));
+    row.appendChild(labelled("Model", modelBox, !!missing.model));
+    var newModel = textBox(run.index, "new_model", "name of the new model");
+    newModel.value = model.base || model.raw || "";
+    var newModelWrap = labelled("New model's name", newModel, false);
+    row.appendChild(newModelWrap);
+    toggle(modelBox, newModelWrap);
+
+    var accelFirst = accel.name && accel.how ? [["", accel.name + " (" + HOW[accel.how] + ")"]] : [["", "choose…"]];
+    var accelBox = select(run.index, "accelerator", accelFirst.concat([
+      {group: "Close to the file's name", options: (accel.candidates || []).map(function (c) { return [c.name, c.name]; })},
+      {group: "Catalogue", options: catalogue.accelerators}
+    ], [[catalogue["new"], "New accelerator type…"]]));
+    row.appendChild(labelled("Accelerator", accelBox, !!missing.accelerator));
+    var fresh = el("div", {"class": "overrides new-accelerator"});
+    var newName = textBox(run.index, "new_accelerator", "e.g. H100 NVL 94GB");
+    newName.value = accel.raw || "";
+    fresh.appendChild(labelled("New type's name", newName, false));
+    fresh.appendChild(labelled("Vendor", select(run.index, "accelerator_vendor", [["", "choose…"]].concat(catalogue.vendors)), false));
+    fresh.appendChild(labelled("Model", textBox(run.index, "accelerator_product", "e.g. H100"), false));
+    fresh.appendChild(labelled("Form factor", select(run.index, "accelerator_form_factor", [["", "—"]].concat(catalogue.form_factors)), false));
+    fresh.appendChild(labelled("Memory (GB)", textBox(run.index, "accelerator_memory_gb", "e.g. 94", "number"), false));
+    fresh.appendChild(labelled("Board power (W)", textBox(run.index, "accelerator_tdp_w", "e.g. 400", "number"), false));
+    toggle(accelBox, fresh);
+    wrap.appendChild(row);
+    wrap.appendChild(fresh);
+    if (model.raw || accel.raw) {
+      var remember = el("label", {"class": "remember"});
+      var check = el("input", {type: "checkbox", name: "r" + run.index + "-remember", id: "r" + run.index + "-remember", value: "1"});
+      // Offered checked where the file's name matched nothing without doubt: the next file says it again.
+      check.checked = model.match === "ambiguous" || accel.match === "ambiguous" || accel.match === "unknown";
+      remember.appendChild(check);
+      remember.appendChild(document.createTextNode(" Remember the file's names as this team's aliases of what I pick"));
+      wrap.appendChild(remember);
+    }
+    return wrap;
+  }
+
+  function renderRun(run) {
+    var card = el("div", {"class": "file-preview run-preview", id: "run-" + run.index});
+    card.appendChild(el("h3", {}, "Run " + (run.index + 1) + " · " + run.format));
+    card.appendChild(el("p", {"class": "muted run-files"}, "Read from " + run.files.map(function (name) {
+      return name.split("/").pop();
+    }).join(", ")));
+    var error = el("p", {"class": "error run-error", id: "run-" + run.index + "-error"}, run.rejected || "");
+    card.appendChild(error);
+    var facts = el("p", {"class": "recognised"});
+    facts.textContent = run.format + " · model " + (run.model || "unknown") + " · " +
+      (run.variant || "variant unknown") + " · precision " + (run.precision || "unknown") + " · hardware " +
+      (run.accelerator ? (run.accelerator_count || 1) + "× " + run.accelerator : "unknown") +
+      (run.started_at ? " · started " + run.started_at : "");
+    card.appendChild(facts);
+    if (run.rejected) { return card; }
+    var missing = {};
+    var needs = el("div", {"class": "needs-list"});
+    (run.missing || []).forEach(function (m) {
+      missing[m.field] = true;
+      needs.appendChild(el("p", {"class": "needs"}, "Needed before saving: " + m.message));
+    });
+    card.appendChild(needs);
+    card.appendChild(identityFields(run, missing));
+    var extra = el("div", {"class": "overrides"});
+    var count = textBox(run.index, "accelerator_count", run.accelerator_count ? "file: " + run.accelerator_count : "1", "number");
+    count.setAttribute("min", "1");
+    extra.appendChild(labelled("Count", count, false));
+    var precision = el("select", {name: "r" + run.index + "-precision", id: "r" + run.index + "-precision"});
+    precisions.forEach(function (choice) {
+      precision.appendChild(el("option", {value: choice[0]}, choice[0] ? choice[1] : (run.precision ? "from file: " + run.precision : "choose…")));
+    });
+    extra.appendChild(labelled("Precision", precision, !!missing.precision));
+    extra.appendChild(labelled("Commit", textBox(run.index, "git_commit", "sha"), false));
+    extra.appendChild(labelled("Branch", textBox(run.index, "branch", "main"), false));
+    extra.appendChild(labelled("CI link", textBox(run.index, "ci_url", "https://…"), false));
+    card.appendChild(extra);
+    run.warnings.forEach(function (w) { card.appendChild(el("p", {"class": "warning"}, w)); });
+    card.appendChild(metricsTable(run.metrics));
+    return card;
+  }
+
   function renderPreview(body) {
     document.getElementById("upload-token").value = body.token;
     previews.textContent = "";
+    var list = document.getElementById("files");
+    list.textContent = "";
     body.files.forEach(function (file) {
-      var card = el("div", {"class": "file-preview", id: "file-" + file.index});
-      card.appendChild(el("h3", {}, file.name));
-      var error = el("p", {"class": "error file-error", id: "file-" + file.index + "-error"}, file.error || "");
-      card.appendChild(error);
-      if (!file.error) {
-        var first = file.runs[0];
-        file.runs.forEach(function (run) {
-          var facts = el("p", {"class": "recognised"});
-          facts.textContent = run.format + " · model " + (run.model || "unknown") + " · " +
-            (run.variant || "variant unknown") + " · precision " + (run.precision || "unknown") + " · hardware " +
-            (run.accelerator ? (run.accelerator_count || 1) + "× " + (run.accelerator_type || run.accelerator) : "unknown") +
-            (run.started_at ? " · started " + run.started_at : "");
-          card.appendChild(facts);
-          run.warnings.forEach(function (w) { card.appendChild(el("p", {"class": "warning"}, w)); });
-          card.appendChild(metricsTable(run.metrics));
-        });
-        var missing = {};
-        var needs = el("div", {"class": "needs-list"});
-        file.runs.forEach(function (run) {
-          (run.missing || []).forEach(function (m) {
-            missing[m.field] = true;
-            needs.appendChild(el("p", {"class": "needs"}, "Needed before saving: " + m.message));
-          });
-        });
-        var extra = el("div", {"class": "overrides"});
-        if (missing.model) { extra.appendChild(field(file.index, "model", "Model", "", "e.g. Llama-3.1-8B", true)); }
-        var hw = field(file.index, "accelerator", "Hardware", first.accelerator, first.accelerator || "e.g. H100 SXM 80GB", !!missing.accelerator);
-        hw.querySelector("input").setAttribute("list", "accelerator-names");
-        extra.appendChild(hw);
-        extra.appendChild(field(file.index, "accelerator_count", "Count", first.accelerator_count, first.accelerator_count || "1", false));
-        extra.appendChild(field(file.index, "precision", "Precision", first.precision, "", !!missing.precision));
-        extra.appendChild(field(file.index, "git_commit", "Commit", "", "sha", false));
-        extra.appendChild(field(file.index, "branch", "Branch", "", "main", false));
-        extra.appendChild(field(file.index, "ci_url", "CI link", "", "https://…", false));
-        // What to fill goes above the (long) metrics tables, next to the file's name.
-        card.insertBefore(extra, error.nextSibling);
-        card.insertBefore(needs, extra);
+      var item = el("li", {id: "file-" + file.index});
+      item.appendChild(el("span", {"class": "file-name"}, file.name));
+      var note;
+      if (file.error) {
+        note = el("span", {"class": "error file-error", id: "file-" + file.index + "-error"}, " · " + file.error);
+      } else if (file.profile) {
+        // A profiler trace: it is attached to the run saved from the other files.
+        note = el("span", {"class": "recognised profile-preview"}, " · profile (" + file.profile.format + ", " +
+          file.profile.ranks + " rank" + (file.profile.ranks === 1 ? "" : "s") + (file.profile.steps ? ", " + file.profile.steps + " steps" : "") +
+          "): attached to the run saved with it. " + file.profile.verdict);
+      } else if (file.runs.length) {
+        note = el("span", {"class": "muted"}, " · read into run " + file.runs.map(function (r) { return r + 1; }).join(", "));
+      } else {
+        note = el("span", {"class": "muted"}, " · not part of any run");
       }
-      previews.appendChild(card);
+      item.appendChild(note);
+      list.appendChild(item);
     });
+    body.runs.forEach(function (run) { previews.appendChild(renderRun(run)); });
     document.getElementById("step-review").hidden = false;
-    document.getElementById("save-button").disabled = body.files.every(function (f) { return f.error; });
+    document.getElementById("save-button").disabled = body.runs.length === 0;
   }
 
   form.addEventListener("submit", function (event) {
@@ -179,7 +305,7 @@
       .then(function (response) { return response.json().then(function (body) { return {status: response.status, body: body}; }); })
       .then(function (result) {
         var body = result.body;
-        if (!body.files) {
+        if (!body.runs) {
           document.getElementById("save-error").textContent = body.error || ("The server answered " + result.status);
           button.disabled = false;
           return;
@@ -187,16 +313,26 @@
         document.getElementById("save-error").textContent = "";
         var saved = document.getElementById("saved");
         saved.textContent = "";
+        body.runs.forEach(function (run) {
+          var slot = document.getElementById("run-" + run.index + "-error");
+          if (slot) { slot.textContent = run.error || ""; }
+          if (!run.id) { return; }
+          var item = el("li");
+          item.appendChild(el("a", {href: run.url, "class": "saved-run"}, "Run #" + run.id));
+          item.appendChild(document.createTextNode(" (run " + (run.index + 1) + " of the upload" + (run.created ? ")" : ", saved before)")));
+          saved.appendChild(item);
+        });
         body.files.forEach(function (file) {
-          var slot = document.getElementById("file-" + file.index + "-error");
-          if (slot) { slot.textContent = file.error || ""; }
-          file.runs.forEach(function (run) {
-            var item = el("li");
-            var link = el("a", {href: run.url, "class": "saved-run"}, "Run #" + run.id);
-            item.appendChild(link);
-            item.appendChild(document.createTextNode(" from " + file.name + (run.created ? "" : " (saved before)")));
-            saved.appendChild(item);
-          });
+          if (file.profile_url) {
+            var note = el("li");
+            note.appendChild(el("a", {href: file.profile_url, "class": "saved-profile"}, "Profile"));
+            note.appendChild(document.createTextNode(" from " + file.name));
+            saved.appendChild(note);
+          } else if (file.error) {
+            var slot = document.getElementById("file-" + file.index + "-error");
+            if (slot) { slot.textContent = " · " + file.error; }
+            else { document.getElementById("save-error").textContent = file.name + ": " + file.error; }
+          }
         });
         document.getElementById("step-done").hidden = saved.children.length === 0;
         button.disabled = result.status === 200;

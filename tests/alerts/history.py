@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from accelboard.benchmarks.metrics import METRICS
 from accelboard.benchmarks.models import BenchmarkRun, Series
 from accelboard.benchmarks.services import (
     MetricInput,
@@ -17,6 +16,7 @@ from accelboard.benchmarks.services import (
     workload_get_or_create,
 )
 from accelboard.core.models import Team
+from accelboard.importers.metrics import METRICS
 
 START = datetime(2026, 9, 1, 2, 0, tzinfo=UTC)
 

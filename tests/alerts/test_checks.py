@@ -9,8 +9,13 @@ import numpy as np
 import pytest
 from django.db import connection
 
-from accelboard.alerts.checks import alerts_history_check, run_check, series_check, series_rescore
 from accelboard.alerts.models import Alert, AlertEvent, DetectionSetting, ExpectedChange
+from accelboard.alerts.regression_services import (
+    alerts_history_check,
+    run_check,
+    series_check,
+    series_rescore,
+)
 from accelboard.alerts.selectors import min_effect_for_series
 from accelboard.alerts.services import alert_mark_expected
 from accelboard.benchmarks.models import BenchmarkRun, Series
@@ -225,3 +230,14 @@ def test_it_leaves_a_quantized_variants_accuracy_to_the_drift_check(team: Any, m
     # accelboard.drift against the reference, so not a second time here.
     (alert,) = Alert.objects.all()
     assert alert.series == series_of(reference[0])
+
+
+def test_it_stores_the_change_points_it_saw_for_the_alert_page(team: Any) -> None:
+    runs = history_record(team=team, values=step(20, 5, size=-0.10))
+    check_each(runs)
+    alert = Alert.objects.get()
+    stored = alert.detail["change_runs"]
+    # The run ids of the level changes the whole history showed when the alert was raised: the
+    # alert's own change among them, every one a run of the series.
+    assert runs[20].pk in stored
+    assert set(stored) <= {run.pk for run in runs}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from accelboard.alerts.detection import (
     NONE,
     REGRESSION,
     check_latest,
+    own_spread_after,
     replay,
     segment,
 )
@@ -175,3 +178,130 @@ def test_it_rejects_a_bad_direction_and_misaligned_samples():
         check_latest([1.0, 2.0], direction="up")
     with pytest.raises(ValueError, match="samples"):
         check_latest([1.0, 2.0, 3.0], direction="higher", samples=[[1.0]])
+
+
+# --- real series: trends, autocorrelation, seasonality, short histories -----------------------
+
+
+def _ar1(n: int, phi: float, *, seed: int, sigma: float = 3.0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = np.empty(n)
+    x[0] = rng.standard_normal()
+    for i in range(1, n):
+        x[i] = phi * x[i - 1] + math.sqrt(1 - phi * phi) * rng.standard_normal()
+    return 100.0 + sigma * x
+
+
+def test_a_steady_trend_is_one_segment_not_a_staircase():
+    rng = np.random.default_rng(21)
+    x = 100 + 0.1 * np.arange(400) + 2 * rng.standard_normal(400)  # +40% over the series
+    assert segment(x) == []
+    # A step on top of the same trend is found, with the jump (not the trend) as its size.
+    x[250:] -= 10
+    [cp] = segment(x)
+    assert abs(cp.index - 250) <= 2 and cp.kind == REGRESSION
+    assert cp.level_after - cp.level_before == pytest.approx(-10, abs=2.5)
+
+
+def test_an_exponential_curve_is_not_cut():
+    rng = np.random.default_rng(22)
+    x = 100 * 3 ** (np.arange(300) / 300) * (1 + 0.02 * rng.standard_normal(300))
+    assert segment(x) == []
+
+
+def test_autocorrelated_noise_neither_segments_nor_alerts():
+    for seed in range(3):
+        x = _ar1(400, 0.8, seed=seed)
+        assert segment(x) == [], seed
+        assert replay(x, direction="higher") == [], seed
+    # A real step in the same noise is still found.
+    x = _ar1(400, 0.8, seed=5)
+    x[200:] -= 20
+    assert [abs(cp.index - 200) <= 3 for cp in segment(x)] == [True]
+
+
+def test_a_trending_baseline_is_extrapolated_by_the_incremental_check():
+    rng = np.random.default_rng(23)
+    x = 100 - 0.05 * np.arange(300) + 2 * rng.standard_normal(300)  # slowly getting worse
+    assert [v for v in replay(x, direction="higher") if v.kind == REGRESSION] == []
+    x[-6:] -= 12  # a step on top of the trend
+    verdict = check_latest(x, direction="higher")
+    assert verdict.kind == REGRESSION and "trend" in verdict.reason
+
+
+def test_a_weekly_pattern_is_not_a_change():
+    rng = np.random.default_rng(24)
+    week = np.array([1.0, 1.0, 0.5, 0.5, 0.0, -3.0, -3.0])
+    x = 100 + week[np.arange(350) % 7] + rng.standard_normal(350)
+    assert segment(x) == []
+    x[200:] += 8
+    assert [abs(cp.index - 200) <= 2 for cp in segment(x)] == [True]
+
+
+def test_a_short_series_keeps_a_clear_step_and_its_noise_stays_quiet():
+    rng = np.random.default_rng(25)
+    quiet = 100 + 2 * rng.standard_normal(24)
+    assert segment(quiet) == []
+    step = quiet.copy()
+    step[12:] -= 15
+    assert [cp.index for cp in segment(step)] == [12]
+
+
+def test_it_gives_the_after_level_its_own_spread_once_three_results_show_one():
+    # With two results after a change the detector used to copy the baseline's spread into the
+    # after level's, and the alert read the same "± 62.4314" before and after.
+    x = _step(100, 60, -0.20, seed=2, pct=1.0)
+    two = check_latest(x[:62], direction="higher")
+    assert two.kind == REGRESSION and two.results_after == 2
+    assert two.spread_before == pytest.approx(1.0, rel=0.4)
+    assert two.spread_after is None
+    x[62:] = 80 + np.array([-4.0, 4.0, 0.0, 2.0, -2.0] * 8)[: len(x) - 62]  # after: spread ~4, not 1
+    five = check_latest(x[:65], direction="higher")
+    assert five.kind == REGRESSION and five.results_after == 5
+    assert five.spread_after == pytest.approx(
+        1.4826 * float(np.median(np.abs(x[60:65] - np.median(x[60:65]))))
+    )
+    assert five.spread_after != five.spread_before
+    # An alert stored before (the baseline's spread kept for two results) reads as having none.
+    assert own_spread_after(62.4314, 2) is None
+    assert own_spread_after(4.1, 3) == 4.1 and own_spread_after(4.1, None) == 4.1
+
+
+def _arrays(count: int, *, seed: int) -> list[np.ndarray]:
+    """Short and long, normal and heavy-tailed, rounded (ties) and repeated values, every scale."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        n = int(rng.integers(1, 3000 if i % 50 == 0 else 200))
+        x = rng.standard_t(2 + i % 5, n) * 10.0 ** int(rng.integers(-3, 6)) + int(rng.integers(-5, 5)) * 1000
+        if i % 4 == 1:
+            x = np.round(x, 1)
+        if i % 4 == 3:
+            x = np.repeat(x[: max(1, n // 3)], 3)[:n]
+        out.append(x)
+    return out
+
+
+def test_its_fast_median_and_percentiles_equal_numpys_bit_for_bit():
+    # The detector's statistics take them in place of np.median / np.percentile: any difference,
+    # even in the last bit, could move a verdict at a threshold.
+    from accelboard.alerts import segmentation
+
+    for x in _arrays(3000, seed=11):
+        assert segmentation.median(x) == float(np.median(x))
+        if len(x) >= 2:
+            assert segmentation.percentiles(x, (2.5, 97.5)) == [
+                float(v) for v in np.percentile(x, [2.5, 97.5])
+            ]
+    assert math.isnan(segmentation.median(np.array([])))
+
+
+def test_its_winsorized_variance_constant_is_the_normal_distributions():
+    from scipy import stats
+
+    from accelboard.alerts import segmentation
+
+    w = 3.0
+    expected = float((2 * stats.norm.cdf(w) - 1) - 2 * w * stats.norm.pdf(w) + w**2 * 2 * stats.norm.sf(w))
+    constant = segmentation._WINSOR_VAR
+    assert constant == expected

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from django.test import RequestFactory
 from django.urls import reverse
 
 from accelboard.alerts.choices import AlertState
@@ -47,6 +48,15 @@ def step_series(team: Team, *, n: int = 24, model: str = "Llama-3.1-8B") -> list
 
 def regression_alert(team: Team, runs: list[BenchmarkRun], *, key: str = "reg", **extra: Any) -> Alert:
     series = Series.objects.get(workload=runs[0].workload, metric="throughput_tokens_per_s")
+    fields: dict[str, Any] = {
+        "before_mean": 5000.0,
+        "before_spread": 50.0,
+        "after_mean": 4250.0,
+        "after_spread": 42.5,
+        "pct_change": -15.0,
+        "confidence": 0.9999,
+        "min_effect": 0.02,
+    }
     alert, created = alert_raise(
         team=team,
         kind="regression",
@@ -56,14 +66,7 @@ def regression_alert(team: Team, runs: list[BenchmarkRun], *, key: str = "reg", 
         series=series,
         first_run=runs[STEP_AT],
         last_good_run=runs[STEP_AT - 1],
-        before_mean=5000.0,
-        before_spread=50.0,
-        after_mean=4250.0,
-        after_spread=42.5,
-        pct_change=-15.0,
-        confidence=0.9999,
-        min_effect=0.02,
-        **extra,
+        **(fields | extra),
     )
     assert created
     return alert
@@ -133,7 +136,9 @@ def test_it_refuses_triage_without_csrf_token(engineer: Any, alert: Alert) -> No
     from tests.conftest import PASSWORD
 
     client = Client(enforce_csrf_checks=True)
-    assert client.login(username=engineer.get_username(), password=PASSWORD)
+    assert client.login(
+        request=RequestFactory().post("/"), username=engineer.get_username(), password=PASSWORD
+    )
     response = client.post(reverse("alerts:triage", args=[alert.pk, "acknowledge"]))
     assert response.status_code == 403
     alert.refresh_from_db()
@@ -365,16 +370,19 @@ def test_it_charts_the_series_with_the_change_point_and_levels(
     assert figure["layout"]["xaxis"]["title"]["text"] == "Run start (UTC)"
 
 
-def test_it_shows_production_evidence_without_a_chart(team: Team, lead: Any, login_client: Any) -> None:
+def test_it_shows_production_evidence_for_people_without_a_chart(
+    team: Team, lead: Any, login_client: Any
+) -> None:
     prod = alert_create(team=team, kind="memory", title="Memory above 95% for 20 min on gpu-node-007")
     prod.detail = {"gpu_index": 3, "window": {"start": "2026-10-01T10:00Z", "minutes": 20}, "peak_pct": 98.7}
     prod.save()
     response = login_client(lead).get(reverse("alerts:detail", args=[prod.pk]))
     body = response.content.decode()
     assert response.status_code == 200
-    assert 'id="evidence"' in body and "peak_pct" in body and "98.7" in body
-    assert "&quot;minutes&quot;: 20" in body  # nested evidence as indented JSON
-    assert "alert-chart-data" not in body
+    # Evidence for people: labels, not a key/value dump; nested figures inline.
+    assert "<dt>Peak pct</dt><dd>98.7</dd>" in body and "<dt>Gpu index</dt><dd>3</dd>" in body
+    assert "start 2026-10-01T10:00Z, minutes 20" in body
+    assert "alert-chart-data" not in body and 'id="no-chart"' in body  # no entity: nothing to draw
     assert 'id="form-expected"' not in body  # no series: nothing to mark expected
 
 
@@ -383,8 +391,9 @@ def test_it_keeps_detail_queries_bounded(
 ) -> None:
     client = login_client(lead)
     client.get(reverse("alerts:detail", args=[alert.pk]))
-    # session, user, teams, alert, marks, points, threshold, run range, events, roles
-    with django_assert_max_num_queries(10):
+    # session, user, teams, alert, marks, points, threshold, run range, events, roles, profiles of
+    # the two runs (the link to their profile comparison)
+    with django_assert_max_num_queries(11):
         client.get(reverse("alerts:detail", args=[alert.pk]))
 
 
@@ -532,7 +541,7 @@ def test_it_links_a_host_alert_to_its_host(team: Team, lead: Any, login_client: 
     client = login_client(lead)
     body = client.get(reverse("alerts:detail", args=[alert.pk])).content.decode()
     assert reverse("fleet:host_detail", args=[host.pk]) in body
-    assert "<dt>xid</dt><dd>79</dd>" in body
+    assert "<dt>Xid</dt><dd>79</dd>" in body
     listing = client.get(reverse("alerts:list")).content.decode()
     assert "gpu-node-042" in listing
 
@@ -588,3 +597,117 @@ def test_it_keeps_an_old_change_point_on_the_chart(team: Team, lead: Any, login_
     assert len(page_selectors.alert_series_points(alert=alert, limit=40)) == 40
     tail = page_selectors.alert_series_points(alert=alert, limit=30)
     assert [p["run_id"] for p in tail] == [r.pk for r in runs[10:]]  # the change is in the last 30
+
+
+def test_it_draws_the_change_points_stored_with_the_alert_without_running_the_detector(
+    team: Team, lead: Any, login_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from accelboard.alerts import detection
+
+    runs = step_series(team)
+    # An earlier level change the detector recorded when it raised the alert (run 5), the change
+    # itself (drawn as the change point, not twice), and a run id the chart does not show.
+    alert = regression_alert(
+        team, runs, detail={"reason": "step", "change_runs": [runs[5].pk, runs[STEP_AT].pk, 999_999]}
+    )
+
+    def no_detector(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the alert page ran the detector")
+
+    monkeypatch.setattr(detection, "segment", no_detector)
+    monkeypatch.setattr(detection, "check_latest", no_detector)
+    response = login_client(lead).get(reverse("alerts:detail", args=[alert.pk]))
+    assert response.status_code == 200
+    shapes = _figure(response)["layout"]["shapes"]
+    change = [s["x0"] for s in shapes if s["name"] == "change-point"]
+    earlier = [s["x0"] for s in shapes if s["name"] == "history-change"]
+    assert change == [runs[STEP_AT].started_at.isoformat()]
+    assert earlier == [runs[5].started_at.isoformat()]
+    # Chart data, not evidence to read: the evidence table does not list it.
+    assert "change_runs" not in response.content.decode()
+
+
+def test_it_draws_an_alert_stored_without_change_points(team: Team, lead: Any, login_client: Any) -> None:
+    runs = step_series(team)
+    alert = regression_alert(team, runs, detail={"change_runs": "not a list", "future_key": {"a": 1}})
+    response = login_client(lead).get(reverse("alerts:detail", args=[alert.pk]))
+    assert response.status_code == 200
+    assert "future_key" in response.content.decode()  # unknown evidence is shown as written
+    names = [s["name"] for s in _figure(response)["layout"]["shapes"]]
+    assert names.count("change-point") == 1 and "history-change" not in names
+
+
+# --- numbers a reader reads (screenshot review) -----------------------------------------------
+
+
+def test_it_says_a_drift_alert_over_its_budget_crossed_it_and_signs_the_trend_like_the_change(
+    team: Team, lead: Any, login_client: Any
+) -> None:
+    # An alert 5.19% over a 3% budget read "Reaches the budget in ~0 days" (a projection of something
+    # already past) and "Trend +0.048 points of loss per day" while accuracy fell.
+    alert, _ = alert_raise(
+        team=team,
+        kind="drift",
+        severity="critical",
+        dedupe_key="drift:test:over",
+        title="Llama-3.1-8B int4-awq: mmlu accuracy 5.19% below the reference, over its 3% budget",
+        after_mean=0.0519,
+        detail={
+            "model": "Llama-3.1-8B",
+            "variant": "int4-awq",
+            "task": "mmlu",
+            "verdict": "over",
+            "loss": 0.0519,
+            "budget": 0.03,
+            "slope_per_day": 0.00048,
+            "trend_t": 7.2,
+            "days_to_budget": 0.0,
+        },
+    )
+    body = login_client(lead).get(reverse("alerts:detail", args=[alert.pk])).content.decode()
+    assert "~0 days" not in body and "Reaches the budget" not in body
+    assert "<dt>Budget reached</dt><dd>crossed already: the loss is over the budget</dd>" in body
+    assert "<dt>Trend of the change</dt><dd>-0.048% per day (falling)</dd>" in body
+    assert "points of loss" not in body
+
+
+def test_it_projects_a_trending_drift_alert_without_a_zero_day_projection(
+    team: Team, lead: Any, login_client: Any
+) -> None:
+    alert, _ = alert_raise(
+        team=team,
+        kind="drift",
+        severity="warning",
+        dedupe_key="drift:test:trending",
+        title="Llama-3.1-8B int4-awq: mmlu accuracy heading for its 3% budget",
+        after_mean=0.029,
+        detail={
+            "verdict": "trending",
+            "loss": 0.029,
+            "budget": 0.03,
+            "slope_per_day": 0.002,
+            "days_to_budget": 0.3,
+        },
+    )
+    body = login_client(lead).get(reverse("alerts:detail", args=[alert.pk])).content.decode()
+    assert "<dt>Reaches the budget</dt><dd>within a day</dd>" in body and "~0 days" not in body
+
+
+def test_it_shows_each_levels_own_spread_as_the_chart_writes_it(
+    team: Team, lead: Any, login_client: Any, runs: list[BenchmarkRun]
+) -> None:
+    # Two results after the change: the detector stored the baseline's spread for both levels, and
+    # the page read "± 62.4314" before and after (the chart's legend: "± 62.4").
+    alert = regression_alert(
+        team, runs, key="two-after", before_spread=62.4314, after_spread=62.4314, detail={"results_after": 2}
+    )
+    response = login_client(lead).get(reverse("alerts:detail", args=[alert.pk]))
+    body = response.content.decode()
+    assert re.search(r'id="before">5,000 ± 62.4 tokens/s<', body)
+    assert re.search(
+        r'id="after">4,250 tokens/s <span class="muted">\(2 results so far, too few for a spread\)', body
+    )
+    assert "± 62.4314" not in body  # (the band's edges, 5,062.4314, are chart data)
+    names = [t["name"] for t in _figure(response)["data"]]
+    assert any(n.startswith("before: 5,000 ± 62.4 tokens/s") for n in names)
+    assert any(n.startswith("after: 4,250 tokens/s") for n in names)

@@ -6,10 +6,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.urls import reverse
 
 from accelboard.alerts import production as rules
 from accelboard.alerts.models import Alert, ServingSlo
-from accelboard.alerts.production_checks import production_check
+from accelboard.alerts.production_services import production_check
 from accelboard.benchmarks.services import model_variant_get_or_create
 from accelboard.fleet.choices import RollupWidth
 from accelboard.fleet.models import TelemetryRollup
@@ -41,15 +42,30 @@ def test_slo_breach_needs_half_the_intervals_and_the_newest() -> None:
 
 
 def test_decode_speed_drop_compares_per_stream_tokens_per_second() -> None:
-    # ITL 20 ms = 50 tok/s per stream; 25 ms = 40 tok/s: a 20% drop exactly.
-    found = rules.decode_speed_drop([25.0, 25.0, 25.0], [20.0, 20.0, 20.0, 20.0], since=T0)
+    # ITL 20 ms = 50 tok/s per stream; 25 ms = 40 tok/s: a 20% drop exactly, at the same load.
+    reference = [(5.0, 20.0)] * 6
+    found = rules.decode_speed_drop([(5.0, 25.0)] * 3, reference, since=T0)
     assert found is not None
     assert found.value == pytest.approx(40.0) and found.detail["reference_tokens_per_s"] == pytest.approx(
         50.0
     )
     assert found.detail["drop"] == pytest.approx(0.2)
-    assert rules.decode_speed_drop([24.0, 24.0, 24.0], [20.0] * 4, since=T0) is None  # 16.7%
-    assert rules.decode_speed_drop([25.0, None], [20.0] * 4, since=T0) is None
+    assert rules.decode_speed_drop([(5.0, 24.0)] * 3, reference, since=T0) is None  # 16.7%
+    assert rules.decode_speed_drop([(5.0, 25.0), (5.0, None)], reference, since=T0) is None
+    assert rules.decode_speed_drop([(5.0, 25.0)] * 3, reference[:5], since=T0) is None  # thin reference
+
+
+def test_decode_speed_drop_reads_the_reference_at_the_load_of_now() -> None:
+    # Streams slow down as traffic (and batch size) rises: ITL 20 ms at 2 req/s, 26 ms at 8 req/s.
+    reference = [(load, 20.0 + (load - 2.0)) for load in (2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0)]
+    # The peak at 8 req/s runs at 26 ms, 13% slower than the reference's median interval, but
+    # what the reference itself ran at that load: no drop.
+    assert rules.decode_speed_drop([(8.0, 26.0)] * 3, reference, since=T0) is None
+    # 33 ms at 8 req/s is 21% below the 38.5 tok/s of 26 ms.
+    found = rules.decode_speed_drop([(8.0, 33.0)] * 3, reference, since=T0)
+    assert found is not None and found.detail["reference_tokens_per_s"] == pytest.approx(1000 / 26, rel=0.02)
+    # Traffic far above anything in the reference (2x its peak): nothing to compare with.
+    assert rules.decode_speed_drop([(16.0, 60.0)] * 3, reference, since=T0) is None
 
 
 def test_throughput_floor_ignores_idle_intervals() -> None:
@@ -62,28 +78,47 @@ def test_throughput_floor_ignores_idle_intervals() -> None:
     assert rules.throughput_floor(rows, floor_tokens_per_s=1000) is None
 
 
-def test_energy_per_token_rise() -> None:
+def _intervals(rates: list[float], *, idle_w: float, j_per_token: float) -> list[tuple[float, int, float]]:
+    """(seconds, tokens, energy J) of 5-minute intervals: idle power plus energy per token."""
+    return [(300.0, int(r * 300), (idle_w + j_per_token * r) * 300) for r in rates]
+
+
+def test_energy_per_token_rise_at_the_same_load() -> None:
+    reference = _intervals([1000.0] * 6, idle_w=0.0, j_per_token=0.10)
     # 0.12 J/token now against 0.10: +20%.
     found = rules.energy_per_token_rise(
-        recent_j=1_200.0, recent_tokens=10_000, reference_j=4_000.0, reference_tokens=40_000, since=T0
+        _intervals([1000.0] * 3, idle_w=0.0, j_per_token=0.12), reference, since=T0
     )
+    assert found is not None
+    assert found.value == pytest.approx(0.12) and found.detail["rise"] == pytest.approx(0.2)
     assert (
-        found is not None
-        and found.value == pytest.approx(0.12)
-        and found.detail["rise"] == pytest.approx(0.2)
+        rules.energy_per_token_rise(_intervals([1000.0] * 3, idle_w=0, j_per_token=0.11), reference, since=T0)
+        is None
     )
+    # Too few tokens, or too few complete intervals now: no judgement.
     assert (
-        rules.energy_per_token_rise(
-            recent_j=1_100.0, recent_tokens=10_000, reference_j=4_000.0, reference_tokens=40_000, since=T0
-        )
+        rules.energy_per_token_rise(_intervals([10.0] * 3, idle_w=0, j_per_token=1.0), reference, since=T0)
         is None
     )
     assert (
-        rules.energy_per_token_rise(
-            recent_j=50.0, recent_tokens=100, reference_j=4e3, reference_tokens=4e4, since=T0
-        )
+        rules.energy_per_token_rise(_intervals([1000.0] * 2, idle_w=0, j_per_token=0.2), reference, since=T0)
         is None
-    )  # type: ignore[arg-type]
+    )
+
+
+def test_quiet_hours_cost_more_per_token_without_alerting() -> None:
+    # 200 W idle + 0.1 J/token: the afternoon at 2,000 tokens/s spends 0.2 J/token, the evening at
+    # 500 tokens/s 0.5 J/token, +150% on the same GPUs doing the same work. Not a rise.
+    reference = _intervals(
+        [2000.0, 1800.0, 1500.0, 1200.0, 1000.0, 800.0, 600.0], idle_w=200.0, j_per_token=0.1
+    )
+    evening = _intervals([500.0, 520.0, 480.0], idle_w=200.0, j_per_token=0.1)
+    assert rules.energy_per_token_rise(evening, reference, since=T0) is None
+    # The same evening with 30% more power than that load used to take is a rise.
+    hot = [(s, t, e * 1.3) for s, t, e in evening]
+    found = rules.energy_per_token_rise(hot, reference, since=T0)
+    assert found is not None and found.detail["rise"] == pytest.approx(0.3, abs=0.02)
+    assert found.detail["reference_j_per_token"] == pytest.approx(0.5, rel=0.02)
 
 
 def test_sustained_counts_the_trailing_run_and_a_gap_ends_it() -> None:
@@ -148,7 +183,9 @@ def test_the_pass_raises_memory_and_ecc_alerts_once_and_resolves_memory_when_it_
 
 
 @pytest.mark.django_db
-def test_the_pass_checks_serving_latency_against_the_model_slo(team: Any) -> None:
+def test_the_pass_checks_serving_latency_against_the_model_slo(
+    team: Any, lead: Any, login_client: Any
+) -> None:
     host, _ = host_create(team=team, gpus=1)
     variant = model_variant_get_or_create(model="Llama-3.1-8B", variant="fp8", precision="fp8")
     ServingSlo.objects.create(team=team, model=variant.model, p99_latency_ms=500)
@@ -170,6 +207,14 @@ def test_the_pass_checks_serving_latency_against_the_model_slo(team: Any) -> Non
     assert alert.detail["threshold"] == 500
     # Found on the alerts page by model and metric, like a benchmark alert.
     assert (alert.detail["model"], alert.detail["metric"]) == ("Llama-3.1-8B", "latency_e2e_p99_ms")
+    # Change against the limit and how consistent the window was (4 of 4 intervals over).
+    assert alert.pct_change == pytest.approx(30.0) and alert.confidence == 1.0
+    html = login_client(lead).get(reverse("alerts:list")).content.decode()
+    row = html[html.index(f'data-alert="{alert.pk}"') :]
+    row = row[: row.index("</tr>")]
+    assert "+30.0%" in row and "&gt; 99.9%" in row
+    # The metric wraps only between its words.
+    assert "<code>latency_<wbr>e2e_<wbr>p99_<wbr>ms</code>" in row
 
 
 @pytest.mark.django_db

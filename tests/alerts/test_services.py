@@ -19,6 +19,7 @@ from accelboard.alerts.services import (
     alert_raise,
     alert_resolve,
 )
+from accelboard.core.access import scope_for_team
 from tests.factories import alert_create, run_create
 
 pytestmark = pytest.mark.django_db
@@ -208,7 +209,7 @@ def test_it_counts_false_alarms_per_team_and_threshold(team: Any, other_team: An
     alert_dismiss(alert=a3, user=lead, reason="expected")
     alert_dismiss(alert=b1, user=lead, reason="false-alarm")
 
-    stats = alert_feedback_stats(team_ids=[team.pk])
+    stats = alert_feedback_stats(scope=scope_for_team(team))
     (row,) = stats["teams"]
     assert (row.alerts, row.false_alarms, row.confirmed) == (4, 1, 2)
     assert row.false_positive_rate == pytest.approx(1 / 3)
@@ -220,5 +221,22 @@ def test_an_alert_acknowledged_then_dismissed_as_a_false_alarm_counts_once(team:
     alert, _ = _raise(team, key="flip", min_effect=0.02)
     alert_acknowledge(alert=alert, user=lead)
     alert_dismiss(alert=alert, user=lead, reason="false-alarm")
-    (row,) = alert_feedback_stats(team_ids=[team.pk])["teams"]
+    (row,) = alert_feedback_stats(scope=scope_for_team(team))["teams"]
     assert (row.alerts, row.false_alarms, row.confirmed, row.false_positive_rate) == (1, 1, 0, 1.0)
+
+
+def test_it_triages_in_bulk_all_or_nothing(team: Any, engineer: Any) -> None:
+    from accelboard.alerts.services import AlertTransitionError, alert_resolve, alerts_bulk_triage
+    from tests.factories import alert_create
+
+    first, second = alert_create(team=team), alert_create(team=team)
+    assert alerts_bulk_triage(alerts=[first, second], user=engineer, action="acknowledge") == 2
+    assert {a.state for a in Alert.objects.filter(pk__in=[first.pk, second.pk])} == {"acknowledged"}
+    third, resolved = alert_create(team=team), alert_create(team=team)
+    alert_resolve(alert=resolved, user=engineer)
+    with pytest.raises(AlertTransitionError, match=f"alert {resolved.pk} "):
+        alerts_bulk_triage(alerts=[third, resolved], user=engineer, action="dismiss", reason="false-alarm")
+    third.refresh_from_db()
+    assert third.state == "open"  # rolled back with the refused one
+    with pytest.raises(AlertTransitionError, match="Unknown bulk action"):
+        alerts_bulk_triage(alerts=[third], user=engineer, action="resolve")

@@ -22,6 +22,7 @@ GPU_B = "GPU-8f0c1a2b-0000-4000-8000-000000000002"
 # Every table an ingest request may write to; "nothing stored" means none of these moved.
 COUNTED_TABLES = (
     "fleet_telemetrysample",
+    "fleet_telemetrypartial",
     "fleet_host",
     "fleet_accelerator",
     "benchmarks_model",

@@ -9,9 +9,16 @@ from django.test import Client
 
 from accelboard.serving.models import InferenceMetric
 
-from .conftest import inference_payload, post_json, row_counts
+from .conftest import inference_payload, post_json, row_counts, telemetry_payload
 
 URL = "/api/v1/inference-metrics"
+
+
+@pytest.fixture(autouse=True)
+def host(client: Client, team: Any, ingest_token: str) -> None:
+    """gpu-node-01 and its GPUs, registered to the team by its agent's first telemetry batch."""
+    response = post_json(client, "/api/v1/telemetry", telemetry_payload(n=0), ingest_token)
+    assert response.status_code == 200, response.content
 
 
 def test_it_stores_intervals_with_percentiles_and_histograms(
@@ -87,15 +94,16 @@ def test_it_rejects_bad_intervals_and_stores_nothing(
     assert row_counts() == before
 
 
-def test_it_refuses_another_teams_host(
+def test_it_keeps_each_teams_rows_apart_on_a_host_name_both_send(
     client: Client, team: Any, ingest_token: str, other_token: str
 ) -> None:
     assert post_json(client, URL, inference_payload(), ingest_token).status_code == 200
-    before = row_counts()
-    response = post_json(client, URL, inference_payload(), other_token)
-    assert response.status_code == 409
-    assert response.json()["error"]["path"] == "host"
-    assert row_counts() == before
+    theirs = inference_payload()
+    theirs["intervals"][0]["accelerator_uuids"] = []  # the GPUs are the first team's: a 409
+    response = post_json(client, URL, theirs, other_token)
+    assert response.status_code == 200, response.content
+    assert InferenceMetric.objects.values("team").distinct().count() == 2
+    assert InferenceMetric.objects.select_related("host").first().host.team_id == team.pk  # not claimed
 
 
 def test_it_refuses_a_read_token(client: Client, team: Any, read_token: str) -> None:

@@ -162,10 +162,42 @@ def test_it_stores_nothing_when_one_file_of_many_fails(client: Client, team: Any
     response = _upload(
         client, rw_token, [_fixture("vllm_2025.json"), _fixture("optimum_benchmark.json")], accelerator="L4"
     )
-    # optimum-benchmark names an A10G itself, which is not catalogued: the whole upload is refused.
+    # The uploader's L4 applies to both files; optimum-benchmark's model, the base Llama-2-7B, is
+    # close to the catalogue's chat model but not it: the whole upload is refused until one is picked.
     assert response.status_code == 422
-    assert "A10G" in response.json()["error"]["message"]
+    error = response.json()["error"]
+    assert error["path"] == "model" and "TheBloke/Llama-2-7B-AWQ" in error["message"]
+    assert "Llama-2-7B-Chat" in error["message"]
     assert row_counts() == before
+
+
+def _stored_files(media: Path) -> list[Path]:
+    return sorted(path for path in media.rglob("*") if path.is_file()) if media.exists() else []
+
+
+def test_it_keeps_no_file_of_a_refused_upload(client: Client, team: Any, rw_token: str, media: Path) -> None:
+    # The first file is read and stored before the second is refused: its copy goes with its row.
+    response = _upload(
+        client, rw_token, [_fixture("vllm_2025.json"), _fixture("optimum_benchmark.json")], accelerator="L4"
+    )
+    assert response.status_code == 422
+    assert _stored_files(media) == []
+
+
+def test_it_keeps_no_file_when_the_profile_of_an_upload_is_refused(
+    client: Client, team: Any, rw_token: str, media: Path
+) -> None:
+    before = row_counts()
+    data = {
+        "accelerator": "L4",
+        "file": [_named(*_fixture("vllm_2025.json"))],
+        "profile": [_named("trace.json", b"{")],
+    }
+    response = client.post(URL, data=data, HTTP_AUTHORIZATION=f"Bearer {rw_token}")
+    assert response.status_code == 422, response.content
+    assert response.json()["error"]["path"] == "profile"
+    assert row_counts() == before
+    assert _stored_files(media) == []
 
 
 def test_it_requires_a_file_and_a_write_token(

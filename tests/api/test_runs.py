@@ -9,7 +9,7 @@ from django.test import Client
 
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue, Series
 from accelboard.fleet.models import Host
-from tests.factories import accelerator_type_create, alert_create
+from tests.factories import accelerator_type_create, alert_create, host_create
 
 from .conftest import post_json, row_counts, run_payload
 
@@ -27,6 +27,7 @@ def _get(client: Client, path: str, token: str | None, **params: Any) -> Any:
 
 
 def test_it_records_a_run_with_its_metrics(client: Client, team: Any, rw_token: str, h100: Any) -> None:
+    host_create(team=team, hostname="gpu-node-01")  # registered by its agent
     payload = run_payload()
     response = post_json(client, URL, payload, rw_token)
     assert response.status_code == 201, response.content
@@ -141,20 +142,22 @@ def test_it_refuses_a_read_token_for_writes(client: Client, team: Any, read_toke
     assert row_counts() == before
 
 
-def test_it_refuses_a_run_on_another_teams_host_or_run_id(
+def test_it_refuses_another_teams_run_id_and_never_links_its_host(
     client: Client, team: Any, rw_token: str, other_token: str, h100: Any
 ) -> None:
+    host_create(team=team, hostname="gpu-node-01")
     payload = run_payload()
     assert post_json(client, URL, payload, rw_token).status_code == 201
     before = row_counts()
-    response = post_json(client, URL, run_payload(), other_token)  # same host name, new run
-    assert response.status_code == 409
-    assert response.json()["error"]["path"] == "hardware.host"
     reused = {**payload, "hardware": {**payload["hardware"], "host": "research-node"}}
     response = post_json(client, URL, reused, other_token)  # another team's run_id
     assert response.status_code == 409
     assert response.json()["error"]["path"] == "run_id"
     assert row_counts() == before
+    other = run_payload()  # same host name, new run: recorded, the name kept as text
+    assert post_json(client, URL, other, other_token).status_code == 201
+    run = BenchmarkRun.objects.get(uuid=other["run_id"])
+    assert (run.host, run.context["host"]) == (None, "gpu-node-01")
 
 
 # --- Reads ------------------------------------------------------------------------------------

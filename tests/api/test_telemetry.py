@@ -86,18 +86,19 @@ def test_it_accepts_gzip_bodies(client: Client, team: Any, ingest_token: str) ->
     assert len(_samples_stored()) == 10
 
 
-def test_it_accepts_a_50000_sample_batch(client: Client, team: Any, ingest_token: str) -> None:
-    payload = telemetry_payload(n=50_000, start=time.time() - 30_000)
+def test_it_accepts_a_10000_sample_batch(client: Client, team: Any, ingest_token: str) -> None:
+    payload = telemetry_payload(n=10_000, start=time.time() - 30_000)
     response = post_json(client, URL, payload, ingest_token, gzipped=True)
     assert response.status_code == 200, response.content
-    assert response.json()["accepted"] == 50_000
+    assert response.json()["accepted"] == 10_000
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*), count(DISTINCT accelerator_id) FROM fleet_telemetrysample")
-        assert cursor.fetchone() == (50_000, 2)
+        assert cursor.fetchone() == (10_000, 2)
 
 
-def test_it_rejects_more_than_50000_samples(client: Client, team: Any, ingest_token: str) -> None:
-    payload = telemetry_payload(n=50_001, start=time.time() - 30_000)
+def test_it_rejects_more_than_10000_samples(client: Client, team: Any, ingest_token: str) -> None:
+    # 10,000 is the most that completes inside the agent's 10 s timeout under load (issue 16).
+    payload = telemetry_payload(n=10_001, start=time.time() - 30_000)
     before = row_counts()
     response = post_json(client, URL, payload, ingest_token)
     assert response.status_code == 422
@@ -121,7 +122,15 @@ BAD_SAMPLES = [
     (("samples", 5, "energy_mj"), 1.5, 422, "samples[5].energy_mj", "type"),
     (("samples", 5, "energy_mj"), -1, 422, "samples[5].energy_mj", "out_of_range"),
     (("samples", 9, "temperature_c"), [61], 422, "samples[9].temperature_c", "type"),
-    (("samples", 2, "time"), time.time() + 3600, 422, "samples[2].time", "time_out_of_range"),
+    # Named: an id made of the value would differ between pytest-xdist workers (make test).
+    pytest.param(
+        ("samples", 2, "time"),
+        time.time() + 3600,
+        422,
+        "samples[2].time",
+        "time_out_of_range",
+        id="an-hour-ahead-samples[2].time-time_out_of_range",
+    ),
     (("samples", 2, "time"), 900_000_000, 422, "samples[2].time", "time_out_of_range"),
     (("samples", 2, "time"), "2025-11-29T22:10:00", 422, "samples[2].time", "invalid_time"),
     (("samples", 2, "time"), "yesterday", 422, "samples[2].time", "invalid_time"),
@@ -199,7 +208,12 @@ def test_it_names_the_first_bad_sample_when_all_samples_are_otherwise_fine(
         (b"{}", {"content_type": "text/plain"}, 415, "unsupported_media_type"),
         (b"{}", {"HTTP_CONTENT_ENCODING": "br"}, 415, "unsupported_media_type"),
         (b"not gzip at all", {"HTTP_CONTENT_ENCODING": "gzip"}, 400, "bad_encoding"),
-        (gzip.compress(b'{"batch_id": "x"}')[:-12], {"HTTP_CONTENT_ENCODING": "gzip"}, 400, "bad_encoding"),
+        (
+            gzip.compress(b'{"batch_id": "x"}', mtime=0)[:-12],
+            {"HTTP_CONTENT_ENCODING": "gzip"},
+            400,
+            "bad_encoding",
+        ),
         (b'{"batch_id": "a\\u0000b", "host": {"hostname": "h"}}', {}, 422, "invalid"),
         (b"[1, 2, 3]", {}, 422, "type"),
     ],
@@ -321,3 +335,68 @@ def test_it_stores_one_copy_when_two_retries_race(team: Any, make_token: Any) ->
     assert {body["accepted"] for _, body in results} == {2_000}
     assert len(_samples_stored()) == 2_000
     assert IngestBatch.objects.filter(client_id=payload["batch_id"]).count() == 1
+
+
+def test_it_marks_each_batch_dirty_for_its_host_and_asks_for_one_drain_per_burst(
+    client: Client,
+    team: Any,
+    ingest_token: str,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    from accelboard.fleet import tasks
+    from accelboard.fleet.models import TelemetryDirtyRange
+
+    enqueued: list[dict[str, Any]] = []
+    monkeypatch.setattr(tasks, "_requested_at", -1e9)
+    monkeypatch.setattr(tasks.telemetry_rollups_drain, "apply_async", lambda **kw: enqueued.append(kw))
+    with django_capture_on_commit_callbacks(execute=True):
+        for index in range(5):
+            payload = telemetry_payload(n=8, batch_id=f"burst-{index}", start=time.time() - 100 + index * 10)
+            assert post_json(client, URL, payload, ingest_token).status_code == 200
+
+    host = Host.objects.get(hostname="gpu-node-01")
+    assert list(TelemetryDirtyRange.objects.values_list("host_id", flat=True)) == [host.pk] * 5
+    # No task per batch: one drain for the burst, after the debounce delay.
+    assert enqueued == [{"countdown": tasks.ROLLUP_DEBOUNCE_S}]
+
+
+def test_a_host_moved_to_another_team_is_refused_even_after_its_registration_was_cached(
+    client: Client, team: Any, ingest_token: str
+) -> None:
+    from accelboard.core.models import Team
+
+    first = telemetry_payload(n=4, batch_id="before-move")
+    assert post_json(client, URL, first, ingest_token).status_code == 200
+    other = Team.objects.create(name="Elsewhere", slug="elsewhere")
+    Host.objects.filter(hostname="gpu-node-01").update(team=other)  # an admin moves the host
+    before = row_counts()
+
+    again = telemetry_payload(n=4, batch_id="after-move", start=time.time() - 2)
+    response = post_json(client, URL, again, ingest_token)
+
+    assert response.status_code == 409, response.content
+    assert response.json()["error"]["code"] == "host_conflict"
+    assert row_counts() == before
+
+
+def test_a_process_that_has_not_seen_the_host_still_applies_changed_facts(
+    client: Client, team: Any, ingest_token: str
+) -> None:
+    from accelboard.fleet.ingest_services import registrations
+
+    first = telemetry_payload(n=4, batch_id="seen-elsewhere")
+    assert post_json(client, URL, first, ingest_token).status_code == 200
+    registrations.clear()  # as a web process that never saw this host
+    same = telemetry_payload(n=4, batch_id="unchanged", start=time.time() - 3)
+    assert post_json(client, URL, same, ingest_token).status_code == 200
+    registrations.clear()
+    changed = telemetry_payload(n=4, batch_id="new-driver", start=time.time() - 2)
+    changed["host"]["driver_version"] = "999.1"
+    changed["accelerators"][0]["name"] = "NVIDIA H100 80GB HBM3 (renamed)"
+    assert post_json(client, URL, changed, ingest_token).status_code == 200
+
+    host = Host.objects.get(hostname="gpu-node-01")
+    assert host.driver_version == "999.1"
+    assert Accelerator.objects.get(uuid=changed["accelerators"][0]["uuid"]).name.endswith("(renamed)")
+    assert len(_samples_stored()) == 12

@@ -70,3 +70,23 @@ def test_it_never_hands_out_a_token_that_reads_as_a_command_line_option(
     # "--token -Ds..." made argparse stop with "expected one argument" (a CI failure, 1 in 64 draws).
     _, token = services.token_create(team=team, kind="ingest")
     assert token == "xDsLYmQBwal_rcSv1ZarY8GSuPKVvfM50CdD29Xfm5k"
+
+
+def test_authentication_reads_the_token_and_its_team_as_the_orm_does(team: Any, other_team: Any) -> None:
+    from django.forms.models import model_to_dict
+
+    from accelboard.api.services import token_authenticate, token_create
+
+    token_create(team=other_team, kind="read")
+    token = token_create(team=team, kind="ingest", name="rack 4")[1]
+    found = token_authenticate(token=token)
+    expected = ApiToken.objects.select_related("team").get(prefix=token[:8])
+    assert found is not None
+    fields = [field.attname for field in ApiToken._meta.concrete_fields]
+    assert {name: getattr(found, name) for name in fields} == {
+        name: getattr(expected, name) for name in fields
+    }
+    assert model_to_dict(found.team) == model_to_dict(expected.team)
+    assert found.team.created_at == expected.team.created_at and found.team.pk == team.pk
+    assert token_authenticate(token=token[:8] + "x" * (len(token) - 8)) is None
+    assert token_authenticate(token="y" * 40) is None

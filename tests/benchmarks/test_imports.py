@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from accelboard.benchmarks.imports import ImportRejected, run_import, run_import_preview
+from accelboard.benchmarks.import_services import ImportRejected, run_import, run_import_preview
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue, Series
 from accelboard.importers import parse_bytes
 from tests.api.conftest import row_counts
@@ -66,9 +66,14 @@ def test_it_stores_a_vllm_file_with_the_uploaders_hardware(team: Any, lead: Any,
     )
     assert run.accelerator_type.name == "H100 SXM 80GB"
     assert (run.accelerator_count, run.git_commit, run.branch) == (1, "abc1234", "main")
-    assert run.workload.variant.model.name == "Qwen2.5-7B-Instruct-FP8-dynamic"
-    assert run.workload.variant.precision == "fp8"
-    assert run.workload.scenario == "chat"
+    # The file's name is kept; its -FP8-dynamic suffix is the variant, not the model.
+    assert (run.model_name, run.model_match) == ("Qwen2.5-7B-Instruct-FP8-dynamic", "new")
+    assert run.workload.variant.model.name == "Qwen2.5-7B-Instruct"
+    assert (run.workload.variant.name, run.workload.variant.precision) == ("fp8", "fp8")
+    assert (run.accelerator_name, run.accelerator_match) == ("H100 SXM 80GB", "user")
+    # the file's finite request_rate (12/s) is an arrival process: the Server pattern, never "chat"
+    assert run.workload.scenario == "server"
+    assert run.field_sources["workload.scenario"] == "derived:request_rate"
     assert run.field_sources["hardware.accelerator"] == "user"
     assert run.field_sources["provenance.git_commit"] == "user"
     assert run.field_sources["model"].startswith("file:")
@@ -106,8 +111,10 @@ def test_it_names_every_missing_field(team: Any) -> None:
 
 
 def test_it_refuses_an_unknown_accelerator(team: Any) -> None:
+    # TheBloke/Llama-2-7B-AWQ: the base Llama-2-7B, close to the catalogue's chat model; created
+    # as new by the uploader's choice, the accelerator is what is left.
     with pytest.raises(ImportRejected) as caught:
-        _import(team, "optimum_benchmark.json")  # NVIDIA A10G: not in the catalogue
+        _import(team, "optimum_benchmark.json", {"create_model": "1"})  # NVIDIA A10G: not in the catalogue
     assert caught.value.field == "accelerator"
     assert "A10G" in caught.value.message
     assert not BenchmarkRun.objects.exists()
@@ -131,13 +138,45 @@ def test_it_refuses_telemetry_logs_for_now(team: Any) -> None:
     assert not BenchmarkRun.objects.exists()
 
 
-def test_it_keeps_the_files_value_over_the_uploaders(team: Any) -> None:
-    run, _ = _import(team, "lm_eval_v04.json", {"model": "other-model", "accelerator": "L4"})
+def test_it_applies_the_uploaders_fields_over_the_files(team: Any) -> None:
+    run, _ = _import(
+        team,
+        "lm_eval_v04.json",
+        {"model": "Llama-2-7B-Chat", "accelerator": "L4", "count": "1", "precision": "int4"},
+    )
     run.refresh_from_db()
-    assert run.workload.variant.model.name == "TheBloke/Mistral-7B-Instruct-v0.2-GPTQ"
+    # What the form said applies, marked as the uploader's; what the file said is kept beside it.
+    assert run.workload.variant.model.name == "Llama-2-7B-Chat"
+    assert (run.model_name, run.model_match) == ("TheBloke/Mistral-7B-Instruct-v0.2-GPTQ", "user")
+    assert run.accelerator_type.name == "L4"
+    assert (run.accelerator_name, run.accelerator_match) == ("NVIDIA H100 80GB HBM3", "user")
+    assert run.accelerator_count == 1
+    assert (run.workload.variant.precision, run.workload.variant.name) == ("int4", "int4-gptq")
+    for path in ("model", "hardware.accelerator", "hardware.count", "variant.precision"):
+        assert run.field_sources[path] == "user", path
+    warnings = run.context["warnings"]
+    assert any(
+        w.startswith("hardware.count: the file says 2") and "uploader's 1 applies" in w for w in warnings
+    )
+    assert any("NVIDIA H100 80GB HBM3" in w and "'L4' applies" in w for w in warnings)
+
+
+def test_it_fills_only_what_the_file_lacks_from_the_context(team: Any) -> None:
+    data, runs = _parse("lm_eval_v04.json")
+    run, _ = run_import(
+        team=team,
+        parsed=runs[0],
+        raw_name="lm_eval_v04.json",
+        raw_bytes=data,
+        uploaded_via="api",
+        overrides={"model": "Llama-2-7B-Chat"},
+        context={"accelerator": "L4", "batch_size": "4", "label": "nightly"},
+    )
+    run.refresh_from_db()
     assert run.accelerator_type.name == "H100 SXM 80GB"
-    assert run.field_sources["model"].startswith("file:")
+    assert (run.accelerator_name, run.accelerator_match) == ("NVIDIA H100 80GB HBM3", "alias")
     assert any("kept the file's value" in w for w in run.context["warnings"])
+    assert run.context["label"] == "nightly"
 
 
 def test_it_stores_accuracy_results_as_metrics(team: Any) -> None:
@@ -149,7 +188,11 @@ def test_it_stores_accuracy_results_as_metrics(team: Any) -> None:
     assert expected <= set(values)
     some = runs[0].accuracy[0]
     stored = values[f"accuracy:{some.task}:{some.metric}"]
-    assert (stored.value, stored.unit) == (some.value, "score")
+    # each result's own scale: acc is a fraction (ratio), a perplexity a score
+    assert (stored.value, stored.unit) == (some.value, some.unit)
+    units = {a.metric: a.unit for a in runs[0].accuracy}
+    assert values["accuracy:arc_easy:acc"].unit == units["acc"] == "ratio"
+    assert values["accuracy:wikitext:word_perplexity"].unit == units["word_perplexity"] == "score"
     assert run.workload.variant.quantization_method == "GPTQ"
     assert run.accelerator_type.name == "H100 SXM 80GB"  # "NVIDIA H100 80GB HBM3" matched by name
     assert run.accelerator_count == 2

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from accelboard_upload.cli import main, provenance_from_env
 
 from accelboard.api.services import token_create
-from accelboard.benchmarks.imports import run_import
+from accelboard.benchmarks.import_services import run_import
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue
-from accelboard.benchmarks.upload_cli import main, provenance_from_env
 from accelboard.importers import parse_bytes
 from tests.factories import H100, L4, accelerator_type_from
 

@@ -5,7 +5,8 @@ Fixtures:
 - ``browser`` (session): one headless ``/usr/bin/chromium``; each ``launch()`` gets a fresh
   user-data-dir, so no profile state leaks between runs.
 - ``page`` (per test): a new browser context (own cookies) on ``live_server``, closed after the
-  test; ``page.network`` lists every request URL, ``page.js_errors`` every uncaught page error.
+  test; ``page.network`` lists every request URL, ``page.js_errors`` every uncaught page error,
+  ``page.console`` every console warning and error (Plotly warns there when it cannot draw).
 - ``login(page, user)``: logs in through the real login form.
 - ``screenshot(page, name)``: a full-page PNG under ``test-artifacts/screenshots/`` (git-ignored).
 
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.browser.numbers import console_listen
 
 # Playwright's sync API runs an event loop in the test thread; Django's async-safety check would
 # then refuse every ORM call the test makes. The calls are in fact synchronous and safe.
@@ -123,8 +126,21 @@ def page(browser: Any, live_server: Any) -> Iterator[Any]:
     page.js_errors = []
     page.on("request", lambda request: page.network.append(request.url))
     page.on("pageerror", lambda error: page.js_errors.append(str(error)))
+    # Every page must work under the site's Content-Security-Policy: a blocked script, style or
+    # eval is reported on the console, and fails the test that loaded the page.
+    page.csp_violations = []
+    page.on(
+        "console",
+        lambda message: (
+            page.csp_violations.append(message.text)
+            if message.type == "error" and "Content Security Policy" in message.text
+            else None
+        ),
+    )
+    page.console = console_listen(page)
     try:
         yield page
+        assert page.csp_violations == [], page.csp_violations
     finally:
         context.close()
 

@@ -14,7 +14,17 @@ from tests import factories
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHARTS = ["power", "energy", "utilisation", "memory", "clocks"]
+CHARTS = [
+    "power",
+    "energy",
+    "utilisation",
+    "memory",
+    "clocks",
+    "temperature",
+    "mem_clocks",
+    "throttling",
+    "errors",
+]
 
 
 def _seen(host: Host, gpus: list[Accelerator], at: datetime, **state: Any) -> None:
@@ -110,7 +120,7 @@ def test_it_redraws_a_host_page_from_the_refresh_endpoint_without_reloading(
         lambda request: f"/hosts/{host.pk}/telemetry.json?range=1h" in request.url, timeout=25_000
     ):
         pass
-    page.wait_for_function("document.getElementById('refresh-status').dataset.refreshed === '1'")
+    page.wait_for_function("() => document.getElementById('refresh-status').dataset.refreshed === '1'")
     assert page.evaluate("window.__sameDocument") is True
     assert page.locator("#host-charts").is_visible()
     assert not page.locator("#telemetry-empty").is_visible()

@@ -74,7 +74,7 @@ def test_it_renders_the_alert_email_and_unsubscribes_from_its_link(
     from urllib.parse import urlsplit
 
     from accelboard.alerts.models import Alert
-    from accelboard.notifications import emails, services
+    from accelboard.notifications import emails, links, selectors, services
 
     now = datetime.now(UTC)
     good = factories.run_create(team=team, started_at=now - timedelta(hours=3), git_commit="a1" * 20)
@@ -102,16 +102,22 @@ def test_it_renders_the_alert_email_and_unsubscribes_from_its_link(
                 opened_at=now,
             )
         )
-    token = emails.unsubscribe_token(user_id=lead.pk, subscription_id=sub.pk)
-    message = emails.message_build(to=lead.email, alerts=alerts, mode="immediate", token=token)
-    assert message.subject == f"[Critical] Inference Platform: 2 regressions in {'b2' * 5}"
+    token = links.unsubscribe_token(user_id=lead.pk, subscription_id=sub.pk)
+    loaded = selectors.alerts_for_email(alert_ids=[a.pk for a in alerts])
+    message = emails.message_build(
+        to=lead.email, user_id=lead.pk, alerts=loaded, mode="immediate", token=token
+    )
+    assert message.subject == (
+        f"[Critical] 2 regressions in {'b2' * 4}: Output tokens per second -12% on Llama-3.1-8B bf16, and 1 more"
+    )
     page.set_content(message.alternatives[0][0])
-    assert page.locator("text=Open the alert →").count() == 2
-    assert page.locator("text=a1a1a1a1a1..b2b2b2b2b2").count() == 3  # the lede and each alert
+    assert page.locator("text=Open the alert").count() == 2
+    assert page.locator("a.acknowledge").count() == 2 and page.locator("a.dismiss").count() == 2
+    assert page.locator("text=a1a1a1a1..b2b2b2b2").count() == 2  # each alert's commit range
     screenshot(page, "alert-email")
 
     # The unsubscribe link, opened without a session, then its one button.
-    page.goto(urlsplit(emails.absolute(emails.unsubscribe_path(token))).path)
+    page.goto(urlsplit(links.absolute(links.unsubscribe_path(token))).path)
     assert "Inference Platform: all alerts" in page.locator("main").inner_text()
     with page.expect_navigation():
         page.click("#unsubscribe")

@@ -85,7 +85,7 @@ def test_it_picks_a_series_draws_its_changes_and_shares_the_zoomed_view(
     page.evaluate(
         "Plotly.relayout(document.getElementById('trend-chart'), {'xaxis.range': ['2026-01-10 06:00', '2026-01-25 18:30']})"
     )
-    page.wait_for_function("window.location.search.includes('from=')")
+    page.wait_for_function("() => window.location.search.includes('from=')")
     query = parse_qs(urlsplit(page.url).query)
     assert query["from"] == ["2026-01-10T06:00"] and query["to"] == ["2026-01-25T18:30"]
     assert page.input_value("#share-url") == page.url

@@ -24,12 +24,12 @@ from typing import Any
 
 from django.utils import timezone
 
-from accelboard.alerts.checks import alerts_history_check
 from accelboard.alerts.models import Alert
+from accelboard.alerts.regression_services import alerts_history_check
 from accelboard.benchmarks.models import BenchmarkRun, Series
 from accelboard.core.models import Team
 from accelboard.costs.models import AcceleratorPrice, ElectricityPrice
-from accelboard.costs.run_costs import run_cost_compute
+from accelboard.costs.run_cost_services import run_cost_compute
 from accelboard.costs.services import cost_day_compute
 from accelboard.fleet.models import Accelerator, Host, Site
 from tests import factories

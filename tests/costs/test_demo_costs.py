@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from accelboard.benchmarks.models import BenchmarkRun
+from accelboard.core.access import EVERY_TEAM
+from accelboard.costs.filters import CostFilters
 from accelboard.costs.models import CostDaily, RunCost, ServingCostDaily
-from accelboard.costs.report_selectors import CostFilters, cost_report
+from accelboard.costs.report_selectors import cost_report
 from accelboard.fleet.models import Host, TelemetryRollup
 from tests.test_demo_fleet import _load, empty_telemetry, fast_passwords  # noqa: F401 - fixtures
 
@@ -17,7 +19,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_it_loads_a_month_of_costs_with_the_demo(empty_telemetry: None, tmp_path: Path) -> None:  # noqa: F811
     output = _load(tmp_path)
-    assert "costs:" in output
+    assert "costs, last 2 days:" in output
+    assert "costs of every day and run:" in output
 
     rollup_days = {
         b.date() for b in TelemetryRollup.objects.filter(width_s=60).values_list("bucket", flat=True)
@@ -39,7 +42,7 @@ def test_it_loads_a_month_of_costs_with_the_demo(empty_telemetry: None, tmp_path
     )
 
     month = max(rollup_days)
-    report = cost_report(team_ids=None, filters=CostFilters(month=month), today=month)
+    report = cost_report(scope=EVERY_TEAM, filters=CostFilters(month=month), today=month)
     assert report.total.total_cost > 0 and not report.unconverted
     teams = report.breakdowns["team"]
     assert sum(t.total_cost for t in teams) == pytest.approx(report.total.total_cost)

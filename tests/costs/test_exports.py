@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+from decimal import Decimal
 from typing import Any
 
 import openpyxl
@@ -46,13 +47,14 @@ def test_it_exports_the_team_breakdown_as_csv_with_the_pages_numbers(
     inference = rows[0]
     assert float(inference["Spend (USD)"]) == pytest.approx(4749.36)
     assert float(inference["Idle cost (USD)"]) == pytest.approx(1179.84)
-    assert float(inference["Previous month (USD)"]) == pytest.approx(984.70)
+    # The change compares October with September (per day: 31 days against 30); the column says so.
+    assert float(inference["Sep 1–30 (USD)"]) == pytest.approx(984.70)
     assert float(inference["Energy × PUE (kWh)"]) == pytest.approx(300.0)
     assert float(inference["Carbon (kgCO2e)"]) == pytest.approx(142.5)
     assert inference["Host-days"] == "2"
     # Research had no spend in September, and its host has no electricity price: the gaps stay
     # empty, never a zero.
-    assert rows[1]["Previous month (USD)"] == ""
+    assert rows[1]["Sep 1–30 (USD)"] == ""
     assert rows[1]["Energy cost (USD)"] == ""
     assert float(rows[1]["Spend (USD)"]) == pytest.approx(50.0)
     assert rows[1]["Host-days on a stale price"] == "1"
@@ -138,12 +140,14 @@ def test_it_exports_every_report_table_in_one_workbook(
     sheet = list(workbook["by_provider"].iter_rows(values_only=True))
     assert sheet[0][:2] == ("Provider", "Spend (USD)")
     assert {row[0]: row[1] for row in sheet[1:]} == {
-        "aws": pytest.approx(4749.36),
-        "on-prem": pytest.approx(50.0),
+        "aws": 4749.36,
+        "on-prem": 50.0,
+        "Total": 4799.36,
     }
     daily = list(workbook["daily"].iter_rows(values_only=True))
-    assert daily[0] == ("Day (UTC)", "Grouped by", "Group", "Spend (USD)")
-    assert (dt.datetime(2026, 10, 2), "team", "Inference Platform", pytest.approx(2374.68)) in daily[1:]
+    assert daily[0] == ("Day (UTC)", "Team", "Spend (USD)")
+    assert (dt.datetime(2026, 10, 2), "Inference Platform", 2374.68) in daily[1:]
+    assert daily[-1] == ("Total", None, 4799.36)
 
 
 def test_it_exports_the_drill_down_hosts_as_xlsx_with_numbers_as_numbers(
@@ -156,11 +160,76 @@ def test_it_exports_the_drill_down_hosts_as_xlsx_with_numbers_as_numbers(
     assert workbook.sheetnames == ["hosts"]
     header, *rows = list(workbook["hosts"].iter_rows(values_only=True))
     records = [dict(zip(header, row, strict=True)) for row in rows]
-    assert [record["Host"] for record in records] == ["gpu-a", "gpu-b"]
+    assert [record["Host"] for record in records] == ["gpu-a", "gpu-b", "Total"]
+    assert records[-1]["Spend"] == 4799.36 and records[-1]["GPU-hours held (h)"] == 484.0
     assert records[0]["Spend"] == pytest.approx(4749.36)
     assert records[0]["Days"] == 2
     assert records[0]["Price fetched"] == dt.datetime.combine(FRESH, dt.time())
     assert records[1]["Stale price"] == "yes"
+
+
+def test_it_exports_spend_per_day_in_one_grouping_that_adds_up_to_the_month(
+    cast: dict[str, Any], fleet: dict[str, Any], login_client: Any
+) -> None:
+    # The daily file once held rows by provider and rows by team: its column summed to twice the
+    # month. Now it holds the grouping the page charts, named in the file and its column.
+    client = login_client(cast["finance"])
+    for by, column in (("team", "Team"), ("provider", "Provider")):
+        response = client.get(
+            reverse("costs:report"), {"month": "2026-10", "format": "csv", "table": "daily", "by": by}
+        )
+        assert f'filename="costs-2026-10-by-{by}-daily.csv"' in response["Content-Disposition"]
+        rows = _csv(response)
+        assert list(rows[0]) == ["Day (UTC)", column, "Spend (USD)"]
+        assert sum(Decimal(row["Spend (USD)"]) for row in rows) == Decimal("4799.36")
+
+
+def test_it_writes_the_workbook_as_people_read_it(
+    cast: dict[str, Any], fleet: dict[str, Any], login_client: Any
+) -> None:
+    # Every cell was "General", with float noise; no totals. Now: money with two decimals and
+    # separators, dates as dates, percentages as percentages, a frozen bold header and a bold
+    # totals row; the CSV keeps plain full-precision numbers.
+    client = login_client(cast["finance"])
+    book = openpyxl.load_workbook(
+        io.BytesIO(client.get(reverse("costs:report"), {"month": "2026-10", "format": "xlsx"}).content)
+    )
+    sheet = book["by_team"]
+    header = [cell.value for cell in sheet[1]]
+    spend, hours, change = (
+        header.index(n) + 1
+        for n in ("Spend (USD)", "GPU-hours held (h)", "Change, Oct 1–31 vs Sep 1–30, per day (%)")
+    )
+    assert sheet.freeze_panes == "A2" and sheet.cell(1, 1).font.b
+    assert sheet.cell(2, spend).number_format == "#,##0.00" and sheet.cell(2, spend).value == 4749.36
+    assert sheet.cell(2, hours).number_format == "#,##0.0"
+    assert sheet.cell(2, change).number_format.startswith("+0.0%")
+    last = sheet.max_row
+    assert sheet.cell(last, 1).value == "Total" and sheet.cell(last, 1).font.b
+    assert sheet.cell(last, spend).value == 4799.36
+    days = book["daily"]
+    assert days.cell(2, 1).is_date and days.cell(2, 1).number_format == "yyyy-mm-dd"
+    # A percentage cell holds the fraction, shown as a percentage.
+    table = ExportTable(
+        name="t", title="t", columns=[Column("p", "Change (%)", "change")], rows=[{"p": 12.5}]
+    )
+    cell = openpyxl.load_workbook(io.BytesIO(tables_xlsx(tables=[table])))["t"]["A2"]
+    assert cell.value == 0.125 and cell.number_format.startswith("+0.0%")
+    # Floats as written, not as summed: no 73233.09340000003 in a cell, nor in the CSV.
+    noisy = ExportTable(
+        name="n", title="n", columns=[Column("h", "Hours (h)", "hours")], rows=[{"h": 0.1 + 0.2}]
+    )
+    assert openpyxl.load_workbook(io.BytesIO(tables_xlsx(tables=[noisy])))["n"]["A2"].value == 0.3
+    assert table_csv(table=noisy).decode("utf-8-sig").splitlines() == ["Hours (h)", "0.3"]
+
+
+def test_it_ends_each_page_table_with_the_totals_its_rows_add_up_to(
+    cast: dict[str, Any], fleet: dict[str, Any], login_client: Any
+) -> None:
+    body = login_client(cast["finance"]).get(reverse("costs:report"), {"month": "2026-10"}).content.decode()
+    table = body.split('data-table="by_team"')[1].split("</table>")[0]
+    foot = table.split("<tfoot>")[1]
+    assert "Total" in foot and '<td class="money" data-sum>4,799.36</td>' in foot
 
 
 # --- the writers, pure -------------------------------------------------------------------------

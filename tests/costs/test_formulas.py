@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from datetime import date
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from accelboard.costs.formulas import (
+from accelboard.costs.formulas.benchmark import benchmark_cost, steady_state_window
+from accelboard.costs.formulas.energy import (
+    energy_cross_check,
+    energy_footprint,
+    energy_in_window,
+    energy_measure,
+)
+from accelboard.costs.formulas.hours import accelerator_hours_from_rollups, accelerator_hours_from_samples
+from accelboard.costs.formulas.money import capacity_cost, energy_cost, money_add, money_convert
+from accelboard.costs.formulas.training import training_cost
+from accelboard.costs.formulas.types import (
     AcceleratorRate,
     CostInputError,
     ElectricityRate,
@@ -16,19 +27,6 @@ from accelboard.costs.formulas import (
     MissingRateError,
     Money,
     PriceRef,
-    accelerator_hours_from_rollups,
-    accelerator_hours_from_samples,
-    benchmark_cost,
-    capacity_cost,
-    energy_cost,
-    energy_cross_check,
-    energy_footprint,
-    energy_in_window,
-    energy_measure,
-    money_add,
-    money_convert,
-    steady_state_window,
-    training_cost,
 )
 
 P5 = PriceRef(
@@ -37,9 +35,11 @@ P5 = PriceRef(
 LAMBDA = PriceRef(kind="accelerator_price", id=12, source="lambda.ai/pricing", fetched_on=date(2025, 5, 1))
 GRID = PriceRef(kind="electricity_price", id=7, source="EIA industrial average", fetched_on=date(2025, 5, 1))
 # AWS p5.48xlarge: 8×H100 at $98.32/h → $12.29 per GPU-hour.
-H100_AWS = AcceleratorRate(price_per_accelerator_hour=98.32 / 8, currency="USD", ref=P5)
-H100_LAMBDA = AcceleratorRate(price_per_accelerator_hour=3.29, currency="USD", ref=LAMBDA)
-POWER = ElectricityRate(price_per_kwh=0.10, currency="USD", pue=1.58, carbon_g_per_kwh=475.0, ref=GRID)
+H100_AWS = AcceleratorRate(price_per_accelerator_hour=Decimal("98.32") / 8, currency="USD", ref=P5)
+H100_LAMBDA = AcceleratorRate(price_per_accelerator_hour=Decimal("3.29"), currency="USD", ref=LAMBDA)
+POWER = ElectricityRate(
+    price_per_kwh=Decimal("0.10"), currency="USD", pue=1.58, carbon_g_per_kwh=475.0, ref=GRID
+)
 
 
 # --- energy -------------------------------------------------------------------------------------
@@ -156,11 +156,11 @@ def test_it_reproduces_eight_h100_for_ten_hours_at_sixty_percent():
     assert len(hours.by_accelerator) == 8
     allocation = capacity_cost(accelerator_seconds=hours.allocation_h * 3600, rate=H100_AWS)
     usage = capacity_cost(accelerator_seconds=hours.usage_h * 3600, rate=H100_AWS)
-    assert allocation.amount == pytest.approx(983.20)
-    assert usage.amount == pytest.approx(589.92)
+    assert allocation.amount == Decimal("983.20")  # exact: money is Decimal
+    assert usage.amount == Decimal("589.92")
     assert allocation.currency == "USD"
     assert allocation.sources == (P5,)
-    assert allocation.inputs["price_per_accelerator_hour"] == pytest.approx(12.29)
+    assert allocation.inputs["price_per_accelerator_hour"] == Decimal("12.29")
 
 
 def test_it_counts_idle_hours_below_ten_percent_and_skips_gaps():
@@ -210,7 +210,7 @@ def test_it_refuses_bad_hours_input():
 def test_it_computes_energy_cost_with_pue():
     # 100 kWh × 1.58 × $0.10 = $15.80.
     cost = energy_cost(kwh=100.0, electricity=POWER)
-    assert cost.amount == pytest.approx(15.80)
+    assert cost.amount == Decimal("15.80")
     assert cost.sources == (GRID,)
 
 
@@ -219,27 +219,27 @@ def test_it_computes_energy_cost_with_pue():
 
 def test_it_converts_currency_only_with_a_given_rate():
     eur = PriceRef(kind="exchange_rate", id=3, source="ECB 2025-05-01")
-    rate = ExchangeRate(from_currency="USD", to_currency="EUR", rate=0.88, ref=eur)
-    usd = Money(amount=100.0, currency="USD", sources=(P5,))
+    rate = ExchangeRate(from_currency="USD", to_currency="EUR", rate=Decimal("0.88"), ref=eur)
+    usd = Money(amount=Decimal(100), currency="USD", sources=(P5,))
     converted = money_convert(money=usd, to_currency="EUR", rates=[rate])
-    assert converted.amount == pytest.approx(88.0)
+    assert converted.amount == Decimal("88.00")
     assert converted.sources == (P5, eur)
     back = money_convert(money=converted, to_currency="USD", rates=[rate])
-    assert back.amount == pytest.approx(100.0)
+    assert back.amount == pytest.approx(Decimal(100))
     with pytest.raises(MissingRateError, match="no exchange rate from USD to GBP"):
         money_convert(money=usd, to_currency="GBP", rates=[rate])
 
 
 def test_it_refuses_to_add_mixed_currencies():
     with pytest.raises(CostInputError, match="cannot add EUR, USD"):
-        money_add(items=[Money(amount=1, currency="USD"), Money(amount=1, currency="EUR")])
+        money_add(items=[Money(amount=Decimal(1), currency="USD"), Money(amount=Decimal(1), currency="EUR")])
 
 
 # --- benchmark runs -----------------------------------------------------------------------------
 
 
 def test_it_reproduces_the_design_reference_for_one_h100():
-    # DESIGN.md: one H100 at 560 W, 4,890 tok/s, $0.10/kWh, PUE 1.58. A 100 s run:
+    # A reference case: one H100 at 560 W, 4,890 tok/s, $0.10/kWh, PUE 1.58. A 100 s run:
     # 489,000 tokens, 56,000 J → 0.114519 J/token (560 / 4,890).
     # 1M tokens take 1e6 / 4,890 = 204.4990 s → 114,519.4 J = 0.0318109 kWh at the GPU,
     # × 1.58 = 0.0502612 kWh → electricity $0.00502612 per 1M tokens (≈ $0.005), carbon
@@ -260,10 +260,10 @@ def test_it_reproduces_the_design_reference_for_one_h100():
     assert cost.j_per_inference == pytest.approx(56.0)
     assert cost.j_per_1k_inferences == pytest.approx(56_000.0)
     assert cost.facility_kwh_per_1m == pytest.approx(0.0502612, rel=1e-5)
-    assert cost.energy_per_1m.amount == pytest.approx(0.00502612, rel=1e-5)
+    assert float(cost.energy_per_1m.amount) == pytest.approx(0.00502612, rel=1e-5)
     assert cost.carbon_g_per_1m == pytest.approx(23.8741, rel=1e-4)
-    assert cost.capacity_per_1m.amount == pytest.approx(0.186890, rel=1e-5)
-    assert cost.total_per_1m.amount == pytest.approx(0.186890 + 0.00502612, rel=1e-5)
+    assert float(cost.capacity_per_1m.amount) == pytest.approx(0.186890, rel=1e-5)
+    assert float(cost.total_per_1m.amount) == pytest.approx(0.186890 + 0.00502612, rel=1e-5)
     assert cost.sources == (LAMBDA, GRID)
     assert set(cost.total_per_1m.sources) == {LAMBDA, GRID}
     aws = benchmark_cost(
@@ -275,7 +275,7 @@ def test_it_reproduces_the_design_reference_for_one_h100():
         rate=H100_AWS,
         electricity=POWER,
     )
-    assert aws.capacity_per_1m.amount == pytest.approx(0.698137, rel=1e-5)
+    assert float(aws.capacity_per_1m.amount) == pytest.approx(0.698137, rel=1e-5)
 
 
 def test_it_reproduces_the_measured_joules_per_token_reference():
@@ -290,7 +290,7 @@ def test_it_reproduces_the_measured_joules_per_token_reference():
         rate=H100_LAMBDA,
         electricity=POWER,
     )
-    assert cost.energy_per_1m.amount == pytest.approx(0.00410361, rel=1e-5)
+    assert float(cost.energy_per_1m.amount) == pytest.approx(0.00410361, rel=1e-5)
 
 
 def test_it_costs_per_million_inferences_on_several_accelerators():
@@ -307,12 +307,14 @@ def test_it_costs_per_million_inferences_on_several_accelerators():
     )
     assert cost.unit == "inference"
     assert cost.j_per_token is None
-    assert cost.capacity_per_1m.amount == pytest.approx(136.5556, rel=1e-5)
-    assert cost.energy_per_1m.amount == pytest.approx(0.175556, rel=1e-5)
+    assert float(cost.capacity_per_1m.amount) == pytest.approx(136.5556, rel=1e-5)
+    assert float(cost.energy_per_1m.amount) == pytest.approx(0.175556, rel=1e-5)
 
 
 def test_it_refuses_a_run_priced_in_two_currencies():
-    eur_power = ElectricityRate(price_per_kwh=0.2, currency="EUR", pue=1.2, carbon_g_per_kwh=300, ref=GRID)
+    eur_power = ElectricityRate(
+        price_per_kwh=Decimal("0.2"), currency="EUR", pue=1.2, carbon_g_per_kwh=300, ref=GRID
+    )
     with pytest.raises(MissingRateError, match="capacity in USD and energy in EUR"):
         benchmark_cost(
             duration_s=1, energy_j=1, inferences=1, accelerator_count=1, rate=H100_AWS, electricity=eur_power
@@ -332,7 +334,7 @@ def test_it_refuses_bad_run_input():
         energy_cost(
             kwh=1,
             electricity=ElectricityRate(
-                price_per_kwh=0.1, currency="USD", pue=0.9, carbon_g_per_kwh=1, ref=GRID
+                price_per_kwh=Decimal("0.1"), currency="USD", pue=0.9, carbon_g_per_kwh=1, ref=GRID
             ),
         )
 
@@ -428,14 +430,48 @@ def test_it_costs_a_training_run_to_its_target():
         rate=H100_AWS,
         electricity=POWER,
     )
-    assert result.capacity_to_train.amount == pytest.approx(196.64)
-    assert result.energy_cost_to_train.amount == pytest.approx(1.5168)
-    assert result.cost_to_train.amount == pytest.approx(198.1568)
+    # Exact: Decimal money, quantities in their shortest decimal form.
+    assert result.capacity_to_train.amount == Decimal("196.64")
+    assert result.energy_cost_to_train.amount == Decimal("1.5168")
+    assert result.cost_to_train.amount == Decimal("198.1568")
     assert result.per_iteration_s == pytest.approx(7.2)
     assert result.per_iteration_j == pytest.approx(34_560.0)
-    assert result.per_iteration_cost == pytest.approx(0.1981568)
+    assert result.per_iteration_cost == Decimal("0.1981568")
     assert result.per_sample_s == pytest.approx(0.028125)
     assert result.per_sample_j == pytest.approx(135.0)
     assert result.per_token_j == pytest.approx(34_560_000 / 524_288_000)
     assert result.carbon_to_train_g == pytest.approx(9.6 * 1.58 * 475)
     assert result.sources == (P5, GRID)
+
+
+# --- the rounding rule of money ----------------------------------------------------------------
+
+
+def test_it_keeps_money_exact_until_it_is_stored() -> None:
+    from accelboard.costs.formulas.money import as_decimal
+
+    # A quantity enters a money product in its shortest decimal form: 0.1 is 0.1.
+    assert as_decimal(0.1) == Decimal("0.1") and as_decimal(3) == Decimal(3)
+    one = ElectricityRate(price_per_kwh=Decimal("0.1"), currency="USD", pue=1.0, carbon_g_per_kwh=0, ref=GRID)
+    parts = [energy_cost(kwh=1.0, electricity=one) for _ in range(3)]
+    # Floats would give 0.30000000000000004; Decimal money sums exactly.
+    assert money_add(items=parts).amount == Decimal("0.3")
+    assert sum(0.1 for _ in range(3)) != 0.3
+
+
+@pytest.mark.parametrize(
+    ("amount", "places", "stored"),
+    [
+        ("0.00005", "0.0001", "0.0000"),  # half to even: down to the even 0
+        ("0.00015", "0.0001", "0.0002"),  # half to even: up to the even 2
+        ("0.00025", "0.0001", "0.0002"),
+        ("12.2900004", "0.000001", "12.290000"),  # a per-hour rate keeps 6 places
+        ("-1.23455", "0.0001", "-1.2346"),
+    ],
+)
+def test_it_rounds_money_once_half_to_even(amount: str, places: str, stored: str) -> None:
+    from accelboard.costs.formulas.money import money_round
+
+    assert money_round(Decimal(amount), Decimal(places)) == Decimal(stored)
+    assert str(money_round(Decimal(amount), Decimal(places))) == stored
+    assert money_round(None) is None

@@ -206,11 +206,11 @@ def _drill(client: Any, **params: str) -> Any:
 @pytest.mark.parametrize(
     ("who", "total", "teams"),
     [
-        ("finance", 4799.36, ["Inference Platform", "Research"]),
-        ("staff", 4799.36, ["Inference Platform", "Research"]),
-        ("lead", 4749.36, ["Inference Platform"]),
-        ("engineer", 4749.36, ["Inference Platform"]),
-        ("other_lead", 50.00, ["Research"]),
+        ("finance", "4799.36", ["Inference Platform", "Research"]),
+        ("staff", "4799.36", ["Inference Platform", "Research"]),
+        ("lead", "4749.36", ["Inference Platform"]),
+        ("engineer", "4749.36", ["Inference Platform"]),
+        ("other_lead", "50.00", ["Research"]),
     ],
 )
 def test_it_scopes_the_report_to_the_teams_each_role_may_see(
@@ -218,15 +218,15 @@ def test_it_scopes_the_report_to_the_teams_each_role_may_see(
     cost_fleet: dict[str, Any],
     login_client: Any,
     who: str,
-    total: float,
+    total: str,
     teams: list[str],
 ) -> None:
     response = _report(login_client(cast[who]))
     assert response.status_code == 200
     report = response.context["report"]
-    assert report.total.total_cost == pytest.approx(total)
+    assert report.total.total_cost == Decimal(total)
     assert [group.label for group in report.breakdowns["team"]] == teams
-    assert f"{total:,.2f}" in response.content.decode()
+    assert f"{Decimal(total):,.2f}" in response.content.decode()
     hidden = {"Inference Platform", "Research"} - set(teams)
     table = response.content.decode().split('data-table="by_team"')[1].split("</table>")[0]
     for name in hidden:
@@ -284,34 +284,27 @@ def test_it_adds_up_the_month_with_idle_energy_and_carbon_beside_money(
 ) -> None:
     report = _report(login_client(cast["engineer"])).context["report"]
     total = report.total
-    assert total.capacity_cost == pytest.approx(2 * 2359.68)
-    assert total.idle_cost == pytest.approx(2 * 589.92)
-    assert total.energy_cost == pytest.approx(2 * 15.00)
-    assert total.total_cost == pytest.approx(4749.36)
+    assert total.capacity_cost == Decimal("4719.36")
+    assert total.idle_cost == Decimal("1179.84")
+    assert total.energy_cost == Decimal("30.00")
+    assert total.total_cost == Decimal("4749.36")
     assert total.alloc_hours == pytest.approx(384.0)
     assert total.idle_hours == pytest.approx(96.0)
     assert total.energy_kwh == pytest.approx(200.0)
     assert total.energy_kwh_pue == pytest.approx(300.0)
     assert total.carbon_kg == pytest.approx(142.5)
-    # Month over month: September's 984.70 for the same team, but on one day against October's
-    # two: +382.3 % would be the fleet's start, not growth, so no change is shown.
-    assert report.previous.total_cost == pytest.approx(984.70)
-    assert (report.days_with_data, report.previous_days_with_data) == (2, 1)
+    # Month over month: October is a past month, compared whole with the whole of September, per
+    # day (31 against 30 days). Costs on 2 of October's days against 1 of September's would read
+    # the fleet's start (or a gap) as growth: no change is shown, and the page says why.
+    assert report.comparison.label == "Oct 1–31 vs Sep 1–30, per day"
+    assert report.total.previous_total == Decimal("984.70")
+    assert (len(report.total.covered_now), len(report.total.covered_before)) == (2, 1)
     assert report.change_pct is None
     (inference,) = report.breakdowns["team"]
-    assert inference.previous_total == pytest.approx(984.70)
+    assert inference.previous_total == Decimal("984.70")
     assert inference.change_pct is None
     html = _report(login_client(cast["engineer"])).content.decode()
-    assert "no change shown: the previous month has costs on 1 day, this one on 2" in html
-    # With September covered as well as October, the change is shown: (4,749.36 − 1,969.40) / 1,969.40.
-    cost_row(
-        host=cost_fleet["a"], day=dt.date(2026, 9, 29), accelerator_type=cost_fleet["h100"], gpus=8,
-        rate=Decimal("12.29"), alloc_hours=80.0, idle_hours=0.0, kwh=10.0,
-        accelerator_price=cost_fleet["p5"], electricity_price=cost_fleet["power"],
-    )  # fmt: skip
-    report = _report(login_client(cast["engineer"])).context["report"]
-    assert report.change_pct == pytest.approx((4749.36 - 1969.40) / 1969.40 * 100)
-    assert report.breakdowns["team"][0].change_pct == pytest.approx(report.change_pct)
+    assert "no change shown: costs on 2 of 31 days of Oct 1–31, on 1 of 30 of Sep 1–30" in html
     # A past month has no forecast.
     assert report.forecast is None
 
@@ -321,14 +314,12 @@ def test_it_breaks_spend_down_by_project_type_and_provider(
 ) -> None:
     report = _report(login_client(cast["finance"])).context["report"]
     spend = {
-        name: {g.label: round(g.total_cost, 2) for g in groups} for name, groups in report.breakdowns.items()
+        name: {g.label: float(g.total_cost) for g in groups} for name, groups in report.breakdowns.items()
     }
     assert spend["project"] == {"search": 4749.36, "llm": 50.0}
     assert spend["accelerator_type"] == {"H100 SXM 80GB": 4749.36, "L4": 50.0}
     assert spend["provider"] == {"aws": 4749.36, "on-prem": 50.0}
-    daily = {
-        (row["day"], row["group"]): round(row["spend"], 2) for row in report.daily if row["by"] == "team"
-    }
+    daily = {(row["day"], row["group"]): float(row["spend"]) for row in report.daily["team"]}
     assert daily == {
         (OCT, "Inference Platform"): 2374.68,
         (OCT, "Research"): 50.0,
@@ -359,7 +350,7 @@ def test_it_shows_serving_spend_by_model_and_what_no_model_accounts_for(
         computed_at=timezone.now(),
     )
     client = login_client(cast["engineer"])
-    models = [(g.label, round(g.total_cost, 2)) for g in _report(client).context["report"].by_model]
+    models = [(g.label, float(g.total_cost)) for g in _report(client).context["report"].by_model]
     assert models == [("Llama-3.1-8B", 491.60), ("Not attributed to a model", round(4749.36 - 491.60, 2))]
     # Serving rows carry no accelerator type or project: under those filters no model table.
     assert _report(client, project="search").status_code == 200
@@ -375,7 +366,7 @@ def test_it_shows_serving_spend_by_model_and_what_no_model_accounts_for(
     assert [(r["day"], r["host__hostname"], r["generated_tokens"]) for r in serving.rows] == [
         (OCT, "gpu-a", 2_000_000)
     ]
-    assert serving.rows[0]["total_cost"] == pytest.approx(491.60)
+    assert serving.rows[0]["total_cost"] == Decimal("491.60")
     assert serving.rows[0]["price_source"] == "skypilot-catalog aws/vms.csv"
     assert {r["source"] for r in prices.rows} == {"skypilot-catalog aws/vms.csv", "utility tariff 2026"}
     assert "serving days and prices of Llama-3.1-8B" in drill.content.decode()
@@ -391,10 +382,10 @@ def test_it_filters_by_provider_and_accelerator_type(
     cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
 ) -> None:
     client = login_client(cast["finance"])
-    assert _report(client, provider="on-prem").context["report"].total.total_cost == pytest.approx(50.0)
-    assert _report(client, accelerator_type="h100-sxm-80gb").context[
-        "report"
-    ].total.total_cost == pytest.approx(4749.36)
+    assert _report(client, provider="on-prem").context["report"].total.total_cost == Decimal("50.00")
+    assert _report(client, accelerator_type="h100-sxm-80gb").context["report"].total.total_cost == Decimal(
+        "4749.36"
+    )
     empty = _report(client, provider="gcp")
     assert empty.context["report"].empty
     assert "No costs match these filters" in empty.content.decode()
@@ -432,8 +423,8 @@ def test_it_converts_currencies_only_with_a_rate_in_the_price_book(
     )
     client = login_client(cast["engineer"])
     response = _report(client)
-    assert response.context["report"].total.total_cost == pytest.approx(4749.36)
-    assert response.context["report"].unconverted == {"EUR": pytest.approx(100.0)}
+    assert response.context["report"].total.total_cost == Decimal("4749.36")
+    assert response.context["report"].unconverted == {"EUR": Decimal("100.00")}
     assert 'id="unconverted-notice"' in response.content.decode()
     ExchangeRate.objects.create(
         from_currency="EUR",
@@ -444,7 +435,7 @@ def test_it_converts_currencies_only_with_a_rate_in_the_price_book(
         valid_from=dt.date(2026, 10, 1),
     )
     converted = _report(client).context["report"]
-    assert converted.total.total_cost == pytest.approx(4749.36 + 110.0)
+    assert converted.total.total_cost == Decimal("4859.36")
     assert converted.unconverted == {}
 
 
@@ -463,12 +454,19 @@ def test_it_forecasts_the_current_month_from_its_run_rate(
     cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
 ) -> None:
     # "Today" is 3 October: two complete days (4,749.36 for the team) -> 2,374.68/day × 31 days.
+    # The report opens on the last complete month, September; October is a click away.
+    client = login_client(cast["engineer"])
     with mock.patch("accelboard.costs.views._today", return_value=dt.date(2026, 10, 3)):
-        response = login_client(cast["engineer"]).get(reverse("costs:report"))
+        opened = client.get(reverse("costs:report"))
+        assert opened.context["report"].month == dt.date(2026, 9, 1)
+        assert opened.context["report"].forecast is None
+        assert 'id="current-month"' in opened.content.decode() and "month=2026-10" in opened.content.decode()
+        response = client.get(reverse("costs:report"), {"month": "2026-10"})
     forecast = response.context["report"].forecast
     assert forecast["days_elapsed"] == 2
-    assert forecast["forecast"] == pytest.approx(2374.68 * 31)
+    assert forecast["forecast"] == Decimal("2374.68") * 31
     assert 'data-kpi="forecast"' in response.content.decode()
+    assert 'id="current-month"' not in response.content.decode()
 
 
 def test_it_leaves_out_of_the_forecast_the_day_still_running() -> None:
@@ -499,14 +497,14 @@ def test_it_drills_from_a_team_total_to_hosts_days_and_price_rows(
     assert [row["host__hostname"] for row in host_table.rows] == ["gpu-a"]
     (row,) = host_table.rows
     assert row["days"] == 2
-    assert row["total_cost"] == pytest.approx(4749.36)
-    assert row["gpu_hour_rate"] == pytest.approx(12.29)
+    assert row["total_cost"] == Decimal("4749.36")
+    assert row["gpu_hour_rate"] == Decimal("12.29")
     assert row["price_source"] == "skypilot-catalog aws/vms.csv"
     assert row["_link"].endswith("host=gpu-a")
     days = _drill(client, team="inference", host="gpu-a")
     host_table, day_table, price_table = days.context["tables"]
     assert [r["day"] for r in day_table.rows] == [OCT, OCT + dt.timedelta(days=1)]
-    assert all(r["total_cost"] == pytest.approx(2374.68) for r in day_table.rows)
+    assert all(r["total_cost"] == Decimal("2374.68") for r in day_table.rows)
     assert {(r["kind"], r["source"]) for r in price_table.rows} == {
         ("accelerator", "skypilot-catalog aws/vms.csv"),
         ("electricity", "utility tariff 2026"),
@@ -592,3 +590,34 @@ def test_it_reads_the_report_and_drill_down_in_a_flat_number_of_queries(
         assert _drill(client, host="gpu-x1").status_code == 200
     with django_assert_max_num_queries(10):
         assert _drill(client, model="Llama-3.1-8B").status_code == 200
+
+
+def test_it_compares_a_month_in_progress_with_the_same_complete_days_of_the_month_before(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    # gpu-a: 12.29 (1 GPU-hour) every day of November and on 1-3 December, then 1.229 so far today,
+    # 4 December. December so far against the whole of November read −89.7 %; like with like
+    # (1-3 December against 1-3 November) there is no change.
+    fleet = cost_fleet
+    for day in [dt.date(2026, 11, d) for d in range(1, 31)] + [dt.date(2026, 12, d) for d in (1, 2, 3)]:
+        cost_row(host=fleet["a"], day=day, accelerator_type=fleet["h100"], gpus=1, rate=Decimal("12.29"),
+                 alloc_hours=1.0, idle_hours=0.0, kwh=0.0, accelerator_price=fleet["p5"], electricity_price=None)  # fmt: skip
+    cost_row(host=fleet["a"], day=dt.date(2026, 12, 4), accelerator_type=fleet["h100"], gpus=1, rate=Decimal("12.29"),
+             alloc_hours=0.1, idle_hours=0.0, kwh=0.0, accelerator_price=fleet["p5"], electricity_price=None)  # fmt: skip
+    client = login_client(cast["engineer"])
+    with mock.patch("accelboard.costs.views._today", return_value=dt.date(2026, 12, 4)):
+        response = _report(client, month="2026-12")
+    report = response.context["report"]
+    assert report.total.total_cost == Decimal("38.0990")
+    assert report.comparison.label == "Dec 1–3 vs Nov 1–3"
+    assert report.total.previous_total == Decimal("36.8700")
+    assert report.change_pct == 0.0
+    assert report.breakdowns["team"][0].change_pct == 0.0
+    html = response.content.decode()
+    assert "0.0 % (Dec 1–3 vs Nov 1–3; 36.87 before)" in html
+    assert 'data-window="Dec 1–3 vs Nov 1–3"' in html
+    # On the 1st, no day of December is complete: no change at all, and the page says so.
+    with mock.patch("accelboard.costs.views._today", return_value=dt.date(2026, 12, 1)):
+        first = _report(client, month="2026-12")
+    assert first.context["report"].change_pct is None
+    assert "no complete day yet to compare with the month before" in first.content.decode()

@@ -9,8 +9,8 @@ import pytest
 
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.costs.models import RunCost
-from accelboard.costs.prices import price_book_load
-from accelboard.costs.run_costs import run_cost_compute, run_costs_compute
+from accelboard.costs.pricebook_selectors import price_book_load
+from accelboard.costs.run_cost_services import run_cost_compute, run_costs_compute
 from accelboard.costs.selectors import run_costs_for
 from tests.costs.builders import (
     accelerator_price_create,
@@ -52,7 +52,7 @@ def _finish(run: BenchmarkRun, seconds: float) -> BenchmarkRun:
 
 
 def test_it_costs_a_vllm_run_per_million_tokens_as_in_design(team, lambda_h100):
-    # DESIGN.md's reference: Qwen3-8B on one H100 in vLLM, 4,890 tok/s at 0.0935 J per token.
+    # A published reference: Qwen3-8B on one H100 in vLLM, 4,890 tok/s at 0.0935 J per token.
     host, gpus, h100, price, electricity = lambda_h100
     run = run_create(
         team=team,

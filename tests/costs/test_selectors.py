@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import pytest
 
+from accelboard.core.access import EVERY_TEAM, Action, Scope, scope_for_team
 from accelboard.costs.selectors import cost_daily_series, cost_days_totals
 from accelboard.costs.services import cost_days_compute
 from tests.costs.builders import (
@@ -57,9 +58,9 @@ def fleet(team, other_team):
     return a, b
 
 
-def _november(team_ids):
+def _november(scope):
     """Sums of Nov 1-3 from ``cost_days_totals``, the per-day totals the overview adds up."""
-    totals = cost_days_totals(team_ids=team_ids, start=date(2026, 11, 1), end=date(2026, 11, 4))
+    totals = cost_days_totals(scope=scope, start=date(2026, 11, 1), end=date(2026, 11, 4))
     days = totals["days"].values()
     return {
         "total_cost": sum((d["total_cost"] for d in days), Decimal(0)),
@@ -69,7 +70,7 @@ def _november(team_ids):
 
 
 def test_it_sums_days_and_keeps_other_currencies_apart_without_a_rate(fleet, team, other_team):
-    summary = _november([team.pk, other_team.pk])
+    summary = _november(Scope(teams={t.pk: frozenset({Action.VIEW_COSTS}) for t in (team, other_team)}))
     # Team A: 2 GPU-h/day × 3 days × $12.29 = $73.74. Team B is in EUR and no rate exists.
     assert summary["total_cost"] == Decimal("73.7400")
     assert summary["alloc_hours"] == pytest.approx(9.0)
@@ -80,18 +81,23 @@ def test_it_sums_days_and_keeps_other_currencies_apart_without_a_rate(fleet, tea
 
 def test_it_converts_with_a_rate_from_the_book(fleet, team, other_team):
     rate_create(from_currency="EUR", to_currency="USD", rate="1.10")
-    summary = _november(None)
+    summary = _november(EVERY_TEAM)
     # $73.74 + €9.00 × 1.10 = $83.64.
     assert summary["total_cost"] == Decimal("83.6400")
     assert summary["unconverted"] == []
 
 
 def test_it_shows_a_team_only_its_own_costs(fleet, team):
-    summary = _november([team.pk])
+    summary = _november(scope_for_team(team, [Action.VIEW_COSTS]))
     assert summary["total_cost"] == Decimal("73.7400") and summary["unconverted"] == []
 
 
 def test_it_gives_a_daily_series_with_every_day_of_the_range(fleet, team):
-    series = cost_daily_series(team_ids=[team.pk], start=date(2026, 11, 1), end=date(2026, 11, 5), by="team")
+    series = cost_daily_series(
+        scope=scope_for_team(team, [Action.VIEW_COSTS]),
+        start=date(2026, 11, 1),
+        end=date(2026, 11, 5),
+        by="team",
+    )
     assert series["days"] == [date(2026, 11, d) for d in (1, 2, 3, 4)]
     assert series["series"][0]["values"] == [Decimal("24.5800")] * 3 + [Decimal(0)]

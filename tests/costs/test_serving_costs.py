@@ -8,9 +8,10 @@ from decimal import Decimal
 import pytest
 
 from accelboard.benchmarks.services import model_variant_get_or_create
+from accelboard.core.access import Action, scope_for_team
 from accelboard.costs.models import ServingCostDaily
 from accelboard.costs.selectors import serving_costs_for
-from accelboard.costs.serving_costs import serving_cost_day_compute
+from accelboard.costs.serving_cost_services import serving_cost_day_compute
 from accelboard.serving.models import InferenceMetric
 from tests.costs.builders import (
     accelerator_price_create,
@@ -66,9 +67,35 @@ def test_it_joins_serving_tokens_with_the_named_gpus_energy(team):
     assert row.energy_per_token_j == pytest.approx(1.8)  # 1.8 MJ / 1M tokens
     assert row.accelerator_price_id == price.pk and row.flags == []
 
-    [item] = serving_costs_for(team_ids=[team.pk], start=DAY, end=DAY + timedelta(days=1))
+    [item] = serving_costs_for(
+        scope=scope_for_team(team, [Action.VIEW_COSTS]), start=DAY, end=DAY + timedelta(days=1)
+    )
     assert (item["model"], item["variant"], item["cost_per_1m_tokens"]) == (
         "Qwen3-8B",
         "bf16",
         Decimal("12.369000"),
     )
+
+
+def test_it_never_counts_another_teams_gpu_named_by_a_serving_row(team, other_team):
+    # Rows stored before the API refused such names, or written by a script: the join itself
+    # keeps to the team's own GPUs, so no team's cost shows another team's GPU-hours or energy.
+    accelerator_type_from(H100)
+    host, _ = host_create(team=team, gpus=1, gpu_name=H100["driver_name"])
+    _, theirs = host_create(team=other_team, gpus=1, gpu_name=H100["driver_name"])
+    minutes_load(gpus=theirs, start=START, minutes=60, util=80.0, power_w=500.0)
+    variant = model_variant_get_or_create(model="Qwen3-8B", variant="bf16", precision="bf16")
+    InferenceMetric.objects.create(
+        team=team,
+        host=host,
+        variant=variant,
+        accelerator_uuids=[theirs[0].uuid],
+        interval_start=START,
+        interval_s=300,
+        requests=500,
+        generated_tokens=600_000,
+    )
+    assert serving_cost_day_compute(day=DAY) == 1
+    row = ServingCostDaily.objects.get()
+    assert (row.gpu_hours, row.energy_kwh) == (0.0, None)
+    assert "no-gpus-named" in row.flags

@@ -354,3 +354,74 @@ def test_it_takes_energy_per_inference_from_the_stored_cost_when_the_run_lacks_i
     points = {p.accelerator: p for p in login_client(lead).get(URL).context["points"]}
     assert points["H100 SXM 80GB"].energy_per_inference_j == 2.5
     assert points["L40S"].energy_per_inference_j is None  # per token is not per inference
+
+
+def test_it_says_which_price_each_configuration_is_costed_with(
+    login_client: Any, lead: Any, team: Team
+) -> None:
+    # An H100 costs 0.80 per GPU-hour on-prem and 6.76 in the cloud: the page did not say which
+    # price row a configuration's cost per 1M came from.
+    from accelboard.costs.models import AcceleratorPrice
+    from accelboard.costs.run_cost_services import run_cost_compute
+    from tests import factories
+
+    h100 = accelerator_type_from(H100)
+    today = datetime.now(UTC).date()
+    for provider, model, per_hour, count in (
+        ("on-prem", "on-prem", "0.8000", 1),
+        ("aws", "on-demand", "54.0800", 8),
+    ):
+        AcceleratorPrice.objects.create(
+            accelerator_type=h100, accelerator_count=count, provider=provider, pricing_model=model,
+            price_per_hour=Decimal(per_hour), source=f"{provider} (test)", fetched_on=today,
+            valid_from=today - timedelta(days=30),
+        )  # fmt: skip
+    hosts = {}
+    for provider in ("on-prem", "aws"):
+        host, _ = factories.host_create(team=team, gpus=1)
+        host.provider = provider
+        host.save(update_fields=["provider"])
+        hosts[provider] = host
+    for provider, batch in (("on-prem", 32), ("aws", 64)):
+        run = run_create(
+            team=team, accelerator_type=h100, model=MODEL, variant="fp8", precision="fp8", batch_size=batch,
+            metrics={"throughput_tokens_per_s": 5000.0, "latency_p99_ms": 30.0}, host=hosts[provider],
+        )  # fmt: skip
+        run_cost_compute(run=run)
+    body = _main(login_client(lead).get(URL))
+    # The price and the price row are two lines of one block (tags between them, not a comma).
+    bases = [
+        re.sub(r"<[^>]+>", "", b) for b in re.findall(r"data-price-basis[^>]*>(.*?)</span></span>", body)
+    ]
+    assert bases == ["0.80 USD/GPU-hour, on-prem (amortised)", "6.76 USD/GPU-hour, aws on-demand"]
+
+
+def test_it_writes_each_column_in_one_number_format(
+    login_client: Any, lead: Any, fleet: dict[str, Any]
+) -> None:
+    # One column once read 0.0312 / 0.03584 / 0.001902: each now has one number of decimals.
+    body = _main(login_client(lead).get(URL))
+    table = body.split('data-table="configurations"')[1].split("</table>")[0]
+    cells: dict[int, set[int]] = {}
+    for row in re.findall(r"<tr data-config.*?</tr>", table, flags=re.S):
+        for index, cell in enumerate(re.findall(r'<td class="num"[^>]*>\s*([-\d,.]+)', row)):
+            cells.setdefault(index, set()).add(len(cell.split(".")[1]) if "." in cell else 0)
+    assert cells and all(len(decimals) == 1 for decimals in cells.values()), cells
+    # Total per 1M from 0.13 to 1.02: three decimals keep the cheapest's three significant digits.
+    totals = re.findall(r'data-col="total">([\d.]+)', table)
+    assert {"1.020", "0.520", "0.130"} <= set(totals)
+
+
+def test_it_links_all_runs_of_a_configuration_with_its_batch_size(
+    login_client: Any, lead: Any, fleet: dict[str, Any]
+) -> None:
+    # "all" of fp8 H100 batch 8 listed the runs of every batch size.
+    client = login_client(lead)
+    body = _main(client.get(URL))
+    row = body.split('data-config="fp8 on 1× H100 SXM 80GB (batch 8)"')[1].split("</tr>")[0]
+    link = re.search(r'href="([^"]*)" data-all-runs', row).group(1).replace("&amp;", "&")
+    assert "batch=8" in link and "gpus=1" in link
+    runs = client.get(link).context["page"].object_list
+    assert {(r.workload.batch_size, r.workload.variant.name) for r in runs} == {(8, "fp8")}
+    # A batch size is a whole number: anything else is a 400 naming the field.
+    assert client.get(reverse("benchmarks:run_list"), {"batch": "1.5"}).status_code == 400

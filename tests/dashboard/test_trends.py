@@ -305,3 +305,25 @@ def test_it_is_linked_from_a_run_page_for_each_charted_series(
     response = login_client(lead).get(reverse("benchmarks:run_detail", args=[run.pk]))
     link = f'href="/trends/?series={series.pk}"'
     assert link in response.content.decode()
+
+
+def test_it_fills_the_pickers_from_the_open_series_and_writes_both_axes_alike(
+    login_client: Any, lead: Any, team: Any, h100: Any
+) -> None:
+    # With a series open the pickers still said "Any"; on own axes the right axis read 7194, 7053
+    # beside a left one in "16k".
+    throughput, _ = _history(team, h100, [16000.0 + 50 * i for i in range(5)])
+    latency, _ = _history(team, h100, [7194.0 - 30 * i for i in range(5)], metric="latency_p99_ms")
+    client = login_client(lead)
+    html = client.get(reverse("dashboard:trends"), {"series": throughput.pk}).content.decode()
+    for picker, value in (("model", "Llama-3.1-8B"), ("variant", "bf16"), ("hardware", h100.slug),
+                          ("metric", "throughput_tokens_per_s")):  # fmt: skip
+        select = html.split(f'name="{picker}"')[1].split("</select>")[0]
+        assert f'value="{value}" selected' in select, picker
+    both = client.get(reverse("dashboard:trends"), {"series": [throughput.pk, latency.pk]})
+    html = both.content.decode()
+    assert 'value="Llama-3.1-8B" selected' in html.split('name="model"')[1].split("</select>")[0]
+    assert " selected" not in html.split('name="metric"')[1].split("</select>")[0]  # they differ: Any
+    layout = both.context["figure"]["layout"]
+    assert layout["meta"]["scale"] == "axes"
+    assert layout["yaxis"]["tickformat"] == layout["yaxis2"]["tickformat"] == ",~r"

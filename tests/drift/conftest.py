@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from accelboard.benchmarks.metrics import metric_spec
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.benchmarks.services import (
     MetricInput,
@@ -18,6 +17,7 @@ from accelboard.benchmarks.services import (
     workload_get_or_create,
 )
 from accelboard.core.models import Team
+from accelboard.importers.metrics import metric_spec
 from tests import factories
 
 ARC = "accuracy:arc_easy:acc_norm"

@@ -115,16 +115,20 @@ def test_it_loads_agreement_and_the_drift_alerts_with_the_demo(empty_telemetry: 
         (a.detail["model"], a.detail["variant"], a.detail["verdict"]): a for a in alerts if a not in agreement
     }
     assert len(drift) == len(alerts) - 1
+    # The int4-awq warning that crossed its budget is the same alert, now critical, its history kept.
     assert set(drift) == {
-        ("Llama-3.1-8B", "int4-awq", "trending"),
         ("Llama-3.1-8B", "int4-awq", "over"),
         ("Llama-2-70B", "int4-gptq", "over"),  # 0.696 vs 0.709: 1.8% below from the start
     }
-    trending = drift[("Llama-3.1-8B", "int4-awq", "trending")]
-    over = drift[("Llama-3.1-8B", "int4-awq", "over")]
-    assert trending.severity == "warning" and over.severity == "critical"
-    warned = datetime.fromisoformat(trending.detail["as_of"])
-    crossed = datetime.fromisoformat(over.detail["as_of"])
+    crossed = drift[("Llama-3.1-8B", "int4-awq", "over")]
+    assert crossed.severity == "critical" and "budget crossed" in crossed.title
+    assert crossed.dedupe_key.endswith(":trending")  # opened as the warning
+    history = crossed.detail["history"]
+    assert [h["verdict"] for h in history] == ["trending", "over"]
+    warned, over_at = (datetime.fromisoformat(h["at"]) for h in history)
     start = max(2, int(round(plan.DRIFT_EVENT["at"] * (config.days_runs - 1))))
-    assert generator.run_day_start(config, start) < warned < crossed - timedelta(days=7)
-    assert trending.detail["loss"] < plan.DRIFT_BUDGETS["Llama-3.1-8B"] < over.detail["loss"]
+    assert generator.run_day_start(config, start) < warned < over_at - timedelta(days=7)
+    assert history[0]["loss"] < plan.DRIFT_BUDGETS["Llama-3.1-8B"] < history[1]["loss"]
+    # It follows the evidence to the last run day: the loss it shows is the newest one.
+    assert crossed.detail["loss"] >= history[1]["loss"]
+    assert crossed.events.filter(reason="escalated").count() == 1

@@ -3,30 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from accelboard.alerts.models import Alert
+from accelboard.alerts.services import alert_dismiss
 from accelboard.benchmarks.models import Model
+from accelboard.core.access import scope_for_team
 from accelboard.drift import computation as c
 from accelboard.drift.selectors import drift_evaluate
 from accelboard.drift.services import drift_budget_set, drift_check, drift_check_all
 
-from .conftest import ARC
+from .conftest import ARC, START
 
 pytestmark = pytest.mark.django_db
 
 
-def _task(team_ids: list[int] | None, model: str, variant: str) -> Any:
+def _task(team: Any, model: str, variant: str) -> Any:
     model_obj = Model.objects.get(name=model)
-    entry = drift_evaluate(team_ids=team_ids, model_ids=[model_obj.pk])[model_obj.pk]
+    entry = drift_evaluate(scope=scope_for_team(team), model_ids=[model_obj.pk])[model_obj.pk]
     return next(t for t in entry.tasks if t.variant_name == variant)
 
 
 def test_it_gives_each_variant_its_verdict_against_the_budget(team: Any, llama: dict[str, Any]) -> None:
-    fp8 = _task([team.pk], "Llama-3.1-8B", "fp8")
-    int4 = _task([team.pk], "Llama-3.1-8B", "int4-awq")
+    fp8 = _task(team, "Llama-3.1-8B", "fp8")
+    int4 = _task(team, "Llama-3.1-8B", "int4-awq")
     # 0.796 / 0.800 -> 0.5% loss, ratio 0.995; 0.780 / 0.800 -> 2.5% loss, ratio 0.975.
     assert fp8.level == pytest.approx(0.005)
     assert fp8.latest.ratio == pytest.approx(0.995)
@@ -39,7 +42,7 @@ def test_it_gives_each_variant_its_verdict_against_the_budget(team: Any, llama: 
 
 def test_it_uses_a_per_task_budget_override(team: Any, llama: dict[str, Any]) -> None:
     drift_budget_set(model=llama["model"], task="arc_easy", budget=0.03, note="int4 accepted up to 3%")
-    assert _task([team.pk], "Llama-3.1-8B", "int4-awq").verdict == c.WITHIN
+    assert _task(team, "Llama-3.1-8B", "int4-awq").verdict == c.WITHIN
     with pytest.raises(ValueError, match="budget"):
         drift_budget_set(model=llama["model"], task="arc_easy", budget=1.5)
 
@@ -74,7 +77,7 @@ def test_it_warns_of_a_loss_trending_toward_the_budget_before_it_crosses(
     # 0.2% loss growing 0.05 points a night for 12 nights (0.75% at the end): under the 1%
     # budget, but reaching it in ~5 days.
     drift_series(team=team, losses=[0.002 + 0.0005 * n for n in range(12)])
-    task = _task([team.pk], "Drifty-8B", "int4")
+    task = _task(team, "Drifty-8B", "int4")
     assert task.level < task.budget
     assert task.verdict == c.TRENDING
     assert task.trend.days_to_budget == pytest.approx(5, abs=1)
@@ -90,7 +93,7 @@ def test_it_raises_nothing_for_a_flat_loss_within_budget(
     team: Any, drift_series: Callable[..., None]
 ) -> None:
     drift_series(team=team, losses=[0.004, 0.006, 0.005, 0.004, 0.006, 0.005, 0.004, 0.006, 0.005, 0.005])
-    assert _task([team.pk], "Drifty-8B", "int4").verdict == c.WITHIN
+    assert _task(team, "Drifty-8B", "int4").verdict == c.WITHIN
     assert drift_check(team=team) == []
     assert not Alert.objects.exists()
 
@@ -100,7 +103,10 @@ def test_it_pairs_only_results_of_the_callers_teams(
 ) -> None:
     # other_team sees no Llama results at all: nothing to evaluate, nothing to alert.
     assert (
-        drift_evaluate(team_ids=[other_team.pk], model_ids=[llama["model"].pk])[llama["model"].pk].tasks == []
+        drift_evaluate(scope=scope_for_team(other_team), model_ids=[llama["model"].pk])[
+            llama["model"].pk
+        ].tasks
+        == []
     )
     assert [f.model for f in drift_check(team=other_team)] == ["Secret-7B"]
     assert list(Alert.objects.values_list("team_id", flat=True)) == [other_team.pk]
@@ -118,7 +124,7 @@ def test_it_says_no_data_without_reference_results(team: Any) -> None:
         at=START,
         metrics={"throughput_tokens_per_s": 10.0},
     )
-    task = _task([team.pk], "Lonely-1B", "int8")
+    task = _task(team, "Lonely-1B", "int8")
     assert task.pairs == [] and task.verdict == c.NO_DATA
 
 
@@ -167,3 +173,25 @@ def test_it_alerts_when_production_agreement_falls_from_its_first_week(
     counts = drift_check_all()
     assert counts["alerts_created"] == 2  # Llama int4 over on accuracy, other team's Secret-7B
     assert Alert.objects.filter(detail__source="production agreement").count() == 1
+
+
+def test_an_open_warning_becomes_budget_crossed_in_the_same_alert(
+    team: Any, drift_series: Callable[..., None]
+) -> None:
+    # 0.2% loss growing 0.05 points a night: trending by night 12, over the 1% budget by night 17.
+    drift_series(team=team, losses=[0.002 + 0.0005 * n for n in range(20)])
+    (first,) = drift_check(team=team, as_of=START + timedelta(days=12, hours=1))
+    assert (first.verdict, first.created) == (c.TRENDING, True)
+    (later,) = drift_check(team=team)
+    assert (later.verdict, later.created, later.alert_id) == (c.OVER, False, first.alert_id)
+    alert = Alert.objects.get()
+    assert alert.severity == "critical" and "budget crossed" in alert.title
+    assert [h["verdict"] for h in alert.detail["history"]] == ["trending", "over"]
+    assert alert.detail["loss"] > alert.detail["budget"] == 0.01
+    assert list(alert.events.values_list("reason", flat=True)) == ["detected", "escalated"]
+    # The same evidence again changes nothing; a person's decision is not undone by the next check.
+    drift_check(team=team)
+    assert len(Alert.objects.get().detail["history"]) == 2
+    alert_dismiss(alert=alert, user=None, reason="expected")
+    assert [f.created for f in drift_check(team=team)] == [False]
+    assert Alert.objects.count() == 1

@@ -101,7 +101,9 @@ def test_it_shows_the_cost_saving_from_run_costs(login_client: Any, lead: Any, l
             )
     html = login_client(lead).get(f"/quantization/{llama['model'].pk}/").content.decode()
     reference = re.search(r'<tr class="verdict-reference" data-variant="bf16".*?</tr>', html, re.S).group(0)
-    assert "0.200 USD" in reference
+    # The reference's own figures sit under its hardware, not under "saving" columns.
+    assert "0.2 USD per 1M" in reference.split("data-reference-figures")[1].split("</span>")[0]
+    assert reference.count('<td class="num muted">reference</td>') == 3 + 1  # three savings, one Δ
     fp8 = re.search(r'<tr class="verdict-within" data-variant="fp8".*?</tr>', html, re.S).group(0)
     assert "+35.0%" in fp8  # 1 - 0.13 / 0.20
     int4 = re.search(r'<tr class="verdict-over" data-variant="int4-awq".*?</tr>', html, re.S).group(0)
@@ -157,3 +159,38 @@ def test_it_keeps_the_query_count_flat(
         assert client.get(model_url).status_code == 200
     assert Model.objects.filter(name="Drifty-8B").exists()
     assert ARC
+
+
+def test_it_writes_savings_trends_and_counts_with_one_meaning_each(
+    login_client: Any, lead: Any, team: Any, llama: dict[str, Any], drift_series: Any
+) -> None:
+    # The reference row showed absolute figures under "saving" columns; a trend of +0.048%/day sat
+    # beside a Δ of -5.19% (the trend was of the loss, the Δ of accuracy); counts read 7951.
+    from datetime import timedelta
+
+    from accelboard.drift.services import AgreementInput, agreement_batch_ingest
+
+    from .conftest import START
+
+    drift_series(team=team, losses=[0.001 * night for night in range(12)])
+    overview = login_client(lead).get("/quantization/").content.decode()
+    row = re.search(r'data-model="Drifty-8B".*?</tr>', overview, re.S).group(0)
+    cells = re.findall(r'<td class="num">([^<]*)</td>', row)
+    delta, trend = cells[0], next(c for c in cells if c.endswith("/d"))
+    assert delta.startswith("-") and trend.startswith("-"), (delta, trend)
+    agreement_batch_ingest(
+        team=team,
+        batch_id="agreement",
+        items=[
+            AgreementInput(
+                model="Llama-3.1-8B", variant="fp8", day=(START + timedelta(days=i)).date(), task="chat",
+                agreement_rate=0.96 - 0.002 * i, samples=7951,
+            )
+            for i in range(12)
+        ],
+    )  # fmt: skip
+    model = login_client(lead).get(f"/quantization/{llama['model'].pk}/").content.decode()
+    agreement = model.split('id="agreement-table"')[1].split("</table>")[0]
+    assert ">7,951<" in agreement and ">7951<" not in agreement
+    change, trend = re.findall(r'<td class="num">([-+][^<]*)</td>', agreement)[:2]
+    assert change.startswith("-") and trend.startswith("-") and trend.endswith("/d")

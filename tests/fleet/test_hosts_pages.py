@@ -192,7 +192,8 @@ def test_it_keeps_the_grid_to_a_fixed_number_of_queries(
     client = login_client(lead)
     for _ in range(5):
         factories.host_create(team=team, gpus=8)
-    with django_assert_max_num_queries(6):
+    # session + user, memberships, hosts, GPUs, types, the throttling aggregate.
+    with django_assert_max_num_queries(7):
         response = client.get(reverse("fleet:hosts"))
     assert len(response.context["grid"]) == 7
 
@@ -234,8 +235,8 @@ def test_it_charts_each_gpu_from_hour_rollups_over_a_week(
 ) -> None:
     host, gpus, batch = host_with_telemetry["host"], host_with_telemetry["gpus"], host_with_telemetry["batch"]
     client = login_client(lead)
-    # Session, user, teams, host, GPUs, their types, rollups.
-    with django_assert_max_num_queries(7):
+    # Session, user, teams, host, GPUs, their types, rollups, health rollups.
+    with django_assert_max_num_queries(8):
         response = client.get(reverse("fleet:host_detail", args=[host.pk]) + "?range=7d")
     assert response.status_code == 200
     telemetry = response.context["telemetry"]
@@ -260,12 +261,14 @@ def test_it_serves_fresh_figures_as_json_for_the_refresh(
 ) -> None:
     host = host_with_telemetry["host"]
     client = login_client(lead)
-    with django_assert_max_num_queries(7):
+    with django_assert_max_num_queries(8):
         response = client.get(reverse("fleet:host_telemetry", args=[host.pk]) + "?range=6h")
     assert response.status_code == 200
     payload = response.json()
     assert payload["range"] == "6h" and payload["width_s"] == 60 and payload["has_data"] is True
-    assert set(payload["figures"]) == {"power", "energy", "utilisation", "memory", "clocks"}
+    assert set(payload["figures"]) == {
+        "power", "energy", "utilisation", "memory", "clocks", "temperature", "mem_clocks", "throttling", "errors"
+    }  # fmt: skip
     energy = payload["figures"]["energy"]
     assert energy["layout"]["yaxis"]["title"]["text"] == "Energy (Wh)"
     # Regular minute buckets from x0, values as a typed array (no array of times on the wire).
@@ -273,6 +276,74 @@ def test_it_serves_fresh_figures_as_json_for_the_refresh(
     assert bars["dx"] == 60_000 and "x" not in bars
     assert datetime.fromisoformat(bars["x0"]) >= datetime.now(UTC) - timedelta(hours=6, minutes=1)
     assert len(trace_values(bars["y"])) > 0
+
+
+def test_it_charts_temperature_clocks_throttling_and_gpu_errors(
+    login_client: Any, lead: Any, team: Any
+) -> None:
+    # The host pages had no temperature, memory clock, throttle or ECC/XID charts (the DCGM
+    # dashboards have them). GPU 1 is throttled for a power cap in a third of its samples of one
+    # hour and logs two ECC errors and an XID from the same hour on.
+    from django.db import connection
+
+    from accelboard.fleet.services import telemetry_rollups_refresh
+
+    factories.accelerator_type_from(factories.H100)
+    host, gpus = factories.host_create(team=team, gpus=2)
+    batch = factories.telemetry_days_load(gpus=gpus, days=1, interval_s=300)
+    hour = batch.times[-12]  # the last hour of samples, one every 5 minutes
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE fleet_telemetrysample SET throttle_reasons = 4 WHERE accelerator_id = %s AND time >= %s "
+            "AND extract(minute FROM time)::int %% 15 = 0",
+            [gpus[1].pk, hour],
+        )
+        cursor.execute(
+            "UPDATE fleet_telemetrysample SET ecc_errors = 2, xid_errors = 1, temperature_c = 83 "
+            "WHERE accelerator_id = %s AND time >= %s",
+            [gpus[1].pk, hour],
+        )
+    telemetry_rollups_refresh(start=batch.times[0], end=batch.times[-1] + timedelta(minutes=5))
+    response = login_client(lead).get(reverse("fleet:host_detail", args=[host.pk]) + "?range=24h")
+    figures = response.context["figures"]
+    for key, unit in (
+        ("temperature", "Temperature (°C)"),
+        ("mem_clocks", "Memory clock (MHz)"),
+        ("throttling", "Throttled (% of samples)"),
+        ("errors", "Errors (count)"),
+    ):
+        assert figures[key]["layout"]["yaxis"]["title"]["text"] == unit
+        assert f'id="{key}-figure"' in response.content.decode()
+    assert [t["name"] for t in figures["temperature"]["data"]] == ["GPU 0", "GPU 1"]
+    assert max(trace_values(figures["temperature"]["data"][1]["y"])) == 83.0
+    assert max(trace_values(figures["mem_clocks"]["data"][0]["y"])) == 2619.0
+    throttled = [v for v in trace_values(figures["throttling"]["data"][1]["y"]) if v == v]
+    assert max(throttled) > 0 and max(trace_values(figures["throttling"]["data"][0]["y"])) == 0
+    # 5-minute bins of minute rollups: the bins holding a throttled sample are 100% throttled.
+    assert sum(1 for v in throttled if v > 0) == 4
+    names = [t["name"] for t in figures["errors"]["data"]]
+    assert names == ["GPU 0 ECC", "GPU 1 ECC", "GPU 0 XID", "GPU 1 XID"]
+    assert max(trace_values(figures["errors"]["data"][1]["y"])) == 2.0
+    assert max(trace_values(figures["errors"]["data"][3]["y"])) == 1.0
+
+
+def test_it_starts_the_charts_where_a_new_hosts_data_starts(login_client: Any, lead: Any, team: Any) -> None:
+    # The live page opened on 6 h with three minutes of data squeezed at the right edge.
+    factories.accelerator_type_from(factories.H100)
+    host, gpus = factories.host_create(team=team, gpus=1)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    batch = factories.telemetry_load(gpus=gpus, start=now - timedelta(minutes=4), end=now, interval_s=10)
+    from accelboard.fleet.services import telemetry_rollups_refresh
+
+    telemetry_rollups_refresh(start=batch.times[0], end=now)
+    response = login_client(lead).get(reverse("fleet:host_detail", args=[host.pk]))
+    telemetry = response.context["telemetry"]
+    assert telemetry["range"] == "6h" and telemetry["data_since"] is not None
+    start, end = (
+        datetime.fromisoformat(x) for x in response.context["figures"]["power"]["layout"]["xaxis"]["range"]
+    )
+    assert end - start < timedelta(minutes=6)
+    assert "the charts start there" in response.content.decode()
 
 
 def test_it_rejects_an_unknown_range_with_a_400_naming_it(

@@ -59,3 +59,14 @@ def test_it_exits_2_on_bad_options(fixtures: Path, tmp_path: Path):
     assert _parse(str(fixtures / "vllm_2024.json"), "--format", "nope", home=tmp_path).returncode == 2
     forced = _parse(str(fixtures / "vllm_2024.json"), "--format", "codecarbon", home=tmp_path)
     assert forced.returncode == 2 and "vllm_2024.json" in forced.stderr
+
+
+def test_it_reads_files_as_the_format_asked_for(tmp_path: Path):
+    # no TTFT key: detection does not place it, --format does
+    bare = tmp_path / "bare.json"
+    bare.write_text('{"model_id": "org/Model-7B", "request_throughput": 3.0}')
+    assert _parse(str(bare), home=tmp_path / "home").returncode == 2
+    forced = _parse(str(bare), "--format", "vllm-serving", "--compact", home=tmp_path / "home")
+    assert forced.returncode == 0, forced.stderr
+    (run,) = json.loads(forced.stdout)
+    assert run["source_format"] == "vllm-serving" and run["metrics"][0]["value"] == 3.0

@@ -170,11 +170,17 @@ def test_it_reads_nvidia_smi_logs_as_telemetry(fixtures: Path):
     gap = run.telemetry[1]
     assert gap.gpu_index == 1 and gap.values["power_w"] is None and gap.values["gpu_util"] is None
     assert run.telemetry[0].values["mem_used_bytes"] == 60000 * 1024 * 1024
-    assert (run.hardware.accelerator, run.hardware.count) == ("NVIDIA H100 80GB HBM3", 2)
+    # GPU 1 never works (utilisation [N/A], 0, 0 %): the run is GPU 0's, never an average with it
+    assert (run.hardware.accelerator, run.hardware.count) == ("NVIDIA H100 80GB HBM3", 1)
+    assert run.field_sources["hardware.count"] == "derived:busy GPUs" and run.context["idle_gpus"] == ["1"]
     metrics = _metrics(run)
-    # trapezoids per GPU: GPU 0 (600,700,650 W over 2 s) = 1325 J; GPU 1 (gap, 100, 100) = 100 J
-    assert metrics["energy_j"] == pytest.approx(1425.0)
-    assert metrics["power_avg_w"] == pytest.approx((600 + 700 + 100 + 650 + 100) / 5)
+    # trapezoid of GPU 0 (600, 700, 650 W one second apart) = 650 + 675 = 1325 J
+    assert metrics["energy_j"] == pytest.approx(1325.0)
+    assert metrics["power_avg_w"] == pytest.approx((600 + 700 + 650) / 3)
+    assert metrics["gpu_util_avg_pct"] == pytest.approx((95 + 97 + 96) / 3)
+    assert metrics["memory_used_peak_bytes"] == 61500 * 1024 * 1024
+    idle = run.context["per_gpu"]["1"]
+    assert (idle["power_avg_w"], idle["energy_j"], idle["util_max_pct"]) == (100.0, 100.0, 0.0)
 
 
 def test_it_rejects_bad_nvidia_smi_cells_with_the_line(fixtures: Path):
@@ -196,3 +202,87 @@ def test_it_rejects_bad_context_values(fixtures: Path):
         parse_path(fixtures / "vllm_2024.json", context={"batch_size": "lots"})
     with pytest.raises(ContextError, match="precision"):
         parse_path(fixtures / "vllm_2024.json", context={"precision": "fp7"})
+
+
+def test_it_claims_no_scenario_that_a_serving_file_does_not_state(fixtures: Path):
+    # a finite request_rate is an arrival process at a rate (LoadGen's Server); "inf" is none
+    assert [r.workload.scenario for r in parse_path(fixtures / "vllm_2025.json")] == ["server"]
+    assert (
+        parse_path(fixtures / "vllm_2025.json")[0].field_sources["workload.scenario"]
+        == "derived:request_rate"
+    )
+    assert [r.workload.scenario for r in parse_path(fixtures / "vllm_2024.json")] == [""]
+    assert [r.workload.scenario for r in parse_path(fixtures / "vllm_append.jsonl")] == ["", ""]
+    (llm,) = parse_path(fixtures / "llmperf")
+    assert llm.workload.scenario == "" and "workload.scenario" not in llm.field_sources
+
+
+def test_it_names_the_cpu_key_the_file_has(fixtures: Path, tmp_path: Path):
+    run = parse_path(fixtures / "pytest_benchmark.json")[0]
+    assert run.field_sources["hardware.cpu"] == "file:pytest_benchmark.json:machine_info.cpu.brand_raw"
+    data = json.loads((fixtures / "pytest_benchmark.json").read_text())
+    del data["machine_info"]["cpu"]["brand_raw"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    run = parse_path(old)[0]
+    assert (run.hardware.cpu, run.field_sources["hardware.cpu"]) == (
+        "x86_64",
+        "file:old.json:machine_info.processor",
+    )
+
+
+def test_it_puts_lm_eval_fractions_and_scores_apart(fixtures: Path):
+    run = parse_path(fixtures / "lm_eval_v04.json")[0]
+    units = {m.name.split(":", 2)[2]: m.unit for m in run.metrics}
+    assert units["acc"] == units["exact_match,strict-match"] == "ratio"
+    assert units["word_perplexity"] == units["bits_per_byte"] == "score"
+    acc = next(a for a in run.accuracy if (a.task, a.metric) == ("arc_easy", "acc"))
+    assert acc.unit == "ratio" and float(acc.raw) == acc.value
+
+
+@pytest.mark.parametrize(
+    ("model", "base", "suffix", "precision", "method"),
+    [
+        ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8", "RedHatAI/Meta-Llama-3.1-8B-Instruct", "FP8", "fp8", ""),
+        ("Qwen2.5-7B-Instruct-FP8-dynamic", "Qwen2.5-7B-Instruct", "FP8-dynamic", "fp8", ""),
+        ("TheBloke/Llama-2-13B-AWQ", "TheBloke/Llama-2-13B", "AWQ", "int4", "AWQ"),
+        ("Qwen/Qwen2-7B-Instruct-GPTQ-Int8", "Qwen/Qwen2-7B-Instruct", "GPTQ-Int8", "int8", "GPTQ"),
+        (
+            "org/Llama-3.1-8B-Instruct-quantized.w4a16",
+            "org/Llama-3.1-8B-Instruct",
+            "quantized.w4a16",
+            "int4",
+            "",
+        ),
+        ("unsloth/llama-3-8b-bnb-4bit", "unsloth/llama-3-8b", "bnb-4bit", "int4", "bitsandbytes"),
+        # an MLPerf accuracy target and a plain model are no quantisation
+        ("llama2-70b-99.9", "", "", "", ""),
+        ("meta-llama/Llama-2-70b-chat-hf", "", "", "", ""),
+    ],
+)
+def test_it_reads_the_variant_from_the_model_names_suffix(model, base, suffix, precision, method):
+    body = {"model_id": model, "request_throughput": 1.0, "mean_ttft_ms": 10.0}
+    (run,) = parse_bytes(json.dumps(body).encode(), filename="result.json")
+    assert run.model == model  # the raw name is kept as read, for a catalogue to resolve
+    assert (run.model_base, run.model_suffix) == (base, suffix)
+    assert (run.variant.precision, run.variant.quantization_method) == (precision, method)
+    if precision:
+        assert run.field_sources["variant.precision"] == "model-name"
+
+
+def test_it_sums_the_power_of_busy_gpus_and_keeps_each_gpu_apart():
+    text = (
+        "timestamp, index, name, utilization.gpu [%], power.draw [W]\n"
+        "2025/01/10 12:00:00.000, 0, NVIDIA L40S, 90 %, 300.00 W\n"
+        "2025/01/10 12:00:00.000, 1, NVIDIA L40S, 80 %, 250.00 W\n"
+        "2025/01/10 12:00:01.000, 0, NVIDIA L40S, 95 %, 340.00 W\n"
+        "2025/01/10 12:00:01.000, 1, NVIDIA L40S, 85 %, 200.00 W\n"
+    )
+    (run,) = parse_bytes(text.encode(), filename="smi.csv")
+    metrics = _metrics(run)
+    assert (run.hardware.accelerator, run.hardware.count) == ("NVIDIA L40S", 2)
+    assert metrics["power_avg_w"] == pytest.approx(320.0 + 225.0)  # the run's draw: per-GPU means summed
+    assert metrics["power_max_w"] == pytest.approx(550.0)  # the largest pass: 300 + 250 (540 after)
+    assert metrics["energy_j"] == pytest.approx(320.0 + 225.0)  # one second each
+    assert metrics["gpu_util_avg_pct"] == pytest.approx((92.5 + 82.5) / 2)
+    assert run.context["per_gpu"]["1"]["power_avg_w"] == 225.0 and "idle_gpus" not in run.context

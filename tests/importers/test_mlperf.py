@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import tarfile
 import zipfile
@@ -40,8 +41,15 @@ def test_it_reads_a_results_directory_with_its_sibling_files(fixtures: Path):
     assert (
         run.metric("latency_p90_ms").raw_value == "412345" and run.metric("latency_p90_ms").raw_unit == "ns"
     )
-    assert metrics["accuracy:resnet50:accuracy"] == pytest.approx(75.942)
-    assert run.context["accuracy_good"] == 37971
+    # the checker's "accuracy=75.942%" is a proportion: stored as a ratio, the file's text kept
+    accuracy = run.metric("accuracy:resnet50:accuracy")
+    assert (accuracy.value, accuracy.unit, accuracy.raw_value, accuracy.raw_unit) == (
+        pytest.approx(0.75942),
+        "ratio",
+        "75.942%",
+        "%",
+    )
+    assert run.context["accuracy_good"] == 37971 and run.context["accuracy_total"] == 50000
 
 
 def test_it_averages_power_inside_the_run_window(fixtures: Path):
@@ -125,6 +133,7 @@ def test_it_reads_training_logs_with_launcher_prefixes(fixtures: Path):
     assert _metrics(done)["time_to_train_s"] == pytest.approx(900.0)
     assert _metrics(done)["throughput_samples_per_s"] == pytest.approx(23040000 / 900.0)
     assert _metrics(done)["accuracy:resnet:eval_accuracy"] == pytest.approx(0.7601)
+    assert done.metric("accuracy:resnet:eval_accuracy").unit == "ratio"  # top-1 as a fraction
     assert done.workload.batch_size == 3264
     assert done.hardware.accelerator == "NVIDIA B200-SXM-180GB" and done.hardware.count == 16
     assert (done.hardware.cuda_version, done.hardware.driver_version) == ("12.8.0", "570.86.10")
@@ -140,3 +149,186 @@ def test_it_marks_a_training_log_without_run_stop_invalid(fixtures: Path, tmp_pa
     run = parse_path(cut)[0]
     assert run.valid is False and run.metric("time_to_train_s") is None
     assert any("no run_stop" in w for w in run.warnings)
+
+
+LLM = "mlperf_llm/closed/Acme"
+SERVER = "results/acme-8xH100/llama2-70b-99/Server"
+LLM_SERVER = f"{LLM}/{SERVER}"
+
+
+def test_it_reads_the_official_token_throughput_of_a_server_run(fixtures: Path):
+    (run,) = parse_path(fixtures / LLM_SERVER / "performance/run_1/mlperf_log_detail.txt")
+    metrics = _metrics(run)
+    # result_completed_tokens_per_second, not result_token_throughput (tokens per *ns*: 1.65e-08)
+    assert metrics["throughput_tokens_per_s"] == 21028.3
+    assert run.metric("throughput_tokens_per_s").source.endswith(":result_completed_tokens_per_second")
+    assert run.context["result_token_throughput"] == pytest.approx(1.651810962846677e-08)
+    assert run.context["result_token_throughput_with_loadgen_overhead"] == 21044.07
+    assert metrics["throughput_samples_per_s"] == 69.9459
+    assert metrics["ttft_p99_ms"] == 1480.0 and metrics["tpot_p99_ms"] == 138.0
+    # the summary's rounded 69.95 and 21028.30 agree with the detail log: no warning about them
+    assert not any("throughput" in warning for warning in run.warnings)
+
+
+def test_it_reads_quoted_accuracy_values_and_keeps_counts_out(fixtures: Path):
+    (run,) = parse_path(fixtures / LLM_SERVER / "performance/run_1/mlperf_log_detail.txt")
+    rouge = {a.metric: a for a in run.accuracy}
+    assert set(rouge) == {"rouge1", "rouge2", "rougeL", "rougeLsum"}
+    assert (rouge["rouge1"].value, rouge["rouge1"].unit, rouge["rouge1"].raw) == (
+        pytest.approx(0.444312),
+        "ratio",
+        "44.4312",
+    )
+    assert rouge["rouge1"].target == "99% of reference"
+    assert run.context["accuracy_gen_num"] == 24576 and run.context["accuracy_tokens_per_sample"] == 289.4
+    assert not any(name.endswith(("gen_num", "gen_len", "tokens_per_sample")) for name in _metrics(run))
+
+
+def test_it_gives_one_run_per_scenario_folder(fixtures: Path):
+    runs = parse_path(fixtures / "mlperf_llm")
+    # Server: performance run + accuracy folder (accuracy-mode logs, accuracy.txt) = one run;
+    # Offline has only a summary and accuracy.txt: one run too, its accuracy counted once
+    assert [(r.workload.scenario, r.context["mode"]) for r in runs] == [
+        ("server", "PerformanceOnly"),
+        ("offline", "PerformanceOnly"),
+    ]
+    server, offline = runs
+    assert _metrics(server)["throughput_tokens_per_s"] == 21028.3  # never the accuracy pass's 3400.1
+    assert _metrics(offline)["throughput_tokens_per_s"] == 30105.4
+    assert _metrics(offline)["throughput_samples_per_s"] == 102.96
+    assert _metrics(offline)["accuracy:llama2-70b-99:rouge1"] == pytest.approx(0.444586)
+    assert (offline.hardware.accelerator, offline.hardware.count, offline.variant.precision) == (
+        "NVIDIA H100-SXM-80GB",
+        8,
+        "fp8",
+    )
+    assert any(f.endswith("Offline/accuracy/accuracy.txt") for f in offline.files)
+    assert any(f.endswith("systems/acme-8xH100.json") for f in offline.files)
+
+
+def test_it_keeps_an_accuracy_pass_alone_as_an_accuracy_run(fixtures: Path, tmp_path: Path):
+    shutil.copytree(fixtures / "mlperf_llm", tmp_path / "tree")
+    shutil.rmtree(tmp_path / "tree/closed/Acme" / SERVER / "performance")
+    server = [r for r in parse_path(tmp_path / "tree") if r.workload.scenario == "server"]
+    assert len(server) == 1 and server[0].context["mode"] == "AccuracyOnly"
+    # the accuracy pass's LoadGen figures are not results; its INVALID is not the run's
+    assert sorted(_metrics(server[0])) == [
+        f"accuracy:llama2-70b-99:{k}" for k in ("rouge1", "rouge2", "rougeL", "rougeLsum")
+    ]
+    assert server[0].valid is True
+
+
+def test_it_emits_the_early_stopping_estimate_of_single_stream(fixtures: Path, tmp_path: Path):
+    run = parse_path(fixtures / RUN_DIR)[0]
+    estimate = run.metric("latency_early_stopping_p90_ms")
+    assert (estimate.value, estimate.raw_value, estimate.unit, estimate.direction) == (
+        0.4124,
+        "412400",
+        "ms",
+        "lower",
+    )
+    assert estimate.source.endswith(":early_stopping_latency_ss")
+    assert run.context["early_stopping_latency_ms"] == 430100  # the 99th helper: context only
+    # a summary alone: its "Early stopping 90.0th percentile estimate" line
+    summary = tmp_path / "mlperf_log_summary.txt"
+    shutil.copy(fixtures / RUN_DIR / "performance/run_1/mlperf_log_summary.txt", summary)
+    (alone,) = parse_path(summary)
+    assert _metrics(alone)["latency_early_stopping_p90_ms"] == 0.4124
+    assert alone.metric("latency_early_stopping_p90_ms").source == "file:mlperf_log_summary.txt:15"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "counts"),
+    [
+        # DeepSeek-R1: a sample count beside the figure is never an accuracy
+        (
+            "{'exact_match': 81.3582, 'TOKENS_PER_SAMPLE': 3886.2, 'num-samples': 4388}",
+            {"exact_match": (0.813582, "ratio", "higher")},
+            {"TOKENS_PER_SAMPLE": 3886.2, "num-samples": 4388},
+        ),
+        # 3D-UNet: DICE is written as a fraction already
+        (
+            "Accuracy: mean = 0.86170, kidney = 0.9347, tumor = 0.7887",
+            {
+                "mean": (0.8617, "ratio", "higher"),
+                "kidney": (0.9347, "ratio", "higher"),
+                "tumor": (0.7887, "ratio", "higher"),
+            },
+            {},
+        ),
+        # Whisper: a percentage with its sign, lower is better
+        (
+            "Word Error Rate: 2.0611%, accuracy=97.9389%",
+            {"Word Error Rate": (0.020611, "ratio", "lower"), "accuracy": (0.979389, "ratio", "higher")},
+            {},
+        ),
+        # Stable Diffusion: scores on their own scale
+        (
+            '{"FID_SCORE": 23.0082, "CLIP_SCORE": 31.7524}',
+            {"FID_SCORE": (23.0082, "score", "lower"), "CLIP_SCORE": (31.7524, "score", "higher")},
+            {},
+        ),
+    ],
+)
+def test_it_puts_every_accuracy_txt_on_one_scale(tmp_path: Path, text, expected, counts):
+    folder = tmp_path / "closed/Acme/results/sys/model-99/Offline/accuracy"
+    folder.mkdir(parents=True)
+    (folder / "accuracy.txt").write_text(f"Results\n\n{text}\n\nhash=00ff\n")
+    (run,) = parse_path(folder / "accuracy.txt")
+    got = {
+        name.split(":", 2)[2]: (m.value, m.unit, m.direction)
+        for name, m in ((m.name, m) for m in run.metrics)
+    }
+    assert {k: (pytest.approx(v[0]), v[1], v[2]) for k, v in expected.items()} == got
+    assert {k: run.context[f"accuracy_{k}"] for k in counts} == counts
+
+
+def test_it_counts_training_samples_from_steps_never_from_an_eval_count(fixtures: Path):
+    (run,) = parse_path(fixtures / "training_steps")
+    # eval_stop's samples_count is the 10,002 samples evaluated; 1539 steps x 2048 were trained
+    assert run.context["samples_trained"] == 1539 * 2048
+    assert run.context["samples_trained_from"] == "step*global_batch_size"
+    assert _metrics(run)["throughput_samples_per_s"] == pytest.approx(1539 * 2048 / 1000.0)
+    # GPT-3's eval_accuracy is a log perplexity: a score, lower is better
+    quality = run.metric("accuracy:gpt3:eval_accuracy")
+    assert (quality.value, quality.unit, quality.direction) == (2.688, "score", "lower")
+
+
+def test_it_leaves_training_throughput_out_when_the_log_does_not_say(fixtures: Path, tmp_path: Path):
+    text = (fixtures / "training_steps/Acme/results/acme-pod/gpt3/result_0.txt").read_text()
+    cut = tmp_path / "result_0.txt"
+    cut.write_text("\n".join(line for line in text.splitlines() if '"step"' not in line) + "\n")
+    (run,) = parse_path(cut)
+    assert run.metric("throughput_samples_per_s") is None and run.metric("time_to_train_s") is not None
+    assert any("throughput left out" in warning for warning in run.warnings)
+
+
+def test_it_reads_no_request_latency_estimate_from_an_llm_single_stream_log(tmp_path: Path):
+    def line(key, value):
+        return ":::MLLOG " + json.dumps(
+            {
+                "key": key,
+                "value": value,
+                "time_ms": 1.0,
+                "namespace": "mlperf::logging",
+                "event_type": "POINT_IN_TIME",
+                "metadata": {},
+            }
+        )
+
+    detail = tmp_path / "mlperf_log_detail.txt"
+    detail.write_text(
+        "\n".join(
+            [
+                line("loadgen_version", "5.0 @ 1"),
+                line("requested_use_token_latencies", True),
+                line("effective_scenario", "SingleStream"),
+                line("result_90.00_percentile_latency_ns", 2_100_000_000),
+                line("early_stopping_latency_ss", 310_000_000),  # the TTFT estimate, in token mode
+            ]
+        )
+        + "\n"
+    )
+    (run,) = parse_path(detail)
+    assert run.metric("latency_early_stopping_p90_ms") is None
+    assert run.context["early_stopping_latency_ss"] == 310_000_000

@@ -55,19 +55,17 @@ def test_it_mails_one_alert_to_its_subscriber_with_subject_text_html_and_links(
     message = smtp_server.messages[0]
     assert smtp_server.inbox.recipients == [["lead@example.com"]]
     assert message["To"] == "lead@example.com"
-    assert message["Subject"] == (
-        "[Critical] Inference Platform: throughput_tokens_per_s -12.0% on Llama-3.1-8B bf16, Offline, bs64"
-    )
+    # What moved (the metric's label, not its name), by how much, on what.
+    assert message["Subject"] == "[Critical] Output tokens per second -12% on Llama-3.1-8B bf16"
     text = body_of(message, "plain")
     html = body_of(message, "html")
     alert_link = f"https://accelboard.example.com/alerts/{alert.pk}/"
     for body in (text, html):
-        assert "5000 ± 25 tokens/s" in body
-        assert "4400 ± 30 tokens/s" in body
-        assert "-12.0%" in body
-        assert "confidence 97%" in body
-        assert "900d900d90..c0ffee1234" in body
-        assert alert_link in body or f"?alert={alert.pk}" in body
+        assert "5,000 ± 25 tokens/s" in body
+        assert "4,400 ± 30 tokens/s" in body
+        assert "-12.0% (worse), confidence 97.0%" in body
+        assert "900d900d..c0ffee12" in body
+        assert alert_link in body
         assert "https://accelboard.example.com/notifications/unsubscribe/" in body
     assert "<a href=" in html and "<a href=" not in text
     unsubscribe = re.search(r"https://\S+/notifications/unsubscribe/[^/\s]+/", text)
@@ -100,10 +98,14 @@ def test_it_sends_one_email_when_one_commit_moved_fifty_series(
 
     assert len(smtp_server.messages) == 1
     message = smtp_server.messages[0]
-    assert message["Subject"] == "[Warning] Inference Platform: 50 regressions in abcdef0123"
+    # The worst of them (the largest change at equal severity) is named, with the count of the rest.
+    assert message["Subject"] == (
+        "[Warning] 50 regressions in abcdef01: metric 48 +13% on Llama-3.1-8B bf16, and 49 more"
+    )
     text = body_of(message, "plain")
-    assert "50 alerts from one change" in text
-    assert "metric_48" in text and "throughput_tokens_per_s" in text
+    assert "50 regressions in commit abcdef01 (Inference Platform), the worst first." in text
+    assert text.index("metric 48 +13%") < text.index("metric 47 +13%") < text.index("metric 00 +8.0%")
+    assert "Output tokens per second -12%" in text
     assert DeliveryItem.objects.filter(user=lead).count() == 50
 
 
@@ -126,7 +128,7 @@ def test_it_keeps_one_email_per_commit_when_two_commits_moved_series(
     assert send_all() == [DeliveryStatus.SENT, DeliveryStatus.SENT]
     subjects = sorted(m["Subject"] for m in smtp_server.messages)
     assert len(subjects) == 2
-    assert all(s.startswith("[Warning] Inference Platform: throughput_tokens_per_s") for s in subjects)
+    assert all(s == "[Warning] Output tokens per second -12% on Llama-3.1-8B bf16" for s in subjects)
 
 
 def test_it_groups_the_days_alerts_per_user_in_one_digest(
@@ -153,9 +155,13 @@ def test_it_groups_the_days_alerts_per_user_in_one_digest(
     # mail client shows it unfolded, with the whitespace collapsed.
     subject = " ".join(str(digest["Subject"]).split())
     assert subject.startswith("[accelboard] Daily digest ")
-    assert subject.endswith(": 2 alerts (Inference Platform, Research)")
+    assert subject.endswith(": 2 alerts (2 warning) in Inference Platform, Research")
     text = body_of(digest, "plain")
-    assert "2 alerts still open" in text and "-20.0%" in text and "-12.0%" in text
+    assert ": 2 open alerts (2 warning) in Inference Platform, Research; worst first." in text
+    # Grouped by team and commit, the worst (the larger change) first.
+    assert text.index("== Research (1 warning)") < text.index("== Inference Platform (1 warning)")
+    assert text.index("-- Commit bbbb0000: 1 alert") < text.index("-- Commit aaaa0000: 1 alert")
+    assert "-20.0%" in text and "-12.0%" in text
     assert "Unsubscribe from daily digests" in text
 
 
@@ -386,7 +392,9 @@ def test_it_holds_a_commits_alerts_until_the_last_one_has_settled(
     assert not services.alerts_settling(now=later)
     [delivery_id] = services.deliveries_plan(mode=IMMEDIATE, now=later)
     assert services.delivery_send(delivery_id=delivery_id, now=later) == DeliveryStatus.SENT
-    assert smtp_server.messages[0]["Subject"] == "[Warning] Inference Platform: 2 regressions in 5e771e0000"
+    assert smtp_server.messages[0]["Subject"] == (
+        "[Warning] 2 regressions in 5e771e00: Output tokens per second -12% on Llama-3.1-8B bf16, and 1 more"
+    )
 
 
 def test_it_resends_deliveries_whose_task_or_worker_was_lost(

@@ -70,6 +70,13 @@ def test_it_mails_new_alerts_from_a_real_worker(
     assert "https://accelboard.example.com/notifications/unsubscribe/" in body_of(
         smtp_env.messages[0], "plain"
     )
+    # Drawn and signed in the worker: the inline chart and each recipient's own triage links.
+    for message in smtp_env.messages:
+        assert [p.get_content_type() for p in message.walk()].count("image/png") == 1
+        assert "Acknowledge: https://accelboard.example.com/notifications/triage/" in body_of(
+            message, "plain"
+        )
+    assert body_of(smtp_env.messages[0], "plain") != body_of(smtp_env.messages[1], "plain")
     deadline = time.monotonic() + WAIT_S
     while Delivery.objects.exclude(status=DeliveryStatus.SENT).exists() and time.monotonic() < deadline:
         time.sleep(0.25)
@@ -102,6 +109,4 @@ def test_it_mails_new_alerts_from_a_real_worker(
     )
     wait_for_messages(smtp_env, 4, mail_worker)
     subjects = {m["Subject"] for m in smtp_env.messages[2:]}
-    assert subjects == {
-        "[Critical] Inference Platform: throughput_tokens_per_s -30.0% on Llama-3.1-8B bf16, Offline, bs64"
-    }
+    assert subjects == {"[Critical] Output tokens per second -30% on Llama-3.1-8B bf16"}

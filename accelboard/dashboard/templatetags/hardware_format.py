@@ -11,7 +11,29 @@ from typing import Any
 
 from django import template
 
+from accelboard.core import numbers
+
 register = template.Library()
+
+
+@register.filter
+def fixed(value: Any, decimals: Any) -> str:
+    """``{{ v|fixed:decimals.p99 }}``: the column's one number of decimals, thousands separators."""
+    return numbers.fixed(value, int(decimals or 0))
+
+
+@register.filter
+def get(mapping: Any, key: Any) -> Any:
+    """``{{ price_bases|get:p.label }}``: a dict value by a variable key."""
+    return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def price_lines(basis: str) -> list[str]:
+    """``0.80 USD/GPU-hour, dgx-h100 on-prem (amortised)`` -> the price and the price row, each on
+    its own line under a hardware name (wrapped as one, it broke at "dgx-" and widened the table)."""
+    price, _, rest = str(basis).partition(", ")
+    return [f"{price},", rest] if rest else [price]
 
 
 @register.filter

@@ -55,6 +55,13 @@ def days(value: Any) -> str:
 
 
 @register.filter
+def count(value: Any) -> str:
+    """7951 -> "7,951": counts with thousands separators."""
+    number = _number(value)
+    return DASH if number is None else f"{number:,.0f}"
+
+
+@register.filter
 def neg(value: Any) -> float | None:
     """A loss shown as an accuracy delta: 0.012 -> -0.012."""
     number = _number(value)

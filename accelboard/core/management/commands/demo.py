@@ -52,6 +52,24 @@ def demo_logins() -> list[str]:
     return lines
 
 
+def _database_state() -> tuple[bool, bool]:
+    """(migrations to apply, demo data to load), read in this process: a second start spawns
+    neither ``migrate`` nor ``demo_fleet``, each a Django start of its own."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from accelboard.core.choices import JobStatus
+    from accelboard.core.models import JobRun
+
+    executor = MigrationExecutor(connection)
+    pending = bool(executor.migration_plan(executor.loader.graph.leaf_nodes()))
+    if pending and "core_jobrun" not in connection.introspection.table_names():
+        return True, True
+    # The job the loader records once every stage is in (``accelboard.demo.loader.JOB_NAME``).
+    loaded = JobRun.objects.filter(name="demo_fleet", status=JobStatus.SUCCEEDED).exists()
+    return pending, not loaded
+
+
 def _embedded_postmaster(home: Path) -> dict[str, int]:
     """The embedded server's postmaster pid (first line of ``postmaster.pid``), to watch."""
     try:
@@ -71,7 +89,11 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
         parser.add_argument("--port", type=_port, default=8000, help="port to bind (default 8000)")
         parser.add_argument("--reset", action="store_true", help="rebuild the demo data from scratch")
-        parser.add_argument("--no-agent", action="store_true", help="do not start the simulated host agent")
+        parser.add_argument(
+            "--no-agent",
+            action="store_true",
+            help="do not start the live fleet (the demo hosts' simulated agents)",
+        )
         parser.add_argument(
             "--fleet-args",
             default=os.environ.get("ACCELBOARD_DEMO_FLEET_ARGS", ""),
@@ -105,11 +127,8 @@ class Command(BaseCommand):
             fleet_args=fleet_args,
             banner=demo_logins(),
             watch_pids=_embedded_postmaster(accelboard_home()) if settings.EMBEDDED_DATABASE else {},
+            database_state=_database_state,
         )
-        if settings.EMBEDDED_DATABASE:
-            self.stdout.write(f"embedded PostgreSQL: {config.home / 'pgdata'}")
-        else:
-            self.stdout.write("database: DATABASE_URL from the environment")
 
         def say(line: str) -> None:
             self.stdout.write(line)

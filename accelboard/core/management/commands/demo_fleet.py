@@ -7,6 +7,7 @@ the demo already is left alone (exit 0, says so). Bad flags exit 2 naming the fl
 from __future__ import annotations
 
 import argparse
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ def _moment(value: str) -> datetime:
     return moment
 
 
+# How long --after waits: as long as accelboard demo gives a step (its migrations).
+_AFTER_TIMEOUT_S = 3600
+
 # DemoConfig names its fields in errors; the user typed flags.
 _FLAGS = {
     "days_runs": "--days-runs",
@@ -74,8 +78,8 @@ class Command(BaseCommand):
             type=_bounded("--telemetry-interval", 10, 3600),
             default=generator.DEFAULT_TELEMETRY_INTERVAL_S,
             help=f"seconds between samples (default {generator.DEFAULT_TELEMETRY_INTERVAL_S}: ~3.8M samples over the "
-            "default 31 days, under 2 min on 2 cores on the embedded server, mostly in the rollups; "
-            "180 loads a third of them)",
+            "default 31 days; a sample per minute goes straight into the minute rollups, only the last "
+            f"{loader.RAW_HOURS} hours stay raw; 180 loads a third of them)",
         )
         parser.add_argument(
             "--serving-interval", type=_bounded("--serving-interval", 60, 3600), default=300, help="seconds"
@@ -88,6 +92,20 @@ class Command(BaseCommand):
             help="where to write the manifest of injected events (default $ACCELBOARD_HOME/demo_manifest.json)",
         )
         parser.add_argument("--reset", action="store_true", help="truncate the demo's tables and rebuild")
+        parser.add_argument(
+            "--progress",
+            type=Path,
+            default=None,
+            help="a JSON file to keep the steps' state in (accelboard demo and its loading banner read it)",
+        )
+
+        parser.add_argument(
+            "--after",
+            type=Path,
+            default=None,
+            help="compute what needs no database first, then wait for this file to exist before "
+            "touching the database (accelboard demo creates it once the migrations are in)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -106,12 +124,24 @@ class Command(BaseCommand):
                 message = message.replace(f"{field}:", f"{flag}:")
             raise CommandError(message, returncode=2) from None
         manifest_path = options["manifest"] or accelboard_home() / "demo_manifest.json"
+        prepared = None
+        if options["after"] is not None:
+            prepared = loader.demo_fleet_prepare(config)
+            deadline = time.monotonic() + _AFTER_TIMEOUT_S
+            while not options["after"].exists():
+                if time.monotonic() > deadline:
+                    raise CommandError(
+                        f"--after: {options['after']} did not appear within {_AFTER_TIMEOUT_S} s"
+                    )
+                time.sleep(0.1)
         try:
             result = loader.demo_fleet_load(
+                prepared=prepared,
                 config=config,
                 reset=options["reset"],
                 manifest_path=manifest_path,
                 progress=lambda line: self.stdout.write(f"demo_fleet: {line}"),
+                progress_path=options["progress"],
             )
         except loader.DemoAlreadyLoaded as exc:
             self.stdout.write(f"demo_fleet: nothing to do: {exc}")

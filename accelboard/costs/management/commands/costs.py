@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from accelboard.core.models import Team
 from accelboard.costs.services import cost_days_compute, month_days
-from accelboard.costs.serving_costs import serving_cost_day_compute
+from accelboard.costs.serving_cost_services import serving_cost_day_compute
 
 
 def _month(value: str) -> date:

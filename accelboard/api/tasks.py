@@ -1,1 +1,0 @@
-"""The API runs no background jobs of its own: ingest enqueues the fleet's rollup tasks."""

@@ -1,1 +1,0 @@
-"""tasks of the benchmarks app (none yet)."""

@@ -1,1 +1,0 @@
-"""tasks of the core app (none yet)."""

@@ -1,1 +1,0 @@
-"""admin of the dashboard app (none yet)."""

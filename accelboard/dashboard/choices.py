@@ -1,1 +1,0 @@
-"""choices of the dashboard app (none yet)."""

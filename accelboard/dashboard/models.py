@@ -1,1 +1,0 @@
-"""The dashboard app keeps no tables of its own."""

@@ -1,1 +1,0 @@
-"""services of the dashboard app (none yet)."""

@@ -1,1 +1,0 @@
-"""tasks of the dashboard app (none yet)."""

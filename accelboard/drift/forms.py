@@ -1,1 +1,0 @@
-"""forms of the drift app (none yet)."""

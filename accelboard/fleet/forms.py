@@ -1,1 +1,0 @@
-"""forms of the fleet app (none yet)."""

@@ -1,0 +1,421 @@
+"""Partial aggregates written at ingest, so that a rollup refresh reads ~10x fewer rows.
+
+1. Each ingested batch computes one partial per GPU and minute it covers (``partials_compute``):
+   the sample count and non-NULL count, sum and maximum of each signal, the first and last time,
+   the first and last counter reading, the first power reading, and the energy of every sample of
+   the partial but its first (the rules of ``services.telemetry_rollups_refresh``, against the
+   previous sample of the same partial). ``services.telemetry_partials_write`` stores them in the
+   batch's transaction (``partial_merge_sql``): a partial that starts after the last sample of
+   its GPU's slot-0 partial of that minute is merged into it, its first sample stitched to that
+   last one by the same rules, so batches arriving in time order leave one row per GPU and
+   minute; any other partial (late, resent, overlapping) is kept in a slot of its own. Values are rounded to float4 as the raw table stores them, times are the
+   microseconds COPY wrote, so a minute rebuilt from partials equals the one from raw rows (to
+   the order of float8 additions).
+2. The refresh (``PARTIAL_MINUTE_SQL``) sums a GPU's partials of a minute and stitches the first
+   sample of each partial to the last sample of the GPU's partial before it (a window over
+   partials ordered by time): counter deltas, resets, ``MAX_COUNTER_GAP_S`` and power
+   integration over at most ``MAX_INTEGRATION_GAP_S`` exactly as from raw rows.
+3. Stitching is exact only where a GPU's partials do not overlap in time. A GPU whose partials
+   in the refresh (with the minute before and after it) overlap or touch (two batches with
+   samples at the same instant: the raw order is by row id, unknown here) is rolled up from raw
+   rows instead, by the same statement as before.
+4. Rows copied by anything but ingest (backfills, the demo loader, tests' factories) have no
+   partials: ``services.telemetry_copy`` records their time range in ``fleet_telemetryrawrange``
+   and a refresh within ``MAX_COUNTER_GAP_S`` of such a range reads raw rows, as it always did.
+5. The table is partitioned by day on ``bucket`` beside the raw table: created and dropped with it
+   (``services.telemetry_partitions_ensure`` / ``telemetry_partitions_drop_older``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+PARTIAL_TABLE = "fleet_telemetrypartial"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MINUTE_US = 60_000_000
+_INT64_MIN = np.iinfo(np.int64).min
+
+# Column order of the partial table (COPY) and the types COPY sends.
+PARTIAL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("bucket", "timestamptz"),
+    ("host_id", "int8"),
+    ("accelerator_id", "int8"),
+    ("first_time", "timestamptz"),
+    ("last_time", "timestamptz"),
+    ("samples", "int4"),
+    ("first_energy_mj", "int8"),
+    ("last_energy_mj", "int8"),
+    ("first_power_w", "float4"),
+    ("energy_j", "float8"),
+    ("power_samples", "int4"),
+    ("power_sum", "float8"),
+    ("power_max_w", "float4"),
+    ("gpu_util_samples", "int4"),
+    ("gpu_util_sum", "float8"),
+    ("gpu_util_max", "float4"),
+    ("mem_util_samples", "int4"),
+    ("mem_util_sum", "float8"),
+    ("mem_used_samples", "int4"),
+    ("mem_used_sum", "float8"),
+    ("mem_used_max_bytes", "int8"),
+    ("mem_total_bytes", "int8"),
+    ("temperature_max_c", "float4"),
+    ("sm_clock_samples", "int4"),
+    ("sm_clock_sum", "float8"),
+    ("mem_clock_samples", "int4"),
+    ("mem_clock_sum", "float8"),
+    ("throttled_samples", "int4"),
+    ("ecc_errors_max", "int8"),
+    ("xid_errors_max", "int4"),
+)
+
+
+def _floats(values: Sequence[Any]) -> np.ndarray:
+    """A float4 column as PostgreSQL stores it (rounded to float4), widened to float8; NULL=NaN."""
+    return np.array(values, dtype=np.float64).astype(np.float32).astype(np.float64)
+
+
+def _ints(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """An integer column as (values with NULL as 0, present mask)."""
+    present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    if present.all():
+        return np.array(values, dtype=np.int64), present
+    return np.array([0 if v is None else v for v in values], dtype=np.int64), present
+
+
+def _out(values: np.ndarray, present: np.ndarray) -> list[Any]:
+    return [value if ok else None for value, ok in zip(values.tolist(), present.tolist(), strict=True)]
+
+
+def partials_compute(
+    *,
+    host_id: int,
+    accelerator_ids: Sequence[int],
+    micros: np.ndarray,
+    columns: Mapping[str, Sequence[Any]],
+    max_gap_s: float,
+    max_counter_gap_s: float,
+    throttle_mask: int,
+) -> list[tuple[Any, ...]]:
+    """The partial rows (``PARTIAL_COLUMNS`` order, times as epoch microseconds) of one batch:
+    one per GPU and minute. Pure: ``micros`` are the samples' times in µs since the epoch as
+    stored, ``columns`` the sample fields by name (None for a missing reading)."""
+    n = len(micros)
+    gpus = np.asarray(accelerator_ids, dtype=np.int64)
+    # Per GPU by time; a stable sort keeps the batch order (the raw rows' id order) for ties.
+    order = np.lexsort((micros, gpus))
+    gpus, t = gpus[order], micros[order]
+    bucket = t - t % _MINUTE_US
+    starts = np.flatnonzero(np.r_[True, (gpus[1:] != gpus[:-1]) | (bucket[1:] != bucket[:-1])])
+    firsts = np.zeros(n, dtype=bool)
+    firsts[starts] = True
+    lasts = np.r_[starts[1:] - 1, n - 1]
+
+    def floats(name: str) -> np.ndarray:
+        return _floats(columns[name])[order]
+
+    def ints(name: str) -> tuple[np.ndarray, np.ndarray]:
+        values, present = _ints(columns[name])
+        return values[order], present[order]
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(mask.astype(np.int64), starts)
+
+    def fsum(values: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(np.where(np.isnan(values), 0.0, values), starts)
+
+    def fmax(values: np.ndarray) -> np.ndarray:
+        return np.fmax.reduceat(values, starts)
+
+    def imax(values: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.maximum.reduceat(np.where(present, values, _INT64_MIN), starts), count(present) > 0
+
+    power = floats("power_w")
+    energy, has_energy = ints("energy_mj")
+    # Energy of each sample against the one before it in the same partial (as the raw rollup's
+    # CASE): a non-negative counter delta over at most max_counter_gap_s, else, with no counter
+    # on this sample, power x the gap when the gap is at most max_gap_s.
+    prev = np.r_[0, np.arange(n - 1)]
+    dt = (t - t[prev]) / 1_000_000
+    delta = np.where(has_energy & has_energy[prev], energy - energy[prev], -1).astype(np.float64) / 1000.0
+    counted = has_energy & has_energy[prev] & (delta >= 0) & (dt <= max_counter_gap_s) & ~firsts
+    integrated = ~has_energy & ~np.isnan(power) & (dt <= max_gap_s) & ~firsts
+    joules = np.where(counted, delta, np.where(integrated, power * dt, 0.0))
+    energy_j = np.add.reduceat(joules, starts)
+    energy_present = count(counted | integrated) > 0
+
+    result: dict[str, list[Any]] = {}
+    result["bucket"] = bucket[starts].tolist()
+    result["host_id"] = [host_id] * len(starts)
+    result["accelerator_id"] = gpus[starts].tolist()
+    result["first_time"] = t[starts].tolist()
+    result["last_time"] = t[lasts].tolist()
+    result["samples"] = (lasts - starts + 1).tolist()
+    result["first_energy_mj"] = _out(energy[starts], has_energy[starts])
+    result["last_energy_mj"] = _out(energy[lasts], has_energy[lasts])
+    result["first_power_w"] = _out(power[starts], ~np.isnan(power[starts]))
+    result["energy_j"] = _out(energy_j, energy_present)
+    for name, prefix in (
+        ("power_w", "power"),
+        ("gpu_util", "gpu_util"),
+        ("mem_util", "mem_util"),
+        ("sm_clock_mhz", "sm_clock"),
+        ("mem_clock_mhz", "mem_clock"),
+    ):
+        values = power if name == "power_w" else floats(name)
+        result[f"{prefix}_samples"] = count(~np.isnan(values)).tolist()
+        result[f"{prefix}_sum"] = fsum(values).tolist()
+    for name, out in (("power_w", "power_max_w"), ("gpu_util", "gpu_util_max")):
+        maxima = fmax(power if name == "power_w" else floats(name))
+        result[out] = _out(maxima, ~np.isnan(maxima))
+    temperature = fmax(floats("temperature_c"))
+    result["temperature_max_c"] = _out(temperature, ~np.isnan(temperature))
+    used, has_used = ints("mem_used_bytes")
+    result["mem_used_samples"] = count(has_used).tolist()
+    result["mem_used_sum"] = np.add.reduceat(
+        np.where(has_used, used.astype(np.float64), 0.0), starts
+    ).tolist()
+    for name, out in (
+        ("mem_used_bytes", "mem_used_max_bytes"),
+        ("mem_total_bytes", "mem_total_bytes"),
+        ("ecc_errors", "ecc_errors_max"),
+        ("xid_errors", "xid_errors_max"),
+    ):
+        values, present = (used, has_used) if name == "mem_used_bytes" else ints(name)
+        result[out] = _out(*imax(values, present))
+    throttle, has_throttle = ints("throttle_reasons")
+    result["throttled_samples"] = count(has_throttle & ((throttle & throttle_mask) != 0)).tolist()
+    return list(zip(*(result[name] for name, _ in PARTIAL_COLUMNS), strict=True))
+
+
+_PARTS = """p.bucket, p.host_id, p.accelerator_id, p.first_time, p.last_time, p.samples,
+        p.first_energy_mj, p.last_energy_mj, p.first_power_w, p.energy_j, p.power_samples, p.power_sum,
+        p.power_max_w, p.gpu_util_samples, p.gpu_util_sum, p.gpu_util_max, p.mem_util_samples,
+        p.mem_util_sum, p.mem_used_samples, p.mem_used_sum, p.mem_used_max_bytes, p.mem_total_bytes,
+        p.temperature_max_c, p.sm_clock_samples, p.sm_clock_sum, p.mem_clock_samples, p.mem_clock_sum,
+        p.throttled_samples, p.ecc_errors_max, p.xid_errors_max"""
+
+
+def _avg(name: str) -> str:
+    return f"sum({name}_sum) / nullif(sum({name}_samples), 0)"
+
+
+# The GPU rollup's columns in the order both minute statements (from partials here, from raw rows
+# in ``services``) select them.
+ROLLUP_INSERT = """INSERT INTO fleet_telemetryrollup (
+        width_s, bucket, host_id, accelerator_id, samples,
+        power_samples, power_avg_w, power_max_w, energy_j,
+        gpu_util_samples, gpu_util_avg, gpu_util_max, mem_util_samples, mem_util_avg,
+        mem_used_samples, mem_used_avg_bytes, mem_used_max_bytes, mem_total_bytes, temperature_max_c,
+        sm_clock_samples, sm_clock_avg_mhz, mem_clock_samples, mem_clock_avg_mhz,
+        throttled_samples, ecc_errors_max, xid_errors_max
+    )"""
+
+_ROLLUP_VALUES = ", ".join(
+    f"@{name}"
+    for name in [
+        "samples",
+        "power_samples",
+        "power_avg_w",
+        "power_max_w",
+        "energy_j",
+        "gpu_util_samples",
+        "gpu_util_avg",
+        "gpu_util_max",
+        "mem_util_samples",
+        "mem_util_avg",
+        "mem_used_samples",
+        "mem_used_avg_bytes",
+        "mem_used_max_bytes",
+        "mem_total_bytes",
+        "temperature_max_c",
+        "sm_clock_samples",
+        "sm_clock_avg_mhz",
+        "mem_clock_samples",
+        "mem_clock_avg_mhz",
+        "throttled_samples",
+        "ecc_errors_max",
+        "xid_errors_max",
+    ]
+)
+
+
+def partial_minute_sql(upsert: str) -> str:
+    """Minute rollups from partials (``{gpu_filter}``/``{part_filter}`` to fill, as the raw
+    statement's). Returns (inside, beyond, newest bucket, samples, GPUs to roll up from raw)."""
+    return f"""
+WITH gpus AS (SELECT g.id FROM fleet_accelerator g {{gpu_filter}}),
+parts AS (
+    SELECT {_PARTS} FROM {PARTIAL_TABLE} p
+    WHERE p.bucket >= %(start)s AND p.bucket < %(end)s {{part_filter}}
+    UNION ALL
+    -- Per GPU: every partial of its last minute before the range (the first delta of the range
+    -- needs its last sample; all of them, to see an overlap) and of its first minute after it.
+    SELECT x.* FROM gpus g CROSS JOIN LATERAL (
+        (SELECT {_PARTS} FROM {PARTIAL_TABLE} p
+         WHERE p.accelerator_id = g.id AND p.bucket = (
+            SELECT q.bucket FROM {PARTIAL_TABLE} q
+            WHERE q.accelerator_id = g.id AND q.bucket < %(start)s AND q.bucket >= %(lookback)s
+            ORDER BY q.bucket DESC LIMIT 1))
+        UNION ALL
+        (SELECT {_PARTS} FROM {PARTIAL_TABLE} p
+         WHERE p.accelerator_id = g.id AND p.bucket = (
+            SELECT q.bucket FROM {PARTIAL_TABLE} q
+            WHERE q.accelerator_id = g.id AND q.bucket >= %(end)s AND q.bucket < %(lookahead)s
+            ORDER BY q.bucket LIMIT 1))
+    ) x
+),
+-- The window sorts only what stitching needs; the sums are hashed by minute without a sort.
+edges AS (
+    SELECT host_id, accelerator_id, bucket, first_time, first_energy_mj, first_power_w,
+        (first_energy_mj - lag(last_energy_mj) OVER w)::float8 AS d_energy_mj,
+        date_part('epoch', first_time - lag(last_time) OVER w) AS dt_s
+    FROM parts
+    WINDOW w AS (PARTITION BY accelerator_id ORDER BY first_time, last_time)
+),
+-- Partials that overlap or touch: the order of their samples is the raw rows' id order.
+bad AS (SELECT DISTINCT accelerator_id FROM edges WHERE dt_s <= 0),
+stitched AS (
+    SELECT host_id, accelerator_id, bucket, count(j) AS n, sum(j) AS j
+    FROM (SELECT host_id, accelerator_id, bucket, CASE
+        WHEN d_energy_mj >= 0 AND dt_s <= %(max_counter_gap)s THEN d_energy_mj / 1000.0
+        WHEN first_energy_mj IS NULL AND d_energy_mj IS NULL AND first_power_w IS NOT NULL
+            AND dt_s <= %(max_gap)s THEN first_power_w * dt_s
+        END AS j
+        FROM edges WHERE bucket >= %(start)s) e
+    GROUP BY host_id, accelerator_id, bucket
+),
+sums AS (
+    SELECT
+        bucket, host_id, accelerator_id, sum(samples) AS samples,
+        sum(power_samples) AS power_samples, {_avg("power")} AS power_avg_w, max(power_max_w) AS power_max_w,
+        count(energy_j) AS energy_n, sum(energy_j) AS energy_j,
+        sum(gpu_util_samples) AS gpu_util_samples, {_avg("gpu_util")} AS gpu_util_avg,
+        max(gpu_util_max) AS gpu_util_max,
+        sum(mem_util_samples) AS mem_util_samples, {_avg("mem_util")} AS mem_util_avg,
+        sum(mem_used_samples) AS mem_used_samples, {_avg("mem_used")} AS mem_used_avg_bytes,
+        max(mem_used_max_bytes) AS mem_used_max_bytes, max(mem_total_bytes) AS mem_total_bytes,
+        max(temperature_max_c) AS temperature_max_c,
+        sum(sm_clock_samples) AS sm_clock_samples, {_avg("sm_clock")} AS sm_clock_avg_mhz,
+        sum(mem_clock_samples) AS mem_clock_samples, {_avg("mem_clock")} AS mem_clock_avg_mhz,
+        sum(throttled_samples) AS throttled_samples, max(ecc_errors_max) AS ecc_errors_max,
+        max(xid_errors_max) AS xid_errors_max
+    FROM parts
+    WHERE bucket >= %(start)s AND accelerator_id NOT IN (SELECT accelerator_id FROM bad)
+    GROUP BY host_id, accelerator_id, bucket
+),
+rollups AS (
+    SELECT 60 AS width_s, m.bucket, m.host_id, m.accelerator_id, m.samples,
+        m.power_samples, m.power_avg_w, m.power_max_w,
+        CASE WHEN m.energy_n + e.n > 0 THEN coalesce(m.energy_j, 0) + coalesce(e.j, 0) END AS energy_j,
+        m.gpu_util_samples, m.gpu_util_avg, m.gpu_util_max, m.mem_util_samples, m.mem_util_avg,
+        m.mem_used_samples, m.mem_used_avg_bytes, m.mem_used_max_bytes, m.mem_total_bytes,
+        m.temperature_max_c, m.sm_clock_samples, m.sm_clock_avg_mhz, m.mem_clock_samples,
+        m.mem_clock_avg_mhz, m.throttled_samples, m.ecc_errors_max, m.xid_errors_max
+    FROM sums m JOIN stitched e USING (host_id, accelerator_id, bucket)
+),
+written AS (
+    {ROLLUP_INSERT}
+    SELECT * FROM rollups
+    {upsert}
+    -- A minute whose rollup is unchanged (most of a refreshed range) is not rewritten.
+    WHERE ({_ROLLUP_VALUES.replace("@", "fleet_telemetryrollup.")})
+        IS DISTINCT FROM ({_ROLLUP_VALUES.replace("@", "EXCLUDED.")})
+)
+SELECT count(*) FILTER (WHERE bucket < %(end)s), count(*) FILTER (WHERE bucket >= %(final_end)s),
+    max(bucket), coalesce(sum(samples), 0)::bigint, (SELECT coalesce(array_agg(accelerator_id), '{{{{}}}}') FROM bad)
+FROM rollups
+"""
+
+
+_SQL_TYPES = {
+    "timestamptz": "timestamptz",
+    "int8": "bigint",
+    "int4": "integer",
+    "float4": "real",
+    "float8": "float8",
+}
+_SUMS = [
+    "samples",
+    "power_samples",
+    "power_sum",
+    "gpu_util_samples",
+    "gpu_util_sum",
+    "mem_util_samples",
+    "mem_util_sum",
+    "mem_used_samples",
+    "mem_used_sum",
+    "sm_clock_samples",
+    "sm_clock_sum",
+    "mem_clock_samples",
+    "mem_clock_sum",
+    "throttled_samples",
+]
+_MAXIMA = [
+    "power_max_w",
+    "gpu_util_max",
+    "mem_used_max_bytes",
+    "mem_total_bytes",
+    "temperature_max_c",
+    "ecc_errors_max",
+    "xid_errors_max",
+]
+
+
+def array_literal(values: Sequence[Any]) -> str:
+    """A PostgreSQL array literal of numbers and None (NULL); ``repr`` round-trips a float."""
+    return "{" + ",".join("NULL" if value is None else repr(value) for value in values) + "}"
+
+
+def partial_merge_sql() -> str:
+    """Store a batch's partials (one array parameter per ``PARTIAL_COLUMNS`` name, and
+    ``max_gap``, ``max_counter_gap``): each one that starts after the last sample of its GPU's
+    slot-0 partial of the minute is merged into it (sums added, maxima kept, the first sample
+    stitched to that last one by the refresh's energy rules); any other (the first of the
+    minute: inserted; a late or overlapping batch) goes to a slot of its own."""
+    names = [name for name, _ in PARTIAL_COLUMNS]
+    # Times travel as epoch microseconds (exact), every column as one array literal.
+    arrays = ", ".join(
+        f"%({name})s::{'bigint' if kind == 'timestamptz' else _SQL_TYPES[kind]}[]"
+        for name, kind in PARTIAL_COLUMNS
+    )
+    values = ", ".join(
+        f"timestamptz 'epoch' + u.{name} * interval '1 microsecond' AS {name}"
+        if kind == "timestamptz"
+        else f"u.{name}"
+        for name, kind in PARTIAL_COLUMNS
+    )
+    d = "(EXCLUDED.first_energy_mj - p.last_energy_mj)::float8"
+    dt = "date_part('epoch', EXCLUDED.first_time - p.last_time)"
+    stitch = f"""CASE
+            WHEN {d} >= 0 AND {dt} <= %(max_counter_gap)s THEN {d} / 1000.0
+            WHEN EXCLUDED.first_energy_mj IS NULL AND EXCLUDED.first_power_w IS NOT NULL
+                AND {dt} <= %(max_gap)s THEN EXCLUDED.first_power_w * {dt}
+        END"""
+    updates = [
+        *(f"{name} = p.{name} + EXCLUDED.{name}" for name in _SUMS),
+        *(f"{name} = greatest(p.{name}, EXCLUDED.{name})" for name in _MAXIMA),
+        "last_time = EXCLUDED.last_time",
+        "last_energy_mj = EXCLUDED.last_energy_mj",
+        f"""energy_j = CASE WHEN p.energy_j IS NOT NULL OR EXCLUDED.energy_j IS NOT NULL OR ({stitch}) IS NOT NULL
+            THEN coalesce(p.energy_j, 0) + coalesce(EXCLUDED.energy_j, 0) + coalesce({stitch}, 0) END""",
+    ]
+    set_clause = ",\n        ".join(updates)
+    return f"""
+WITH v AS (SELECT {values} FROM unnest({arrays}) AS u({", ".join(names)})),
+merged AS (
+    INSERT INTO {PARTIAL_TABLE} AS p ({", ".join(names)}, slot)
+    SELECT *, 0 FROM v
+    ON CONFLICT (host_id, accelerator_id, bucket, slot) DO UPDATE SET
+        {set_clause}
+    WHERE EXCLUDED.first_time > p.last_time
+    RETURNING p.accelerator_id, p.bucket
+)
+INSERT INTO {PARTIAL_TABLE} ({", ".join(names)}, slot)
+SELECT *, nextval('fleet_telemetrypartial_slot') FROM v
+WHERE NOT EXISTS (SELECT 1 FROM merged m WHERE m.accelerator_id = v.accelerator_id AND m.bucket = v.bucket)
+"""

@@ -1,0 +1,70 @@
+"""gunicorn settings for accelboard: `gunicorn accelboard.wsgi --config python:accelboard.gunicorn_conf`
+(the image's CMD). Not named gunicorn.conf.py: gunicorn would read that from the working
+directory for every server started there (the demo's, the benches').
+
+Workers from the CPU count: ``2 × cores + 1`` processes of ``GUNICORN_THREADS`` (2) threads,
+capped at ``GUNICORN_MAX_WORKERS`` (12). A telemetry batch spends about half its time waiting on
+PostgreSQL, so two processes per core keep the cores busy; more only add memory (~120 MB each)
+and connections (workers × threads of PostgreSQL's ``max_connections``). On 2 cores: 5 workers,
+10 connections. ``WEB_CONCURRENCY`` overrides the count (docs/scaling.md has the measurements).
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # the cores this container may use, not the host's
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    number = int(value)
+    if number < 1:
+        raise ValueError(f"{name}={value!r} must be at least 1")
+    return number
+
+
+workers = _int("WEB_CONCURRENCY", min(2 * _cores() + 1, _int("GUNICORN_MAX_WORKERS", 12)))
+threads = _int("GUNICORN_THREADS", 2)
+worker_class = "gthread"
+bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
+# The largest telemetry batch (10,000 samples) is stored in well under a second; 60 s is for
+# the slowest page and an upload's archive.
+timeout = 60
+graceful_timeout = 20
+keepalive = 5
+# A worker that grew (a large upload, a big export) is replaced after a while, so memory goes
+# back to its baseline after a burst; jitter keeps the workers from restarting together.
+max_requests = _int("GUNICORN_MAX_REQUESTS", 5000)
+max_requests_jitter = 500
+accesslog = "-"
+errorlog = "-"
+# Django, every view module and their libraries (pandas, plotly, numpy) are imported once in the
+# master and shared by the forked workers: without it each worker imported them on its first
+# request (seconds of CPU on 2 cores, while agents' requests waited past their 10 s timeout) and
+# held its own copy (~200 MB each).
+preload_app = True
+
+
+def when_ready(server: object) -> None:
+    """In the master, after the app is loaded and before the workers fork: import every view
+    (the URLconf is otherwise loaded on the first request), then close any database connection
+    so that no socket is shared between workers."""
+    from django.db import connections
+    from django.urls import get_resolver
+
+    get_resolver().url_patterns  # noqa: B018 - importing is the point
+    # What views import only when first needed (each ~0.5-1 s of CPU), so that a CLI or worker
+    # process does not pay for them: here once, shared by the workers.
+    import openpyxl  # noqa: F401
+    import scipy.ndimage  # noqa: F401
+    import scipy.stats  # noqa: F401
+
+    connections.close_all()

@@ -1,0 +1,284 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON: one file per rank, plain or gzipped.
+
+Written by ``torch.profiler.tensorboard_trace_handler`` (``*.pt.trace.json[.gz]``) or
+``prof.export_chrome_trace``; CUDA (CUPTI) and ROCm (roctracer) traces have the same shape. The
+file is streamed (``jsonstream``): GPU activities become typed columns (``profile_data``), CPU
+events are summed by name while reading, nothing else is kept.
+
+What is read, event by event (complete events, ``"ph": "X"``; categories compared ignoring case,
+old spellings included):
+
+1. GPU activities: ``kernel``, ``gpu_memcpy`` / ``Memcpy``, ``gpu_memset`` / ``Memset``; start
+   ``ts`` and ``dur`` in microseconds (fractions kept, never rounded), stream from
+   ``args.stream`` (else ``tid``), device from ``args.device``, ``args.correlation``.
+2. Launches: ``cuda_runtime`` / ``cuda_driver`` / ``Runtime`` events: their ``correlation``
+   gives each GPU activity the CPU time it was launched at (for idle gaps spent waiting on the
+   host); their durations are summed by API name.
+3. Steps: ``ProfilerStep#N`` ranges (``user_annotation`` or ``cpu_op``).
+4. CPU operators (``cpu_op``, ``user_annotation``): count and inclusive time by name.
+5. Header keys: ``distributedInfo`` (rank, world size, backend), ``deviceProperties`` (GPU
+   names), ``schemaVersion``, ``traceName``; a file without them is rank ``index`` of the upload.
+
+GPU annotations (``gpu_user_annotation``) span other activities and are not GPU work: skipped.
+A negative or missing duration is counted as 0 and reported once as a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import re
+import zlib
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from .base import ParseError
+from .jsonstream import JsonStreamError, stream_document
+from .profile_data import KERNEL, MEMCPY, MEMSET, EventColumns, GpuEvents, ProfileData, RankTrace, Step
+
+NAME = "kineto"
+LABEL = "PyTorch profiler (Kineto) trace"
+
+_GPU, _RUNTIME, _OP, _ANNOTATION = 10, 11, 12, 13
+_CATEGORIES = {
+    "kernel": KERNEL,
+    "gpu_memcpy": MEMCPY,
+    "memcpy": MEMCPY,
+    "gpu_memset": MEMSET,
+    "memset": MEMSET,
+    "cuda_runtime": _RUNTIME,
+    "cuda_driver": _RUNTIME,
+    "runtime": _RUNTIME,
+    "cpu_op": _OP,
+    "operator": _OP,
+    "user_annotation": _ANNOTATION,
+}
+# The spellings seen in files, looked up before lower-casing (the common case costs one lookup).
+_CATEGORY_LOOKUP = {**_CATEGORIES, **{key.capitalize(): value for key, value in _CATEGORIES.items()}}
+_STEP = re.compile(r"ProfilerStep#(\d+)")
+_SNIFF = re.compile(rb'"traceEvents"\s*:|^\s*\[\s*\{[^{}]*"ph"\s*:', re.S)
+
+
+def _head(data: bytes) -> bytes:
+    if data[:2] == b"\x1f\x8b":
+        try:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, 65536)
+        except zlib.error:
+            return b""
+    return data[:65536]
+
+
+def sniff(head: bytes) -> bool:
+    """True for the first bytes (up to 64 KB, gzipped or not) of a Chrome/Kineto trace."""
+    text = _head(head)
+    return bool(_SNIFF.search(text)) and b'"ph"' in text or b'"traceEvents"' in text
+
+
+Source = str | Path | bytes | IO[bytes]
+
+
+@contextlib.contextmanager
+def open_stream(source: Source) -> Iterator[IO[bytes]]:
+    """A binary stream of the trace's JSON text, decompressing gzip on the fly. A stream given by
+    the caller is read from its current position and left open."""
+    with contextlib.ExitStack() as stack:
+        if isinstance(source, bytes):
+            raw: IO[bytes] = io.BytesIO(source)
+        elif isinstance(source, (str, Path)):
+            raw = stack.enter_context(open(source, "rb"))
+        else:
+            raw = source
+        magic = raw.read(2)
+        raw.seek(-len(magic), io.SEEK_CUR)
+        if magic == b"\x1f\x8b":
+            yield stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb"))  # type: ignore[misc]
+        else:
+            yield raw
+
+
+def _int(value: Any, default: int) -> int:
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        match = re.search(r"-?\d+", str(value))
+        return int(match.group()) if match else default
+
+
+def parse_rank(stream: IO[bytes], *, name: str, index: int = 0) -> RankTrace:
+    """Read one trace file into a ``RankTrace``. Raises ParseError naming the file."""
+    header: dict[str, Any] = {}
+    columns = EventColumns()
+    runtime_corr = array("q")
+    runtime_ts = array("d")
+    ops: dict[str, list[float]] = {}
+    runtime: dict[str, list[float]] = {}
+    steps: dict[int, Step] = {}
+    devices: dict[int, int] = {}
+    bad_durations = 0
+    events_seen = 0
+    lookup = _CATEGORY_LOOKUP
+    add = columns.add
+
+    def on_header(key: str, value: Any) -> None:
+        header[key] = value
+
+    try:
+        for event in stream_document(stream, array_key="traceEvents", on_header=on_header):
+            events_seen += 1
+            if type(event) is not dict or event.get("ph") != "X":
+                continue
+            cat = event.get("cat")
+            code = lookup.get(cat)
+            if code is None:
+                if not isinstance(cat, str) or (code := _CATEGORIES.get(cat.lower())) is None:
+                    continue
+            dur = event.get("dur")
+            ts = event.get("ts")
+            if type(ts) is not float and type(ts) is not int or ts != ts:
+                continue
+            if type(dur) is not float and type(dur) is not int or not dur >= 0:
+                bad_durations += 1
+                dur = 0.0
+            label = event.get("name")
+            if type(label) is not str:
+                label = str(label)
+            if code <= MEMSET:
+                args = event.get("args") or {}
+                stream_id = args.get("stream")
+                if stream_id is None:
+                    stream_id = event.get("tid")
+                if type(stream_id) is not int:
+                    stream_id = _int(stream_id, -1)
+                correlation = args.get("correlation")
+                if type(correlation) is not int:
+                    correlation = _int(correlation, -1)
+                device = args.get("device")
+                if device is not None:
+                    devices[device] = devices.get(device, 0) + 1
+                add(label, code, ts, dur, stream_id, correlation)
+            elif code == _RUNTIME:
+                slot = runtime.get(label)
+                if slot is None:
+                    runtime[label] = [1, dur]
+                else:
+                    slot[0] += 1
+                    slot[1] += dur
+                correlation = (event.get("args") or {}).get("correlation")
+                if type(correlation) is int and 0 <= correlation < 1 << 63:
+                    runtime_corr.append(correlation)
+                    runtime_ts.append(ts)
+            else:
+                if label.startswith("ProfilerStep#"):
+                    match = _STEP.match(label)
+                    if match:
+                        number = int(match.group(1))
+                        steps[number] = Step(number=number, start=float(ts), end=float(ts + dur))
+                        continue
+                slot = ops.get(label)
+                if slot is None:
+                    ops[label] = [1, dur]
+                else:
+                    slot[0] += 1
+                    slot[1] += dur
+    except JsonStreamError as exc:
+        raise ParseError(name, f"not a readable trace: {exc}") from None
+
+    if events_seen == 0 and "traceEvents" not in header:
+        raise ParseError(name, "no traceEvents: not a PyTorch profiler / Chrome trace")
+    trace = RankTrace(rank=index, file=name, ops=ops, runtime=runtime)
+    trace.names = list(columns.names)
+    trace.events = _events(columns, runtime_corr, runtime_ts)
+    trace.steps = [steps[number] for number in sorted(steps)]
+    _header(trace, header, devices)
+    if bad_durations:
+        trace.warnings.append(f"{name}: {bad_durations} events had no or a negative duration (counted as 0)")
+    if len(trace.events) == 0:
+        trace.warnings.append(
+            f"{name}: no GPU kernels, copies or memsets in this trace "
+            "(CPU-only profile, or captured in CUPTI counter mode)"
+        )
+    return trace
+
+
+def _events(columns: EventColumns, runtime_corr: array, runtime_ts: array) -> GpuEvents:
+    if not len(columns):
+        return GpuEvents.empty()
+    correlation = np.frombuffer(columns.correlation, dtype=np.int64)
+    launch = np.full(len(columns), np.nan)
+    if runtime_corr:
+        keys = np.frombuffer(runtime_corr, dtype=np.int64)
+        times = np.frombuffer(runtime_ts, dtype=np.float64)
+        order = np.argsort(keys, kind="stable")
+        keys, times = keys[order], times[order]
+        where = np.searchsorted(keys, correlation)
+        where_ok = np.minimum(where, len(keys) - 1)
+        found = (keys[where_ok] == correlation) & (correlation >= 0)
+        launch[found] = times[where_ok[found]]
+    return GpuEvents(
+        start=np.frombuffer(columns.start, dtype=np.float64).copy(),
+        dur=np.frombuffer(columns.dur, dtype=np.float64).copy(),
+        stream=np.frombuffer(columns.stream, dtype=np.int64).copy(),
+        kind=np.frombuffer(columns.kind, dtype=np.int8).copy(),
+        name=np.frombuffer(columns.name, dtype=np.int64).copy(),
+        launch=launch,
+    )
+
+
+def _header(trace: RankTrace, header: dict[str, Any], devices: dict[int, int]) -> None:
+    info = header.get("distributedInfo")
+    if isinstance(info, dict):
+        if isinstance(info.get("rank"), int):
+            trace.rank = info["rank"]
+        if isinstance(info.get("world_size"), int):
+            trace.world_size = info["world_size"]
+        if info.get("backend"):
+            trace.meta["backend"] = str(info["backend"])
+    properties = header.get("deviceProperties")
+    names: dict[int, str] = {}
+    if isinstance(properties, list):
+        for item in properties:
+            if isinstance(item, dict) and "name" in item:
+                names[_int(item.get("id"), len(names))] = str(item["name"])
+    if devices:
+        device = max(devices, key=lambda key: devices[key])
+        trace.meta["device_index"] = device
+        trace.device = names.get(device, "")
+        if len(devices) > 1:
+            trace.warnings.append(
+                f"{trace.file}: GPU work on {len(devices)} devices in one file; analysed as one rank"
+            )
+    elif names:
+        trace.device = next(iter(names.values()))
+    for key in ("schemaVersion", "traceName", "displayTimeUnit"):
+        if key in header and isinstance(header[key], (str, int, float)):
+            trace.meta[key] = header[key]
+
+
+def parse(sources: list[tuple[str, Source]]) -> ProfileData:
+    """Read several rank files of one run (``(name, path | bytes | binary stream)``) as one profile."""
+    ranks = []
+    for index, (name, source) in enumerate(sources):
+        try:
+            with open_stream(source) as stream:
+                ranks.append(parse_rank(stream, name=name, index=index))
+        except OSError as exc:
+            raise ParseError(name, f"cannot read: {exc.strerror or exc}") from None
+    seen: dict[int, str] = {}
+    for trace in ranks:
+        if trace.rank in seen:
+            raise ParseError(
+                trace.file, f"rank {trace.rank} twice (also in {seen[trace.rank]}): give one file per rank"
+            )
+        seen[trace.rank] = trace.file
+    ranks.sort(key=lambda trace: trace.rank)
+    warnings = [w for trace in ranks for w in trace.warnings]
+    return ProfileData(
+        source_format=NAME, files=[name for name, _ in sources], ranks=ranks, warnings=warnings
+    )

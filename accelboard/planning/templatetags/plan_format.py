@@ -1,0 +1,65 @@
+"""Number formatting for the plan page: money without cents, rates to four significant digits,
+shares as percentages; "—" for a figure that is not known (never a zero)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+def _number(value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+@register.filter
+def money0(value: Any) -> str:
+    """``12,345``: whole units of money (a monthly plan is not read to the cent)."""
+    number = _number(value)
+    return "—" if number is None else f"{number:,.0f}"
+
+
+@register.filter
+def sig(value: Any) -> str:
+    """4 significant digits, thousands separators above 1 000."""
+    number = _number(value)
+    if number is None:
+        return "—"
+    return f"{number:,.0f}" if abs(number) >= 1000 else f"{number:.4g}"
+
+
+@register.filter
+def per1m(value: Any) -> str:
+    """Money per 1M tokens with four decimals: one format for the whole column (``0.0952`` beside
+    ``0.7660``, not ``0.07036`` beside ``0.766``)."""
+    number = _number(value)
+    return "—" if number is None else f"{number:,.4f}"
+
+
+@register.filter
+def share(value: Any) -> str:
+    """A 0-1 share as ``42 %``."""
+    number = _number(value)
+    return "—" if number is None else f"{100 * number:.0f} %"
+
+
+@register.filter
+def signed_share(value: Any) -> str:
+    """A relative change as ``+12 %`` / ``−8 %``."""
+    number = _number(value)
+    if number is None:
+        return "—"
+    return f"{100 * number:+.0f} %".replace("-", "−")
+
+
+@register.filter
+def pct2(value: Any) -> str:
+    """A 0-1 share as ``0.71 %`` (accuracy losses are small)."""
+    number = _number(value)
+    return "—" if number is None else f"{100 * number:.2f} %"

@@ -1,0 +1,741 @@
+"""Where the GPU time goes: the breakdown, the verdict and the comparison of profiles. Pure.
+
+Input is a ``ProfileData`` from an importer; output is a plain, JSON-ready dict (``profile_analyse``)
+that the CLI prints and the profiles service stores. Times are microseconds.
+
+The time breakdown of one rank (a GPU timeline), over a window (the whole trace, or one step):
+
+1. Each activity is clipped to the window and given a category (``categories.ORDER``).
+2. For each category in that order, the union of the intervals of it and of the categories
+   before it is measured; the category's time is what its union adds. An instant where several
+   streams are busy therefore counts once, for the first active category: the categories and
+   ``idle`` partition the window exactly (they add up to its span), and communication is the
+   *exposed* part, not hidden behind compute.
+3. Idle is the gaps of the union of every stream's activity (never wall time minus summed
+   kernel time, which is wrong as soon as streams overlap). A gap whose next activity was
+   launched by the CPU after the gap began is time spent **waiting on the host** (input
+   pipeline, Python, launch overhead); one whose next activity was launched before is waiting on
+   a dependency or a synchronisation (``idle_other``); without launch times, ``idle_unknown``.
+4. Communication overlapped with compute is ``|compute ∪| + |comm ∪| − |compute ∪ comm ∪|``.
+
+Steps: a GPU activity belongs to the ``ProfilerStep#N`` its launch fell in (its start when the
+launch is unknown). Step N's window runs from the end of step N−1's last activity (the first
+step: its first activity) to the end of its own last one, so that the time the GPU waits for a
+step's input counts in that step and the step windows tile the timeline.
+
+A report without a timeline (``nsys stats``) has summed durations only: categories are summed
+times, and idle, overlap and steps are unknown (None), which the verdict says.
+
+The verdict (``_verdict``), on all ranks together, first rule that holds:
+
+1. idle ≥ 30% of GPU time and many very short kernels (≥ 50% of kernels under
+   ``SHORT_KERNEL_US``), or kernels shorter on average than their launch calls: **launch-bound**;
+2. idle ≥ 30%: **idle / input-bound** (waiting on the host, or on dependencies);
+3. exposed communication ≥ 20%: **communication-bound**;
+4. memory copies ≥ 15%, or elementwise/reduction kernels ≥ 40% of compute:
+   **memory-traffic-bound**;
+5. otherwise **compute-bound**, with the top kernels to look at.
+Thresholds are the module's constants; each verdict carries the numbers it was decided on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from accelboard.core.numbers import sig
+from accelboard.importers.profile_data import KERNEL, ProfileData, RankTrace
+
+from . import categories as cats
+
+SHORT_KERNEL_US = 10.0
+IDLE_BOUND = 0.30
+COMM_BOUND = 0.20
+MEMCPY_BOUND = 0.15
+ELEMENTWISE_BOUND = 0.40
+SHORT_SHARE_BOUND = 0.50
+FP32_GEMM_HINT = 0.20
+IMBALANCE_HINT = 0.10
+TOP_KERNELS = 2000
+TOP_OPS = 50
+
+_N = len(cats.ORDER)
+_COMPUTE_LAST = cats.ORDER.index(cats.COMPUTE[-1])
+_COMM = cats.ORDER.index("communication")
+_LAUNCH_APIS = ("launchkernel", "launchcooperativekernel", "cuLaunchKernel".lower(), "graphlaunch")
+
+
+# --- interval arithmetic ---------------------------------------------------------------------------
+
+
+def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merged intervals of intervals sorted by start: (starts, ends, index of each group's first)."""
+    if start.size == 0:
+        empty = np.empty(0)
+        return empty, empty, np.empty(0, dtype=np.int64)
+    reach = np.maximum.accumulate(end)
+    new = np.empty(start.size, dtype=bool)
+    new[0] = True
+    new[1:] = start[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    group_end = np.maximum.reduceat(end, first)
+    return start[first], group_end, first
+
+
+def _union_length(start: np.ndarray, end: np.ndarray) -> float:
+    starts, ends, _ = _union(start, end)
+    return float((ends - starts).sum())
+
+
+def window_breakdown(
+    start: np.ndarray, end: np.ndarray, prio: np.ndarray, launch: np.ndarray, lo: float, hi: float
+) -> dict[str, Any]:
+    """The exclusive time per category, idle (and its kinds) and overlap over [lo, hi].
+
+    Arrays must be sorted by ``start``; ``prio`` is each activity's index in ``categories.ORDER``."""
+    span = max(0.0, hi - lo)
+    result: dict[str, Any] = {"span_us": span, "categories": dict.fromkeys(cats.ALL, 0.0)}
+    keep = (end > lo) & (start < hi)
+    s = np.maximum(start[keep], lo)
+    e = np.minimum(end[keep], hi)
+    p = prio[keep]
+    lau = launch[keep]
+    present = set(np.unique(p).tolist())
+    covered = compute_len = through_comm = 0.0
+    for index, category in enumerate(cats.ORDER):
+        if index in present:
+            length = _union_length(s[p <= index], e[p <= index])
+            result["categories"][category] = max(0.0, length - covered)
+            covered = length
+        if index == _COMPUTE_LAST:
+            compute_len = covered
+        elif index == _COMM:
+            through_comm = covered
+    comm_len = _union_length(s[p == _COMM], e[p == _COMM]) if _COMM in present else 0.0
+    result["communication_us"] = comm_len
+    result["overlap_us"] = max(0.0, compute_len + comm_len - through_comm)
+    result["busy_us"] = covered
+    result["categories"][cats.IDLE] = max(0.0, span - covered)
+    result.update(_idle_kinds(s, e, lau, lo, hi))
+    return result
+
+
+def _idle_kinds(s: np.ndarray, e: np.ndarray, launch: np.ndarray, lo: float, hi: float) -> dict[str, float]:
+    """Split the window's idle gaps by what the GPU waited on (module docstring, point 3)."""
+    out = {"idle_host_us": 0.0, "idle_other_us": 0.0, "idle_unknown_us": 0.0}
+    starts, ends, first = _union(s, e)
+    if starts.size == 0:
+        out["idle_unknown_us"] = max(0.0, hi - lo)
+        return out
+    gap_start = np.concatenate(([lo], ends))
+    gap_end = np.concatenate((starts, [hi]))
+    length = np.maximum(gap_end - gap_start, 0.0)
+    # The activity that ends a gap is the first of the next group; the trailing gap has none.
+    next_launch = np.concatenate((launch[first], [np.nan]))
+    unknown = np.isnan(next_launch)
+    host = ~unknown & (next_launch >= gap_start)
+    out["idle_host_us"] = float(length[host].sum())
+    out["idle_other_us"] = float(length[~unknown & ~host].sum())
+    out["idle_unknown_us"] = float(length[unknown].sum())
+    return out
+
+
+# --- one rank -------------------------------------------------------------------------------------------
+
+
+def _name_tables(trace: RankTrace) -> tuple[list[str], np.ndarray]:
+    """Category name and priority index for each distinct activity name of the rank."""
+    kinds: dict[int, int] = {}
+    if trace.events is not None and len(trace.events):
+        names, index = np.unique(trace.events.name, return_index=True)
+        kinds = dict(zip(names.tolist(), trace.events.kind[index].tolist(), strict=True))
+    categories = [cats.kernel_category(name, kinds.get(i, KERNEL)) for i, name in enumerate(trace.names)]
+    prio = np.array([cats.ORDER.index(c) for c in categories], dtype=np.int64)
+    return categories, prio
+
+
+def _launch_stats(trace: RankTrace) -> dict[str, Any]:
+    count = total = 0.0
+    for api, (calls, time_us) in trace.runtime.items():
+        if any(fragment in api.lower() for fragment in _LAUNCH_APIS):
+            count += calls
+            total += time_us
+    return {"launch_calls": int(count), "launch_us_mean": total / count if count else None}
+
+
+def rank_analyse(trace: RankTrace) -> dict[str, Any]:
+    """Breakdown, steps, kernels and ops of one rank (see the module docstring)."""
+    categories, prio_of_name = _name_tables(trace)
+    out: dict[str, Any] = {
+        "rank": trace.rank,
+        "file": trace.file,
+        "device": trace.device,
+        "timeline": trace.has_timeline,
+        **_launch_stats(trace),
+    }
+    kernels = _kernel_rows(trace, categories)
+    out["kernel_rows"] = kernels
+    ops: list[dict[str, Any]] = [
+        {"name": name, "count": int(c), "total_us": float(t), "mean_us": float(t) / c if c else 0.0}
+        for name, (c, t) in trace.ops.items()
+    ]
+    out["ops"] = sorted(ops, key=lambda row: -row["total_us"])[:TOP_OPS]
+    kernel_only = [row for row in kernels if row["kind"] == "kernel"]
+    out["kernels"] = int(sum(row["count"] for row in kernel_only))
+    out["kernel_us"] = float(sum(row["total_us"] for row in kernel_only))
+    out["kernel_us_mean"] = out["kernel_us"] / out["kernels"] if out["kernels"] else None
+
+    events = trace.events
+    if events is None:
+        out.update(_sums_breakdown(kernels))
+        out["short_kernels"] = None
+        out["short_kernel_us"] = None
+        out["streams"] = None
+        out["steps"] = []
+        return out
+    order = np.argsort(events.start, kind="stable")
+    start = events.start[order]
+    end = start + events.dur[order]
+    prio = prio_of_name[events.name[order]] if len(events) else np.empty(0, dtype=np.int64)
+    launch = events.launch[order]
+    short = (events.kind == KERNEL) & (events.dur < SHORT_KERNEL_US)
+    out["short_kernels"] = int(short.sum())
+    out["short_kernel_us"] = float(events.dur[short].sum())
+    out["streams"] = int(np.unique(events.stream).size)
+    if not len(events):
+        out.update(_empty_breakdown())
+        out["steps"] = []
+        return out
+    lo, hi = float(start[0]), float(end.max())
+    out["origin_us"] = lo
+    out.update(window_breakdown(start, end, prio, launch, lo, hi))
+    out["steps"] = _steps(trace, start, end, prio, launch, lo)
+    return out
+
+
+def _empty_breakdown() -> dict[str, Any]:
+    return {
+        "span_us": 0.0,
+        "busy_us": 0.0,
+        "categories": dict.fromkeys(cats.ALL, 0.0),
+        "communication_us": 0.0,
+        "overlap_us": 0.0,
+        "idle_host_us": 0.0,
+        "idle_other_us": 0.0,
+        "idle_unknown_us": 0.0,
+    }
+
+
+def _sums_breakdown(kernels: list[dict[str, Any]]) -> dict[str, Any]:
+    """Categories from summed durations (no timeline): busy is their sum, idle is unknown."""
+    totals = dict.fromkeys(cats.ALL, 0.0)
+    for row in kernels:
+        totals[row["category"]] += row["total_us"]
+    totals[cats.IDLE] = None  # type: ignore[assignment]
+    busy = sum(value for key, value in totals.items() if key != cats.IDLE)
+    return {
+        "span_us": None,
+        "busy_us": busy,
+        "categories": totals,
+        "communication_us": totals["communication"],
+        "overlap_us": None,
+        "idle_host_us": None,
+        "idle_other_us": None,
+        "idle_unknown_us": None,
+    }
+
+
+def _steps(
+    trace: RankTrace, start: np.ndarray, end: np.ndarray, prio: np.ndarray, launch: np.ndarray, origin: float
+) -> list[dict[str, Any]]:
+    if not trace.steps:
+        return []
+    step_start = np.array([s.start for s in trace.steps])
+    step_end = np.array([s.end for s in trace.steps])
+    when = np.where(np.isnan(launch), start, launch)
+    index = np.searchsorted(step_start, when, side="right") - 1
+    inside = (index >= 0) & (when <= step_end[np.maximum(index, 0)])
+    index = np.where(inside, index, -1)
+    # Per-step first start and last end in one pass each; each window then reads only the
+    # activities that can reach it (sorted starts, bounded by the longest activity): linear in
+    # the trace, not steps × activities.
+    steps = len(trace.steps)
+    mine = index >= 0
+    counts = np.bincount(index[mine], minlength=steps)
+    first = np.full(steps, np.inf)
+    last = np.full(steps, -np.inf)
+    np.minimum.at(first, index[mine], start[mine])
+    np.maximum.at(last, index[mine], end[mine])
+    longest = float((end - start).max()) if start.size else 0.0
+    rows = []
+    previous_end: float | None = None
+    for k, step in enumerate(trace.steps):
+        if not counts[k]:
+            continue
+        lo = float(first[k]) if previous_end is None else previous_end
+        hi = max(float(last[k]), lo)
+        previous_end = hi
+        a = int(np.searchsorted(start, lo - longest, side="left"))
+        b = int(np.searchsorted(start, hi, side="left"))
+        row = window_breakdown(start[a:b], end[a:b], prio[a:b], launch[a:b], lo, hi)
+        row["step"] = step.number
+        row["start_us"] = lo - origin
+        row["activities"] = int(counts[k])
+        rows.append(row)
+    return rows
+
+
+def _kernel_rows(trace: RankTrace, categories: list[str]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    if trace.sums is not None:
+        for item in trace.sums:
+            rows.append(
+                {
+                    "name": item.name,
+                    "kind": cats.KINDS[item.kind],
+                    "category": cats.kernel_category(item.name, item.kind),
+                    "count": int(item.count),
+                    "total_us": float(item.total_us),
+                    "min_us": item.min_us,
+                    "max_us": item.max_us,
+                }
+            )
+    elif trace.events is not None and len(trace.events):
+        events = trace.events
+        order = np.argsort(events.name, kind="stable")
+        names = events.name[order]
+        durs = events.dur[order]
+        first = np.flatnonzero(np.concatenate(([True], names[1:] != names[:-1])))
+        counts = np.diff(np.concatenate((first, [names.size])))
+        totals = np.add.reduceat(durs, first)
+        mins = np.minimum.reduceat(durs, first)
+        maxs = np.maximum.reduceat(durs, first)
+        kinds = events.kind[order][first]
+        for i, at in enumerate(first.tolist()):
+            name_index = int(names[at])
+            rows.append(
+                {
+                    "name": trace.names[name_index],
+                    "kind": cats.KINDS[int(kinds[i])],
+                    "category": categories[name_index],
+                    "count": int(counts[i]),
+                    "total_us": float(totals[i]),
+                    "min_us": float(mins[i]),
+                    "max_us": float(maxs[i]),
+                }
+            )
+    for row in rows:
+        row["mean_us"] = row["total_us"] / row["count"] if row["count"] else 0.0
+        row["precision"] = (
+            cats.kernel_precision(row["name"]) if row["category"] in ("gemm", "conv", "attention") else ""
+        )
+    rows.sort(key=lambda row: -row["total_us"])
+    return rows
+
+
+# --- the whole profile ----------------------------------------------------------------------------------
+
+
+def profile_analyse(data: ProfileData) -> dict[str, Any]:
+    """The summary of a profile: per rank and step breakdowns, top kernels and ops, precision hints,
+    imbalance, and the verdict. JSON-ready."""
+    ranks = [rank_analyse(trace) for trace in data.ranks]
+    timeline = bool(ranks) and all(rank["timeline"] for rank in ranks)
+    totals = _totals(ranks, timeline)
+    kernels = _merge_kernels(ranks)
+    summary: dict[str, Any] = {
+        "source_format": data.source_format,
+        "files": list(data.files),
+        "timeline": timeline,
+        "devices": sorted({rank["device"] for rank in ranks if rank["device"]}),
+        "totals": totals,
+        "ranks": [{k: v for k, v in rank.items() if k not in ("kernel_rows", "ops")} for rank in ranks],
+        "kernels": kernels[:TOP_KERNELS],
+        "kernels_total": len(kernels),
+        "ops": _merge_ops(ranks),
+        "precision": _precision(kernels),
+        "imbalance": _imbalance(ranks, timeline),
+        "warnings": list(data.warnings),
+    }
+    summary["verdict"] = _verdict(summary)
+    summary["findings"] = _findings(summary)
+    return summary
+
+
+def _totals(ranks: list[dict[str, Any]], timeline: bool) -> dict[str, Any]:
+    categories = dict.fromkeys(cats.ALL, 0.0)
+    out: dict[str, Any] = {"ranks": len(ranks), "categories": categories}
+    sums: defaultdict[str, float] = defaultdict(float)
+    for rank in ranks:
+        for key, value in rank["categories"].items():
+            if value is not None:
+                categories[key] += value
+        for key in (
+            "span_us",
+            "busy_us",
+            "communication_us",
+            "overlap_us",
+            "idle_host_us",
+            "idle_other_us",
+            "idle_unknown_us",
+            "kernels",
+            "kernel_us",
+            "short_kernels",
+            "short_kernel_us",
+            "launch_calls",
+        ):
+            if rank.get(key) is not None:
+                sums[key] += rank[key]
+    out.update(sums)
+    if not timeline:
+        categories[cats.IDLE] = None  # type: ignore[assignment]
+        for key in ("span_us", "overlap_us", "idle_host_us", "idle_other_us", "idle_unknown_us"):
+            out[key] = None
+    # Shares of the GPU time: of the span (timeline) or of the summed busy time (no timeline).
+    base = out.get("span_us") if timeline else out.get("busy_us")
+    out["base_us"] = base or 0.0
+    out["shares"] = {
+        key: (value / base if base and value is not None else None) for key, value in categories.items()
+    }
+    groups = dict.fromkeys(cats.GROUPS, 0.0)
+    for key, value in categories.items():
+        if value is not None:
+            groups[cats.GROUP[key]] += value
+    if not timeline:
+        groups["idle"] = None  # type: ignore[assignment]
+    out["groups"] = groups
+    out["group_shares"] = {
+        key: (value / base if base and value is not None else None) for key, value in groups.items()
+    }
+    launch_means = [
+        (rank["launch_us_mean"], rank["launch_calls"]) for rank in ranks if rank["launch_us_mean"] is not None
+    ]
+    calls = sum(c for _, c in launch_means)
+    out["launch_us_mean"] = sum(m * c for m, c in launch_means) / calls if calls else None
+    out["kernel_us_mean"] = out["kernel_us"] / out["kernels"] if out.get("kernels") else None
+    out["steps"] = max((len(rank["steps"]) for rank in ranks), default=0)
+    return out
+
+
+def _merge_kernels(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    merged: dict[str, dict[str, Any]] = {}
+    for rank in ranks:
+        for row in rank["kernel_rows"]:
+            slot = merged.get(row["name"])
+            if slot is None:
+                merged[row["name"]] = {**row, "ranks": 1}
+                continue
+            slot["count"] += row["count"]
+            slot["total_us"] += row["total_us"]
+            slot["ranks"] += 1
+            for key, pick in (("min_us", min), ("max_us", max)):
+                if row[key] is not None:
+                    slot[key] = row[key] if slot[key] is None else pick(slot[key], row[key])
+    rows = sorted(merged.values(), key=lambda row: -row["total_us"])
+    for row in rows:
+        row["mean_us"] = row["total_us"] / row["count"] if row["count"] else 0.0
+    return rows
+
+
+def _merge_ops(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    merged: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for rank in ranks:
+        for row in rank["ops"]:
+            merged[row["name"]][0] += row["count"]
+            merged[row["name"]][1] += row["total_us"]
+    rows: list[dict[str, Any]] = [
+        {"name": name, "count": int(c), "total_us": t, "mean_us": t / c if c else 0.0}
+        for name, (c, t) in merged.items()
+    ]
+    rows.sort(key=lambda row: -row["total_us"])
+    return rows[:TOP_OPS]
+
+
+def _precision(kernels: list[dict[str, Any]]) -> dict[str, Any]:
+    """GEMM/convolution time by the precision the kernel names state, and the fp32 hint."""
+    by_precision: dict[str, float] = defaultdict(float)
+    matrix_us = 0.0
+    for row in kernels:
+        if row["category"] in ("gemm", "conv"):
+            by_precision[row["precision"] or "unknown"] += row["total_us"]
+            matrix_us += row["total_us"]
+    fp32 = by_precision.get("fp32", 0.0)
+    low = sum(by_precision.get(p, 0.0) for p in cats.LOW_PRECISION)
+    share = fp32 / matrix_us if matrix_us else 0.0
+    hint = ""
+    if matrix_us and share >= FP32_GEMM_HINT:
+        examples = [
+            row["name"][:80]
+            for row in kernels
+            if row["category"] in ("gemm", "conv") and row["precision"] == "fp32"
+        ][:3]
+        also = (
+            " Tensor-core fp16/bf16/fp8 kernels run in the same profile, so the model already uses them elsewhere."
+            if low
+            else ""
+        )
+        hint = (
+            f"{share:.0%} of matrix-multiply and convolution time runs in fp32 kernels ({', '.join(examples)}): "
+            f"on tensor-core GPUs, bf16/fp16 autocast (or TF32 for fp32 models) typically runs these several times faster.{also}"
+        )
+    return {
+        "matrix_us": matrix_us,
+        "by_precision": dict(sorted(by_precision.items(), key=lambda kv: -kv[1])),
+        "fp32_share": share,
+        "low_precision_us": low,
+        "hint": hint,
+    }
+
+
+def _imbalance(ranks: list[dict[str, Any]], timeline: bool) -> dict[str, Any] | None:
+    if len(ranks) < 2:
+        return None
+
+    def compute(rank: dict[str, Any]) -> float:
+        return sum(rank["categories"][c] or 0.0 for c in cats.COMPUTE)
+
+    values = {rank["rank"]: compute(rank) for rank in ranks}
+    slowest = max(values, key=lambda r: values[r])
+    fastest = min(values, key=lambda r: values[r])
+    top = values[slowest]
+    spread = (top - values[fastest]) / top if top else 0.0
+    return {
+        "compute_us": values,
+        "slowest_rank": slowest,
+        "fastest_rank": fastest,
+        "spread": spread,
+        "mean_us": sum(values.values()) / len(values),
+    }
+
+
+def _share(totals: dict[str, Any], *keys: str) -> float:
+    shares = totals["shares"]
+    return sum(shares[k] or 0.0 for k in keys)
+
+
+def _verdict(summary: dict[str, Any]) -> dict[str, Any]:
+    totals = summary["totals"]
+    timeline = summary["timeline"]
+    idle = totals["shares"][cats.IDLE] if timeline else None
+    comm = _share(totals, "communication")
+    memcpy = _share(totals, *cats.MEMORY)
+    compute_us = sum(totals["categories"][c] or 0.0 for c in cats.COMPUTE)
+    elementwise = (totals["categories"]["elementwise"] / compute_us) if compute_us else 0.0
+    kernels = totals.get("kernels") or 0
+    short_share = (totals.get("short_kernels") or 0) / kernels if kernels and timeline else None
+    kernel_mean = totals.get("kernel_us_mean")
+    launch_mean = totals.get("launch_us_mean")
+    top = [
+        {"name": row["name"], "category": row["category"], "total_us": row["total_us"]}
+        for row in summary["kernels"]
+        if row["kind"] == "kernel"
+    ][:5]
+    numbers = {
+        "idle_share": idle,
+        "exposed_communication_share": comm,
+        "memory_copy_share": memcpy,
+        "elementwise_share_of_compute": elementwise,
+        "short_kernel_share": short_share,
+        "kernel_us_mean": kernel_mean,
+        "launch_us_mean": launch_mean,
+        "overlap_share_of_communication": (
+            totals["overlap_us"] / totals["communication_us"]
+            if timeline and totals.get("communication_us")
+            else None
+        ),
+    }
+    if not totals.get("busy_us"):
+        return {
+            "kind": "no-gpu-activity",
+            "headline": "No GPU activity in this profile: nothing to break down",
+            "details": [
+                "The trace has no kernels, copies or memsets (a CPU-only profile, or one captured in CUPTI counter mode)."
+            ],
+            "numbers": numbers,
+            "top_kernels": [],
+        }
+    host_idle = totals.get("idle_host_us") or 0.0
+    idle_us = totals["categories"][cats.IDLE] or 0.0
+    launch_signs = (short_share is not None and short_share >= SHORT_SHARE_BOUND) or (
+        kernel_mean is not None and launch_mean is not None and kernel_mean < launch_mean
+    )
+    details: list[str] = []
+    if idle is not None and idle >= IDLE_BOUND and launch_signs:
+        kind = "launch-bound"
+        headline = f"Launch-bound: the GPU is idle {idle:.0%} of the time between many tiny kernels"
+        details.append(
+            f"{short_share or 0:.0%} of kernels run under {SHORT_KERNEL_US:g} µs (mean kernel {_us(kernel_mean)}"
+            + (f", mean launch call {_us(launch_mean)}" if launch_mean is not None else "")
+            + "): the CPU cannot issue them as fast as the GPU finishes them. CUDA graphs, torch.compile "
+            "(fusing small kernels) or larger batches cut the launches."
+        )
+    elif idle is not None and idle >= IDLE_BOUND:
+        kind = "idle"
+        host_part = host_idle / idle_us if idle_us else 0.0
+        headline = f"Idle / input-bound: the GPU has nothing to run {idle:.0%} of the time"
+        details.append(
+            f"{host_part:.0%} of the idle time the GPU waits for work the CPU launches late "
+            "(data loading, preprocessing, Python overhead, synchronisations); "
+            "more DataLoader workers, pinned memory, prefetching or overlapping the host work fill the gaps."
+        )
+    elif comm >= COMM_BOUND:
+        kind = "communication-bound"
+        headline = f"Communication-bound: {comm:.0%} of GPU time is exposed communication"
+        overlap = numbers["overlap_share_of_communication"]
+        details.append(
+            (f"Only {overlap:.0%} of communication overlaps compute. " if overlap is not None else "")
+            + "Overlap collectives with compute (DDP bucket sizes, FSDP prefetch), compress or shard differently, "
+            "or check the interconnect."
+        )
+    elif memcpy >= MEMCPY_BOUND or elementwise >= ELEMENTWISE_BOUND:
+        kind = "memory-traffic-bound"
+        if memcpy >= MEMCPY_BOUND:
+            headline = f"Memory-traffic-bound: copies and memsets take {memcpy:.0%} of GPU time"
+            details.append(
+                "Host↔device copies stall the GPU: keep tensors on the device, use pinned memory and non_blocking copies."
+            )
+        else:
+            headline = (
+                f"Memory-traffic-bound: elementwise and reduction kernels take {elementwise:.0%} of compute"
+            )
+            details.append(
+                "These kernels are limited by memory bandwidth, not arithmetic: fusing them (torch.compile, fused "
+                "optimizers and norms) saves their reads and writes."
+            )
+    else:
+        kind = "compute-bound"
+        headline = "Compute-bound: the GPU is busy with compute" + (
+            f" {_share(totals, *cats.COMPUTE):.0%} of the time" if timeline else ""
+        )
+        details.append(
+            "Look at the top kernels: "
+            + "; ".join(f"{row['name'][:60]} ({row['category']}, {_us(row['total_us'])})" for row in top[:3])
+            + "."
+        )
+    if not timeline:
+        details.append(
+            "This report has no timeline (nsys stats sums): idle time and overlap are unknown, shares are of summed GPU time."
+        )
+    return {"kind": kind, "headline": headline, "details": details, "numbers": numbers, "top_kernels": top}
+
+
+def _findings(summary: dict[str, Any]) -> list[str]:
+    """Secondary observations, each with its number."""
+    out: list[str] = []
+    totals = summary["totals"]
+    if summary["precision"]["hint"]:
+        out.append(summary["precision"]["hint"])
+    imbalance = summary["imbalance"]
+    if imbalance and imbalance["spread"] >= IMBALANCE_HINT:
+        out.append(
+            f"Rank {imbalance['slowest_rank']} computes {imbalance['spread']:.0%} longer than rank "
+            f"{imbalance['fastest_rank']}: the other ranks wait for it in collectives."
+        )
+    kernels = totals.get("kernels") or 0
+    if summary["timeline"] and kernels:
+        share = (totals.get("short_kernels") or 0) / kernels
+        if share >= SHORT_SHARE_BOUND and summary["verdict"]["kind"] != "launch-bound":
+            out.append(
+                f"{share:.0%} of kernels run under {SHORT_KERNEL_US:g} µs: launch overhead matters here."
+            )
+    if summary["timeline"] and totals.get("communication_us"):
+        overlap = totals["overlap_us"] / totals["communication_us"]
+        out.append(f"{overlap:.0%} of communication time overlaps compute.")
+    return out
+
+
+def _us(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} s"
+    if value >= 1e3:
+        return f"{value / 1e3:.2f} ms"
+    return f"{value:.1f} µs"
+
+
+# --- cost -------------------------------------------------------------------------------------------------
+
+
+def cost_shares(
+    summary: dict[str, Any], *, cost: float | None, currency: str, per: str
+) -> dict[str, Any] | None:
+    """Each category's share of a cost (``cost`` ``currency`` ``per``, e.g. 0.04 USD per 1M tokens):
+    GPU time is what is paid for, so a category costs its share of GPU time. The saving
+    candidates are the parts that are waste or have a known cheaper form, largest first."""
+    if cost is None or not math.isfinite(cost) or cost <= 0:
+        return None
+    totals = summary["totals"]
+    shares = totals["shares"]
+    rows = [
+        {"category": key, "label": cats.LABELS[key], "share": share, "cost": share * cost}
+        for key, share in shares.items()
+        if share
+    ]
+    rows.sort(key=lambda row: -row["cost"])
+    candidates = []
+    if shares.get(cats.IDLE):
+        candidates.append(
+            {
+                "what": "idle GPU time",
+                "share": shares[cats.IDLE],
+                "cost": shares[cats.IDLE] * cost,
+                "how": "feed the GPU faster (input pipeline, CUDA graphs, fewer synchronisations)",
+            }
+        )
+    if shares.get("communication"):
+        candidates.append(
+            {
+                "what": "exposed communication",
+                "share": shares["communication"],
+                "cost": shares["communication"] * cost,
+                "how": "overlap collectives with compute",
+            }
+        )
+    copies = sum(shares.get(k) or 0.0 for k in cats.MEMORY)
+    if copies:
+        candidates.append(
+            {
+                "what": "memory copies and memsets",
+                "share": copies,
+                "cost": copies * cost,
+                "how": "keep data on the device; pinned, asynchronous copies",
+            }
+        )
+    precision = summary["precision"]
+    base = totals.get("base_us") or 0.0
+    fp32_us = precision["by_precision"].get("fp32", 0.0)
+    if precision["hint"] and base:
+        # Upper bound: the fp32 matrix work, were it free; bf16 tensor cores recover most of it.
+        share = fp32_us / base
+        candidates.append(
+            {
+                "what": "fp32 matrix multiplies",
+                "share": share,
+                "cost": share * cost,
+                "how": "bf16/fp16 autocast or TF32",
+            }
+        )
+    candidates.sort(key=lambda row: -row["cost"])
+    return {"currency": currency, "per": per, "cost": cost, "rows": rows, "candidates": candidates}
+
+
+def headline_costs(costs: dict[str, Any] | None) -> list[str]:
+    """Sentences for the cost card: "idle GPU time is 31% of this run's cost: 0.012 USD per 1M tokens"."""
+    if not costs:
+        return []
+    return [
+        f"{row['what'][:1].upper()}{row['what'][1:]} is {row['share']:.{0 if row['share'] >= 0.095 else 1}%} of this run's cost: "
+        f"{sig(row['cost'], digits=4)} {costs['currency']} {costs['per']}"
+        for row in costs["candidates"]
+    ]
+
+
+def iter_categories() -> Iterable[tuple[str, str, str]]:
+    """(key, label, group) of every category, in breakdown order (idle last)."""
+    for key in cats.ALL:
+        yield key, cats.LABELS[key], cats.GROUP[key]

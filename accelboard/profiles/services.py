@@ -1,0 +1,227 @@
+"""Attach a profile to a run: read the files, analyse them, store the aggregates.
+
+``profile_attach`` is the one write: the upload page, ``POST /api/v1/runs`` (multipart
+``profile`` parts), ``POST /api/v1/runs/<id>/profile`` and the run's Profile tab all call it. The
+files are streamed (a trace of several hundred MB needs tens of MB of memory) and only
+aggregates are stored; the raw files are kept only when asked (``keep_raw``).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from django.core.files.base import ContentFile, File
+from django.db import transaction
+
+from accelboard.benchmarks.models import BenchmarkRun
+from accelboard.core.services import stored_file_track
+from accelboard.importers.base import ParseError, UnrecognisedFormat
+from accelboard.importers.registry import profile_detect, profile_parse
+
+from .analysis import profile_analyse
+from .models import Profile, ProfileBreakdown, ProfileKernel, ProfileRank
+
+Source = str | Path | bytes | IO[bytes]
+
+
+class ProfileRejected(ValueError):
+    """Files that cannot be a profile: the message names the file (and line or offset)."""
+
+    def __init__(self, message: str, *, field: str = "profile"):
+        self.message = message
+        self.field = field
+        super().__init__(message)
+
+
+def is_profile(source: Source) -> bool:
+    """True when the file is a profiler trace or report (not a benchmark result)."""
+    return profile_detect(source) is not None
+
+
+def _rewind(sources: Sequence[tuple[str, Source]]) -> None:
+    for _name, source in sources:
+        if hasattr(source, "seek"):
+            source.seek(0)
+
+
+def profile_summarise(*, files: Sequence[tuple[str, Source]]) -> dict[str, Any]:
+    """Parse and analyse without storing (the upload preview); raises ProfileRejected."""
+    try:
+        data = profile_parse(list(files))
+    except (ParseError, UnrecognisedFormat) as exc:
+        raise ProfileRejected(str(exc)) from None
+    finally:
+        _rewind(files)
+    return profile_analyse(data)
+
+
+def profile_attach(
+    *,
+    run: BenchmarkRun,
+    files: Sequence[tuple[str, Source]],
+    uploaded_by: Any = None,
+    keep_raw: bool = False,
+) -> Profile:
+    """Read ``files`` (the ranks of one Kineto profile, or one profile's nsys stats reports) and
+    store their aggregates as the run's profile, replacing any earlier one. All or nothing."""
+    if not files:
+        raise ProfileRejected("profile: no files")
+    summary = profile_summarise(files=files)
+    with transaction.atomic():
+        Profile.objects.filter(run=run).delete()
+        profile = Profile.objects.create(
+            run=run,
+            source_format=summary["source_format"],
+            files=[name for name, _ in files],
+            ranks=len(summary["ranks"]),
+            steps=summary["totals"]["steps"],
+            timeline=summary["timeline"],
+            devices=summary["devices"],
+            span_us=summary["totals"]["span_us"],
+            busy_us=summary["totals"].get("busy_us") or 0.0,
+            verdict_kind=summary["verdict"]["kind"],
+            verdict=summary["verdict"],
+            findings=summary["findings"],
+            totals={k: v for k, v in summary["totals"].items()},
+            precision=summary["precision"],
+            imbalance=_json_keys(summary["imbalance"]),
+            ops=summary["ops"],
+            warnings=summary["warnings"],
+            uploaded_by=uploaded_by if getattr(uploaded_by, "pk", None) else None,
+        )
+        ProfileRank.objects.bulk_create(_rank_rows(profile, summary))
+        ProfileBreakdown.objects.bulk_create(_breakdown_rows(profile, summary), batch_size=2000)
+        ProfileKernel.objects.bulk_create(_kernel_rows(profile, summary), batch_size=2000)
+        if keep_raw:
+            name, content = _raw(files)
+            profile.raw_filename = name
+            profile.raw_file.save(name, content, save=False)
+            stored_file_track(storage=profile.raw_file.storage, name=profile.raw_file.name or "")
+            profile.save(update_fields=["raw_file", "raw_filename"])
+    return profile
+
+
+def _json_keys(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """JSON objects have string keys: rank numbers as strings, stated here rather than by the driver."""
+    if value is None:
+        return None
+    return {
+        k: ({str(r): v for r, v in val.items()} if isinstance(val, dict) else val) for k, val in value.items()
+    }
+
+
+def _rank_rows(profile: Profile, summary: dict[str, Any]) -> list[ProfileRank]:
+    return [
+        ProfileRank(
+            profile=profile,
+            rank=rank["rank"],
+            device=rank["device"][:120],
+            file=str(rank["file"])[:255],
+            span_us=rank["span_us"],
+            busy_us=rank["busy_us"] or 0.0,
+            communication_us=rank["communication_us"],
+            overlap_us=rank["overlap_us"],
+            idle_host_us=rank["idle_host_us"],
+            idle_other_us=rank["idle_other_us"],
+            idle_unknown_us=rank["idle_unknown_us"],
+            kernels=rank["kernels"],
+            short_kernels=rank["short_kernels"],
+            launch_us_mean=rank["launch_us_mean"],
+            streams=rank["streams"],
+        )
+        for rank in summary["ranks"]
+    ]
+
+
+def _breakdown_rows(profile: Profile, summary: dict[str, Any]) -> list[ProfileBreakdown]:
+    rows = []
+    for rank in summary["ranks"]:
+        windows = [(None, rank["categories"])] + [
+            (step["step"], step["categories"]) for step in rank["steps"]
+        ]
+        for step, categories in windows:
+            for category, time_us in categories.items():
+                if time_us is not None and (time_us > 0 or category == "idle"):
+                    rows.append(
+                        ProfileBreakdown(
+                            profile=profile, rank=rank["rank"], step=step, category=category, time_us=time_us
+                        )
+                    )
+    return rows
+
+
+def _kernel_rows(profile: Profile, summary: dict[str, Any]) -> list[ProfileKernel]:
+    return [
+        ProfileKernel(
+            profile=profile,
+            name=row["name"],
+            kind=row["kind"],
+            category=row["category"],
+            precision=row["precision"],
+            count=row["count"],
+            total_us=row["total_us"],
+            min_us=row["min_us"],
+            max_us=row["max_us"],
+            ranks=row.get("ranks", 1),
+        )
+        for row in summary["kernels"]
+    ]
+
+
+def _raw(files: Sequence[tuple[str, Source]]) -> tuple[str, File]:
+    """The uploaded file as it came, or several as one .tar.gz."""
+    if len(files) == 1:
+        name, source = files[0]
+        return os.path.basename(name), _as_file(source)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, source in files:
+            handle = _as_file(source)
+            info = tarfile.TarInfo(os.path.basename(name))
+            info.size = handle.size
+            archive.addfile(info, handle)
+    return "profile.tar.gz", ContentFile(buffer.getvalue())
+
+
+def _as_file(source: Source) -> File:
+    if isinstance(source, bytes):
+        return ContentFile(source)
+    if isinstance(source, (str, Path)):
+        return File(open(source, "rb"))  # noqa: SIM115 - read and closed by the storage
+    source.seek(0)
+    return File(source)
+
+
+def profile_preview(*, name: str, data: bytes) -> dict[str, Any] | None:
+    """What the upload page shows of a trace dropped with result files: None when the file is not a
+    profile; raises ProfileRejected when it is one but cannot be read."""
+    if not is_profile(data):
+        return None
+    summary = profile_summarise(files=[(name, data)])
+    return {
+        "format": summary["source_format"],
+        "ranks": len(summary["ranks"]),
+        "steps": summary["totals"]["steps"],
+        "verdict": summary["verdict"]["headline"],
+    }
+
+
+def profile_attach_to_upload(
+    *, runs: Sequence[BenchmarkRun], files: Sequence[tuple[str, Source]], uploaded_by: Any = None
+) -> Profile | None:
+    """Attach the profile files of an upload to the run saved with them: the upload must have
+    produced exactly one run (a profile belongs to one run)."""
+    if not files:
+        return None
+    distinct = {run.pk: run for run in runs}
+    if len(distinct) != 1:
+        raise ProfileRejected(
+            f"a profile belongs to one run, and this upload saved {len(distinct)}: "
+            "upload the trace with its own result file, or attach it on the run's Profile tab"
+        )
+    return profile_attach(run=next(iter(distinct.values())), files=files, uploaded_by=uploaded_by)

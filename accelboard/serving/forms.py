@@ -1,1 +1,0 @@
-"""forms of the serving app (none yet)."""

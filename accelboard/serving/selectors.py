@@ -1,1 +1,0 @@
-"""selectors of the serving app (none yet)."""

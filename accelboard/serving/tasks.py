@@ -1,1 +1,0 @@
-"""tasks of the serving app (none yet)."""

@@ -1,5 +1,0 @@
-from __future__ import annotations
-
-app_name = "serving"
-
-urlpatterns: list = []

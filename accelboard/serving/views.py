@@ -1,1 +1,0 @@
-"""views of the serving app (none yet)."""

@@ -1,0 +1,559 @@
+"""A fleet on one box: N simulated agents posting telemetry through the real stack for a fixed time.
+
+Usage::
+
+    .venv/bin/python bench/fleet_load.py                                   # the target: 2,000 hosts
+    .venv/bin/python bench/fleet_load.py --hosts 200 --duration 120        # a reduced run
+
+1. Creates ``accelboard_bench_fleet`` (``--database``; ``common.bench_database``), a team and an
+   ingest token (``accelboard token create``, the real command).
+2. Starts the stack as docker-compose runs it: gunicorn with ``accelboard/gunicorn_conf.py``
+   (workers from the CPU count unless ``--workers``), a Celery worker on the ``scheduled`` queue
+   (2 processes), one on ``rollups`` (1), one on ``bulk``, and Celery beat, all on the real
+   broker (``--broker``, default ``CELERY_BROKER_URL``, else Redis on localhost; its queues are
+   purged first). ``--logs DIR`` keeps their logs (``--log-level info`` logs every task).
+3. ``--hosts`` agents, each with ``--gpus`` GPUs sampled at 1 Hz, post a batch every
+   ``--interval`` seconds for ``--duration`` seconds, spread evenly over the interval. Each batch
+   is what the agent seals (``accelboard_agent.spool``): batch id ``<host>:<spool id>:<seq>``, the
+   host and its GPUs, gzip at level 5; a failed post is retried with the same id, as the agent
+   does, and counted as an error. Requests have the agent's 10 s timeout.
+4. While it runs, every 2 s: the rollup lag (the oldest dirty range not rolled up). After it:
+   waits for the rollups to catch up, then checks that every acknowledged sample is stored once
+   and counted once in the minute rollups, and how late each per-minute beat job started.
+
+Prints latencies, throughput, server CPU per request and memory, each job's runs and durations
+(``JobRun``) and each queue's deepest backlog, and ends with
+``hosts= req_s= p50_ms= p99_ms= errors= rows_lost= rollup_lag_s= beat_late_s=``. Exits 1 on a
+miss of: 0 errors, 0 rows lost, p99 < 500 ms, rollup lag < 60 s, no scheduled job > 30 s late,
+and the offered rate kept (requests/s at least 95% of hosts / interval).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import heapq
+import http.client
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import orjson
+import psutil
+from common import ROOT, bench_database
+from ingest import free_port, wait_for
+
+TARGETS = {"p99_ms": 500.0, "rollup_lag_s": 60.0, "beat_late_s": 30.0}
+AGENT_TIMEOUT_S = 10.0
+# The agent retries until the server takes the batch; the bench gives up after this many tries.
+RETRIES = 20
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--hosts", type=int, default=2000)
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs per host")
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between a host's posts")
+    parser.add_argument("--duration", type=float, default=300.0, help="seconds of posting")
+    parser.add_argument("--clients", type=int, default=96, help="client threads (concurrent posts at most)")
+    parser.add_argument("--workers", type=int, default=0, help="gunicorn workers (default: gunicorn_conf's)")
+    parser.add_argument(
+        "--database",
+        default="accelboard_bench_fleet",
+        help="the bench database (created and dropped; default accelboard_bench_fleet)",
+    )
+    parser.add_argument("--logs", default="", help="keep the stack's logs in this directory")
+    parser.add_argument("--log-level", default="warning", help="the Celery workers' and beat's log level")
+    parser.add_argument(
+        "--broker",
+        default=os.environ.get("CELERY_BROKER_URL") or "redis://127.0.0.1:6379/0",
+        help="Celery broker (default CELERY_BROKER_URL, else redis://127.0.0.1:6379/0)",
+    )
+    args = parser.parse_args()
+    if min(args.hosts, args.gpus, args.clients) < 1 or args.interval < 1 or args.duration < args.interval:
+        parser.error("--hosts, --gpus, --clients >= 1; --interval >= 1 s; --duration >= --interval")
+    return args
+
+
+class Agent:
+    """One simulated host: its GPUs, counters and batch sequence (the agent's wire format)."""
+
+    def __init__(self, index: int, gpus: int, rng: random.Random) -> None:
+        self.hostname = f"fleet-{index:05d}"
+        self.spool_id = uuid.uuid4().hex[:8]
+        self.seq = 0
+        self.uuids = [f"GPU-{uuid.UUID(int=rng.getrandbits(128))}" for _ in range(gpus)]
+        self.energy = [rng.randrange(10**9, 10**11) for _ in range(gpus)]
+        self.power = [rng.uniform(150.0, 650.0) for _ in range(gpus)]
+        self.rng = rng
+
+    def batch(self, end: float, seconds: int) -> tuple[str, bytes, int]:
+        """The next sealed batch: samples at 1 Hz over the ``seconds`` before ``end``."""
+        self.seq += 1
+        batch_id = f"{self.hostname}:{self.spool_id}:{self.seq:09d}"
+        samples = []
+        first = int(end) - seconds
+        for second in range(first, first + seconds):
+            for g, gpu in enumerate(self.uuids):
+                power = round(self.power[g] + self.rng.uniform(-30.0, 30.0), 1)
+                self.energy[g] += int(power * 1000)
+                samples.append(
+                    {
+                        "time": float(second),
+                        "gpu": gpu,
+                        "power_w": power,
+                        "energy_mj": self.energy[g],
+                        "gpu_util": round(power / 7.0, 1),
+                        "mem_util": 35.0,
+                        "mem_used_bytes": 42_949_672_960,
+                        "mem_total_bytes": 85_520_809_984,
+                        "sm_clock_mhz": 1980.0,
+                        "mem_clock_mhz": 2619.0,
+                        "temperature_c": round(35 + power / 20, 1),
+                        "throttle_reasons": 0,
+                        "ecc_errors": 0,
+                        "xid_errors": 0,
+                    }
+                )
+        payload = {
+            "batch_id": batch_id,
+            "host": {
+                "hostname": self.hostname,
+                "agent_version": "fleet-load",
+                "driver_version": "550.54.15",
+                "cuda_version": "12.4",
+                "simulated": True,
+                "facts": {"agent_spool": {"dropped_samples": 0, "rejected_batches": 0}},
+            },
+            "accelerators": [
+                {"uuid": gpu, "index": g, "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85_520_809_984}
+                for g, gpu in enumerate(self.uuids)
+            ],
+            "samples": samples,
+        }
+        return batch_id, gzip.compress(orjson.dumps(payload), compresslevel=5), len(samples)
+
+
+class Load:
+    """Posts every agent's batches on schedule from a pool of client threads."""
+
+    def __init__(
+        self, *, port: int, token: str, agents: list[Agent], interval: float, duration: float
+    ) -> None:
+        self.port = port
+        self.headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Content-Encoding": "gzip",
+            "User-Agent": "accelboard-agent/fleet-load",
+        }
+        self.interval = interval
+        self.seconds = max(1, int(round(interval)))
+        self.agents = agents
+        self.duration = duration
+        self.start = self.stop_at = 0.0
+        self.heap: list[tuple[float, int]] = []
+        self.lock = threading.Lock()
+        self.latencies: list[float] = []
+        self.behind: list[float] = []
+        self.errors: list[str] = []
+        self.accepted = 0
+        self.requests = 0
+        self.duplicates = 0
+
+    def _next(self) -> tuple[float, int] | None:
+        with self.lock:
+            if not self.heap or self.heap[0][0] >= self.stop_at:
+                return None
+            due, index = heapq.heappop(self.heap)
+            heapq.heappush(self.heap, (due + self.interval, index))
+            return due, index
+
+    def _post(self, body: bytes) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=AGENT_TIMEOUT_S)
+        try:
+            conn.request("POST", "/api/v1/telemetry", body=body, headers=self.headers)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    def client(self) -> None:
+        while True:
+            job = self._next()
+            if job is None:
+                return
+            due, index = job
+            wait = due - time.time()
+            if wait > 0:
+                time.sleep(wait)
+            batch_id, body, count = self.agents[index].batch(due, self.seconds)
+            sent = time.time()
+            for attempt in range(1, RETRIES + 1):
+                began = time.perf_counter()
+                try:
+                    status, text = self._post(body)
+                except OSError as exc:
+                    status, text = 0, str(exc).encode()
+                elapsed = time.perf_counter() - began
+                with self.lock:
+                    self.requests += 1
+                    self.latencies.append(elapsed)
+                    if attempt == 1:
+                        self.behind.append(sent - due)
+                    if status == 200:
+                        # A duplicate answer: an earlier attempt that timed out here was stored.
+                        answer = orjson.loads(text)
+                        self.accepted += count
+                        self.duplicates += 1 if answer.get("duplicate") else 0
+                        break
+                    self.errors.append(f"{batch_id} attempt {attempt}: HTTP {status} {text[:200]!r}")
+                time.sleep(min(2.0**attempt, 8.0) * 0.5)
+
+    def warm(self, clients: int) -> int:
+        """Each host's first batch before the clock starts (registration), as on a running fleet;
+        returns the failures (each host is tried until it is registered)."""
+        pending = list(range(len(self.agents)))
+        failures = 0
+
+        def client() -> None:
+            nonlocal failures
+            while True:
+                with self.lock:
+                    if not pending:
+                        return
+                    index = pending.pop()
+                _batch_id, body, _count = self.agents[index].batch(time.time() - 60, self.seconds)
+                try:
+                    status, _text = self._post(body)
+                except OSError:
+                    status = 0
+                if status != 200:
+                    with self.lock:
+                        failures += 1
+                        pending.insert(0, index)
+
+        threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return failures
+
+    def run(self, clients: int) -> float:
+        self.start = time.time() + 2.0
+        self.stop_at = self.start + self.duration
+        self.heap = [(self.start + i * self.interval / len(self.agents), i) for i in range(len(self.agents))]
+        heapq.heapify(self.heap)
+        threads = [threading.Thread(target=self.client, daemon=True) for _ in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return time.time() - self.start
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def start_stack(
+    args: argparse.Namespace, env: dict[str, str], home: Path, port: int
+) -> dict[str, subprocess.Popen]:
+    python = sys.executable
+    gunicorn = [
+        str(Path(python).parent / "gunicorn"), "accelboard.wsgi:application",
+        "--config", "python:accelboard.gunicorn_conf", f"--bind=127.0.0.1:{port}",
+        "--log-level=warning", "--access-logfile=/dev/null",
+    ]  # fmt: skip
+    if args.workers:
+        gunicorn.append(f"--workers={args.workers}")
+    celery = [python, "-m", "celery", "-A", "accelboard"]
+    commands = {
+        "web": gunicorn,
+        "worker-scheduled": [
+            *celery,
+            "worker",
+            "-Q",
+            "scheduled",
+            "-c",
+            "2",
+            "-l",
+            args.log_level,
+            "-n",
+            "sched@%h",
+        ],
+        "worker-rollups": [
+            *celery,
+            "worker",
+            "-Q",
+            "rollups",
+            "-c",
+            "1",
+            "-l",
+            args.log_level,
+            "-n",
+            "rollups@%h",
+        ],
+        "worker-bulk": [*celery, "worker", "-Q", "bulk", "-c", "1", "-l", args.log_level, "-n", "bulk@%h"],
+        "beat": [*celery, "beat", "-l", args.log_level, "--schedule", str(home / "celerybeat-schedule")],
+    }
+    processes = {}
+    for name, command in commands.items():
+        log = (home / f"{name}.log").open("w")
+        processes[name] = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return processes
+
+
+def cpu_seconds(process: subprocess.Popen) -> float:
+    try:
+        parent = psutil.Process(process.pid)
+        total = 0.0
+        for proc in [parent, *parent.children(recursive=True)]:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        return total
+    except psutil.NoSuchProcess:
+        return 0.0
+
+
+def rss_mb(process: subprocess.Popen) -> float:
+    try:
+        parent = psutil.Process(process.pid)
+        # PSS: pages shared by the forked workers (preload_app) counted once, not per worker.
+        return sum(p.memory_full_info().pss for p in [parent, *parent.children(recursive=True)]) / 2**20
+    except psutil.NoSuchProcess:
+        return 0.0
+
+
+def beat_lateness(start: datetime, end: datetime) -> tuple[float, int]:
+    """The latest start of a per-minute beat job after its minute, over the run; and runs seen."""
+    from accelboard.core.models import JobRun
+
+    late, seen = 0.0, 0
+    for name in ("telemetry_rollups_refresh", "pipeline_check"):
+        starts = sorted(
+            JobRun.objects.filter(name=name, started_at__gte=start).values_list("started_at", flat=True)
+        )
+        seen += len(starts)
+        minute = (start + timedelta(minutes=1)).replace(second=0, microsecond=0)
+        while minute + timedelta(seconds=30) < end:
+            first = next((s for s in starts if s >= minute), None)
+            late = max(late, ((first or end) - minute).total_seconds())
+            minute += timedelta(minutes=1)
+    return late, seen
+
+
+def jobs_summary(start: datetime) -> list[str]:
+    """Per job name since ``start``: runs, failures, and their durations (JobRun)."""
+    from django.db.models import Count, Max, Q, Sum
+
+    from accelboard.core.choices import JobStatus
+    from accelboard.core.models import JobRun
+
+    rows = (
+        JobRun.objects.filter(started_at__gte=start)
+        .values("name")
+        .annotate(
+            runs=Count("id"),
+            failed=Count("id", filter=Q(status=JobStatus.FAILED)),
+            longest=Max("duration_ms"),
+            total=Sum("duration_ms"),
+        )
+        .order_by("name")
+    )
+    return [
+        f"job {row['name']}: {row['runs']} runs ({row['failed']} failed), longest "
+        f"{(row['longest'] or 0) / 1000:.1f} s, {(row['total'] or 0) / 1000:.1f} s in all"
+        for row in rows
+    ]
+
+
+def main() -> int:
+    args = parse_args()
+    load_avg = os.getloadavg()
+    with bench_database(args.database) as url, tempfile.TemporaryDirectory() as tmp:
+        from django.db import connection
+
+        from accelboard.core.pipeline_selectors import queue_states
+        from accelboard.core.services import team_create
+        from accelboard.fleet.selectors import telemetry_rollup_backlog
+
+        home = Path(args.logs or tmp)
+        home.mkdir(parents=True, exist_ok=True)
+        team_create(name="Fleet", slug="fleet")
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "CELERY_BROKER_URL": args.broker,
+            "LOG_LEVEL": "WARNING",
+            "CELERY_TASK_ALWAYS_EAGER": "0",
+        }
+        if args.workers:
+            env["WEB_CONCURRENCY"] = str(args.workers)
+        run = [sys.executable, "-m", "accelboard.cli"]
+        token = subprocess.run(
+            [*run, "token", "create", "--team", "fleet", "--kind", "ingest"],
+            cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "accelboard", "purge", "-f", "-Q", "scheduled,rollups,bulk"],
+            cwd=ROOT, env=env, check=True, capture_output=True,
+        )  # fmt: skip
+        port = free_port()
+        stack = start_stack(args, env, home, port)
+        rng = random.Random(16)
+        agents = [Agent(i, args.gpus, rng) for i in range(args.hosts)]
+        lags: list[float] = []
+        queues: dict[str, list] = {}  # queue -> [max depth, max age of its oldest message]
+        stop = threading.Event()
+        try:
+            wait_for(port, stack["web"])
+            print(
+                f"stack: gunicorn on port {port}, celery scheduled (2) + rollups (1) + bulk (1) + beat, "
+                f"broker {args.broker}; load average before {load_avg[0]:.1f}"
+            )
+            print(
+                f"fleet: {args.hosts} hosts x {args.gpus} GPUs, a batch of {args.gpus * int(args.interval)} samples "
+                f"every {args.interval:g} s each ({args.hosts / args.interval:.0f} req/s offered) for {args.duration:g} s"
+            )
+
+            def watch() -> None:
+                while not stop.wait(2.0):
+                    _pending, age = telemetry_rollup_backlog()
+                    lags.append(age or 0.0)
+                    for name, depth, oldest, _error in queue_states():
+                        seen = queues.setdefault(name, [0, 0.0])
+                        seen[0] = max(seen[0], depth or 0)
+                        seen[1] = max(seen[1], oldest or 0.0)
+                connection.close()
+
+            watcher = threading.Thread(target=watch, daemon=True)
+            watcher.start()
+            load = Load(port=port, token=token, agents=agents, interval=args.interval, duration=args.duration)
+            started = time.perf_counter()
+            failures = load.warm(min(args.clients, 16))
+            workers = len(psutil.Process(stack["web"].pid).children())  # forked by now
+            print(
+                f"registered {args.hosts} hosts (each one's first batch) in {time.perf_counter() - started:.1f} s"
+                f" on {workers} gunicorn workers"
+                f"{f', {failures} failed and retried' if failures else ''}; the clock starts now"
+            )
+            registered = args.hosts * args.gpus * int(round(args.interval))  # samples of the warm-up
+            run_start = datetime.now(UTC)
+            cpu_before = cpu_seconds(stack["web"])
+            rss_before = rss_mb(stack["web"])
+            elapsed = load.run(args.clients)
+            cpu_web = cpu_seconds(stack["web"]) - cpu_before
+            rss_after = rss_mb(stack["web"])
+            run_end = datetime.now(UTC)
+            # The rollups catch up: the lag while posting is the figure; this is the drain after.
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                pending, _age = telemetry_rollup_backlog()
+                if pending == 0:
+                    break
+                time.sleep(2.0)
+            stop.set()
+            watcher.join(timeout=5)
+            caught_up_s = (datetime.now(UTC) - run_end).total_seconds()
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*), count(DISTINCT (accelerator_id, time)) FROM fleet_telemetrysample"
+                )
+                stored, distinct = cursor.fetchone()
+                cursor.execute(
+                    "SELECT coalesce(sum(samples), 0) FROM fleet_telemetryrollup WHERE width_s = 60"
+                )
+                rolled = int(cursor.fetchone()[0])
+            beat_late, beat_runs = beat_lateness(run_start, run_end)
+            jobs = jobs_summary(run_start)
+        finally:
+            stop.set()
+            for process in stack.values():
+                process.terminate()
+            for name in stack:
+                tail = (home / f"{name}.log").read_text(errors="replace").strip().splitlines()[-8:]
+                if tail:
+                    print(f"--- {name} log (last lines)", *tail, sep="\n")
+            for process in stack.values():
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        load_after = os.getloadavg()
+
+    requests = load.requests
+    req_s = requests / elapsed
+    p50 = percentile(load.latencies, 0.50) * 1000
+    p99 = percentile(load.latencies, 0.99) * 1000
+    errors = len(load.errors)
+    # Lost: acknowledged but not stored, stored twice, or stored and missing from the rollups. A
+    # batch whose every try timed out may still have been stored: that is not a loss.
+    rows_lost = max(0, load.accepted + registered - stored) + (stored - distinct) + (stored - rolled)
+    rollup_lag = max(lags, default=0.0)
+    behind = percentile(load.behind, 0.99)
+    offered = args.hosts / args.interval
+    print(
+        f"requests: {requests:,} in {elapsed:.0f} s = {req_s:.1f} req/s (offered {offered:.1f}); duplicates {load.duplicates}"
+    )
+    print(
+        f"latency: p50 {p50:.0f} ms, p90 {percentile(load.latencies, 0.9) * 1000:.0f} ms, p99 {p99:.0f} ms, max {max(load.latencies, default=0) * 1000:.0f} ms"
+    )
+    print(
+        f"clients behind schedule: p99 {behind:.2f} s (a post starts late when all {args.clients} client threads wait on the server)"
+    )
+    print(
+        f"server CPU: {cpu_web / max(requests, 1) * 1000:.1f} ms per request (gunicorn, all workers); memory {rss_before:.0f} -> {rss_after:.0f} MB"
+    )
+    print(
+        f"samples: acknowledged {load.accepted + registered:,} (warm-up included), stored {stored:,} ({distinct:,} distinct), in minute rollups {rolled:,}"
+    )
+    print(
+        f"rollup lag: max {rollup_lag:.1f} s while posting; all rolled up {caught_up_s:.0f} s after the last post"
+    )
+    print(f"beat: {beat_runs} per-minute job runs, latest start {beat_late:.1f} s after its minute")
+    for line in jobs:
+        print(line)
+    for name, (depth, oldest) in sorted(queues.items()):
+        print(f"queue {name}: at most {depth} waiting, the oldest {oldest:.1f} s old")
+    print(
+        f"load average: {load_avg[0]:.1f} before, {load_after[0]:.1f} after (2 cores shared with other jobs)"
+    )
+    for error in load.errors[:5]:
+        print("error:", error)
+    missed = []
+    if errors:
+        missed.append(f"{errors} errors")
+    if rows_lost:
+        missed.append(f"{rows_lost} rows lost")
+    if p99 >= TARGETS["p99_ms"]:
+        missed.append(f"p99 {p99:.0f} ms >= {TARGETS['p99_ms']:.0f}")
+    if rollup_lag >= TARGETS["rollup_lag_s"]:
+        missed.append(f"rollup lag {rollup_lag:.0f} s >= {TARGETS['rollup_lag_s']:.0f}")
+    if beat_late >= TARGETS["beat_late_s"]:
+        missed.append(f"a beat job {beat_late:.0f} s late")
+    if req_s < 0.95 * offered:
+        missed.append(f"{req_s:.0f} req/s < 95% of {offered:.0f} offered")
+    print("MISSED: " + "; ".join(missed) if missed else "all targets met")
+    print(
+        f"hosts={args.hosts} req_s={req_s:.1f} p50_ms={p50:.0f} p99_ms={p99:.0f} errors={errors} "
+        f"rows_lost={rows_lost} rollup_lag_s={rollup_lag:.1f} beat_late_s={beat_late:.1f}"
+    )
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

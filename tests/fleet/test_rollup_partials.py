@@ -1,0 +1,304 @@
+"""Rollups from the partial aggregates written at ingest equal rollups from raw rows.
+
+The same randomized telemetry (gaps, a gap of exactly the integration limit, counter resets,
+NULL fields, a GPU with no energy counter, batches spanning minute boundaries, several batches
+per minute, shuffled samples, duplicate batch ids, late batches, a batch resent under a new id)
+goes through the ingest service, drained now and then as the product does; the minute, hour and
+host rollups it leaves are compared, column by column, with a recomputation from raw rows.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from accelboard.api.services import telemetry_batch_ingest
+from accelboard.fleet import services
+from accelboard.fleet.models import TelemetryRawRange, TelemetryRollup
+from accelboard.fleet.partials import partials_compute
+
+pytestmark = pytest.mark.django_db
+
+GPUS = {
+    "node-a": ["GPU-a0", "GPU-a1", "GPU-a2"],  # GPU-a2 has no energy counter
+    "node-b": ["GPU-b0", "GPU-b1"],
+}
+NO_COUNTER = "GPU-a2"
+IDLE = "GPU-b1"  # its counter never moves: energy 0, not NULL
+
+
+def _series(rng: random.Random, gpu: str, start: float, seconds: int) -> list[dict[str, Any]]:
+    """About one sample a second with jitter, gaps (one of exactly MAX_INTEGRATION_GAP_S),
+    counter resets and NULL readings."""
+    samples: list[dict[str, Any]] = []
+    moment, counter = start, rng.randrange(10**9, 10**11)
+    while moment < start + seconds:
+        power = rng.uniform(60, 700)
+        roll = rng.random()
+        step = 1.0 + rng.choice([0, 0, 0, 0.25, 0.000001, -0.4])
+        if roll < 0.01:
+            step = services.MAX_INTEGRATION_GAP_S  # exactly the limit: still integrated
+        elif roll < 0.02:
+            step = services.MAX_INTEGRATION_GAP_S + rng.uniform(0.5, 40)
+        elif roll < 0.03:
+            counter = rng.randrange(0, 10**6)  # a driver reload resets the counter
+        if gpu != IDLE:
+            counter += int(power * step * 1000)
+        sample = {
+            "time": round(moment, 6),
+            "gpu": gpu,
+            "power_w": None if rng.random() < 0.05 else power,
+            "energy_mj": None if gpu == NO_COUNTER or rng.random() < 0.03 else counter,
+            "gpu_util": None if rng.random() < 0.05 else rng.uniform(0, 100),
+            "mem_util": None if rng.random() < 0.05 else rng.uniform(0, 100),
+            "mem_used_bytes": None if rng.random() < 0.05 else rng.randrange(0, 80 * 2**30),
+            "mem_total_bytes": None if rng.random() < 0.05 else 80 * 2**30,
+            "sm_clock_mhz": None if rng.random() < 0.05 else rng.uniform(200, 2000),
+            "mem_clock_mhz": None if rng.random() < 0.05 else rng.uniform(200, 3000),
+            "temperature_c": None if rng.random() < 0.05 else rng.uniform(30, 90),
+            "throttle_reasons": None if rng.random() < 0.05 else rng.choice([0, 0, 1, 4, 8, 0x40]),
+            "ecc_errors": None if rng.random() < 0.05 else rng.randrange(0, 3),
+            "xid_errors": None if rng.random() < 0.05 else rng.randrange(0, 2),
+        }
+        samples.append(sample)
+        moment += step
+    return samples
+
+
+def _batches(rng: random.Random, start: float, seconds: int) -> list[dict[str, Any]]:
+    """Each host's samples cut by time into batches of 2-25 s (some of 40-90 s, to hold a gap),
+    samples shuffled in each."""
+    batches = []
+    for hostname, gpus in GPUS.items():
+        samples = [s for gpu in gpus for s in _series(rng, gpu, start + rng.uniform(0, 3), seconds)]
+        cut = start
+        n = 0
+        while cut < start + seconds + 60:
+            width = rng.uniform(40, 90) if rng.random() < 0.2 else rng.uniform(2, 25)
+            chunk = [s for s in samples if cut <= s["time"] < cut + width]
+            cut += width
+            if not chunk:
+                continue
+            rng.shuffle(chunk)
+            n += 1
+            batches.append(
+                {
+                    "batch_id": f"{hostname}-{n}",
+                    "host": {"hostname": hostname, "agent_version": "1.0"},
+                    "accelerators": [
+                        {"uuid": gpu, "index": i, "name": "NVIDIA H100"} for i, gpu in enumerate(gpus)
+                    ],
+                    "samples": chunk,
+                }
+            )
+    return batches
+
+
+def _rollups() -> dict[str, dict[tuple[Any, ...], tuple[Any, ...]]]:
+    tables = {
+        "minute": ("fleet_telemetryrollup", "width_s = 60", ("host_id", "accelerator_id", "bucket")),
+        "hour": ("fleet_telemetryrollup", "width_s = 3600", ("host_id", "accelerator_id", "bucket")),
+        "host": ("fleet_hostrollup", "true", ("width_s", "host_id", "accelerator_type_id", "bucket")),
+    }
+    result = {}
+    with connection.cursor() as cursor:
+        for name, (table, where, key) in tables.items():
+            cursor.execute(f"SELECT * FROM {table} WHERE {where}")
+            columns = [c.name for c in cursor.description]
+            rows = {}
+            for row in cursor.fetchall():
+                record = dict(zip(columns, row, strict=True))
+                record.pop("id")
+                rows[tuple(record[k] for k in key)] = tuple(sorted(record.items()))
+            result[name] = rows
+    return result
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    return a == b
+
+
+def _assert_equal(got: dict[str, Any], want: dict[str, Any]) -> None:
+    for kind in want:
+        assert got[kind].keys() == want[kind].keys(), kind
+        for key, row in want[kind].items():
+            for (name, value), (_, other) in zip(got[kind][key], row, strict=True):
+                assert _same(value, other), (kind, key, name, value, other)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_it_rolls_up_partials_exactly_as_raw_rows(team: Any, seed: int) -> None:
+    rng = random.Random(seed)
+    start = (datetime.now(UTC) - timedelta(hours=3)).replace(minute=58, second=0, microsecond=0)
+    batches = _batches(rng, start.timestamp() + rng.uniform(0, 59), seconds=5 * 60)
+    order = list(range(len(batches)))
+    rng.shuffle(late := [order.pop(rng.randrange(len(order))) for _ in range(4)])
+    duplicate = batches[order[len(order) // 2]]
+    resent = {**batches[order[len(order) // 3]], "batch_id": "resent-under-a-new-id"}
+    partial_rows = 0
+    for step, index in enumerate([*order, *late]):
+        result = telemetry_batch_ingest(team=team, payload=batches[index])
+        assert not result["duplicate"]
+        if step == len(order) // 2:
+            assert telemetry_batch_ingest(team=team, payload=duplicate)["duplicate"]
+            telemetry_batch_ingest(team=team, payload=resent)
+        if step % 7 == 0:
+            partial_rows += services.telemetry_rollups_drain().partial_rows
+    partial_rows += services.telemetry_rollups_drain().partial_rows
+    assert partial_rows > 0  # the partials path ran
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FILTER (WHERE slot = 0), count(*) FROM fleet_telemetrypartial")
+        merged, stored = cursor.fetchone()
+    # Batches in time order merged per GPU and minute; late and resent ones in slots of their own.
+    unmerged = sum(len({(s["gpu"], s["time"] // 60) for s in b["samples"]}) for b in [*batches, resent])
+    assert 0 < merged < stored < unmerged
+    from_partials = _rollups()
+
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
+    TelemetryRawRange.objects.create(start=start - timedelta(days=1), end=start + timedelta(days=1))
+    refresh = services.telemetry_rollups_refresh(
+        start=start - timedelta(hours=1), end=start + timedelta(hours=2)
+    )
+    assert refresh.partial_rows == 0 and refresh.minute_rows > 0
+    from_raw = _rollups()
+    assert len(from_raw["minute"]) > 5 * len(GPUS["node-a"])
+    _assert_equal(from_partials, from_raw)
+
+
+def test_it_rolls_up_from_raw_rows_a_gpu_whose_partials_overlap(team: Any) -> None:
+    rng = random.Random(9)
+    start = (datetime.now(UTC) - timedelta(hours=2)).replace(second=0, microsecond=0)
+    batches = _batches(rng, start.timestamp(), seconds=120)
+    for batch in batches:
+        telemetry_batch_ingest(team=team, payload=batch)
+    # The same samples again under another id: the raw rows' order at equal times is their id.
+    telemetry_batch_ingest(team=team, payload={**batches[3], "batch_id": "again"})
+    result = services.telemetry_rollups_drain()
+    from_partials = _rollups()
+    assert 0 < result.partial_rows < result.minute_rows
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
+    TelemetryRawRange.objects.create(start=start - timedelta(days=1), end=start + timedelta(days=1))
+    services.telemetry_rollups_refresh(start=start - timedelta(hours=1), end=start + timedelta(hours=1))
+    _assert_equal(from_partials, _rollups())
+
+
+def test_it_rolls_up_from_raw_rows_partials_that_touch(team: Any) -> None:
+    """Two batches share an instant: raw rows at equal times go in id order (the batch stored
+    first), which the partials cannot tell."""
+    start = (datetime.now(UTC) - timedelta(hours=2)).replace(second=20, microsecond=0).timestamp()
+
+    def batch(batch_id: str, seconds: range, counter: int) -> dict[str, Any]:
+        samples = [
+            {"time": start + s, "gpu": "GPU-a0", "power_w": 300.0, "energy_mj": counter + 300_000 * i}
+            for i, s in enumerate(seconds)
+        ]
+        return {
+            "batch_id": batch_id,
+            "host": {"hostname": "node-a"},
+            "accelerators": [{"uuid": "GPU-a0"}],
+            "samples": samples,
+        }
+
+    telemetry_batch_ingest(team=team, payload=batch("later", range(10, 16), 10_000_000))
+    telemetry_batch_ingest(team=team, payload=batch("earlier", range(5, 11), 7_500_000))
+    result = services.telemetry_rollups_drain()
+    assert result.partial_rows == 0 and result.minute_rows == 1
+    from_partials = _rollups()
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
+    TelemetryRawRange.objects.create(start=datetime.now(UTC) - timedelta(days=1), end=datetime.now(UTC))
+    services.telemetry_rollups_refresh(
+        start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(start + 60, UTC)
+    )
+    _assert_equal(from_partials, _rollups())
+
+
+def test_it_merges_batches_at_the_limits_as_raw_rows_would(team: Any) -> None:
+    """One-sample batches merged into one partial per minute across a gap of exactly the
+    integration limit (and just over it), and an idle counter (zero deltas: energy 0, not NULL),
+    equal the raw rollups."""
+    start = (datetime.now(UTC) - timedelta(hours=2)).replace(second=0, microsecond=0).timestamp()
+    gap = services.MAX_INTEGRATION_GAP_S
+    for n, moment in enumerate([0, gap, gap + 1, 2 * gap + 1.000001, 2 * gap + 3, 2 * gap + 4]):
+        samples = [
+            {"time": start + moment, "gpu": gpu, "power_w": 250.0, "energy_mj": energy}
+            for gpu, energy in (("GPU-a2", None), ("GPU-b1", 5_000_000))
+        ]
+        accelerators = [{"uuid": "GPU-a2"}, {"uuid": "GPU-b1"}]
+        batch = {"batch_id": f"b{n}", "host": {"hostname": "node-a"}, "accelerators": accelerators}
+        telemetry_batch_ingest(team=team, payload={**batch, "samples": samples})
+    assert services.telemetry_rollups_drain().partial_rows == 4
+    from_partials = _rollups()
+    energies = sorted(TelemetryRollup.objects.filter(width_s=60).values_list("energy_j", flat=True))
+    # 30 s (the limit, integrated) and 1 s in the first minute; past the limit, 2 s, 1 s after.
+    assert energies == pytest.approx([0.0, 0.0, 250.0 * (2.999999), 250.0 * (gap + 1)], rel=1e-12)
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
+    TelemetryRawRange.objects.create(start=datetime.now(UTC) - timedelta(days=1), end=datetime.now(UTC))
+    services.telemetry_rollups_refresh(
+        start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(start + 120, UTC)
+    )
+    _assert_equal(from_partials, _rollups())
+
+
+def test_it_reads_raw_rows_near_rows_copied_without_partials(team: Any) -> None:
+    start = (datetime.now(UTC) - timedelta(hours=2)).replace(second=0, microsecond=0)
+    for batch in _batches(random.Random(4), start.timestamp(), seconds=60):
+        telemetry_batch_ingest(team=team, payload=batch)
+    assert services.telemetry_rollups_drain().partial_rows > 0
+    host_id, gpu_id = services.Accelerator.objects.filter(uuid="GPU-a0").values_list("host_id", "pk").get()
+    services.telemetry_copy(
+        rows=[(start + timedelta(seconds=90), host_id, gpu_id, 300.0)],
+        columns=("time", "host_id", "accelerator_id", "power_w"),
+    )
+    result = services.telemetry_rollups_refresh(start=start, end=start + timedelta(minutes=2))
+    assert result.partial_rows == 0 and result.minute_rows > 0
+
+
+def test_partials_of_one_gpu_and_minute_sum_its_samples() -> None:
+    micros = [60_000_000 * 10 + s * 1_000_000 for s in (5, 1, 59, 61, 62)]
+    import numpy as np
+
+    rows = partials_compute(
+        host_id=1,
+        accelerator_ids=[7, 7, 7, 7, 7],
+        micros=np.array(micros, dtype=np.int64),
+        columns={
+            "power_w": [100.0, 200.0, None, 50.0, 70.0],
+            "energy_mj": [None, None, None, 1000, 4000],
+            **{
+                name: [None] * 5
+                for name in (
+                    "gpu_util",
+                    "mem_util",
+                    "mem_used_bytes",
+                    "mem_total_bytes",
+                    "sm_clock_mhz",
+                    "mem_clock_mhz",
+                    "temperature_c",
+                    "throttle_reasons",
+                    "ecc_errors",
+                    "xid_errors",
+                )
+            },
+        },
+        max_gap_s=30,
+        max_counter_gap_s=6 * 3600,
+        throttle_mask=0x4,
+    )
+    first, second = (dict(zip([n for n, _ in services.PARTIAL_COLUMNS], row, strict=True)) for row in rows)
+    assert (first["samples"], first["power_samples"], first["power_sum"]) == (3, 2, 300.0)
+    # 1 s -> 5 s: 100 W x 4 s; 5 s -> 59 s is past the integration limit; 59 s has no power.
+    assert first["energy_j"] == 400.0
+    assert (first["first_time"], first["last_time"]) == (micros[1], micros[2])
+    # 61 s -> 62 s: the counter's 3,000 mJ; the first sample of a partial is stitched at refresh.
+    assert (second["samples"], second["energy_j"], second["first_energy_mj"]) == (2, 3.0, 1000)

@@ -1,0 +1,326 @@
+"""Checks that the numbers a page or an export shows are readable and add up.
+
+Pure (text, plain tables and figure JSON in; a list of problems in words out), so the same checks
+read a page in Chromium (``tests/browser/numbers.py`` extracts what they need), a CSV or an XLSX.
+
+What is a problem:
+
+1. **Unreadable numbers** in page text: e-notation (``1.2e-05``), float noise
+   (``73233.09340000003``), more than four significant decimals (``0.830808``; ``0.001902`` has
+   four), and byte counts shown raw (``76,339,878,590 bytes``).
+2. **Tables**: a column holding more than one unit (``5.2 GiB`` above ``812 MiB``), or numbers
+   written with different decimals (``0.0312`` above ``0.001902``), except in a table whose rows
+   are different quantities (``data-rows-differ``: a run's metrics, each with its own unit column,
+   where bytes in GiB sit below tokens/s);
+   a totals row (``<tfoot>`` cells marked ``data-sum``) that is not the sum of the column.
+3. **Charts**: a figure with no trace holding data, an axis titled in raw bytes, a treemap whose
+   parent is not the sum of its children (Plotly then draws nothing), a chart declared to sum to a
+   card (``layout.meta.sums_to``) that does not.
+4. **Changes**: a percentage change (``data-change``) between periods not equally covered by
+   data (the same share of their days), or whose windows are not named.
+5. **Exports**: a column whose sum is not the page's total for it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+# A number as pages write it: an optional sign, thousands separators or none, optional decimals.
+# Not part of a word (``p99``, ``sm90``, a commit hash) nor of a dotted version (``550.54.15``).
+NUMBER = re.compile(r"(?<![\w.,\-−])([-+−]?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w]|[.,]\d)")
+E_NOTATION = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?[eE][-+]?\d+(?![\w.])")
+# A run of zeros or nines after a significant digit: what binary floats leave (0.1 + 0.2).
+FLOAT_NOISE = re.compile(r"\d\.0*[1-9]\d*?(?:0{5,}[1-9]|9{5,})")
+RAW_BYTES = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d{4,})\s*(?:bytes|B)\b")
+MAX_SIGNIFICANT_DECIMALS = 4
+DASHES = {"", "—", "-", "–", "n/a"}
+
+
+def significant_decimals(decimals: str) -> int:
+    """Digits after the point once its leading zeros are dropped: "0012" -> 2, "830808" -> 6."""
+    return len(decimals.lstrip("0"))
+
+
+def text_problems(text: str, *, where: str = "") -> list[str]:
+    """Unreadable numbers in a page's text (rule 1)."""
+    found: list[str] = []
+    prefix = f"{where}: " if where else ""
+    for match in E_NOTATION.finditer(text):
+        found.append(f"{prefix}e-notation {match.group(0)!r} in {_around(text, match)!r}")
+    for match in FLOAT_NOISE.finditer(text):
+        found.append(f"{prefix}float noise {match.group(0)!r} in {_around(text, match)!r}")
+    for match in NUMBER.finditer(text):
+        decimals = match.group(3) or ""
+        if significant_decimals(decimals) > MAX_SIGNIFICANT_DECIMALS:
+            found.append(
+                f"{prefix}{match.group(0)!r} has more than {MAX_SIGNIFICANT_DECIMALS} significant "
+                f"decimals in {_around(text, match)!r}"
+            )
+    for match in RAW_BYTES.finditer(text):
+        found.append(f"{prefix}bytes shown raw: {_around(text, match)!r}")
+    return sorted(set(found))
+
+
+def _around(text: str, match: re.Match[str], width: int = 30) -> str:
+    start, end = max(0, match.start() - width), min(len(text), match.end() + width)
+    return " ".join(text[start:end].split())
+
+
+# --- tables ----------------------------------------------------------------------------------
+
+
+def parse_number(text: str) -> float | None:
+    """The first number of a cell as a float ("1,234.5 USD" -> 1234.5, "−3.0 %" -> -3.0)."""
+    match = NUMBER.search(text)
+    if match is None:
+        return None
+    sign, whole, decimals = match.groups()
+    value = float(whole.replace(",", "") + (f".{decimals}" if decimals else ""))
+    return -value if sign in ("-", "−") else value
+
+
+# A number cell: the number, then at most a unit ("GiB", "%", "USD", "tokens/s") and a note in
+# brackets ("8.5 (11%)"). "1× H100 SXM 80GB" or "2026-11-18 04:00" are labels that hold numbers.
+NUMBER_CELL = re.compile(r"[$€£]?\s*" + NUMBER.pattern + r"(?:\s?[^\s\d()]{1,12})?(?:\s\([^()]*\))?")
+
+
+def _numeric(cell: str) -> re.Match[str] | None:
+    """The number of a cell that is a number (possibly with a unit), not a label holding one."""
+    cell = cell.strip()
+    if NUMBER_CELL.fullmatch(cell) is None:
+        return None
+    return NUMBER.search(cell)
+
+
+def _template(cell: str) -> str:
+    """The unit of a numeric cell: the cell with its numbers and signs taken out."""
+    return NUMBER.sub("#", cell.strip()).replace("+#", "#").replace("−#", "#").strip()
+
+
+def table_problems(table: Mapping[str, Any], *, where: str = "") -> list[str]:
+    """One unit and one number format per column; totals rows that add up (rule 2).
+
+    ``table``: ``{"name", "headers": [str], "rows": [[str]], "foot": [[str]], "sums": [[bool]],
+    "rows_differ": bool}`` (``foot``/``sums``: the totals rows and which of their cells are sums).
+    """
+    found: list[str] = []
+    name = table.get("name") or "table"
+    headers: list[str] = list(table.get("headers") or [])
+    rows: list[list[str]] = [list(row) for row in table.get("rows") or []]
+    prefix = f"{where}: {name}"
+    width = max((len(row) for row in rows), default=0)
+    for index in range(width):
+        header = headers[index] if index < len(headers) else f"column {index + 1}"
+        cells = [row[index].strip() for row in rows if index < len(row) and row[index].strip() not in DASHES]
+        numeric = [cell for cell in cells if _numeric(cell)]
+        if not numeric or len(numeric) < len(cells):
+            continue  # a text column, or one mixing text and numbers (labels): nothing to compare
+        if table.get("rows_differ"):
+            continue  # each row its own quantity, its unit in a column of its own
+        units = sorted({_template(cell) for cell in numeric})
+        if len(units) > 1:
+            found.append(f"{prefix} column {header!r} mixes units {units}")
+        decimals = sorted({len(_numeric(cell).group(3) or "") for cell in numeric})  # type: ignore[union-attr]
+        if len(decimals) > 1:
+            sample = ", ".join(numeric[:4])
+            found.append(f"{prefix} column {header!r} mixes number formats ({sample}: decimals {decimals})")
+    for foot, sums in zip(table.get("foot") or [], table.get("sums") or [], strict=False):
+        for index, (cell, is_sum) in enumerate(zip(foot, sums, strict=False)):
+            if not is_sum:
+                continue
+            header = headers[index] if index < len(headers) else f"column {index + 1}"
+            total = parse_number(cell)
+            values = [parse_number(row[index]) for row in rows if index < len(row)]
+            shown = [value for value in values if value is not None]
+            if total is None:
+                found.append(f"{prefix} totals row: {header!r} is {cell!r}, not a number")
+                continue
+            tolerance = (
+                (len(shown) + 1) * 0.5 * 10 ** -decimals_of_cells([*[row[index] for row in rows], cell])
+            )
+            if abs(sum(shown) - total) > tolerance + 1e-9:
+                found.append(
+                    f"{prefix} totals row: {header!r} shows {cell!r} but its rows sum to {sum(shown):,.4f}"
+                )
+    return found
+
+
+def decimals_of(cell: str) -> int:
+    """Decimals the first number of ``cell`` is written with."""
+    match = _numeric(cell)
+    return len(match.group(3) or "") if match else 0
+
+
+def decimals_of_cells(cells: Iterable[str]) -> int:
+    """The most decimals any of ``cells`` is written with (what rounding each may carry)."""
+    most = 0
+    for cell in cells:
+        match = _numeric(cell)
+        if match:
+            most = max(most, len(match.group(3) or ""))
+    return most
+
+
+# --- charts ----------------------------------------------------------------------------------
+
+_VALUE_KEYS = ("y", "z", "values")
+
+
+def _points(trace: Mapping[str, Any]) -> list[float]:
+    for key in _VALUE_KEYS:
+        values = trace.get(key)
+        if isinstance(values, Sequence) and not isinstance(values, str) and len(values):
+            flat: list[Any] = []
+            for value in values:
+                flat.extend(value if isinstance(value, list) else [value])
+            return [float(v) for v in flat if isinstance(v, int | float) and math.isfinite(v)]
+    return []
+
+
+def figure_total(figure: Mapping[str, Any]) -> float:
+    """What a chart adds up to: the roots of a treemap, else every visible trace's values."""
+    total = 0.0
+    for trace in figure.get("data") or []:
+        if trace.get("visible") is False or (trace.get("meta") or {}).get("role") in {"total", "marker"}:
+            continue
+        if trace.get("type") in ("treemap", "sunburst", "icicle"):
+            parents = trace.get("parents") or []
+            total += sum(float(v) for v, p in zip(trace.get("values") or [], parents, strict=False) if not p)
+        else:
+            total += sum(_points(trace))
+    return total
+
+
+def figure_problems(
+    figure: Mapping[str, Any],
+    *,
+    where: str = "",
+    totals: Mapping[str, float] | None = None,
+    expect_data: bool = True,
+) -> list[str]:
+    """A chart that draws, in a readable unit, and adds up to what it says it does (rule 3).
+
+    ``figure``: ``{"id", "data": [...], "layout": {...}}`` (Plotly's input). ``totals``: the page's
+    ``data-total`` values by key, for charts whose ``layout.meta.sums_to`` names one;
+    ``expect_data`` False for a caller who has nothing to see (an empty chart is then right).
+    """
+    found: list[str] = []
+    prefix = f"{where}: chart #{figure.get('id') or '?'}"
+    data = [trace for trace in figure.get("data") or [] if trace.get("visible") is not False]
+    if expect_data and not any(_points(trace) or trace.get("labels") for trace in data):
+        found.append(f"{prefix} has no trace with data")
+    layout = figure.get("layout") or {}
+    for key, axis in layout.items():
+        if not (key.startswith(("xaxis", "yaxis")) and isinstance(axis, Mapping)):
+            continue
+        title = axis.get("title")
+        text = title.get("text", "") if isinstance(title, Mapping) else str(title or "")
+        if re.search(r"\bbytes\b|\(B\)", text):
+            found.append(f"{prefix} axis {key} is in raw bytes ({text!r})")
+    for trace in data:
+        if trace.get("type") == "treemap" and trace.get("branchvalues") == "total":
+            found += _treemap_problems(trace, prefix)
+    meta = layout.get("meta") if isinstance(layout.get("meta"), Mapping) else {}
+    sums_to = meta.get("sums_to") if meta else None
+    if sums_to:
+        card = (totals or {}).get(sums_to)
+        if card is None:
+            found.append(f"{prefix} sums to {sums_to!r} but the page has no data-total={sums_to!r}")
+        else:
+            drawn = figure_total(figure)
+            points = sum(len(_points(t)) for t in data) or 1
+            if abs(drawn - card) > 0.005 * (points + 1) + 1e-9:
+                found.append(f"{prefix} adds up to {drawn:,.2f}, but {sums_to!r} shows {card:,.2f}")
+    return found
+
+
+def _treemap_problems(trace: Mapping[str, Any], prefix: str) -> list[str]:
+    ids = list(trace.get("ids") or trace.get("labels") or [])
+    parents = list(trace.get("parents") or [])
+    values = [float(v) for v in trace.get("values") or []]
+    children: dict[str, float] = {}
+    for parent, value in zip(parents, values, strict=False):
+        if parent:
+            children[parent] = children.get(parent, 0.0) + value
+    found = []
+    for node, value in zip(ids, values, strict=False):
+        # Plotly refuses (and draws nothing for) a parent below its children's sum, float error aside.
+        if node in children and value < children[node] * (1 - 1e-6):
+            found.append(
+                f"{prefix} treemap node {node!r} is {value!r} but its children sum to {children[node]!r}"
+            )
+    return found
+
+
+# --- changes ---------------------------------------------------------------------------------
+
+
+def change_problems(change: Mapping[str, Any], *, where: str = "") -> list[str]:
+    """A percentage change shown only between equally covered windows that it names (rule 4).
+
+    ``change``: the ``data-*`` of an element marked ``data-change``: ``window`` (what is compared,
+    in words), ``days-now``/``covered-now`` and ``days-before``/``covered-before`` (days in each
+    window and days of them with data), ``text`` (what the element shows).
+    """
+    prefix = f"{where}: change {change.get('text', '')!r}"
+    found = []
+    if not change.get("window"):
+        found.append(f"{prefix} does not say which periods it compares")
+    try:
+        now, covered_now = int(change["days-now"]), int(change["covered-now"])
+        before, covered_before = int(change["days-before"]), int(change["covered-before"])
+    except (KeyError, TypeError, ValueError):
+        return [*found, f"{prefix} does not say how much of each period has data"]
+    shown = re.search(r"\d\s*%", str(change.get("text", ""))) is not None  # a figure, not "no change shown"
+    if shown and covered_now * before != covered_before * now:
+        found.append(
+            f"{prefix} compares {covered_now} of {now} days with data against {covered_before} of {before}"
+        )
+    return found
+
+
+# --- exports ---------------------------------------------------------------------------------
+
+
+def export_total_problems(
+    *,
+    header: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    page_totals: Mapping[str, tuple[float, int]],
+    where: str = "",
+) -> list[str]:
+    """Each column the page totals sums, in the export, to the page's total (rule 5).
+
+    ``page_totals``: column label -> (the total the page shows, its decimals); ``rows``: the
+    export's data rows (its own totals row left out by the caller).
+    """
+    found = []
+    for label, (shown, decimals) in page_totals.items():
+        if label not in header:
+            found.append(f"{where}: the export has no column {label!r} that the page totals")
+            continue
+        index = list(header).index(label)
+        values = [_as_float(row[index]) for row in rows if index < len(row)]
+        total = sum(v for v in values if v is not None)
+        # The page rounds its total to the digits it shows; the export keeps every digit.
+        if abs(total - shown) > 0.5 * 10**-decimals + 1e-9:
+            found.append(
+                f"{where}: column {label!r} sums to {total:,.4f} in the export, the page shows {shown:,}"
+            )
+    return found
+
+
+def _as_float(value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(str(value).replace(",", ""))
+    except ValueError:
+        return None

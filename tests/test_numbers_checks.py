@@ -1,0 +1,123 @@
+"""The number checks (``tests/numbers.py``) catch each kind of defect the pages had, and pass what
+pages should write. No database, no browser."""
+
+from __future__ import annotations
+
+from tests import numbers
+
+
+def test_it_finds_unreadable_numbers_in_page_text() -> None:
+    bad = {
+        "0.830808 USD": "significant decimals",
+        "Energy 1.2e-05 J": "e-notation",
+        "73233.09340000003": "float noise",
+        "Peak memory 76,339,878,590 bytes": "bytes shown raw",
+    }
+    for text, kind in bad.items():
+        found = numbers.text_problems(text)
+        assert any(kind in problem for problem in found), (text, found)
+
+
+def test_it_passes_numbers_as_pages_should_write_them() -> None:
+    text = (
+        "Spend 1,401.50 USD | 0.001902 USD per 1M | +3.2 % | 71.1 GiB | Llama-3.1-8B | "
+        "driver 550.54.15 / CUDA 12.4 | p99 | sm90_xmma_gemm | commit 3b0193b95d80 | 2026-12-01 02:36 UTC"
+    )
+    assert numbers.text_problems(text) == []
+
+
+def test_it_finds_a_column_mixing_units_or_formats_and_a_wrong_total() -> None:
+    table = {
+        "name": "t",
+        "headers": ["Hardware", "Memory", "Cost per 1M", "Spend"],
+        "rows": [
+            ["H100", "5.2 GiB", "0.0312", "10.00"],
+            ["L4", "812 MiB", "0.001902", "20.00"],
+        ],
+        "foot": [["Total", "", "", "31.00"]],
+        "sums": [[False, False, False, True]],
+    }
+    found = " ".join(numbers.table_problems(table))
+    assert "'Memory' mixes units" in found
+    assert "'Cost per 1M' mixes number formats" in found
+    assert "'Spend' shows '31.00' but its rows sum to 30" in found
+
+
+def test_it_passes_a_table_with_one_format_per_column_and_a_right_total() -> None:
+    table = {
+        "headers": ["Team", "Spend (USD)", "Change"],
+        "rows": [["A", "1,234.50", "+1.0 %"], ["B", "0.25", "−3.5 %"], ["C", "—", "—"]],
+        "foot": [["Total", "1,234.75", "+0.9 %"]],
+        "sums": [[False, True, False]],
+    }
+    assert numbers.table_problems(table) == []
+    # A run's metrics: each row its own quantity and unit column; formats may differ by row.
+    metrics = {
+        "headers": ["Metric", "Value"],
+        "rows": [["p99", "30,764.6"], ["acc", "0.7087"]],
+        "rows_differ": True,
+    }
+    assert numbers.table_problems(metrics) == []
+
+
+def test_it_finds_a_treemap_plotly_refuses_and_a_chart_that_does_not_add_up() -> None:
+    treemap = {
+        "id": "treemap",
+        "data": [
+            {
+                "type": "treemap",
+                "branchvalues": "total",
+                "ids": ["Vision", "Vision/H100", "Vision/L4"],
+                "parents": ["", "Vision", "Vision"],
+                "values": [99.35, 50.18, 49.18],
+            }
+        ],
+        "layout": {"meta": {"sums_to": "spend"}},
+    }
+    found = " ".join(numbers.figure_problems(treemap, totals={"spend": 99.35}))
+    assert "children sum to" in found
+    bars = {
+        "id": "spend",
+        "data": [{"type": "bar", "y": [1.0, 2.0]}],
+        "layout": {"meta": {"sums_to": "spend"}},
+    }
+    assert "adds up to 3.00, but 'spend' shows 4.00" in " ".join(
+        numbers.figure_problems(bars, totals={"spend": 4.0})
+    )
+    assert numbers.figure_problems(bars, totals={"spend": 3.0}) == []
+    empty = {
+        "id": "e",
+        "data": [{"type": "scatter", "y": []}],
+        "layout": {"yaxis": {"title": {"text": "Memory (bytes)"}}},
+    }
+    found = " ".join(numbers.figure_problems(empty))
+    assert "no trace with data" in found and "raw bytes" in found
+
+
+def test_it_finds_a_change_between_periods_of_unequal_coverage() -> None:
+    # December's one day of data against a whole November: the −98.2% of the finding.
+    change = {
+        "text": "−98.2 %",
+        "window": "Dec 1 vs Nov 1–30",
+        "days-now": "1",
+        "covered-now": "1",
+        "days-before": "30",
+        "covered-before": "30",
+    }
+    assert numbers.change_problems(change) == []  # equal (full) coverage of what it names...
+    partial = {**change, "days-now": "31", "covered-now": "1"}
+    assert "compares 1 of 31 days" in " ".join(numbers.change_problems(partial))  # ...this is not
+    assert "does not say which periods" in " ".join(numbers.change_problems({**change, "window": ""}))
+    # No figure shown (the element says why): nothing to check.
+    assert numbers.change_problems({**partial, "text": "no change shown"}) == []
+
+
+def test_it_finds_an_export_whose_column_does_not_sum_to_the_page_total() -> None:
+    header = ["Day (UTC)", "Grouped by", "Group", "Spend (USD)"]
+    rows = [["2026-11-01", "team", "A", "100.0"], ["2026-11-01", "provider", "aws", "100.0"]]
+    found = numbers.export_total_problems(header=header, rows=rows, page_totals={"Spend (USD)": (100.0, 2)})
+    assert "sums to 200.0000 in the export" in " ".join(found)
+    assert (
+        numbers.export_total_problems(header=header, rows=rows[:1], page_totals={"Spend (USD)": (100.0, 2)})
+        == []
+    )

@@ -1,0 +1,5 @@
+import sys
+
+from accelboard_upload.cli import main
+
+sys.exit(main())
