@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from accelboard.core import numbers
+from accelboard.core.charts import TIME_AXIS_MARGIN_R
 
 LINE = "#2563eb"
 CHANGE = "#dc2626"
@@ -162,7 +163,7 @@ def alert_series_figure(
     better = "higher is better" if direction == "higher" else "lower is better"
     layout = {
         "height": 380,
-        "margin": {"l": 70, "r": 20, "t": 70, "b": 50},
+        "margin": {"l": 70, "r": TIME_AXIS_MARGIN_R, "t": 70, "b": 50},
         "hovermode": "closest",
         "plot_bgcolor": "#ffffff",
         "paper_bgcolor": "#ffffff",

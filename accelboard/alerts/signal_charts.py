@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from accelboard.core.charts import TIME_AXIS_MARGIN_R
+
 from .charts import _FONT, _iso, _note, _vline
 
 SIGNAL = "#2563eb"
@@ -29,7 +31,7 @@ REFERENCE = "#16a34a"
 def _layout(*, title: str, y_title: str, x_title: str) -> dict[str, Any]:
     return {
         "height": 340,
-        "margin": {"l": 70, "r": 20, "t": 60, "b": 50},
+        "margin": {"l": 70, "r": TIME_AXIS_MARGIN_R, "t": 60, "b": 50},
         "hovermode": "closest",
         "plot_bgcolor": "#ffffff",
         "paper_bgcolor": "#ffffff",

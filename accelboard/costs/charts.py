@@ -12,7 +12,7 @@ from collections import defaultdict
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
-from accelboard.core.charts import PALETTE
+from accelboard.core.charts import PALETTE, TIME_AXIS_MARGIN_R
 
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
 
@@ -20,7 +20,7 @@ _FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "title": {"text": title, "x": 0.01, "y": 0.97, "yanchor": "top"},
-        "margin": {"l": 70, "r": 20, "t": 76, "b": 50},
+        "margin": {"l": 70, "r": TIME_AXIS_MARGIN_R, "t": 76, "b": 50},
         "height": 360,
         "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"},
         "plot_bgcolor": "#ffffff",

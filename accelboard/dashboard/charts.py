@@ -12,10 +12,10 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from accelboard.core.charts import PALETTE
+from accelboard.core.charts import PALETTE, TIME_AXIS_MARGIN_R
 
 _LAYOUT: dict[str, Any] = {
-    "margin": {"l": 60, "r": 20, "t": 76, "b": 50},
+    "margin": {"l": 60, "r": TIME_AXIS_MARGIN_R, "t": 76, "b": 50},
     "height": 360,
     "hovermode": "x unified",
     # The legend sits in its own row between the title and the plot: at the bottom it collided

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from accelboard.core.charts import PALETTE
+from accelboard.core.charts import PALETTE, TIME_AXIS_MARGIN_R
 
 LIMIT_COLOUR = "#b91c1c"
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 11}
@@ -51,7 +51,7 @@ def _layout(*, title: str, y_title: str, x_range: Sequence[str], width_s: int, s
     bucket = step_label(width_s=width_s, step_s=step_s)
     return {
         "height": 280,
-        "margin": {"l": 64, "r": 16, "t": 56, "b": 44},
+        "margin": {"l": 64, "r": TIME_AXIS_MARGIN_R, "t": 56, "b": 44},
         "plot_bgcolor": "#ffffff",
         "paper_bgcolor": "#ffffff",
         "font": _FONT,

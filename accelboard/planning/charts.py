@@ -7,13 +7,15 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+from accelboard.core.charts import TIME_AXIS_MARGIN_R
+
 from . import capacity as c
 
 PALETTE = ["#2563eb", "#d97706", "#7c3aed", "#0891b2", "#db2777"]
 TODAY_COLOUR = "#6b7280"
 
 _LAYOUT: dict[str, Any] = {
-    "margin": {"l": 70, "r": 20, "t": 70, "b": 50},
+    "margin": {"l": 70, "r": TIME_AXIS_MARGIN_R, "t": 70, "b": 50},
     "height": 320,
     "hovermode": "x unified",
     "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"},
