@@ -47,8 +47,8 @@ from tests.test_celery_worker import ROOT, WAIT_S, Worker, broker_url, database_
 pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
 
 BACKLOG = 3_000
-# Drains queued by a 2,000-host fleet's web processes in about a minute (5 of them, one each per
-# ROLLUP_DEBOUNCE_S).
+# Drains queued by much more than a fleet's web processes ask for in a minute (one per
+# ROLLUP_INTERVAL_S across all of them); before that, one per process every 5 s.
 DRAINS = 60
 
 

@@ -303,6 +303,17 @@ class TelemetryDirtyRange(models.Model):
         return f"{self.start:%Y-%m-%d %H:%M:%S} .. {self.end:%Y-%m-%d %H:%M:%S}"
 
 
+class RollupDrainSchedule(models.Model):
+    """One row (id 1): when the next rollup drain is due. Web processes claim it with one
+    conditional upsert (``services.telemetry_rollups_claim``) so that a fleet's batches, over every web process
+    and machine, enqueue one drain per ``ROLLUP_INTERVAL_S`` rather than one per process."""
+
+    due = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"next rollup drain due {self.due:%Y-%m-%d %H:%M:%S}"
+
+
 class TelemetryRawRange(models.Model):
     """A time range (of every host) holding raw samples with no partial aggregates: written by
     anything that copies raw rows but telemetry ingest (a backfill, the demo loader). A rollup

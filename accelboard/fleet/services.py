@@ -647,6 +647,36 @@ def telemetry_rollups_mark_dirty(
     return TelemetryDirtyRange.objects.create(start=start, end=end, host_id=host_id)
 
 
+def telemetry_rollups_claim(*, interval_s: float) -> tuple[bool, float]:
+    """Claim the next rollup drain for every web process at once: ``(True, interval_s)`` when
+    the drain due before now is this caller's to enqueue (it becomes due ``interval_s`` from now),
+    ``(False, seconds)`` when another caller's drain is due in that many seconds. One statement;
+    concurrent claims queue on the row and only the first finds it due. A drain due at D covers
+    every batch committed before D, so a caller that lost the claim has nothing to enqueue."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO fleet_rollupdrainschedule (id, due)
+            VALUES (1, now() + make_interval(secs => %(interval)s))
+            ON CONFLICT (id) DO UPDATE SET due = EXCLUDED.due
+            WHERE fleet_rollupdrainschedule.due <= now()
+            RETURNING due
+            """,
+            {"interval": interval_s},
+        )
+        if cursor.fetchone() is not None:
+            return True, interval_s
+        cursor.execute("SELECT EXTRACT(EPOCH FROM due - now()) FROM fleet_rollupdrainschedule WHERE id = 1")
+        row = cursor.fetchone()
+    return False, max(0.0, float(row[0])) if row else 0.0
+
+
+def telemetry_rollups_claim_release() -> None:
+    """Give the claim back (its drain could not be enqueued): the next batch claims again."""
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE fleet_rollupdrainschedule SET due = now() WHERE id = 1")
+
+
 def telemetry_rollups_lock_try() -> bool:
     """Take the rollups' advisory lock for the caller's transaction unless a refresh or drain
     holds it now; False when one does (nothing is taken). The lock is re-entrant: a drain run

@@ -1,11 +1,14 @@
 """Scheduled and on-demand fleet jobs: partitions ahead and retention, and rollup refresh.
 
 Rollups are coalesced: ingest marks each batch's range dirty in its transaction and then calls
-``telemetry_rollups_request``, which enqueues one ``telemetry_rollups_drain`` at most every
-``ROLLUP_DEBOUNCE_S`` per process, delayed by that much; the drain refreshes every dirty range in
-one set-based pass under an advisory lock (a second drain waits, then finds little left). A
-batch committed after a request is covered by it: the request's drain runs at least
-``ROLLUP_DEBOUNCE_S`` later. The per-minute beat pass is the safety net for a lost enqueue.
+``telemetry_rollups_request``. Across every web process (and machine) one of them claims the
+next drain in the database (``services.telemetry_rollups_claim``) and enqueues one
+``telemetry_rollups_drain`` due ``ROLLUP_INTERVAL_S`` later; the others find a drain already due
+and enqueue nothing, and skip asking again until it is due. The drain refreshes every dirty range
+in one set-based pass under an advisory lock. A batch committed before a drain is due is covered
+by it. A refresh rewrites the whole minutes it touches, so one drain per interval for the fleet
+costs a fraction of one per process every few seconds (bench/fleet_load.py). The per-minute beat
+pass is the safety net for a lost enqueue.
 
 Each task is a thin interface to a service in ``services``: it parses primitives, records the run
 in ``JobRun`` and returns a small JSON-able summary. Retries are for lost database connections
@@ -29,9 +32,12 @@ from . import services
 
 log = logging.getLogger(__name__)
 
-# A drain at most this often per web process, this long after the first batch asking for it.
-ROLLUP_DEBOUNCE_S = 5.0
-_requested_at = -1e9
+# One drain for the whole fleet at most this often, this long after the batch that claimed it.
+ROLLUP_INTERVAL_S = 10.0
+# A process that lost the claim skips asking until this long before the claimed drain is due
+# (a margin for the clocks of the database and the claimer's Celery countdown).
+_DUE_MARGIN_S = 1.0
+_skip_until = -1e9
 _request_lock = threading.Lock()
 
 _RETRY = {
@@ -124,23 +130,38 @@ def telemetry_rollups_drain(self) -> dict[str, int]:
 def telemetry_rollups_request(*, now: float | None = None) -> bool:
     """Ask for a drain after a batch committed; True when this call enqueued one.
 
-    Not a task: called by ingest after its commit. One enqueue per ``ROLLUP_DEBOUNCE_S`` per
-    process, with that countdown, so a fleet posting hundreds of batches a second costs a few
-    drains a second across all web processes, not one task per batch. A broker outage is logged
-    and left to the beat pass: the batch is committed and its dirty mark waits in the database.
+    Not a task: called by ingest after its commit. A process asks the database at most once per
+    drain (``services.telemetry_rollups_claim``): the caller that claims it enqueues the drain
+    with a ``ROLLUP_INTERVAL_S`` countdown; every other batch until then, in any process, is
+    covered by that drain and costs nothing. A database or broker failure is logged and left to
+    the beat pass: the batch is committed and its dirty mark waits in the database.
     """
-    global _requested_at
+    global _skip_until
     moment = time.monotonic() if now is None else now
     with _request_lock:
-        if moment - _requested_at < ROLLUP_DEBOUNCE_S:
+        if moment < _skip_until:
             return False
-        _requested_at = moment
+        # Other threads of this process wait on this one's answer rather than ask too.
+        _skip_until = moment + ROLLUP_INTERVAL_S - _DUE_MARGIN_S
     try:
-        telemetry_rollups_drain.apply_async(countdown=ROLLUP_DEBOUNCE_S)
+        claimed, due_in = services.telemetry_rollups_claim(interval_s=ROLLUP_INTERVAL_S)
+    except Exception:  # noqa: BLE001 - the beat pass drains within a minute
+        log.warning("could not claim a rollup drain; the per-minute pass will", exc_info=True)
+        claimed, due_in = False, 0.0
+    with _request_lock:
+        _skip_until = moment + max(0.0, due_in - _DUE_MARGIN_S)
+    if not claimed:
+        return False
+    try:
+        telemetry_rollups_drain.apply_async(countdown=ROLLUP_INTERVAL_S)
     except Exception:  # noqa: BLE001 - any broker failure: the beat pass drains within a minute
         log.warning("could not enqueue a rollup drain; the per-minute pass will", exc_info=True)
         with _request_lock:
-            _requested_at = -1e9
+            _skip_until = -1e9
+        try:
+            services.telemetry_rollups_claim_release()
+        except Exception:  # noqa: BLE001
+            log.warning("could not release the rollup drain claim", exc_info=True)
         return False
     return True
 

@@ -344,21 +344,54 @@ def test_it_marks_each_batch_dirty_for_its_host_and_asks_for_one_drain_per_burst
     monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
+    from django.db import connection
+
     from accelboard.fleet import tasks
-    from accelboard.fleet.models import TelemetryDirtyRange
+    from accelboard.fleet.models import RollupDrainSchedule, TelemetryDirtyRange
 
     enqueued: list[dict[str, Any]] = []
-    monkeypatch.setattr(tasks, "_requested_at", -1e9)
+    monkeypatch.setattr(tasks, "_skip_until", -1e9)
     monkeypatch.setattr(tasks.telemetry_rollups_drain, "apply_async", lambda **kw: enqueued.append(kw))
-    with django_capture_on_commit_callbacks(execute=True):
-        for index in range(5):
-            payload = telemetry_payload(n=8, batch_id=f"burst-{index}", start=time.time() - 100 + index * 10)
-            assert post_json(client, URL, payload, ingest_token).status_code == 200
 
+    def burst(name: str) -> None:
+        with django_capture_on_commit_callbacks(execute=True):
+            for index in range(5):
+                payload = telemetry_payload(n=8, batch_id=f"{name}-{index}", start=time.time() - 100 + index * 10)
+                assert post_json(client, URL, payload, ingest_token).status_code == 200
+
+    burst("burst")
     host = Host.objects.get(hostname="gpu-node-01")
     assert list(TelemetryDirtyRange.objects.values_list("host_id", flat=True)) == [host.pk] * 5
-    # No task per batch: one drain for the burst, after the debounce delay.
-    assert enqueued == [{"countdown": tasks.ROLLUP_DEBOUNCE_S}]
+    # No task per batch: one drain for the burst, after the interval.
+    assert enqueued == [{"countdown": tasks.ROLLUP_INTERVAL_S}]
+
+    # Another web process (its own skip state) finds the drain already claimed: nothing enqueued.
+    monkeypatch.setattr(tasks, "_skip_until", -1e9)
+    burst("other-process")
+    assert len(enqueued) == 1
+    # Once that drain is due, the next batch claims the next one.
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE fleet_rollupdrainschedule SET due = now() - interval '1 second'")
+    monkeypatch.setattr(tasks, "_skip_until", -1e9)
+    burst("later")
+    assert enqueued == [{"countdown": tasks.ROLLUP_INTERVAL_S}] * 2
+    assert RollupDrainSchedule.objects.count() == 1
+
+
+def test_a_drain_that_could_not_be_enqueued_gives_its_claim_back(
+    monkeypatch: pytest.MonkeyPatch, db: Any
+) -> None:
+    from accelboard.fleet import services, tasks
+
+    def broker_down(**kwargs: Any) -> None:
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(tasks, "_skip_until", -1e9)
+    monkeypatch.setattr(tasks.telemetry_rollups_drain, "apply_async", broker_down)
+    assert tasks.telemetry_rollups_request(now=100.0) is False
+    # Neither this process nor another waits for a drain nobody enqueued.
+    assert tasks._skip_until < 0
+    assert services.telemetry_rollups_claim(interval_s=10.0) == (True, 10.0)
 
 
 def test_a_host_moved_to_another_team_is_refused_even_after_its_registration_was_cached(
