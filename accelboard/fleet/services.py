@@ -415,12 +415,15 @@ GROUP BY host_id, accelerator_id, hour
 # Host rollups are rebuilt (delete, then insert) rather than upserted: a GPU that changed host or
 # accelerator type would otherwise leave its old contribution behind in another row.
 def _host_scope(prefix: str) -> str:
+    # The hosts to redo: every host (a whole-fleet refresh), the hosts named (a drain knows which
+    # hosts sent samples, and their rows carry that host), else those holding rows of the GPUs
+    # named in the range (a GPU's rows keep the host it was on when sampled).
     return f"""
     {prefix}width_s = %(width)s AND {prefix}bucket >= %(start)s AND {prefix}bucket < %(end)s
-    AND (%(all_hosts)s OR {prefix}host_id IN (
+    AND (%(all_hosts)s OR {prefix}host_id = ANY(%(hosts)s) OR {prefix}host_id IN (
         SELECT DISTINCT host_id FROM fleet_telemetryrollup
         WHERE width_s = %(width)s AND bucket >= %(start)s AND bucket < %(end)s
-          AND accelerator_id = ANY(%(gpus)s)))
+          AND accelerator_id = ANY(%(host_gpus)s)))
 """
 
 
@@ -506,6 +509,7 @@ def telemetry_rollups_refresh(
     its own (its look-back and look-ahead samples are read like the range's). ``host_ids`` (or
     ``accelerator_ids``) limit the refresh to those hosts' (GPUs') rows.
     """
+    explicit_gpus = list(accelerator_ids or [])
     if host_ids:
         accelerator_ids = [
             *(accelerator_ids or []),
@@ -609,7 +613,9 @@ def telemetry_rollups_refresh(
                 "start": bucket_start,
                 "end": bucket_end,
                 "all_hosts": not gpus,
-                "gpus": gpus,
+                "hosts": list(host_ids or []),
+                # GPUs named on their own (not as a named host's) are looked up by their rows.
+                "host_gpus": explicit_gpus if host_ids else gpus,
             }
             cursor.execute(_HOST_DELETE_SQL, host_params)
             cursor.execute(_HOST_INSERT_SQL, host_params)
