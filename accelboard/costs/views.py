@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET
 
 from accelboard.core.access import Action, request_scope
 
-from . import charts, exports
+from . import charts, downloads, exports
 from .drill_selectors import cost_drill_days, cost_drill_hosts, cost_drill_prices, cost_drill_serving
 from .filters import CostFilters
 from .forms import CostFilterForm, DrillForm
@@ -74,33 +74,7 @@ def _query(data: dict[str, Any], **changes: Any) -> str:
 
 
 def _export(tables: list[exports.ExportTable], *, data: dict[str, Any], stem: str) -> HttpResponse:
-    fmt, name = data["format"], data.get("table") or ""
-    by_name = {table.name: table for table in tables}
-    if name and name not in by_name:
-        return HttpResponse(
-            f"table: unknown table {name!r}; one of {', '.join(by_name)}",
-            status=400,
-            content_type="text/plain; charset=utf-8",
-        )
-    if fmt == "csv":
-        if not name:
-            return HttpResponse(
-                f"table: a CSV holds one table; add table=one of {', '.join(by_name)} (or format=xlsx for all)",
-                status=400,
-                content_type="text/plain; charset=utf-8",
-            )
-        body, content_type, filename = (
-            exports.table_csv(table=by_name[name]),
-            exports.CSV_CONTENT_TYPE,
-            f"{stem}-{name}.csv",
-        )
-    else:
-        chosen = [by_name[name]] if name else tables
-        body, content_type = exports.tables_xlsx(tables=chosen), exports.XLSX_CONTENT_TYPE
-        filename = f"{stem}-{name or 'all'}.xlsx"
-    response = HttpResponse(body, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+    return downloads.tables_download(tables, fmt=data["format"], name=data.get("table") or "", stem=stem)
 
 
 def _report_tables(report: Report, data: dict[str, Any], by: str) -> list[exports.ExportTable]:

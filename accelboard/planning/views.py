@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from accelboard.core.access import Action, Scope, request_scope
+from accelboard.costs import downloads
 from accelboard.costs import exports as cost_exports
 
 from . import charts, exports, page_selectors, selectors, services
@@ -69,35 +70,9 @@ def _assumptions(page: page_selectors.PlanPage) -> list[dict[str, Any]]:
 
 
 def _export(page: page_selectors.PlanPage, *, fmt: str, name: str) -> HttpResponse:
-    tables = _tables(page)
-    by_name = {table.name: table for table in tables}
     name_part = re.sub(r"[^A-Za-z0-9._-]+", "-", page.model.name if page.model else "model")
     stem = f"plan-{name_part}-{timezone.now():%Y-%m-%d}"
-    if name and name not in by_name:
-        return HttpResponse(
-            f"table: unknown table {name!r}; one of {', '.join(by_name)}",
-            status=400,
-            content_type="text/plain; charset=utf-8",
-        )
-    if fmt == "csv":
-        if not name:
-            return HttpResponse(
-                f"table: a CSV holds one table; add table=one of {', '.join(by_name)} (or format=xlsx for all)",
-                status=400,
-                content_type="text/plain; charset=utf-8",
-            )
-        body, content_type, filename = (
-            cost_exports.table_csv(table=by_name[name]),
-            cost_exports.CSV_CONTENT_TYPE,
-            f"{stem}-{name}.csv",
-        )
-    else:
-        chosen = [by_name[name]] if name else tables
-        body, content_type = cost_exports.tables_xlsx(tables=chosen), cost_exports.XLSX_CONTENT_TYPE
-        filename = f"{stem}-{name or 'all'}.xlsx"
-    response = HttpResponse(body, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+    return downloads.tables_download(_tables(page), fmt=fmt, name=name, stem=stem)
 
 
 @require_GET
