@@ -7,7 +7,7 @@ entry can be re-timed or disabled with an env var ``ACCELBOARD_BEAT_<NAME>`` hol
 Queues, so that a backlog cannot starve what must run on time:
 1. ``scheduled``: every beat entry, alert dispatch and email sends. Short, single-flight jobs;
    their lateness is what pages and alerts show.
-2. ``rollups``: the rollup drains that ingest asks for (one per web process every few seconds).
+2. ``rollups``: the rollup drains that ingest asks for (one per 10 s for the whole fleet).
    Drains run one at a time under an advisory lock; under a fleet's full load each one lasts
    about as long as the next is asked for, so they queue up. On the ``scheduled`` queue they
    took both of its worker's processes (one draining, one waiting for the lock) and beat's

@@ -8,7 +8,7 @@ publishes it. It must finish within seconds while most of the backlog is still w
 ``accelboard status`` must show that backlog: its depth and the age of its oldest task.
 
 The ingest case: telemetry batches are stored through the API's service and the drains they ask
-for are queued as a fleet's web processes queue them (one per process every few seconds); the
+for are queued, many more than a fleet's web processes would queue in that time; the
 first drain is kept busy the way a long drain is (the rollups' advisory lock held). beat's
 per-minute jobs must run and finish while every drain still waits.
 """

@@ -186,8 +186,8 @@ def telemetry_batch_ingest(*, team: Team, payload: Any) -> dict[str, Any]:
     """Validate and store one telemetry batch (docs/api-contract.md); idempotent on batch_id.
 
     The batch's time range is marked dirty in its transaction; after the commit one rollup drain
-    is asked for (``fleet.tasks.telemetry_rollups_request``, at most one per process every few
-    seconds): no task per batch.
+    is asked for (``fleet.tasks.telemetry_rollups_request``, one per ``ROLLUP_INTERVAL_S`` across
+    every web process): no task per batch.
     """
     received_at = datetime.now(UTC)
     batch = telemetry.telemetry_batch_parse(payload, now=received_at)

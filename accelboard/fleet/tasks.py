@@ -6,9 +6,9 @@ next drain in the database (``services.telemetry_rollups_claim``) and enqueues o
 ``telemetry_rollups_drain`` due ``ROLLUP_INTERVAL_S`` later; the others find a drain already due
 and enqueue nothing, and skip asking again until it is due. The drain refreshes every dirty range
 in one set-based pass under an advisory lock. A batch committed before a drain is due is covered
-by it. A refresh rewrites the whole minutes it touches, so one drain per interval for the fleet
-costs a fraction of one per process every few seconds (bench/fleet_load.py). The per-minute beat
-pass is the safety net for a lost enqueue.
+by it. A drain's cost follows the rows it rolls up, so this does not make draining cheaper
+(docs/scaling.md measured it); it keeps the drains to one per interval however many web processes
+and machines ask. The per-minute beat pass is the safety net for a lost enqueue.
 
 Each task is a thin interface to a service in ``services``: it parses primitives, records the run
 in ``JobRun`` and returns a small JSON-able summary. Retries are for lost database connections
