@@ -141,7 +141,8 @@ def telemetry_rollups_request(*, now: float | None = None) -> bool:
     with _request_lock:
         if moment < _skip_until:
             return False
-        # Other threads of this process wait on this one's answer rather than ask too.
+        # Other threads of this process skip meanwhile: the drain this one claims or finds due
+        # covers their batches (if the claim fails, the beat pass does).
         _skip_until = moment + ROLLUP_INTERVAL_S - _DUE_MARGIN_S
     try:
         claimed, due_in = services.telemetry_rollups_claim(interval_s=ROLLUP_INTERVAL_S)
