@@ -305,12 +305,20 @@ def export_total_problems(
         index = list(header).index(label)
         values = [_as_float(row[index]) for row in rows if index < len(row)]
         total = sum(v for v in values if v is not None)
-        # The page rounds its total to the digits it shows; the export keeps every digit.
-        if abs(total - shown) > 0.5 * 10**-decimals + 1e-9:
+        if not rounds_to(total, shown, decimals):
             found.append(
                 f"{where}: column {label!r} sums to {total:,.4f} in the export, the page shows {shown:,}"
             )
     return found
+
+
+def rounds_to(value: float, shown: float, decimals: int) -> bool:
+    """Whether a page showing ``shown`` to ``decimals`` digits can be showing ``value``.
+
+    The page rounds to the digits it shows, an export keeps every digit; a value exactly half
+    a digit away (65.35 shown as 65.4) is within, whatever float error the subtraction adds.
+    """
+    return abs(value - shown) <= 0.5 * 10**-decimals + 1e-9
 
 
 def _as_float(value: Any) -> float | None:

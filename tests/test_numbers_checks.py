@@ -121,3 +121,13 @@ def test_it_finds_an_export_whose_column_does_not_sum_to_the_page_total() -> Non
         numbers.export_total_problems(header=header, rows=rows[:1], page_totals={"Spend (USD)": (100.0, 2)})
         == []
     )
+
+
+def test_it_takes_a_value_half_a_digit_away_as_rounded_but_not_more() -> None:
+    # The demo's idle GPU-hours in CI: the XLSX total 65.35, the page 65.4 (float error made the
+    # difference 0.0500000000000043).
+    assert numbers.rounds_to(65.35, 65.4, 1)
+    assert numbers.rounds_to(65.35, 65.3, 1)
+    assert numbers.rounds_to(1234.5649, 1234.56, 2)
+    assert not numbers.rounds_to(65.2999, 65.4, 1)
+    assert not numbers.rounds_to(1234.566, 1234.56, 2)

@@ -176,9 +176,8 @@ def export_problems(page: Any, *, where: str, read: dict[str, Any] | None = None
                         for label, (shown, decimals) in page_totals.items():
                             if label in header:
                                 value = totals_row[header.index(label)]
-                                close = (
-                                    isinstance(value, int | float)
-                                    and abs(value - shown) <= 0.5 * 10**-decimals
+                                close = isinstance(value, int | float) and numbers.rounds_to(
+                                    value, shown, decimals
                                 )
                                 if not close:
                                     found.append(
