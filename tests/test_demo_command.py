@@ -321,6 +321,8 @@ def test_it_refuses_a_port_that_is_taken(home: Path) -> None:
 
 def test_it_refuses_to_run_twice_for_one_home(home: Path) -> None:
     me = psutil.Process()
+    # The module's home exists once a demo ran in it; pytest-xdist may run this test first.
+    home.mkdir(parents=True, exist_ok=True)
     demo_runner.RunState(
         path=home / demo_runner.STATE_FILE,
         supervisor_pid=me.pid,

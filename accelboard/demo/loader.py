@@ -3,8 +3,9 @@
 1. In stages, each its own transaction, so the site can serve while the rest loads (``accelboard
    demo`` starts the web server once ``ready_to_serve`` is reported): *base* (people, hosts, price
    book, benchmark runs, serving objectives), *recent telemetry* (the last ``RECENT_DAYS``) and its
-   daily costs; then, side by side in two threads, *older telemetry* and *serving metrics, drift,
-   alerts*; last the costs of every day, of serving and of every run. A session advisory lock keeps
+   daily costs; then, side by side, *older telemetry and those days' costs* (in a child process,
+   ``accelboard.demo.forked``: not the same GIL) and *benchmark runs, serving metrics, drift,
+   alerts*; last the costs of serving and of every run. A session advisory lock keeps
    two loads apart; a load that fails is undone by ``demo_fleet_reset`` (nothing half-written),
    and only a load that finished leaves the ``JobRun`` that ``demo_fleet_loaded`` looks for, so an
    interrupted one is rebuilt by the next start.
@@ -74,7 +75,7 @@ from accelboard.fleet.services import (
 )
 from accelboard.serving.models import InferenceMetric
 
-from . import generator, plan, rollups, swap
+from . import forked, generator, plan, rollups, swap
 
 JOB_NAME = "demo_fleet"
 _ADVISORY_DEMO = 7_310_077
@@ -171,12 +172,12 @@ STEPS = {
     "fleet": "hosts, GPUs and prices",
     "telemetry_recent": "telemetry, last 2 days",
     "costs_recent": "costs, last 2 days",
-    "telemetry_older": "telemetry, older days",
+    "telemetry_older": "telemetry and its costs, older days",
     "benchmarks": "benchmark runs",
     "serving": "serving metrics",
     "drift": "quantization drift",
     "alerts": "regression alerts",
-    "costs": "costs of every day and run",
+    "costs": "costs of serving and of every run",
 }
 # The site is served once these are in: the overview has logins, hosts and the current figures.
 SERVE_AFTER = ("people", "fleet", "telemetry_recent", "costs_recent")
@@ -476,7 +477,6 @@ def _load(
                 raw_windows=raw_windows,
                 live_from=live_from,
             )
-        state.pop("telemetry")
         return counts
 
     def serving() -> dict[str, int]:
@@ -488,10 +488,22 @@ def _load(
     steps.run("telemetry_recent", _stage(telemetry_recent, work_mem=True))
     steps.run("costs_recent", _stage(lambda: _day_costs(config, low=recent_start, high=end)))
 
-    # While it serves: the older telemetry beside the runs, serving metrics, drift and alerts.
+    # While it serves: the older telemetry (in a child process, ``accelboard.demo.forked``) beside
+    # the runs, serving metrics, drift and alerts. Its own transactions: the fresh rollup tables
+    # commit before they are swapped in.
+    def telemetry_and_costs_older() -> dict[str, int]:
+        counts = telemetry_older()
+        # Every day's costs need that day's rollups; the recent days' were computed before serving.
+        counts.update(_stage(lambda: _older_day_costs(low=config.telemetry_start, high=recent_start))())
+        return counts
+
+    older = (
+        telemetry_and_costs_older if connection.in_atomic_block else forked.start(telemetry_and_costs_older)
+    )
+
     def telemetry_chain() -> None:
-        # Its own transactions: the fresh rollup tables commit before they are swapped in.
-        steps.run("telemetry_older", telemetry_older)
+        steps.run("telemetry_older", older)
+        state.pop("telemetry", None)
 
     def history_chain() -> None:
         steps.run("benchmarks", _stage(benchmarks))
@@ -501,7 +513,7 @@ def _load(
         steps.run("alerts", _stage(_alerts))
 
     _branches(telemetry_chain, history_chain)
-    steps.run("costs", _stage(lambda: _costs(config, low=config.telemetry_start, high=recent_start)))
+    steps.run("costs", _stage(lambda: _costs(config)))
     result.manifest = _manifest_with_ids(config, hosts, state["runs"], events, state["series"])
 
 
@@ -520,23 +532,22 @@ def _day_costs(config: generator.DemoConfig, *, low: int, high: int) -> dict[str
     return {"cost_daily": sum(r.rows for r in results)}
 
 
-def _costs(config: generator.DemoConfig, *, low: int, high: int) -> dict[str, int]:
-    """The daily costs of the older days (a day split with the recent ones is computed again,
-    whole), the serving costs of every telemetry day and the per-run costs of the benchmark runs
-    (one read of the price book for the serving and run costs)."""
-    days = _days(low, high)
-    results = cost_days_compute(days=days, record=False)
+def _older_day_costs(*, low: int, high: int) -> dict[str, int]:
+    """The daily costs of the older days (a day split with the recent ones is computed again, whole)."""
+    results = cost_days_compute(days=_days(low, high), record=False)
+    return {"cost_daily_older": sum(r.rows for r in results)}
+
+
+def _costs(config: generator.DemoConfig) -> dict[str, int]:
+    """The serving costs of every telemetry day and the per-run costs of the benchmark runs (one
+    read of the price book for both)."""
     book = price_book_load(today=config.now.astimezone(UTC).date())
     every_day = _days(config.telemetry_start, config.telemetry_end)
     serving = sum(serving_cost_day_compute(day=day, book=book, record=False) for day in every_day)
     costed = run_costs_compute(
         runs=BenchmarkRun.objects.select_related("host", "accelerator_type", "workload"), book=book
     )
-    return {
-        "cost_daily_older": sum(r.rows for r in results),
-        "serving_cost_daily": serving,
-        "run_costs": costed,
-    }
+    return {"serving_cost_daily": serving, "run_costs": costed}
 
 
 def _objectives(teams: dict[str, Team]) -> dict[str, int]:

@@ -356,7 +356,9 @@ def test_it_marks_each_batch_dirty_for_its_host_and_asks_for_one_drain_per_burst
     def burst(name: str) -> None:
         with django_capture_on_commit_callbacks(execute=True):
             for index in range(5):
-                payload = telemetry_payload(n=8, batch_id=f"{name}-{index}", start=time.time() - 100 + index * 10)
+                payload = telemetry_payload(
+                    n=8, batch_id=f"{name}-{index}", start=time.time() - 100 + index * 10
+                )
                 assert post_json(client, URL, payload, ingest_token).status_code == 200
 
     burst("burst")

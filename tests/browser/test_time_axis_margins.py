@@ -59,7 +59,9 @@ def test_the_overviews_time_charts_draw_without_margin_loops_on_any_day(page: An
     console = console_listen(page)
     page.goto("/accounts/login/")
     page.add_script_tag(url="/static/vendor/plotly.min.js")
-    page.evaluate("() => { const box = document.createElement('div'); box.id = 'box'; document.body.append(box); }")
+    page.evaluate(
+        "() => { const box = document.createElement('div'); box.id = 'box'; document.body.append(box); }"
+    )
     page.wait_for_function("() => window.Plotly !== undefined")
     start = date(2026, 11, 1)
     figures = [figure for offset in range(20) for figure in _figures(start + timedelta(days=offset))]

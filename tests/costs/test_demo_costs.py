@@ -20,7 +20,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_it_loads_a_month_of_costs_with_the_demo(empty_telemetry: None, tmp_path: Path) -> None:  # noqa: F811
     output = _load(tmp_path)
     assert "costs, last 2 days:" in output
-    assert "costs of every day and run:" in output
+    assert "telemetry and its costs, older days:" in output
+    assert "costs of serving and of every run:" in output
 
     rollup_days = {
         b.date() for b in TelemetryRollup.objects.filter(width_s=60).values_list("bucket", flat=True)
