@@ -314,6 +314,21 @@ class RollupDrainSchedule(models.Model):
         return f"next rollup drain due {self.due:%Y-%m-%d %H:%M:%S}"
 
 
+class RollupHourBacklog(models.Model):
+    """One row (id 1): the hour ranges whose hour rollups the drains left for later, and when the
+    hour rollups were last brought up to date (``services.telemetry_rollups_drain``). Ingest's
+    drains redo the minute rollups every ``ROLLUP_INTERVAL_S`` but the hours at most once per
+    ``ROLLUP_HOUR_INTERVAL_S``: an hour row sums all the minute rows of its hour so far, for every
+    GPU, and at 2,000 hosts redoing it every 10 s was most of a drain. Only drains write it (under
+    the rollups' advisory lock), so it is a row of its own, not the claim row web processes update."""
+
+    ranges = models.JSONField(default=list)  # [[start ISO, end ISO], ...], merged, of bucket times
+    refreshed_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"{len(self.ranges)} hour ranges pending"
+
+
 class TelemetryRawRange(models.Model):
     """A time range (of every host) holding raw samples with no partial aggregates: written by
     anything that copies raw rows but telemetry ingest (a backfill, the demo loader). A rollup

@@ -36,8 +36,16 @@ import numpy as np
 import psycopg
 from django.conf import settings
 from django.db import connection, transaction
+from django.utils import timezone
 
-from .models import TELEMETRY_COLUMNS, Accelerator, AcceleratorType, Host, TelemetryDirtyRange
+from .models import (
+    TELEMETRY_COLUMNS,
+    Accelerator,
+    AcceleratorType,
+    Host,
+    RollupHourBacklog,
+    TelemetryDirtyRange,
+)
 from .partials import (
     PARTIAL_COLUMNS,
     PARTIAL_TABLE,
@@ -471,6 +479,8 @@ class RollupRefresh:
     host_rows: int = 0
     ranges: int = 0
     partial_rows: int = 0
+    # The hour buckets whose hour rollups a refresh with ``hours=False`` left to be done.
+    hour_ranges: tuple[tuple[datetime, datetime], ...] = ()
 
     def __add__(self, other: RollupRefresh) -> RollupRefresh:
         return RollupRefresh(
@@ -479,6 +489,7 @@ class RollupRefresh:
             self.host_rows + other.host_rows,
             self.ranges + other.ranges,
             self.partial_rows + other.partial_rows,
+            self.hour_ranges + other.hour_ranges,
         )
 
     @property
@@ -492,6 +503,7 @@ def telemetry_rollups_refresh(
     end: datetime,
     accelerator_ids: Sequence[int] | None = None,
     host_ids: Sequence[int] | None = None,
+    hours: bool = True,
 ) -> RollupRefresh:
     """Recompute the minute, hour and host rollups of every bucket touching [start, end).
 
@@ -507,7 +519,9 @@ def telemetry_rollups_refresh(
     twice and in parallel; a second run waits, then writes the same rows. A range holding more
     than ``ROLLUP_CHUNK_SAMPLES`` raw samples is rolled up in consecutive chunks, each exact on
     its own (its look-back and look-ahead samples are read like the range's). ``host_ids`` (or
-    ``accelerator_ids``) limit the refresh to those hosts' (GPUs') rows.
+    ``accelerator_ids``) limit the refresh to those hosts' (GPUs') rows. ``hours=False`` leaves
+    the hour rollups (of GPUs and hosts) alone and returns their range in ``hour_ranges``, for
+    ``telemetry_rollups_hours_refresh`` to do later.
     """
     explicit_gpus = list(accelerator_ids or [])
     if host_ids:
@@ -598,35 +612,82 @@ def telemetry_rollups_refresh(
         # The next-sample buckets may lie past ``end``: the hours and hosts to redo follow them.
         hour_start = _floor(minute_start, 3600)
         hour_end = _floor(last_minute, 3600) + timedelta(seconds=3600)
-        cursor.execute(
-            _HOUR_SQL.format(gpu_filter="AND accelerator_id = ANY(%(gpus)s)" if gpus else ""),
-            {"origin": _BUCKET_ORIGIN, "start": hour_start, "end": hour_end, "gpus": gpus},
+        hour_rows, host_rows = 0, 0
+        # Hosts' rows to redo: of the hosts named, else of the GPUs named (looked up by their
+        # rows: GPUs named on their own, not as a named host's), else of every host.
+        scope = {
+            "all_hosts": not gpus,
+            "hosts": list(host_ids or []),
+            "host_gpus": explicit_gpus if host_ids else gpus,
+        }
+        host_rows += _host_rollups(
+            cursor, width=60, start=minute_start, end=last_minute + timedelta(seconds=60), scope=scope
         )
-        hour_rows = cursor.rowcount
-        host_rows = 0
-        for width, bucket_start, bucket_end in (
-            (60, minute_start, last_minute + timedelta(seconds=60)),
-            (3600, hour_start, hour_end),
-        ):
-            host_params: dict[str, Any] = {
-                "width": width,
-                "start": bucket_start,
-                "end": bucket_end,
-                "all_hosts": not gpus,
-                "hosts": list(host_ids or []),
-                # GPUs named on their own (not as a named host's) are looked up by their rows.
-                "host_gpus": explicit_gpus if host_ids else gpus,
-            }
-            cursor.execute(_HOST_DELETE_SQL, host_params)
-            cursor.execute(_HOST_INSERT_SQL, host_params)
-            host_rows += cursor.rowcount
+        if hours:
+            more_hours, more_hosts = _hour_rollups(
+                cursor, start=hour_start, end=hour_end, gpus=gpus, scope=scope
+            )
+            hour_rows, host_rows = more_hours, host_rows + more_hosts
         cursor.execute(
             "SELECT set_config('jit', %s, true), set_config('work_mem', %s, true)",
             [saved_jit, saved_work_mem],
         )
     return RollupRefresh(
-        minute_rows=minute_rows, hour_rows=hour_rows, host_rows=host_rows, ranges=1, partial_rows=partial_rows
+        minute_rows=minute_rows,
+        hour_rows=hour_rows,
+        host_rows=host_rows,
+        ranges=1,
+        partial_rows=partial_rows,
+        hour_ranges=() if hours else ((hour_start, hour_end),),
     )
+
+
+def _host_rollups(cursor: Any, *, width: int, start: datetime, end: datetime, scope: dict[str, Any]) -> int:
+    """Rebuild the host rollups of ``width`` in [start, end) for the hosts ``scope`` names."""
+    params = {"width": width, "start": start, "end": end, **scope}
+    cursor.execute(_HOST_DELETE_SQL, params)
+    cursor.execute(_HOST_INSERT_SQL, params)
+    return int(cursor.rowcount)
+
+
+def _hour_rollups(
+    cursor: Any, *, start: datetime, end: datetime, gpus: Sequence[int], scope: dict[str, Any]
+) -> tuple[int, int]:
+    """The hour rollups of hour buckets [start, end) from their minute rollups, of ``gpus`` (of
+    every GPU: empty), and the hosts' hour rollups; returns (hour rows, host rows)."""
+    cursor.execute(
+        _HOUR_SQL.format(gpu_filter="AND accelerator_id = ANY(%(gpus)s)" if gpus else ""),
+        {"origin": _BUCKET_ORIGIN, "start": start, "end": end, "gpus": list(gpus)},
+    )
+    hour_rows = int(cursor.rowcount)
+    return hour_rows, _host_rollups(cursor, width=3600, start=start, end=end, scope=scope)
+
+
+def telemetry_rollups_hours_refresh(*, ranges: Sequence[tuple[datetime, datetime]]) -> RollupRefresh:
+    """Recompute the hour rollups (of every GPU and host) of the hour buckets in ``ranges`` from
+    the minute rollups there; the rollups' lock and settings as ``telemetry_rollups_refresh``."""
+    result = RollupRefresh()
+    if not ranges:
+        return result
+    scope = {"all_hosts": True, "hosts": [], "host_gpus": []}
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_ROLLUPS])
+        cursor.execute(
+            "SELECT current_setting('jit'), current_setting('work_mem'), "
+            "set_config('jit', 'off', true), set_config('work_mem', %s, true)",
+            [ROLLUP_WORK_MEM],
+        )
+        saved_jit, saved_work_mem = cursor.fetchone()[:2]
+        for start, end in time_ranges_merge(ranges, gap=timedelta(0)):
+            hour_rows, host_rows = _hour_rollups(
+                cursor, start=_floor(start, 3600), end=_ceil(end, 3600), gpus=(), scope=scope
+            )
+            result += RollupRefresh(hour_rows=hour_rows, host_rows=host_rows, ranges=1)
+        cursor.execute(
+            "SELECT set_config('jit', %s, true), set_config('work_mem', %s, true)",
+            [saved_jit, saved_work_mem],
+        )
+    return result
 
 
 def time_ranges_merge(
@@ -694,12 +755,19 @@ def telemetry_rollups_lock_try() -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def telemetry_rollups_drain(*, also: Sequence[tuple[datetime, datetime]] = ()) -> RollupRefresh:
+def telemetry_rollups_drain(
+    *, also: Sequence[tuple[datetime, datetime]] = (), hours_every_s: float = 0.0
+) -> RollupRefresh:
     """Refresh every dirty range (and ``also``) at once, merged; the marks go in the same commit.
 
     The advisory lock is taken before the marks are read, so a drain that waited for another
     finds the marks that one already consumed gone and does only what arrived since.
+
+    ``hours_every_s`` > 0 (ingest's drains): the minute rollups now, the hour rollups of what
+    changed at most once per that many seconds; until then their ranges wait in the backlog
+    (``RollupHourBacklog``). 0 (the per-minute pass): hours now, and the backlog with them.
     """
+    defer = hours_every_s > 0
     result = RollupRefresh()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_ROLLUPS])
@@ -708,15 +776,40 @@ def telemetry_rollups_drain(*, also: Sequence[tuple[datetime, datetime]] = ()) -
         everyone = [(row[0], row[1]) for row in marks if row[2] is None]
         for start, end in time_ranges_merge([*everyone, *also]):
             # A range is [start, end] of sample times: the sample at ``end`` must be included.
-            result += telemetry_rollups_refresh(start=start, end=end + timedelta(microseconds=1))
+            result += telemetry_rollups_refresh(
+                start=start, end=end + timedelta(microseconds=1), hours=not defer
+            )
         # Host marks: merged by time, each merged range refreshed for the hosts that sent in it.
         by_host = [(row[0], row[1], row[2]) for row in marks if row[2] is not None]
         for start, end in time_ranges_merge([(a, b) for a, b, _ in by_host]):
             hosts = sorted({host for a, b, host in by_host if a >= start and b <= end})
             result += telemetry_rollups_refresh(
-                start=start, end=end + timedelta(microseconds=1), host_ids=hosts
+                start=start, end=end + timedelta(microseconds=1), host_ids=hosts, hours=not defer
             )
+        result += _hour_backlog_settle(result.hour_ranges, every_s=hours_every_s)
     return result
+
+
+def _hour_backlog_settle(ranges: Sequence[tuple[datetime, datetime]], *, every_s: float) -> RollupRefresh:
+    """Add ``ranges`` to the hour backlog; redo the backlog's hours if ``every_s`` has passed
+    since they were last redone (at once when 0). Inside a drain: under the rollups' lock."""
+    backlog, _ = RollupHourBacklog.objects.get_or_create(pk=1)
+    pending = [(datetime.fromisoformat(a), datetime.fromisoformat(b)) for a, b in backlog.ranges]
+    pending = time_ranges_merge([*pending, *ranges], gap=timedelta(0))
+    now = timezone.now()
+    if (
+        every_s > 0
+        and backlog.refreshed_at is not None
+        and (now - backlog.refreshed_at).total_seconds() < every_s
+    ):
+        if ranges:
+            backlog.ranges = [[a.isoformat(), b.isoformat()] for a, b in pending]
+            backlog.save(update_fields=["ranges"])
+        return RollupRefresh()
+    result = telemetry_rollups_hours_refresh(ranges=pending)
+    backlog.ranges, backlog.refreshed_at = [], now
+    backlog.save(update_fields=["ranges", "refreshed_at"])
+    return RollupRefresh(hour_rows=result.hour_rows, host_rows=result.host_rows)
 
 
 # --- Registration of hosts and GPUs (keyed by UUID) ---------------------------------------------

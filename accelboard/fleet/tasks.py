@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 # One drain for the whole fleet at most this often, this long after the batch that claimed it.
 ROLLUP_INTERVAL_S = 10.0
+# Those drains redo the hour rollups (an hour row sums every minute row of its hour so far) at
+# most this often; the per-minute pass redoes them whenever it runs. Hour rows lag by up to this.
+ROLLUP_HOUR_INTERVAL_S = 60.0
 # A process that lost the claim skips asking until this long before the claimed drain is due
 # (a margin for the clocks of the database and the claimer's Celery countdown).
 _DUE_MARGIN_S = 1.0
@@ -121,7 +124,7 @@ def telemetry_rollups_refresh_range(self, start_iso: str, end_iso: str) -> dict[
 def telemetry_rollups_drain(self) -> dict[str, int]:
     """Refresh every dirty range at once (``telemetry_rollups_request`` asks for it)."""
     with job_run_record(name="telemetry_rollups_drain", task_id=self.request.id or "") as job:
-        result = services.telemetry_rollups_drain()
+        result = services.telemetry_rollups_drain(hours_every_s=ROLLUP_HOUR_INTERVAL_S)
         job.rows = result.rows
         job.detail = {"ranges": result.ranges, "minute": result.minute_rows, "hour": result.hour_rows}
     return {"rows": result.rows, "ranges": result.ranges}

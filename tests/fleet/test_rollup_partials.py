@@ -19,7 +19,7 @@ from django.db import connection
 
 from accelboard.api.services import telemetry_batch_ingest
 from accelboard.fleet import services
-from accelboard.fleet.models import TelemetryRawRange, TelemetryRollup
+from accelboard.fleet.models import RollupHourBacklog, TelemetryRawRange, TelemetryRollup
 from accelboard.fleet.partials import partials_compute
 
 pytestmark = pytest.mark.django_db
@@ -302,3 +302,55 @@ def test_partials_of_one_gpu_and_minute_sum_its_samples() -> None:
     assert (first["first_time"], first["last_time"]) == (micros[1], micros[2])
     # 61 s -> 62 s: the counter's 3,000 mJ; the first sample of a partial is stitched at refresh.
     assert (second["samples"], second["energy_j"], second["first_energy_mj"]) == (2, 3.0, 1000)
+
+
+def _samples(kind: str) -> int:
+    width = 60 if kind == "minute" else 3600
+    return sum(TelemetryRollup.objects.filter(width_s=width).values_list("samples", flat=True))
+
+
+def test_ingest_drains_redo_the_hours_once_a_minute_and_the_per_minute_pass_at_once(
+    team: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(7)
+    start = (datetime.now(UTC) - timedelta(hours=3)).replace(minute=58, second=0, microsecond=0)
+    batches = _batches(rng, start.timestamp() + 5, seconds=4 * 60)  # across an hour's end
+    batches.sort(key=lambda b: min(s["time"] for s in b["samples"]))
+    thirds = [batches[: len(batches) // 3], batches[len(batches) // 3 : 2 * len(batches) // 3]]
+    thirds.append(batches[2 * len(batches) // 3 :])
+    every = 60.0
+
+    for batch in thirds[0]:
+        telemetry_batch_ingest(team=team, payload=batch)
+    first = services.telemetry_rollups_drain(hours_every_s=every)
+    assert first.hour_rows > 0  # the first drain has no earlier hour refresh to wait for
+    assert _samples("hour") == _samples("minute") > 0
+
+    # Within the minute: the minute rollups now, the hours left in the backlog.
+    for batch in thirds[1]:
+        telemetry_batch_ingest(team=team, payload=batch)
+    second = services.telemetry_rollups_drain(hours_every_s=every)
+    assert second.minute_rows > 0 and second.hour_rows == 0
+    assert _samples("hour") < _samples("minute")
+    assert RollupHourBacklog.objects.get(pk=1).ranges
+
+    # A minute later a drain with nothing new redoes the backlog's hours.
+    later = datetime.now(UTC) + timedelta(seconds=every + 1)
+    monkeypatch.setattr(services.timezone, "now", lambda: later)
+    third = services.telemetry_rollups_drain(hours_every_s=every)
+    monkeypatch.undo()
+    assert third.minute_rows == 0 and third.hour_rows > 0
+    assert RollupHourBacklog.objects.get(pk=1).ranges == []
+    assert _samples("hour") == _samples("minute")
+
+    # The per-minute pass (hours_every_s=0) redoes them whatever the time.
+    for batch in thirds[2]:
+        telemetry_batch_ingest(team=team, payload=batch)
+    assert services.telemetry_rollups_drain(hours_every_s=every).hour_rows == 0
+    assert services.telemetry_rollups_drain().hour_rows > 0
+    assert RollupHourBacklog.objects.get(pk=1).ranges == []
+    deferred = _rollups()
+
+    # Every row as one refresh of the whole span computes it.
+    services.telemetry_rollups_refresh(start=start - timedelta(hours=1), end=start + timedelta(hours=2))
+    _assert_equal(deferred, _rollups())
