@@ -223,20 +223,31 @@ def _within_run_se(
         run = samples[int(pos)]
         if run is None:
             continue
-        arr = np.asarray(run, dtype=float)
-        arr = arr[np.isfinite(arr)]
-        if len(arr) >= 2:
-            # Around the run's mean, rescaled by sqrt(n / (n - 1)): residuals around a statistic
-            # fitted to the same few values are smaller than the noise (around the median of 5,
-            # a fifth of them are exactly 0 and the MAD reads ~25% low).
-            residuals.append((arr - arr.mean()) * math.sqrt(len(arr) / (len(arr) - 1)))
-            counts.append(len(arr))
+        res = _run_residuals(tuple(run))
+        if res is not None:
+            residuals.append(res)
+            counts.append(len(res))
     if not residuals:
         return 0.0, 0.0, 0.0
     pooled = np.concatenate(residuals)
     spread = float(_MAD_TO_SIGMA * np.median(np.abs(pooled)))
     df = _MAD_EFFICIENCY * float(sum(c - 1 for c in counts))
     return spread, spread / math.sqrt(float(np.median(counts))), df
+
+
+@functools.lru_cache(maxsize=16384)
+def _run_residuals(run: tuple[float, ...]) -> np.ndarray | None:
+    """One run's finite repeats around their mean, rescaled by sqrt(n / (n - 1)) (None for fewer
+    than 2): residuals around a statistic fitted to the same few values are smaller than the noise
+    (around the median of 5, a fifth of them are exactly 0 and the MAD reads ~25% low). Cached by
+    the values: a history replay asks for the same last runs at every run (read-only arrays)."""
+    arr = np.asarray(run, dtype=float)
+    arr = arr[np.isfinite(arr)]
+    if len(arr) < 2:
+        return None
+    res = (arr - arr.mean()) * math.sqrt(len(arr) / (len(arr) - 1))
+    res.flags.writeable = False
+    return res
 
 
 @functools.lru_cache(maxsize=4096)
@@ -406,7 +417,11 @@ def check_latest(
                 # moves it by at most 3 sigma / k, a real step keeps its full height.
                 mid = (ordered[(k - 1) // 2] + ordered[k // 2]) / 2
                 lo, hi = mid - 3 * sigma, mid + 3 * sigma
-                level, n_eff = sum(min(max(v, lo), hi) for v in ordered) / k, k
+                # ``ordered`` is sorted: the values below lo and above hi are its ends. The same
+                # additions in the same order as summing each value clipped, without a call per value.
+                below, above = bisect.bisect_left(ordered, lo), bisect.bisect_right(ordered, hi)
+                clipped = [lo] * below + ordered[below:above] + [hi] * (k - above)
+                level, n_eff = sum(clipped) / k, k
             shift = level - level_before
             z_needed = _t_isf(alpha, df)
             window_var = base.mean_factor(n_eff) / n_eff
