@@ -4,8 +4,8 @@
    demo`` starts the web server once ``ready_to_serve`` is reported): *base* (people, hosts, price
    book, benchmark runs, serving objectives), *recent telemetry* (the last ``RECENT_DAYS``) and its
    daily costs; then, side by side, *older telemetry and those days' costs* (in a child process,
-   ``accelboard.demo.forked``: not the same GIL) and *benchmark runs, serving metrics, drift,
-   alerts*; last the costs of serving and of every run. A session advisory lock keeps
+   ``accelboard.demo.forked``: not the same GIL) and *benchmark runs and their costs, serving
+   metrics, drift, alerts*; last the costs of serving. A session advisory lock keeps
    two loads apart; a load that fails is undone by ``demo_fleet_reset`` (nothing half-written),
    and only a load that finished leaves the ``JobRun`` that ``demo_fleet_loaded`` looks for, so an
    interrupted one is rebuilt by the next start.
@@ -173,11 +173,11 @@ STEPS = {
     "telemetry_recent": "telemetry, last 2 days",
     "costs_recent": "costs, last 2 days",
     "telemetry_older": "telemetry and its costs, older days",
-    "benchmarks": "benchmark runs",
+    "benchmarks": "benchmark runs and their costs",
     "serving": "serving metrics",
     "drift": "quantization drift",
     "alerts": "regression alerts",
-    "costs": "costs of serving and of every run",
+    "costs": "costs of serving",
 }
 # The site is served once these are in: the overview has logins, hosts and the current figures.
 SERVE_AFTER = ("people", "fleet", "telemetry_recent", "costs_recent")
@@ -428,6 +428,7 @@ def _load(
         runs = generator.benchmark_runs(config, hosts)
         state["series"], counts = _benchmarks(runs, hosts, state["teams"], state["users"], state["host_ids"])
         counts.update(_objectives(state["teams"]))
+        counts.update(_run_costs(config))
         state["runs"] = runs
         return counts
 
@@ -539,15 +540,21 @@ def _older_day_costs(*, low: int, high: int) -> dict[str, int]:
 
 
 def _costs(config: generator.DemoConfig) -> dict[str, int]:
-    """The serving costs of every telemetry day and the per-run costs of the benchmark runs (one
-    read of the price book for both)."""
+    """The serving costs of every telemetry day (they need every day's telemetry)."""
     book = price_book_load(today=config.now.astimezone(UTC).date())
     every_day = _days(config.telemetry_start, config.telemetry_end)
-    serving = sum(serving_cost_day_compute(day=day, book=book, record=False) for day in every_day)
-    costed = run_costs_compute(
-        runs=BenchmarkRun.objects.select_related("host", "accelerator_type", "workload"), book=book
-    )
-    return {"serving_cost_daily": serving, "run_costs": costed}
+    return {
+        "serving_cost_daily": sum(
+            serving_cost_day_compute(day=day, book=book, record=False) for day in every_day
+        )
+    }
+
+
+def _run_costs(config: generator.DemoConfig) -> dict[str, int]:
+    """The per-run costs of the benchmark runs, as the per-run task computes them."""
+    book = price_book_load(today=config.now.astimezone(UTC).date())
+    runs = BenchmarkRun.objects.select_related("host", "accelerator_type", "workload")
+    return {"run_costs": run_costs_compute(runs=runs, book=book)}
 
 
 def _objectives(teams: dict[str, Team]) -> dict[str, int]:

@@ -21,7 +21,8 @@ def test_it_loads_a_month_of_costs_with_the_demo(empty_telemetry: None, tmp_path
     output = _load(tmp_path)
     assert "costs, last 2 days:" in output
     assert "telemetry and its costs, older days:" in output
-    assert "costs of serving and of every run:" in output
+    assert "benchmark runs and their costs:" in output
+    assert "costs of serving:" in output
 
     rollup_days = {
         b.date() for b in TelemetryRollup.objects.filter(width_s=60).values_list("bucket", flat=True)
