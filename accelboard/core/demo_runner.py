@@ -186,15 +186,16 @@ def _process_info(pid: int) -> tuple[str, str]:
         return "?", ""
 
 
-def _set_parent_death_signal() -> None:
-    """Runs in the child between fork and exec: SIGTERM me when my parent dies (Linux only)."""
+def parent_death_signal_set(sig: int = signal.SIGTERM) -> None:
+    """Runs in a child (between fork and exec, or in a forked worker): send me ``sig`` when my
+    parent dies (Linux only; elsewhere nothing)."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
 
     pr_set_pdeathsig = 1
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, sig)
 
 
 # The background load, the Celery worker and the live fleet run this many steps below the web
@@ -216,7 +217,7 @@ def child_start(
     below the supervisor's CPU priority."""
 
     def prepare() -> None:
-        _set_parent_death_signal()
+        parent_death_signal_set()
         if nice:
             os.nice(nice)
 

@@ -21,12 +21,13 @@ import contextlib
 import json
 import os
 import signal
-import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 from django.db import connections
+
+from accelboard.core.demo_runner import parent_death_signal_set
 
 # The parent's connections as the child inherited them: held, never used nor closed, until the
 # child exits.
@@ -66,7 +67,7 @@ def start(func: Callable[[], dict[str, int]]) -> Callable[[], dict[str, int]]:
 def _child(func: Callable[[], dict[str, int]], write_fd: int) -> None:
     code = 1
     try:
-        _die_with_parent()
+        parent_death_signal_set(signal.SIGKILL)
         for conn in connections.all(initialized_only=True):
             # The parent's session: dropped here without a word to the server (psycopg does not
             # close a connection its process did not open), the parent keeps using it.
@@ -85,16 +86,6 @@ def _child(func: Callable[[], dict[str, int]], write_fd: int) -> None:
     finally:
         # No atexit handlers, no flushing of the parent's buffers twice, no Django teardown.
         os._exit(code)
-
-
-def _die_with_parent() -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes  # noqa: PLC0415
-
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def _status(status: int) -> str:

@@ -26,8 +26,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -497,6 +498,24 @@ class RollupRefresh:
         return self.minute_rows + self.hour_rows + self.host_rows
 
 
+@contextlib.contextmanager
+def _rollup_settings(cursor: Any) -> Iterator[None]:
+    """JIT off and ``ROLLUP_WORK_MEM`` for the rollup statements, put back afterwards (the caller's
+    transaction may go on: a drain, the demo load). JIT compiling them cost ~60 ms of a 5-minute
+    refresh and never paid back; the sorts and hashes of an hour of a 128-GPU fleet need ~50 MB
+    to stay in memory. On an error the transaction's rollback puts them back."""
+    cursor.execute(
+        "SELECT current_setting('jit'), current_setting('work_mem'), "
+        "set_config('jit', 'off', true), set_config('work_mem', %s, true)",
+        [ROLLUP_WORK_MEM],
+    )
+    saved_jit, saved_work_mem = cursor.fetchone()[:2]
+    yield
+    cursor.execute(
+        "SELECT set_config('jit', %s, true), set_config('work_mem', %s, true)", [saved_jit, saved_work_mem]
+    )
+
+
 def telemetry_rollups_refresh(
     *,
     start: datetime,
@@ -566,72 +585,60 @@ def telemetry_rollups_refresh(
             )
         else:
             raw_sql = ""
-        # JIT compiling these statements cost ~60 ms of a 5-minute refresh and never paid back;
-        # the sorts and hashes of an hour of a 128-GPU fleet need ~50 MB to stay in memory.
-        # Both are put back afterwards: the caller's transaction may go on (drain, demo load).
-        cursor.execute(
-            "SELECT current_setting('jit'), current_setting('work_mem'), "
-            "set_config('jit', 'off', true), set_config('work_mem', %s, true)",
-            [ROLLUP_WORK_MEM],
-        )
-        saved_jit, saved_work_mem = cursor.fetchone()[:2]
-        # A long range (a backfill, the demo's 14 days) goes in chunks so each one's sort and
-        # hash fit in memory. The bucket after a chunk is computed by both neighbours alike.
-        minute_rows, partial_rows, last_minute = 0, 0, minute_end - timedelta(seconds=60)
-        chunk_start, chunk = minute_start, ROLLUP_FIRST_CHUNK
-        while chunk_start < minute_end:
-            chunk_end = min(chunk_start + chunk, minute_end)
-            chunk_params = {
-                **params,
-                "start": chunk_start,
-                "end": chunk_end,
-                "final_end": minute_end,
-                "lookback": chunk_start - timedelta(seconds=MAX_COUNTER_GAP_S),
-                "lookahead": chunk_end + timedelta(seconds=MAX_COUNTER_GAP_S),
+        with _rollup_settings(cursor):
+            # A long range (a backfill, the demo's 14 days) goes in chunks so each one's sort and
+            # hash fit in memory. The bucket after a chunk is computed by both neighbours alike.
+            minute_rows, partial_rows, last_minute = 0, 0, minute_end - timedelta(seconds=60)
+            chunk_start, chunk = minute_start, ROLLUP_FIRST_CHUNK
+            while chunk_start < minute_end:
+                chunk_end = min(chunk_start + chunk, minute_end)
+                chunk_params = {
+                    **params,
+                    "start": chunk_start,
+                    "end": chunk_end,
+                    "final_end": minute_end,
+                    "lookback": chunk_start - timedelta(seconds=MAX_COUNTER_GAP_S),
+                    "lookahead": chunk_end + timedelta(seconds=MAX_COUNTER_GAP_S),
+                }
+                cursor.execute(minute_sql, chunk_params)
+                inside, beyond, newest, samples, *rest = cursor.fetchone()
+                if raw_sql:
+                    partial_rows += inside + (beyond if chunk_end == minute_end else 0)
+                if raw_sql and rest[0]:
+                    # GPUs whose partials overlap in time: from their raw rows, as without partials.
+                    cursor.execute(raw_sql, {**chunk_params, "raw_gpus": rest[0]})
+                    more = cursor.fetchone()
+                    inside, beyond, samples = inside + more[0], beyond + more[1], samples + more[3]
+                    newest = max(filter(None, (newest, more[2])), default=None)
+                # A bucket past a chunk is computed again by a later chunk; past the whole range it
+                # is computed alike by every chunk, so the last chunk's count is the one to keep.
+                minute_rows += inside + (beyond if chunk_end == minute_end else 0)
+                if newest is not None:
+                    last_minute = max(last_minute, newest)
+                # The next chunk's length follows the sample density just seen, in whole minutes.
+                minutes = (chunk_end - chunk_start) / timedelta(minutes=1)
+                scaled = minutes * ROLLUP_CHUNK_SAMPLES / max(samples, 1)
+                chunk = timedelta(minutes=int(min(max(scaled, 1), 7 * 24 * 60)))
+                chunk_start = chunk_end
+            # The next-sample buckets may lie past ``end``: the hours and hosts to redo follow them.
+            hour_start = _floor(minute_start, 3600)
+            hour_end = _floor(last_minute, 3600) + timedelta(seconds=3600)
+            hour_rows, host_rows = 0, 0
+            # Hosts' rows to redo: of the hosts named, else of the GPUs named (looked up by their
+            # rows: GPUs named on their own, not as a named host's), else of every host.
+            scope = {
+                "all_hosts": not gpus,
+                "hosts": list(host_ids or []),
+                "host_gpus": explicit_gpus if host_ids else gpus,
             }
-            cursor.execute(minute_sql, chunk_params)
-            inside, beyond, newest, samples, *rest = cursor.fetchone()
-            if raw_sql:
-                partial_rows += inside + (beyond if chunk_end == minute_end else 0)
-            if raw_sql and rest[0]:
-                # GPUs whose partials overlap in time: from their raw rows, as without partials.
-                cursor.execute(raw_sql, {**chunk_params, "raw_gpus": rest[0]})
-                more = cursor.fetchone()
-                inside, beyond, samples = inside + more[0], beyond + more[1], samples + more[3]
-                newest = max(filter(None, (newest, more[2])), default=None)
-            # A bucket past a chunk is computed again by a later chunk; past the whole range it
-            # is computed alike by every chunk, so the last chunk's count is the one to keep.
-            minute_rows += inside + (beyond if chunk_end == minute_end else 0)
-            if newest is not None:
-                last_minute = max(last_minute, newest)
-            # The next chunk's length follows the sample density just seen, in whole minutes.
-            minutes = (chunk_end - chunk_start) / timedelta(minutes=1)
-            scaled = minutes * ROLLUP_CHUNK_SAMPLES / max(samples, 1)
-            chunk = timedelta(minutes=int(min(max(scaled, 1), 7 * 24 * 60)))
-            chunk_start = chunk_end
-        # The next-sample buckets may lie past ``end``: the hours and hosts to redo follow them.
-        hour_start = _floor(minute_start, 3600)
-        hour_end = _floor(last_minute, 3600) + timedelta(seconds=3600)
-        hour_rows, host_rows = 0, 0
-        # Hosts' rows to redo: of the hosts named, else of the GPUs named (looked up by their
-        # rows: GPUs named on their own, not as a named host's), else of every host.
-        scope = {
-            "all_hosts": not gpus,
-            "hosts": list(host_ids or []),
-            "host_gpus": explicit_gpus if host_ids else gpus,
-        }
-        host_rows += _host_rollups(
-            cursor, width=60, start=minute_start, end=last_minute + timedelta(seconds=60), scope=scope
-        )
-        if hours:
-            more_hours, more_hosts = _hour_rollups(
-                cursor, start=hour_start, end=hour_end, gpus=gpus, scope=scope
+            host_rows += _host_rollups(
+                cursor, width=60, start=minute_start, end=last_minute + timedelta(seconds=60), scope=scope
             )
-            hour_rows, host_rows = more_hours, host_rows + more_hosts
-        cursor.execute(
-            "SELECT set_config('jit', %s, true), set_config('work_mem', %s, true)",
-            [saved_jit, saved_work_mem],
-        )
+            if hours:
+                more_hours, more_hosts = _hour_rollups(
+                    cursor, start=hour_start, end=hour_end, gpus=gpus, scope=scope
+                )
+                hour_rows, host_rows = more_hours, host_rows + more_hosts
     return RollupRefresh(
         minute_rows=minute_rows,
         hour_rows=hour_rows,
@@ -672,21 +679,12 @@ def telemetry_rollups_hours_refresh(*, ranges: Sequence[tuple[datetime, datetime
     scope = {"all_hosts": True, "hosts": [], "host_gpus": []}
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_ROLLUPS])
-        cursor.execute(
-            "SELECT current_setting('jit'), current_setting('work_mem'), "
-            "set_config('jit', 'off', true), set_config('work_mem', %s, true)",
-            [ROLLUP_WORK_MEM],
-        )
-        saved_jit, saved_work_mem = cursor.fetchone()[:2]
-        for start, end in time_ranges_merge(ranges, gap=timedelta(0)):
-            hour_rows, host_rows = _hour_rollups(
-                cursor, start=_floor(start, 3600), end=_ceil(end, 3600), gpus=(), scope=scope
-            )
-            result += RollupRefresh(hour_rows=hour_rows, host_rows=host_rows, ranges=1)
-        cursor.execute(
-            "SELECT set_config('jit', %s, true), set_config('work_mem', %s, true)",
-            [saved_jit, saved_work_mem],
-        )
+        with _rollup_settings(cursor):
+            for start, end in time_ranges_merge(ranges, gap=timedelta(0)):
+                hour_rows, host_rows = _hour_rollups(
+                    cursor, start=_floor(start, 3600), end=_ceil(end, 3600), gpus=(), scope=scope
+                )
+                result += RollupRefresh(hour_rows=hour_rows, host_rows=host_rows, ranges=1)
     return result
 
 
