@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from accelboard.celery import app
-from accelboard.fleet.models import TelemetryDirtyRange
+from accelboard.fleet.models import RollupHourBacklog, TelemetryDirtyRange
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +33,14 @@ def _stale_rollups(minutes: int) -> None:
 def test_status_exits_0_and_lists_each_check_when_all_keep_up(capsys: pytest.CaptureFixture[str]) -> None:
     call_command("status")
     out = capsys.readouterr().out
-    for name in ("queue.scheduled", "queue.bulk", "beat.telemetry_rollups_refresh", "rollups.lag"):
+    checks = (
+        "queue.scheduled",
+        "queue.bulk",
+        "beat.telemetry_rollups_refresh",
+        "rollups.lag",
+        "rollups.hour_lag",
+    )
+    for name in checks:
         assert name in out
     assert out.strip().endswith("pipeline: ok")
 
@@ -63,3 +70,27 @@ def test_healthz_says_lagging_to_anyone_and_shows_the_figures_to_staff_only(
     detail = login_client(staff).get("/healthz?detail=1").json()
     lag = next(check for check in detail["checks"] if check["name"] == "rollups.lag")
     assert lag["ok"] is False and lag["value"] >= 600 and lag["detail"]["dirty_ranges"] == 1
+
+
+def test_status_names_the_hour_rollups_when_their_backlog_waits_too_long(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Hours redone a minute ago with ranges waiting: the drains' normal state.
+    now = timezone.now()
+    waiting = [[(now - timedelta(hours=1)).isoformat(), now.isoformat()]]
+    RollupHourBacklog.objects.create(pk=1, ranges=waiting, refreshed_at=now - timedelta(seconds=60))
+    call_command("status")
+    assert capsys.readouterr().out.strip().endswith("pipeline: ok")
+
+    # Not redone for ten minutes while ranges wait: the pages' hour rows are stale.
+    RollupHourBacklog.objects.filter(pk=1).update(refreshed_at=now - timedelta(minutes=10))
+    with pytest.raises(CommandError) as raised:
+        call_command("status", "--json")
+    assert raised.value.returncode == 1
+    out = capsys.readouterr().out
+    assert '"status": "lagging"' in out and '"rollups.hour_lag"' in out
+
+    # Nothing waiting: no lag, however long ago the hours were redone.
+    RollupHourBacklog.objects.filter(pk=1).update(ranges=[])
+    call_command("status")
+    assert capsys.readouterr().out.strip().endswith("pipeline: ok")

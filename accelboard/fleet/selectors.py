@@ -483,9 +483,26 @@ def telemetry_rollup_backlog() -> tuple[int, float | None]:
     return int(count), None if age is None else max(0.0, float(age))
 
 
+def hour_rollup_backlog() -> tuple[int, float | None]:
+    """Hour ranges whose hour rollups the drains left for later (``RollupHourBacklog``), and how
+    long ago the hours were last redone while some wait (None when none wait)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT jsonb_array_length(ranges), extract(epoch FROM now() - refreshed_at)::float8 "
+            "FROM fleet_rolluphourbacklog WHERE id = 1"
+        )
+        row = cursor.fetchone()
+    if row is None or not row[0]:
+        return 0, None
+    count, age = row
+    return int(count), None if age is None else max(0.0, float(age))
+
+
 def rollup_lag_checks() -> list[Check]:
-    """The fleet's pipeline probe: the rollup lag against ``PIPELINE_ROLLUP_LAG_LIMIT_S``."""
+    """The fleet's pipeline probe: the rollup lag, and the hour rollups' (redone about once a
+    minute by the drains), each against ``PIPELINE_ROLLUP_LAG_LIMIT_S``."""
     pending, age = telemetry_rollup_backlog()
+    hour_ranges, hour_age = hour_rollup_backlog()
     limit = float(settings.PIPELINE_ROLLUP_LAG_LIMIT_S)
     return [
         Check(
@@ -494,5 +511,12 @@ def rollup_lag_checks() -> list[Check]:
             limit=limit,
             ok=age is None or age <= limit,
             detail={"dirty_ranges": pending},
-        )
+        ),
+        Check(
+            name="rollups.hour_lag",
+            value=None if hour_age is None else round(hour_age, 1),
+            limit=limit,
+            ok=hour_age is None or hour_age <= limit,
+            detail={"hour_ranges": hour_ranges},
+        ),
     ]
