@@ -226,3 +226,60 @@ def test_the_beat_task_records_its_run(team: Any) -> None:
     assert result == {"findings": 0, "raised": 0, "resolved": 0}
     job = JobRun.objects.get(name="alerts_production_check")
     assert job.status == "succeeded" and job.detail["skipped"] is False
+
+
+@pytest.mark.django_db
+def test_the_pass_reads_raw_samples_only_for_gpus_whose_rollups_could_be_throttled(team: Any) -> None:
+    """The throttle rule needs fault reasons, which only raw samples hold; the minute rollups count
+    every reason (the power cap too), so they bound it: a fault and a power cap both pass the
+    rollups, only the fault raises, and a GPU that never throttled is not read raw."""
+    from accelboard.alerts.production_services import slowdown_minutes, throttle_candidates  # noqa: PLC0415
+    from accelboard.fleet.models import TELEMETRY_COLUMNS  # noqa: PLC0415
+    from accelboard.fleet.services import (  # noqa: PLC0415
+        telemetry_copy,
+        telemetry_partitions_ensure,
+        telemetry_rollups_refresh,
+    )
+
+    _host, (fault, cap, cool) = host_create(team=team, gpus=3)
+    start, now = T0, T0 + timedelta(minutes=30)
+    reasons = {fault.pk: 0x40, cap.pk: 0x4, cool.pk: 0}  # HW thermal, SW power cap, none
+    rows = []
+    for gpu in (fault, cap, cool):
+        for second in range(0, 30 * 60, 10):
+            moment = start + timedelta(seconds=second)
+            # The last 10 minutes slowed (or capped), in every sample.
+            reason = reasons[gpu.pk] if second >= 20 * 60 else 0
+            row = {
+                "time": moment, "host_id": gpu.host_id, "accelerator_id": gpu.pk, "power_w": 400.0,
+                "energy_mj": 10**9 + second * 400_000, "gpu_util": 90.0, "mem_util": 40.0,
+                "mem_used_bytes": 2**30, "mem_total_bytes": 80 * 2**30, "sm_clock_mhz": 1500.0,
+                "mem_clock_mhz": 2619.0, "temperature_c": 80.0, "throttle_reasons": reason,
+                "ecc_errors": 0, "xid_errors": 0,
+            }  # fmt: skip
+            rows.append(tuple(row[column] for column in TELEMETRY_COLUMNS))
+    telemetry_partitions_ensure(start=start, end=now)
+    telemetry_copy(rows=rows)
+    telemetry_rollups_refresh(start=start, end=now)
+
+    window = now - timedelta(minutes=15)
+    read = list(
+        TelemetryRollup.objects.filter(width_s=RollupWidth.MINUTE, bucket__gte=window - timedelta(hours=1))
+        .order_by("accelerator_id", "bucket")
+        .values_list("accelerator_id", "host_id", "bucket", "samples", "mem_used_avg_bytes",
+                     "mem_total_bytes", "throttled_samples", "ecc_errors_max", "xid_errors_max")
+    )  # fmt: skip
+    per_gpu: dict[int, list[Any]] = {}
+    for row in read:
+        per_gpu.setdefault(row[0], []).append(row)
+    assert sorted(throttle_candidates(per_gpu, start=window, end=now)) == sorted([fault.pk, cap.pk])
+    # The candidates' raw minutes are what a read of every GPU gives for them.
+    every = slowdown_minutes(start=window, end=now)
+    some = slowdown_minutes(start=window, end=now, gpu_ids=[fault.pk, cap.pk])
+    assert some == {gpu: every[gpu] for gpu in (fault.pk, cap.pk)}
+    assert all(slowed == 6 for slowed, _ in list(some[fault.pk].values())[-10:])
+    assert all(slowed == 0 for slowed, _ in some[cap.pk].values())
+
+    production_check(now=now)
+    alert = Alert.objects.get(kind="throttle")
+    assert alert.detail["entity"] == f"gpu:{fault.pk}"
