@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import statistics
 import sys
 import time
@@ -99,6 +100,25 @@ def bench_database(name: str = BENCH_DB) -> Iterator[str]:
 
             connections.close_all()
         _admin(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def production_env(url: str, broker: str) -> dict[str, str]:
+    """The environment of a server process run as the Dockerfile runs it (``ACCELBOARD_PRODUCTION=1``:
+    DEBUG off, so no query log or SQL formatting per query), on ``url`` and ``broker``. The bench
+    speaks plain HTTP to gunicorn on loopback, so the redirect to HTTPS (done in front of it in
+    production) is off."""
+    return {
+        **os.environ,
+        "ACCELBOARD_PRODUCTION": "1",
+        "SECRET_KEY": "bench-" + secrets.token_hex(32),
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "SECURE_SSL_REDIRECT": "0",
+        # Production's checks want a mail server named; the benches have no subscribers to mail.
+        "EMAIL_HOST": "127.0.0.1",
+        "DATABASE_URL": url,
+        "CELERY_BROKER_URL": broker,
+        "LOG_LEVEL": "WARNING",
+    }
 
 
 def fleet_create(*, hosts: int, gpus_per_host: int) -> list[tuple[int, list[int]]]:

@@ -7,7 +7,8 @@ Usage::
 
 1. Creates ``accelboard_bench_fleet`` (``--database``; ``common.bench_database``), a team and an
    ingest token (``accelboard token create``, the real command).
-2. Starts the stack as docker-compose runs it: gunicorn with ``accelboard/gunicorn_conf.py``
+2. Starts the stack as docker-compose runs it, with the image's production settings
+   (``ACCELBOARD_PRODUCTION=1``: DEBUG off; ``common.production_env``): gunicorn with ``accelboard/gunicorn_conf.py``
    (workers from the CPU count unless ``--workers``), a Celery worker on the ``scheduled`` queue
    (2 processes), one on ``rollups`` (1), one on ``bulk``, and Celery beat, all on the real
    broker (``--broker``, default ``CELERY_BROKER_URL``, else Redis on localhost; its queues are
@@ -47,7 +48,7 @@ from pathlib import Path
 
 import orjson
 import psutil
-from common import ROOT, bench_database
+from common import ROOT, bench_database, production_env
 from ingest import free_port, wait_for
 
 TARGETS = {"p99_ms": 500.0, "rollup_lag_s": 60.0, "beat_late_s": 30.0}
@@ -162,8 +163,10 @@ class Load:
         self.duration = duration
         self.start = self.stop_at = 0.0
         self.heap: list[tuple[float, int]] = []
+        self.bodies: dict[tuple[int, float], tuple[str, bytes, int]] = {}
         self.lock = threading.Lock()
         self.latencies: list[float] = []
+        self.slow: list[tuple[float, float]] = []  # (started, seconds) of posts over the p99 target
         self.behind: list[float] = []
         self.errors: list[str] = []
         self.accepted = 0
@@ -193,10 +196,10 @@ class Load:
             if job is None:
                 return
             due, index = job
+            batch_id, body, count = self.bodies.pop((index, due))
             wait = due - time.time()
             if wait > 0:
                 time.sleep(wait)
-            batch_id, body, count = self.agents[index].batch(due, self.seconds)
             sent = time.time()
             for attempt in range(1, RETRIES + 1):
                 began = time.perf_counter()
@@ -208,6 +211,8 @@ class Load:
                 with self.lock:
                     self.requests += 1
                     self.latencies.append(elapsed)
+                    if elapsed * 1000 >= TARGETS["p99_ms"]:
+                        self.slow.append((time.time() - elapsed, elapsed))
                     if attempt == 1:
                         self.behind.append(sent - due)
                     if status == 200:
@@ -249,11 +254,37 @@ class Load:
             thread.join()
         return failures
 
-    def run(self, clients: int) -> float:
-        self.start = time.time() + 2.0
+    def _dues(self) -> list[tuple[float, int]]:
+        """Every post of the run: (due time, agent), each agent every interval from its phase."""
+        dues = []
+        for i in range(len(self.agents)):
+            due = self.start + i * self.interval / len(self.agents)
+            while due < self.stop_at:
+                dues.append((due, i))
+                due += self.interval
+        return dues
+
+    def prepare(self) -> tuple[int, float]:
+        """Seal every batch of the run before its clock starts, as agents on other machines would
+        have (the figure is the server's, not this process's JSON and gzip); returns the batches
+        and the seconds it took. The clock starts once they are sealed."""
+        began = time.perf_counter()
+        probe = Agent(-1, len(self.agents[0].uuids), random.Random(0))
+        for _ in range(50):
+            probe.batch(time.time(), self.seconds)
+        per_batch = (time.perf_counter() - began) / 50
+        batches = int(len(self.agents) * self.duration / self.interval) + len(self.agents)
+        self.start = time.time() + 3.0 + per_batch * batches * 1.5
         self.stop_at = self.start + self.duration
+        dues = self._dues()
+        self.bodies = {
+            (index, due): self.agents[index].batch(due, self.seconds) for due, index in sorted(dues)
+        }
         self.heap = [(self.start + i * self.interval / len(self.agents), i) for i in range(len(self.agents))]
         heapq.heapify(self.heap)
+        return len(dues), time.perf_counter() - began
+
+    def run(self, clients: int) -> float:
         threads = [threading.Thread(target=self.client, daemon=True) for _ in range(clients)]
         for thread in threads:
             thread.start()
@@ -332,6 +363,23 @@ def cpu_seconds(process: subprocess.Popen) -> float:
         return 0.0
 
 
+def cpu_by_part(stack: dict[str, subprocess.Popen]) -> dict[str, float]:
+    """CPU seconds so far of each part on this box: the stack's processes, PostgreSQL's server
+    processes, Redis, and this process (the simulated agents: payloads, gzip, HTTP)."""
+    parts = {name: cpu_seconds(process) for name, process in stack.items()}
+    for name, match in (("postgres", ("postgres", "postmaster")), ("redis", ("redis-server",))):
+        total = 0.0
+        for proc in psutil.process_iter(["name", "cpu_times"]):
+            if proc.info["name"] in match and proc.info["cpu_times"] is not None:
+                times = proc.info["cpu_times"]
+                # The server's children_* times: backends that exited (a connection closed).
+                total += times.user + times.system + times.children_user + times.children_system
+        parts[name] = total
+    own = psutil.Process().cpu_times()
+    parts["agents (this process)"] = own.user + own.system
+    return parts
+
+
 def rss_mb(process: subprocess.Popen) -> float:
     try:
         parent = psutil.Process(process.pid)
@@ -357,6 +405,26 @@ def beat_lateness(start: datetime, end: datetime) -> tuple[float, int]:
             late = max(late, ((first or end) - minute).total_seconds())
             minute += timedelta(minutes=1)
     return late, seen
+
+
+def slow_during_jobs(slow: list[tuple[float, float]], start: datetime) -> list[str]:
+    """Of the posts slower than the p99 target, the share that overlapped each job's runs: a
+    background job that takes the cores shows up as the clients' tail."""
+    from accelboard.core.models import JobRun
+
+    if not slow:
+        return []
+    runs: dict[str, list[tuple[float, float]]] = {}
+    for name, began, ended in JobRun.objects.filter(
+        started_at__gte=start - timedelta(seconds=30)
+    ).values_list("name", "started_at", "finished_at"):
+        if ended is not None:
+            runs.setdefault(name, []).append((began.timestamp(), ended.timestamp()))
+    lines = []
+    for name, spans in sorted(runs.items()):
+        hit = sum(1 for at, took in slow if any(a < at + took and at < b for a, b in spans))
+        lines.append(f"{hit / len(slow):.0%} during {name} ({sum(b - a for a, b in spans):.0f} s of runs)")
+    return lines
 
 
 def jobs_summary(start: datetime) -> list[str]:
@@ -397,13 +465,7 @@ def main() -> int:
         home = Path(args.logs or tmp)
         home.mkdir(parents=True, exist_ok=True)
         team_create(name="Fleet", slug="fleet")
-        env = {
-            **os.environ,
-            "DATABASE_URL": url,
-            "CELERY_BROKER_URL": args.broker,
-            "LOG_LEVEL": "WARNING",
-            "CELERY_TASK_ALWAYS_EAGER": "0",
-        }
+        env = {**production_env(url, args.broker), "CELERY_TASK_ALWAYS_EAGER": "0"}
         if args.workers:
             env["WEB_CONCURRENCY"] = str(args.workers)
         run = [sys.executable, "-m", "accelboard.cli"]
@@ -452,14 +514,21 @@ def main() -> int:
             print(
                 f"registered {args.hosts} hosts (each one's first batch) in {time.perf_counter() - started:.1f} s"
                 f" on {workers} gunicorn workers"
-                f"{f', {failures} failed and retried' if failures else ''}; the clock starts now"
+                f"{f', {failures} failed and retried' if failures else ''}"
+            )
+            sealed, sealing_s = load.prepare()
+            print(
+                f"sealed the run's {sealed:,} batches in {sealing_s:.1f} s "
+                f"({sum(len(body) for _, body, _ in load.bodies.values()) / 2**20:.0f} MB gzip); the clock starts at the first"
             )
             registered = args.hosts * args.gpus * int(round(args.interval))  # samples of the warm-up
             run_start = datetime.now(UTC)
             cpu_before = cpu_seconds(stack["web"])
+            parts_before = cpu_by_part(stack)
             rss_before = rss_mb(stack["web"])
             elapsed = load.run(args.clients)
             cpu_web = cpu_seconds(stack["web"]) - cpu_before
+            parts_after = cpu_by_part(stack)
             rss_after = rss_mb(stack["web"])
             run_end = datetime.now(UTC)
             # The rollups catch up: the lag while posting is the figure; this is the drain after.
@@ -483,6 +552,7 @@ def main() -> int:
                 rolled = int(cursor.fetchone()[0])
             beat_late, beat_runs = beat_lateness(run_start, run_end)
             jobs = jobs_summary(run_start)
+            slow_jobs = slow_during_jobs(load.slow, run_start)
         finally:
             stop.set()
             for process in stack.values():
@@ -521,6 +591,12 @@ def main() -> int:
     print(
         f"server CPU: {cpu_web / max(requests, 1) * 1000:.1f} ms per request (gunicorn, all workers); memory {rss_before:.0f} -> {rss_after:.0f} MB"
     )
+    cpu_parts = {name: parts_after[name] - parts_before.get(name, 0.0) for name in parts_after}
+    print(
+        "CPU while posting, ms per request: "
+        + ", ".join(f"{name} {seconds / max(requests, 1) * 1000:.1f}" for name, seconds in cpu_parts.items())
+        + f"; all {sum(cpu_parts.values()) / max(requests, 1) * 1000:.1f} ({sum(cpu_parts.values()) / elapsed:.2f} cores)"
+    )
     print(
         f"samples: acknowledged {load.accepted + registered:,} (warm-up included), stored {stored:,} ({distinct:,} distinct), in minute rollups {rolled:,}"
     )
@@ -530,6 +606,8 @@ def main() -> int:
     print(f"beat: {beat_runs} per-minute job runs, latest start {beat_late:.1f} s after its minute")
     for line in jobs:
         print(line)
+    if slow_jobs:
+        print(f"posts over {TARGETS['p99_ms']:.0f} ms: {len(load.slow):,}; " + ", ".join(slow_jobs))
     for name, (depth, oldest) in sorted(queues.items()):
         print(f"queue {name}: at most {depth} waiting, the oldest {oldest:.1f} s old")
     print(

@@ -39,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
-from common import ROOT, bench_database
+from common import ROOT, bench_database, production_env
 
 GPUS_PER_HOST = 8
 COLUMNS = (
@@ -226,7 +226,7 @@ def main() -> None:
 
         team_create(name="Bench", slug="bench")
         broker = args.broker or broker_url_for(url)
-        env = {**os.environ, "DATABASE_URL": url, "CELERY_BROKER_URL": broker, "LOG_LEVEL": "WARNING"}
+        env = production_env(url, broker)
         print(f"broker: {broker.split('@')[-1]}")
         token = subprocess.run(
             [
