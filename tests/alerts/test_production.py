@@ -283,3 +283,42 @@ def test_the_pass_reads_raw_samples_only_for_gpus_whose_rollups_could_be_throttl
     production_check(now=now)
     alert = Alert.objects.get(kind="throttle")
     assert alert.detail["entity"] == f"gpu:{fault.pk}"
+
+
+@pytest.mark.django_db
+def test_the_pass_reads_only_gpus_a_rule_could_hold_for_and_resolves_the_others(team: Any) -> None:
+    """The screen over the rollups names the GPUs worth reading row by row: memory over the limit
+    in some minute, throttling in some minute, a counter that moved. A GPU screened out is judged
+    all the same: its memory alert resolves once its window holds only normal minutes."""
+    from accelboard.alerts.production_services import gpus_screen  # noqa: PLC0415
+
+    _host, (hot, cool, erring) = host_create(team=team, gpus=3)
+    now = T0 + timedelta(minutes=15)
+    for i in range(-10, 15):
+        _rollup(
+            hot, T0 + timedelta(minutes=i), mem_used_avg_bytes=97.0 if i >= 8 else 50.0, mem_total_bytes=100
+        )
+        _rollup(
+            cool, T0 + timedelta(minutes=i), mem_used_avg_bytes=95.0, mem_total_bytes=100, ecc_errors_max=3
+        )
+        _rollup(
+            erring,
+            T0 + timedelta(minutes=i),
+            mem_used_avg_bytes=10.0,
+            mem_total_bytes=100,
+            xid_errors_max=1 if i < 14 else 2,
+        )
+    # 95% is not above the limit; a counter that never moved is no error.
+    assert gpus_screen(start=now - timedelta(minutes=15), end=now) == (sorted([hot.pk, erring.pk]), [cool.pk])
+    production_check(now=now)
+    assert sorted(Alert.objects.values_list("kind", flat=True)) == ["hardware", "memory"]
+    memory = Alert.objects.get(kind="memory")
+    assert memory.detail["entity"] == f"gpu:{hot.pk}"
+
+    for i in range(15, 31):
+        _rollup(hot, T0 + timedelta(minutes=i), mem_used_avg_bytes=50.0, mem_total_bytes=100)
+    later = now + timedelta(minutes=16)
+    assert hot.pk in gpus_screen(start=later - timedelta(minutes=15), end=later)[1]
+    assert production_check(now=later).resolved == [memory.pk]
+    memory.refresh_from_db()
+    assert memory.state == "resolved"
