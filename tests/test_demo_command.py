@@ -340,7 +340,16 @@ def test_it_refuses_to_run_twice_for_one_home(home: Path) -> None:
 
 
 def _sleeper(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
+    process = subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
+    # Popen returns once the child's exec closed its error pipe, which the kernel does before it
+    # lays out the new environment: on a busy machine /proc/<pid>/environ can still read empty.
+    deadline = time.monotonic() + 10
+    while env and time.monotonic() < deadline:
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(process.pid).environ():
+                break
+        time.sleep(0.01)
+    return process
 
 
 def test_it_stops_orphans_recorded_or_marked_and_spares_recycled_pids(tmp_path: Path) -> None:
