@@ -157,3 +157,26 @@ def broker_url_for(database_url: str) -> str:
         )
     scheme, rest = database_url.split("://", 1)
     return f"sqla+postgresql+psycopg://{rest}"
+
+
+def broker_tables_create(broker_url: str) -> bool:
+    """Create the tables of kombu's SQLAlchemy transport (``kombu_queue``, ``kombu_message``) when
+    ``broker_url`` is that transport; True if it is. Every process that opens the transport creates
+    them itself (SQLAlchemy's ``create_all``: look, then create), so two processes opening it at
+    once on a new database (the demo's worker and the loader's first publish) could both try, and
+    the loser died with ``DuplicateTable``. The migrate step creates them first (``core.apps``)."""
+    if not broker_url.startswith(("sqla+", "sqlalchemy+")):
+        return False
+    from kombu import Connection  # noqa: PLC0415
+
+    with Connection(broker_url) as connection:
+        channel = connection.channel()
+        try:
+            # Opening the channel's session is where kombu creates them (with the table names
+            # its transport options give), as a worker or a publisher would.
+            channel.session  # noqa: B018
+        finally:
+            channel.close()
+            for engine, _session in type(channel)._engines.values():
+                engine.dispose()
+    return True

@@ -217,3 +217,38 @@ def test_it_uses_the_configured_broker(worker: Worker) -> None:
             assert broker_url() == derived
         result = telemetry_partitions_maintain.delay()
         assert wait_for_job(result.id, worker).status == JobStatus.SUCCEEDED
+
+
+def test_the_migrate_step_creates_the_embedded_brokers_tables_once_for_everyone() -> None:
+    """kombu's SQLAlchemy transport creates its tables in every process that opens it (look, then
+    create): two at once on a new database raced, one died with DuplicateTable (the demo's worker,
+    once in a suite run). ``migrate`` creates them first; doing it again is harmless; another
+    broker is left alone."""
+    import psycopg  # noqa: PLC0415
+    from django.db.models.signals import post_migrate  # noqa: PLC0415
+    from django.test import override_settings  # noqa: PLC0415
+
+    from accelboard.core.apps import _broker_tables_create  # noqa: PLC0415
+    from accelboard.embedded import broker_tables_create  # noqa: PLC0415
+
+    database = "accelboard_broker_tables_test"
+    admin = settings.DATABASE_URL.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {database}")
+    try:
+        url = broker_url_for(settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + database)
+        # The migrate step's hook, with that broker configured; then again, directly.
+        assert _broker_tables_create in [r[1]() for r in post_migrate.receivers]
+        with override_settings(CELERY_BROKER_URL=url):
+            _broker_tables_create()
+        assert broker_tables_create(url)
+        with psycopg.connect(admin.rsplit("/", 1)[0] + "/" + database) as conn:
+            tables = {
+                r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'kombu_%'")
+            }
+        assert tables == {"kombu_queue", "kombu_message"}
+        assert not broker_tables_create("redis://127.0.0.1:6379/0")
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
