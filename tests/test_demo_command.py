@@ -238,7 +238,9 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
 
         # 3. SIGTERM stops the web server, the worker, the live fleet and the embedded PostgreSQL.
         second.process.send_signal(signal.SIGTERM)
-        assert second.process.wait(timeout=30) == 0
+        code = second.process.wait(timeout=30)
+        time.sleep(0.2)  # the output's last lines, for the message below
+        assert code == 0, second.output
     finally:
         if second.process.poll() is None:
             second.process.kill()
