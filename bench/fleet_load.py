@@ -73,6 +73,11 @@ def parse_args() -> argparse.Namespace:
         help="the bench database (created and dropped; default accelboard_bench_fleet)",
     )
     parser.add_argument("--logs", default="", help="keep the stack's logs in this directory")
+    parser.add_argument(
+        "--latencies",
+        default="",
+        help="write every post as CSV (started epoch s, seconds, HTTP status) to this file, the jobs' runs to FILE.jobs",
+    )
     parser.add_argument("--log-level", default="warning", help="the Celery workers' and beat's log level")
     parser.add_argument(
         "--broker",
@@ -167,6 +172,7 @@ class Load:
         self.lock = threading.Lock()
         self.latencies: list[float] = []
         self.slow: list[tuple[float, float]] = []  # (started, seconds) of posts over the p99 target
+        self.trace: list[tuple[float, float, int]] = []  # (started, seconds, status) of every post
         self.behind: list[float] = []
         self.errors: list[str] = []
         self.accepted = 0
@@ -211,6 +217,7 @@ class Load:
                 with self.lock:
                     self.requests += 1
                     self.latencies.append(elapsed)
+                    self.trace.append((time.time() - elapsed, elapsed, status))
                     if elapsed * 1000 >= TARGETS["p99_ms"]:
                         self.slow.append((time.time() - elapsed, elapsed))
                     if attempt == 1:
@@ -455,6 +462,9 @@ def jobs_summary(start: datetime) -> list[str]:
 def main() -> int:
     args = parse_args()
     load_avg = os.getloadavg()
+    # This process reads the queues' depths (``queue_states``) on the stack's broker: without it,
+    # Django here would take the embedded default's broker and watch queues nobody uses.
+    os.environ["CELERY_BROKER_URL"] = args.broker
     with bench_database(args.database) as url, tempfile.TemporaryDirectory() as tmp:
         from django.db import connection
 
@@ -553,6 +563,16 @@ def main() -> int:
             beat_late, beat_runs = beat_lateness(run_start, run_end)
             jobs = jobs_summary(run_start)
             slow_jobs = slow_during_jobs(load.slow, run_start)
+            if args.latencies:
+                from accelboard.core.models import JobRun
+
+                with open(f"{args.latencies}.jobs", "w") as out:
+                    out.write("name,started,finished\n")
+                    for name, began, ended in JobRun.objects.filter(started_at__gte=run_start).values_list(
+                        "name", "started_at", "finished_at"
+                    ):
+                        if ended is not None:
+                            out.write(f"{name},{began.timestamp():.3f},{ended.timestamp():.3f}\n")
         finally:
             stop.set()
             for process in stack.values():
@@ -568,6 +588,10 @@ def main() -> int:
                     process.kill()
         load_after = os.getloadavg()
 
+    if args.latencies:
+        with open(args.latencies, "w") as out:
+            out.write("started,seconds,status\n")
+            out.writelines(f"{a:.3f},{b:.4f},{c}\n" for a, b, c in sorted(load.trace))
     requests = load.requests
     req_s = requests / elapsed
     p50 = percentile(load.latencies, 0.50) * 1000
