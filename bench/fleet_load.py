@@ -87,6 +87,8 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if min(args.hosts, args.gpus, args.clients) < 1 or args.interval < 1 or args.duration < args.interval:
         parser.error("--hosts, --gpus, --clients >= 1; --interval >= 1 s; --duration >= --interval")
+    if args.latencies and not Path(args.latencies).resolve().parent.is_dir():
+        parser.error(f"--latencies {args.latencies}: no such directory to write it in")
     return args
 
 
@@ -171,7 +173,6 @@ class Load:
         self.bodies: dict[tuple[int, float], tuple[str, bytes, int]] = {}
         self.lock = threading.Lock()
         self.latencies: list[float] = []
-        self.slow: list[tuple[float, float]] = []  # (started, seconds) of posts over the p99 target
         self.trace: list[tuple[float, float, int]] = []  # (started, seconds, status) of every post
         self.behind: list[float] = []
         self.errors: list[str] = []
@@ -218,8 +219,6 @@ class Load:
                     self.requests += 1
                     self.latencies.append(elapsed)
                     self.trace.append((time.time() - elapsed, elapsed, status))
-                    if elapsed * 1000 >= TARGETS["p99_ms"]:
-                        self.slow.append((time.time() - elapsed, elapsed))
                     if attempt == 1:
                         self.behind.append(sent - due)
                     if status == 200:
@@ -230,6 +229,11 @@ class Load:
                         break
                     self.errors.append(f"{batch_id} attempt {attempt}: HTTP {status} {text[:200]!r}")
                 time.sleep(min(2.0**attempt, 8.0) * 0.5)
+
+    @property
+    def slow(self) -> list[tuple[float, float]]:
+        """(started, seconds) of the posts at or over the p99 target."""
+        return [(at, took) for at, took, _status in self.trace if took * 1000 >= TARGETS["p99_ms"]]
 
     def warm(self, clients: int) -> int:
         """Each host's first batch before the clock starts (registration), as on a running fleet;
