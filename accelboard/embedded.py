@@ -159,12 +159,17 @@ def broker_url_for(database_url: str) -> str:
     return f"sqla+postgresql+psycopg://{rest}"
 
 
-def broker_tables_create(broker_url: str) -> bool:
-    """Create the tables of kombu's SQLAlchemy transport (``kombu_queue``, ``kombu_message``) when
-    ``broker_url`` is that transport; True if it is. Every process that opens the transport creates
-    them itself (SQLAlchemy's ``create_all``: look, then create), so two processes opening it at
-    once on a new database (the demo's worker and the loader's first publish) could both try, and
-    the loser died with ``DuplicateTable``. The migrate step creates them first (``core.apps``)."""
+def broker_tables_create(broker_url: str, queues: tuple[str, ...] = ()) -> bool:
+    """Create the tables of kombu's SQLAlchemy transport (``kombu_queue``, ``kombu_message``) and
+    the rows of ``queues`` when ``broker_url`` is that transport; True if it is.
+
+    Every process that opens the transport creates the tables itself (SQLAlchemy's ``create_all``:
+    look, then create), and the row of each queue on its first use (look, then insert), so two
+    processes opening it at once on a new database could both try, and the loser died: the
+    loader's first publish against the worker's start with ``DuplicateTable``, and beat's first
+    publish to ``scheduled`` against the worker's consumer of it with a unique violation on
+    ``kombu_queue_name_key`` (CI, 2026-12-04). The migrate step creates both first
+    (``core.apps``), so every later process finds them."""
     if not broker_url.startswith(("sqla+", "sqlalchemy+")):
         return False
     from kombu import Connection  # noqa: PLC0415
@@ -172,11 +177,25 @@ def broker_tables_create(broker_url: str) -> bool:
     with Connection(broker_url) as connection:
         channel = connection.channel()
         try:
-            # Opening the channel's session is where kombu creates them (with the table names
-            # its transport options give), as a worker or a publisher would.
+            # Opening the channel's session is where kombu creates the tables (with the names its
+            # transport options give), as a worker or a publisher would; ``_get_or_create`` is
+            # where either makes a queue's row.
             channel.session  # noqa: B018
+            for name in queues:
+                _broker_queue_create(channel, name)
         finally:
             channel.close()
             for engine, _session in type(channel)._engines.values():
                 engine.dispose()
     return True
+
+
+def _broker_queue_create(channel: object, name: str) -> None:
+    """The row of queue ``name``; another process making it at the same moment is no error."""
+    from sqlalchemy.exc import IntegrityError  # noqa: PLC0415
+
+    try:
+        channel._get_or_create(name)  # type: ignore[attr-defined]
+    except IntegrityError:
+        channel.session.rollback()  # type: ignore[attr-defined]
+        channel._get_or_create(name)  # type: ignore[attr-defined]

@@ -221,13 +221,15 @@ def test_it_uses_the_configured_broker(worker: Worker) -> None:
 
 def test_the_migrate_step_creates_the_embedded_brokers_tables_once_for_everyone() -> None:
     """kombu's SQLAlchemy transport creates its tables in every process that opens it (look, then
-    create): two at once on a new database raced, one died with DuplicateTable (the demo's worker,
-    once in a suite run). ``migrate`` creates them first; doing it again is harmless; another
-    broker is left alone."""
+    create), and each queue's row on first use: two at once on a new database raced, one died
+    with DuplicateTable (the demo's worker, once in a suite run) or a unique violation on the
+    queue's name (beat and the worker, CI). ``migrate`` creates both first; doing it again is
+    harmless; another broker is left alone."""
     import psycopg  # noqa: PLC0415
     from django.db.models.signals import post_migrate  # noqa: PLC0415
     from django.test import override_settings  # noqa: PLC0415
 
+    from accelboard.celery import QUEUES  # noqa: PLC0415
     from accelboard.core.apps import _broker_tables_create  # noqa: PLC0415
     from accelboard.embedded import broker_tables_create  # noqa: PLC0415
 
@@ -247,7 +249,11 @@ def test_the_migrate_step_creates_the_embedded_brokers_tables_once_for_everyone(
             tables = {
                 r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'kombu_%'")
             }
+            # And every queue's row, once: beat's first publish to ``scheduled`` raced the
+            # worker's consumer making it (a unique violation killed the demo in CI).
+            queues = [r[0] for r in conn.execute("SELECT name FROM kombu_queue ORDER BY name")]
         assert tables == {"kombu_queue", "kombu_message"}
+        assert queues == sorted(QUEUES)
         assert not broker_tables_create("redis://127.0.0.1:6379/0")
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:

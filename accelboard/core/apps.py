@@ -17,9 +17,11 @@ class CoreConfig(AppConfig):
 
 
 def _broker_tables_create(**kwargs: object) -> None:
-    """After ``migrate``: the embedded broker's tables, before any worker or publisher opens it."""
+    """After ``migrate``: the embedded broker's tables and queues, before any worker or publisher
+    opens it."""
     from django.conf import settings  # noqa: PLC0415
 
+    from accelboard.celery import QUEUES  # noqa: PLC0415
     from accelboard.embedded import broker_tables_create  # noqa: PLC0415
 
-    broker_tables_create(settings.CELERY_BROKER_URL)
+    broker_tables_create(settings.CELERY_BROKER_URL, QUEUES)
