@@ -546,7 +546,9 @@ def telemetry_rollups_refresh(
     if host_ids:
         accelerator_ids = [
             *(accelerator_ids or []),
-            *Accelerator.objects.filter(host_id__in=list(host_ids)).values_list("pk", flat=True),
+            # No ordering: the model's (by host, then index) adds a join and a sort that took up
+            # to 180 ms of a drain under a fleet's load, for ids that need no order.
+            *Accelerator.objects.filter(host_id__in=list(host_ids)).order_by().values_list("pk", flat=True),
         ]
         if not accelerator_ids:
             return RollupRefresh(ranges=1)
@@ -764,8 +766,11 @@ def telemetry_rollups_drain(
     ``hours_every_s`` > 0 (ingest's drains): the minute rollups now, the hour rollups of what
     changed at most once per that many seconds; until then their ranges wait in the backlog
     (``RollupHourBacklog``). 0 (the per-minute pass): hours now, and the backlog with them.
+
+    Either way the refreshes below leave the hours to ``_hour_backlog_settle``, which redoes them
+    for every GPU of the merged ranges at once: the per-minute pass's hours for a host mark's
+    GPUs (``accelerator_id = ANY`` of 16,000 ids) took 1.7 s where the unfiltered ones take 0.2.
     """
-    defer = hours_every_s > 0
     result = RollupRefresh()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_ROLLUPS])
@@ -775,14 +780,14 @@ def telemetry_rollups_drain(
         for start, end in time_ranges_merge([*everyone, *also]):
             # A range is [start, end] of sample times: the sample at ``end`` must be included.
             result += telemetry_rollups_refresh(
-                start=start, end=end + timedelta(microseconds=1), hours=not defer
+                start=start, end=end + timedelta(microseconds=1), hours=False
             )
         # Host marks: merged by time, each merged range refreshed for the hosts that sent in it.
         by_host = [(row[0], row[1], row[2]) for row in marks if row[2] is not None]
         for start, end in time_ranges_merge([(a, b) for a, b, _ in by_host]):
             hosts = sorted({host for a, b, host in by_host if a >= start and b <= end})
             result += telemetry_rollups_refresh(
-                start=start, end=end + timedelta(microseconds=1), host_ids=hosts, hours=not defer
+                start=start, end=end + timedelta(microseconds=1), host_ids=hosts, hours=False
             )
         result += _hour_backlog_settle(result.hour_ranges, every_s=hours_every_s)
     return result
