@@ -473,6 +473,9 @@ def test_a_drain_of_host_marks_refreshes_only_those_hosts(gpus: dict[str, Any]) 
     assert set(TelemetryRollup.objects.values_list("host_id", flat=True)) == {host_one}
     mine = [row for row in rows if row[1] == host_one]
     _assert_matches(_stored(60), _reference(mine, 60))
+    # The per-minute pass redoes the hours of the marks' range (for every GPU at once, from the
+    # minute rows): those of the marked host are there, exact.
+    _assert_matches(_stored(3600), _reference(mine, 3600))
     # A mark without a host still means every host.
     services.telemetry_rollups_mark_dirty(start=min(times), end=max(times))  # type: ignore[type-var]
     services.telemetry_rollups_drain()
