@@ -244,7 +244,7 @@ def test_the_migrate_step_creates_the_embedded_brokers_tables_once_for_everyone(
         assert _broker_tables_create in [r[1]() for r in post_migrate.receivers]
         with override_settings(CELERY_BROKER_URL=url):
             _broker_tables_create()
-        assert broker_tables_create(url)
+        assert broker_tables_create(url, QUEUES)  # again, on rows that exist
         with psycopg.connect(admin.rsplit("/", 1)[0] + "/" + database) as conn:
             tables = {
                 r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'kombu_%'")
