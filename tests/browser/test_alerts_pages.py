@@ -57,7 +57,8 @@ def test_it_lists_filters_charts_and_triages_alerts(
 ) -> None:
     llama, mistral, slo = fleet["llama"], fleet["mistral"], fleet["slo"]
     login(page, engineer)
-    page.click("nav.nav >> text=Alerts")
+    with page.expect_navigation():  # waits for the load event: count() does not wait
+        page.click("nav.nav >> text=Alerts")
     assert urlsplit(page.url).path == "/alerts/"
     assert page.locator("#alerts-table tbody tr").count() == 3
     assert page.locator("#state-counts [data-state=open] strong").inner_text() == "3"

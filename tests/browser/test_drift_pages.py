@@ -91,7 +91,8 @@ def test_it_ranks_variants_by_risk_and_opens_the_model_page(
     page: Any, login: Any, lead: Any, quantized: Model, screenshot: Any
 ) -> None:
     login(page, lead)
-    page.click("nav a:has-text('Quantization')")
+    with page.expect_navigation():  # waits for the load event: count() does not wait
+        page.click("nav a:has-text('Quantization')")
     assert urlsplit(page.url).path == "/quantization/"
     rows = page.locator("#drift-overview tbody tr")
     verdicts = [rows.nth(i).get_attribute("data-verdict") for i in range(rows.count())]

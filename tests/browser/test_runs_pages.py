@@ -74,7 +74,8 @@ def test_it_uploads_previews_saves_opens_and_compares_a_run(
     run = BenchmarkRun.objects.exclude(pk=earlier.pk).get()
     assert (run.accelerator_type, run.git_commit, run.uploaded_via) == (h100, "a1b2c3d4e5", "web")
 
-    page.click("a.saved-run")
+    with page.expect_navigation():  # waits for the load event: count() does not wait
+        page.click("a.saved-run")
     assert urlsplit(page.url).path == f"/runs/{run.pk}/"
     # The first run of its series: no one-point charts, a sentence saying why there are none.
     assert "no earlier result" in page.locator("#no-history").inner_text()
