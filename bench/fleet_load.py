@@ -18,15 +18,20 @@ Usage::
    is what the agent seals (``accelboard_agent.spool``): batch id ``<host>:<spool id>:<seq>``, the
    host and its GPUs, gzip at level 5; a failed post is retried with the same id, as the agent
    does, and counted as an error. Requests have the agent's 10 s timeout.
+   ``--burst N``: halfway through, N more hosts each post the largest batch the API takes
+   (``MAX_SAMPLES``: an agent catching up after an outage) at once, on top of the fleet; each
+   must be stored within the agent's timeout, and gunicorn's memory is read before, right after
+   and at the end (workers are recycled, so it returns to its baseline).
 4. While it runs, every 2 s: the rollup lag (the oldest dirty range not rolled up). After it:
    waits for the rollups to catch up, then checks that every acknowledged sample is stored once
    and counted once in the minute rollups, and how late each per-minute beat job started.
 
 Prints latencies, throughput, server CPU per request and memory, each job's runs and durations
 (``JobRun``) and each queue's deepest backlog, and ends with
-``hosts= req_s= p50_ms= p99_ms= errors= rows_lost= rollup_lag_s= beat_late_s=``. Exits 1 on a
-miss of: 0 errors, 0 rows lost, p99 < 500 ms, rollup lag < 60 s, no scheduled job > 30 s late,
-and the offered rate kept (requests/s at least 95% of hosts / interval).
+``hosts= req_s= p50_ms= p99_ms= errors= rows_lost= rollup_lag_s= beat_late_s=`` (and
+``burst_max_s=`` with ``--burst``). Exits 1 on a miss of: 0 errors, 0 rows lost, p99 < 500 ms,
+rollup lag < 60 s, no scheduled job > 30 s late, the offered rate kept (requests/s at least 95%
+of hosts / interval), and every burst post stored within the agent's timeout.
 """
 
 from __future__ import annotations
@@ -53,6 +58,10 @@ from ingest import free_port, wait_for
 
 TARGETS = {"p99_ms": 500.0, "rollup_lag_s": 60.0, "beat_late_s": 30.0}
 AGENT_TIMEOUT_S = 10.0
+# The reference: this many more hosts post this many batches each, one post at a time, before the
+# clock starts: the CPU of one request on this box now, without the fleet's contention.
+REFERENCE_HOSTS = 50
+REFERENCE_BATCHES = 6
 # The agent retries until the server takes the batch; the bench gives up after this many tries.
 RETRIES = 20
 
@@ -67,6 +76,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=300.0, help="seconds of posting")
     parser.add_argument("--clients", type=int, default=96, help="client threads (concurrent posts at most)")
     parser.add_argument("--workers", type=int, default=0, help="gunicorn workers (default: gunicorn_conf's)")
+    parser.add_argument(
+        "--burst",
+        type=int,
+        default=0,
+        help="halfway through, this many more hosts post the largest batch the API takes (MAX_SAMPLES) at once",
+    )
     parser.add_argument(
         "--database",
         default="accelboard_bench_fleet",
@@ -87,6 +102,8 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if min(args.hosts, args.gpus, args.clients) < 1 or args.interval < 1 or args.duration < args.interval:
         parser.error("--hosts, --gpus, --clients >= 1; --interval >= 1 s; --duration >= --interval")
+    if args.burst < 0:
+        parser.error("--burst >= 0")
     if args.latencies and not Path(args.latencies).resolve().parent.is_dir():
         parser.error(f"--latencies {args.latencies}: no such directory to write it in")
     return args
@@ -295,6 +312,62 @@ class Load:
         heapq.heapify(self.heap)
         return len(dues), time.perf_counter() - began
 
+    def reference(self, agents: list[Agent], stack: dict[str, subprocess.Popen]) -> tuple[float, float, int]:
+        """Each of ``agents`` (registered by ``warm``) posts ``REFERENCE_BATCHES`` batches, one
+        post at a time across them all: the web's and PostgreSQL's CPU ms per request with nothing
+        queued (how fast this box is now, which moves between machines and hours), and the
+        samples stored. Its batches follow the agents' first ones in time."""
+        end = time.time() - 60 + self.seconds
+        bodies = [
+            agent.batch(end + k * self.seconds, self.seconds)
+            for k in range(REFERENCE_BATCHES)
+            for agent in agents
+        ]
+        before = cpu_by_part(stack)
+        for batch_id, body, _count in bodies:
+            status, text = self._post(body)
+            if status != 200:
+                raise RuntimeError(f"reference post {batch_id}: HTTP {status} {text[:200]!r}")
+        after = cpu_by_part(stack)
+        web_ms = (after["web"] - before["web"]) / len(bodies) * 1000
+        pg_ms = (after["postgres"] - before["postgres"]) / len(bodies) * 1000
+        return web_ms, pg_ms, sum(count for _, _, count in bodies)
+
+    def burst(self, bodies: list[tuple[str, bytes, int]], web: subprocess.Popen) -> threading.Thread:
+        """Halfway through the run, post every one of ``bodies`` at once (one thread each), each
+        tried once with the agent's timeout; fills ``burst_results`` (seconds, HTTP status) and
+        ``burst_memory`` (gunicorn's memory before and right after)."""
+        self.burst_results: list[tuple[float, int]] = []
+        self.burst_memory: tuple[float, float] = (0.0, 0.0)
+
+        def one(batch_id: str, body: bytes, count: int) -> None:
+            began = time.perf_counter()
+            try:
+                status, text = self._post(body)
+            except OSError as exc:
+                status, text = 0, str(exc).encode()
+            took = time.perf_counter() - began
+            with self.lock:
+                self.burst_results.append((took, status))
+                if status == 200:
+                    self.accepted += count
+                else:
+                    self.errors.append(f"{batch_id} (burst): HTTP {status} {text[:200]!r}")
+
+        def fire() -> None:
+            time.sleep(max(0.0, self.start + self.duration / 2 - time.time()))
+            before = rss_mb(web)
+            threads = [threading.Thread(target=one, args=batch, daemon=True) for batch in bodies]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            self.burst_memory = (before, rss_mb(web))
+
+        thread = threading.Thread(target=fire, daemon=True)
+        thread.start()
+        return thread
+
     def run(self, clients: int) -> float:
         threads = [threading.Thread(target=self.client, daemon=True) for _ in range(clients)]
         for thread in threads:
@@ -474,6 +547,7 @@ def main() -> int:
 
         from accelboard.core.pipeline_selectors import queue_states
         from accelboard.core.services import team_create
+        from accelboard.fleet.ingest_services import MAX_SAMPLES
         from accelboard.fleet.selectors import telemetry_rollup_backlog
 
         home = Path(args.logs or tmp)
@@ -494,7 +568,14 @@ def main() -> int:
         port = free_port()
         stack = start_stack(args, env, home, port)
         rng = random.Random(16)
-        agents = [Agent(i, args.gpus, rng) for i in range(args.hosts)]
+        agents = [Agent(i, args.gpus, rng) for i in range(args.hosts + args.burst + REFERENCE_HOSTS)]
+        # The burst's hosts catch up on the MAX_SAMPLES seconds x GPUs before their first batch
+        # (sealed now, posted halfway through); the fleet's hosts post on schedule.
+        burst_seconds = MAX_SAMPLES // args.gpus  # whole seconds of every GPU: at most MAX_SAMPLES
+        burst_bodies = [
+            agent.batch(time.time() - 90, burst_seconds)
+            for agent in agents[args.hosts : args.hosts + args.burst]
+        ]
         lags: list[float] = []
         queues: dict[str, list] = {}  # queue -> [max depth, max age of its oldest message]
         stop = threading.Event()
@@ -524,23 +605,33 @@ def main() -> int:
             load = Load(port=port, token=token, agents=agents, interval=args.interval, duration=args.duration)
             started = time.perf_counter()
             failures = load.warm(min(args.clients, 16))
+            load.agents = agents[: args.hosts]
             workers = len(psutil.Process(stack["web"].pid).children())  # forked by now
             print(
-                f"registered {args.hosts} hosts (each one's first batch) in {time.perf_counter() - started:.1f} s"
+                f"registered {len(agents)} hosts (each one's first batch) in {time.perf_counter() - started:.1f} s"
                 f" on {workers} gunicorn workers"
                 f"{f', {failures} failed and retried' if failures else ''}"
+            )
+            ref_web, ref_pg, ref_samples = load.reference(agents[args.hosts + args.burst :], stack)
+            print(
+                f"reference: {REFERENCE_HOSTS * REFERENCE_BATCHES} posts one at a time: web {ref_web:.1f} ms, "
+                f"PostgreSQL {ref_pg:.1f} ms of CPU per request (this box's speed now, nothing queued)"
             )
             sealed, sealing_s = load.prepare()
             print(
                 f"sealed the run's {sealed:,} batches in {sealing_s:.1f} s "
                 f"({sum(len(body) for _, body, _ in load.bodies.values()) / 2**20:.0f} MB gzip); the clock starts at the first"
             )
-            registered = args.hosts * args.gpus * int(round(args.interval))  # samples of the warm-up
+            # Samples of the warm-up and the reference.
+            registered = len(agents) * args.gpus * int(round(args.interval)) + ref_samples
             run_start = datetime.now(UTC)
             cpu_before = cpu_seconds(stack["web"])
             parts_before = cpu_by_part(stack)
             rss_before = rss_mb(stack["web"])
+            burster = load.burst(burst_bodies, stack["web"]) if burst_bodies else None
             elapsed = load.run(args.clients)
+            if burster is not None:
+                burster.join()
             cpu_web = cpu_seconds(stack["web"]) - cpu_before
             parts_after = cpu_by_part(stack)
             rss_after = rss_mb(stack["web"])
@@ -625,8 +716,14 @@ def main() -> int:
         + ", ".join(f"{name} {seconds / max(requests, 1) * 1000:.1f}" for name, seconds in cpu_parts.items())
         + f"; all {sum(cpu_parts.values()) / max(requests, 1) * 1000:.1f} ({sum(cpu_parts.values()) / elapsed:.2f} cores)"
     )
+    under_load = sum(cpu_parts[name] for name in ("web", "postgres")) / max(requests, 1) * 1000
     print(
-        f"samples: acknowledged {load.accepted + registered:,} (warm-up included), stored {stored:,} ({distinct:,} distinct), in minute rollups {rolled:,}"
+        f"against the reference: web {cpu_parts['web'] / max(requests, 1) * 1000 / max(ref_web, 1e-9):.2f}x, "
+        f"PostgreSQL {cpu_parts['postgres'] / max(requests, 1) * 1000 / max(ref_pg, 1e-9):.2f}x, "
+        f"both {under_load / max(ref_web + ref_pg, 1e-9):.2f}x the CPU of a request posted alone"
+    )
+    print(
+        f"samples: acknowledged {load.accepted + registered:,} (warm-up and reference included), stored {stored:,} ({distinct:,} distinct), in minute rollups {rolled:,}"
     )
     print(
         f"rollup lag: max {rollup_lag:.1f} s while posting; all rolled up {caught_up_s:.0f} s after the last post"
@@ -641,6 +738,14 @@ def main() -> int:
     print(
         f"load average: {load_avg[0]:.1f} before, {load_after[0]:.1f} after (2 cores shared with other jobs)"
     )
+    burst_max = max((took for took, _status in load.burst_results), default=0.0) if args.burst else 0.0
+    if args.burst:
+        stored_burst = sum(1 for _took, status in load.burst_results if status == 200)
+        print(
+            f"burst: {args.burst} posts of {burst_seconds * args.gpus:,} samples at once halfway through: slowest {burst_max:.1f} s "
+            f"(agent timeout {AGENT_TIMEOUT_S:g} s), {stored_burst} stored; gunicorn memory {load.burst_memory[0]:.0f} MB "
+            f"before, {load.burst_memory[1]:.0f} MB right after, {rss_after:.0f} MB at the end"
+        )
     for error in load.errors[:5]:
         print("error:", error)
     missed = []
@@ -656,10 +761,14 @@ def main() -> int:
         missed.append(f"a beat job {beat_late:.0f} s late")
     if req_s < 0.95 * offered:
         missed.append(f"{req_s:.0f} req/s < 95% of {offered:.0f} offered")
+    if args.burst and (burst_max >= AGENT_TIMEOUT_S or len(load.burst_results) < args.burst):
+        missed.append(f"a burst post took {burst_max:.1f} s (agent timeout {AGENT_TIMEOUT_S:g} s)")
     print("MISSED: " + "; ".join(missed) if missed else "all targets met")
     print(
         f"hosts={args.hosts} req_s={req_s:.1f} p50_ms={p50:.0f} p99_ms={p99:.0f} errors={errors} "
         f"rows_lost={rows_lost} rollup_lag_s={rollup_lag:.1f} beat_late_s={beat_late:.1f}"
+        + (f" burst_max_s={burst_max:.1f}" if args.burst else "")
+        + f" ref_cpu_ms={ref_web + ref_pg:.1f}"
     )
     return 1 if missed else 0
 
