@@ -126,11 +126,17 @@ def _fold(groups: list[dict], key: str | None, conv: _Converter) -> tuple[dict, 
 
 def _group(qs: QuerySet, *keys: str) -> list[dict]:
     # Aggregates cannot reuse a field's name in annotate(): sum as "sum_<field>", then rename.
-    groups = qs.values(*keys, "currency").annotate(
-        **{f"sum_{f}": Sum(f) for f in (*MONEY_FIELDS, *QUANTITY_FIELDS)},
-        stale_rows=Count("id", filter=Q(price_stale=True)),
-        unpriced_hours=Sum("alloc_hours", filter=Q(total_cost=None)),
-        rows=Count("id"),
+    # Ordered by the keys: a grouped query's rows come in any order (a hash aggregate), and what
+    # is listed from them (the unconverted currencies of each day) must read the same every time.
+    groups = (
+        qs.values(*keys, "currency")
+        .annotate(
+            **{f"sum_{f}": Sum(f) for f in (*MONEY_FIELDS, *QUANTITY_FIELDS)},
+            stale_rows=Count("id", filter=Q(price_stale=True)),
+            unpriced_hours=Sum("alloc_hours", filter=Q(total_cost=None)),
+            rows=Count("id"),
+        )
+        .order_by(*keys, "currency")
     )
     return [{k.removeprefix("sum_"): v for k, v in g.items()} for g in groups]
 
