@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 from django.conf import settings
@@ -219,7 +219,34 @@ def test_it_uses_the_configured_broker(worker: Worker) -> None:
         assert wait_for_job(result.id, worker).status == JobStatus.SUCCEEDED
 
 
-def test_the_migrate_step_creates_the_embedded_brokers_tables_once_for_everyone() -> None:
+def _on_database(name: str) -> str:
+    """The tests' database server, database ``name``: the path names it (the embedded default's
+    URL keeps its socket directory in the query, so no splitting on '/')."""
+    parts = urlsplit(settings.DATABASE_URL)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+
+
+@pytest.fixture
+def scratch_database() -> Iterator[str]:
+    """A new, empty database on the tests' server; dropped after. Named anew each time: kombu's
+    SQLAlchemy transport remembers, per URL and process, that it made its tables."""
+    import psycopg  # noqa: PLC0415
+
+    name = f"accelboard_scratch_{uuid.uuid4().hex[:12]}"
+    admin = _on_database("postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield _on_database(name)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_the_migrate_step_creates_the_embedded_brokers_tables_once_for_everyone(
+    scratch_database: str,
+) -> None:
     """kombu's SQLAlchemy transport creates its tables in every process that opens it (look, then
     create), and each queue's row on first use: two at once on a new database raced, one died
     with DuplicateTable (the demo's worker, once in a suite run) or a unique violation on the
@@ -233,28 +260,44 @@ def test_the_migrate_step_creates_the_embedded_brokers_tables_once_for_everyone(
     from accelboard.core.apps import _broker_tables_create  # noqa: PLC0415
     from accelboard.embedded import broker_tables_create  # noqa: PLC0415
 
-    database = "accelboard_broker_tables_test"
-    admin = settings.DATABASE_URL.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {database}")
-    try:
-        url = broker_url_for(settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + database)
-        # The migrate step's hook, with that broker configured; then again, directly.
-        assert _broker_tables_create in [r[1]() for r in post_migrate.receivers]
-        with override_settings(CELERY_BROKER_URL=url):
-            _broker_tables_create()
-        assert broker_tables_create(url, QUEUES)  # again, on rows that exist
-        with psycopg.connect(admin.rsplit("/", 1)[0] + "/" + database) as conn:
-            tables = {
-                r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'kombu_%'")
-            }
-            # And every queue's row, once: beat's first publish to ``scheduled`` raced the
-            # worker's consumer making it (a unique violation killed the demo in CI).
-            queues = [r[0] for r in conn.execute("SELECT name FROM kombu_queue ORDER BY name")]
-        assert tables == {"kombu_queue", "kombu_message"}
-        assert queues == sorted(QUEUES)
-        assert not broker_tables_create("redis://127.0.0.1:6379/0")
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+    url = broker_url_for(scratch_database)
+    # The migrate step's hook, with that broker configured; then again, directly.
+    assert _broker_tables_create in [r[1]() for r in post_migrate.receivers]
+    with override_settings(CELERY_BROKER_URL=url):
+        _broker_tables_create()
+    assert broker_tables_create(url, QUEUES)  # again, on rows that exist
+    with psycopg.connect(scratch_database) as conn:
+        tables = {
+            r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'kombu_%'")
+        }
+        # And every queue's row, once: beat's first publish to ``scheduled`` raced the
+        # worker's consumer making it (a unique violation killed the demo in CI).
+        queues = [r[0] for r in conn.execute("SELECT name FROM kombu_queue ORDER BY name")]
+    assert tables == {"kombu_queue", "kombu_message"}
+    assert queues == sorted(QUEUES)
+    assert not broker_tables_create("redis://127.0.0.1:6379/0")
+
+
+def test_status_reads_each_queues_depth_and_oldest_age_on_the_embedded_broker(scratch_database: str) -> None:
+    """The embedded default's broker (kombu's SQLAlchemy transport, whose driver *type* is 'sql'):
+    the queue check read its depth but never the age of its oldest message, so a backlog there
+    never showed as lagging. CI's suite runs on Redis; this reads the embedded broker itself."""
+    from kombu import Connection  # noqa: PLC0415
+
+    from accelboard.celery import QUEUES  # noqa: PLC0415
+    from accelboard.core.pipeline_selectors import queue_states  # noqa: PLC0415
+    from accelboard.embedded import broker_tables_create  # noqa: PLC0415
+
+    url = broker_url_for(scratch_database)
+    broker_tables_create(url, QUEUES)
+    published = time.time() - 90  # as accelboard.celery stamps every task it publishes
+    with Connection(url) as conn:
+        queue = conn.SimpleQueue("bulk")
+        for offset in (0, 30):
+            queue.put({"task": "x"}, headers={"published_at": published + offset})
+        queue.close()
+    states = {name: (depth, age) for name, depth, age, error in queue_states(broker_url=url) if not error}
+    depth, age = states["bulk"]
+    assert depth == 2
+    assert age is not None and 90 <= age < 90 + 60  # the older of the two
+    assert states["scheduled"] == (0, None)

@@ -99,36 +99,37 @@ def _sqla_queue(channel: Any, name: str) -> tuple[int, float | None]:
     from sqlalchemy import text
 
     session = channel.session
+    # One statement, one snapshot: the oldest waiting message is the next a worker takes, so a
+    # second query for its payload found it gone while a worker drained the queue (no age shown
+    # for a queue thousands deep).
     row = session.execute(
         text(
-            "SELECT count(*), min(m.id) FROM kombu_message m JOIN kombu_queue q ON q.id = m.queue_id "
-            "WHERE q.name = :name AND m.visible"
+            "WITH waiting AS (SELECT m.id, m.payload FROM kombu_message m "
+            "JOIN kombu_queue q ON q.id = m.queue_id WHERE q.name = :name AND m.visible) "
+            "SELECT (SELECT count(*) FROM waiting), (SELECT payload FROM waiting ORDER BY id LIMIT 1)"
         ),
         {"name": name},
     ).one()
-    depth, first_id = int(row[0]), row[1]
-    oldest = None
-    if first_id is not None:
-        payload = session.execute(
-            text("SELECT payload FROM kombu_message WHERE id = :id"), {"id": first_id}
-        ).scalar()
-        oldest = _published_at(payload)
     session.rollback()
-    return depth, oldest
+    return int(row[0]), _published_at(row[1])
 
 
-def queue_states(*, queues: list[str] | None = None) -> list[tuple[str, int | None, float | None, str]]:
-    """(queue, messages waiting, age of the oldest in seconds, error) for each queue."""
+def queue_states(
+    *, queues: list[str] | None = None, broker_url: str | None = None
+) -> list[tuple[str, int | None, float | None, str]]:
+    """(queue, messages waiting, age of the oldest in seconds, error) for each queue, on the
+    configured broker (or ``broker_url``)."""
     from accelboard.celery import QUEUES, app
 
     names = queues or list(QUEUES)
     now = time.time()
     states: list[tuple[str, int | None, float | None, str]] = []
     try:
-        with app.connection_for_read() as conn:
+        with app.connection_for_read(broker_url) as conn:
             conn.ensure_connection(max_retries=1, timeout=3)
             channel: Any = conn.default_channel
-            driver = str(conn.transport.driver_type)
+            # The transport's library: kombu's SQLAlchemy transport is of driver type 'sql'.
+            driver = str(conn.transport.driver_name)
             for name in names:
                 if driver == "redis":
                     depth, oldest = _redis_queue(channel.client, name)
