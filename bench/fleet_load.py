@@ -214,6 +214,15 @@ class Load:
         finally:
             conn.close()
 
+    def _timed_post(self, body: bytes) -> tuple[int, bytes, float]:
+        """One try: HTTP status (0 when the connection failed or timed out), body, seconds."""
+        began = time.perf_counter()
+        try:
+            status, text = self._post(body)
+        except OSError as exc:
+            status, text = 0, str(exc).encode()
+        return status, text, time.perf_counter() - began
+
     def client(self) -> None:
         while True:
             job = self._next()
@@ -226,12 +235,7 @@ class Load:
                 time.sleep(wait)
             sent = time.time()
             for attempt in range(1, RETRIES + 1):
-                began = time.perf_counter()
-                try:
-                    status, text = self._post(body)
-                except OSError as exc:
-                    status, text = 0, str(exc).encode()
-                elapsed = time.perf_counter() - began
+                status, text, elapsed = self._timed_post(body)
                 with self.lock:
                     self.requests += 1
                     self.latencies.append(elapsed)
@@ -341,12 +345,7 @@ class Load:
         self.burst_memory: tuple[float, float] = (0.0, 0.0)
 
         def one(batch_id: str, body: bytes, count: int) -> None:
-            began = time.perf_counter()
-            try:
-                status, text = self._post(body)
-            except OSError as exc:
-                status, text = 0, str(exc).encode()
-            took = time.perf_counter() - began
+            status, text, took = self._timed_post(body)
             with self.lock:
                 self.burst_results.append((took, status))
                 if status == 200:
