@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 
 class ConfigError(Exception):
@@ -83,6 +83,13 @@ def env_secret(name: str, default: str | None = None) -> str | None:
 
 
 _DB_SCHEMES = {"postgres", "postgresql", "pgsql", "postgresql+psycopg"}
+
+
+def database_url_with_name(url: str, name: str) -> str:
+    """The same PostgreSQL server as ``url``, database ``name``: the URL's path names it (a unix
+    socket's directory travels in the query, ``?host=/path``, so the URL is never split on '/')."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
 
 
 def parse_database_url(name: str, url: str) -> dict[str, object]:

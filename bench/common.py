@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -28,17 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from accelboard.env import database_url_with_name  # noqa: E402 - after ROOT is importable
+
 BENCH_DB = "accelboard_bench"
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
 _TRAILER = b"\xff\xff"
 # numpy big-endian layouts of the PostgreSQL binary types used by the raw telemetry table.
 PG_TYPES = {"int8": ">i8", "int4": ">i4", "float4": ">f4", "float8": ">f8", "timestamptz": ">i8"}
-
-
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
 
 
 def _server_url() -> str:
@@ -53,7 +49,7 @@ def _server_url() -> str:
 def _admin(url: str, sql: str) -> None:
     import psycopg
 
-    with psycopg.connect(with_database(url, "postgres"), autocommit=True) as conn:
+    with psycopg.connect(database_url_with_name(url, "postgres"), autocommit=True) as conn:
         conn.execute(sql)
 
 
@@ -79,7 +75,7 @@ def _broker_forget() -> None:
 def bench_database(name: str = BENCH_DB) -> Iterator[str]:
     """A fresh database ``name`` with Django set up and migrated on it; dropped on exit."""
     server = _server_url()
-    url = with_database(server, name)
+    url = database_url_with_name(server, name)
     _admin(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     _admin(server, f"CREATE DATABASE {name}")
     os.environ["DATABASE_URL"] = url

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 from django.conf import settings
@@ -28,6 +28,7 @@ from accelboard.celery import app as celery_app
 from accelboard.core.choices import JobStatus
 from accelboard.core.models import JobRun
 from accelboard.embedded import broker_url_for
+from accelboard.env import database_url_with_name
 from accelboard.fleet.services import telemetry_partition_days
 from accelboard.fleet.tasks import telemetry_partitions_maintain
 
@@ -219,13 +220,6 @@ def test_it_uses_the_configured_broker(worker: Worker) -> None:
         assert wait_for_job(result.id, worker).status == JobStatus.SUCCEEDED
 
 
-def _on_database(name: str) -> str:
-    """The tests' database server, database ``name``: the path names it (the embedded default's
-    URL keeps its socket directory in the query, so no splitting on '/')."""
-    parts = urlsplit(settings.DATABASE_URL)
-    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
-
-
 @pytest.fixture
 def scratch_database() -> Iterator[str]:
     """A new, empty database on the tests' server; dropped after. Named anew each time: kombu's
@@ -233,12 +227,12 @@ def scratch_database() -> Iterator[str]:
     import psycopg  # noqa: PLC0415
 
     name = f"accelboard_scratch_{uuid.uuid4().hex[:12]}"
-    admin = _on_database("postgres")
+    admin = database_url_with_name(settings.DATABASE_URL, "postgres")
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {name}")
     try:
-        yield _on_database(name)
+        yield database_url_with_name(settings.DATABASE_URL, name)
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -9,6 +9,7 @@ import pytest
 from accelboard.embedded import broker_url_for
 from accelboard.env import (
     ConfigError,
+    database_url_with_name,
     env_bool,
     env_float,
     env_int,
@@ -198,3 +199,15 @@ def test_it_derives_the_sqlalchemy_broker_from_the_database_url() -> None:
         == "sqla+postgresql+psycopg://postgres@/accelboard?host=/tmp/pg"
     )
     assert broker_url_for("postgres://u:p@db:5432/acc") == "sqla+postgresql+psycopg://u:p@db:5432/acc"
+
+
+def test_it_names_another_database_on_the_same_server_without_touching_a_socket_path() -> None:
+    # The embedded default's URL keeps its socket directory in the query: splitting on '/' cut it.
+    assert (
+        database_url_with_name("postgresql://postgres@/accelboard?host=/tmp/x/pgdata", "postgres")
+        == "postgresql://postgres@/postgres?host=/tmp/x/pgdata"
+    )
+    assert (
+        database_url_with_name("postgresql://u:p@db:5432/acc", "acc_fuzz")
+        == "postgresql://u:p@db:5432/acc_fuzz"
+    )

@@ -68,6 +68,7 @@ def redis_url_for_worker(url: str, worker: str, dbs: str | None = None) -> str:
 def _sqlalchemy_broker_for_worker(worker: str) -> str:
     """A broker database of the worker's own on the PostgreSQL server the tests use."""
     from accelboard.embedded import broker_url_for, embedded_database_url
+    from accelboard.env import database_url_with_name
 
     database_url = os.environ.get("DATABASE_URL")
     if not database_url:
@@ -79,7 +80,7 @@ def _sqlalchemy_broker_for_worker(worker: str) -> str:
     with psycopg.connect(database_url, autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
             conn.execute(f'CREATE DATABASE "{name}"')
-    return broker_url_for(urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment)))
+    return broker_url_for(database_url_with_name(database_url, name))
 
 
 def _isolate_broker(worker: str) -> None:
