@@ -20,7 +20,6 @@ import json
 import math
 import os
 import random
-import signal
 import sys
 import threading
 import time
@@ -270,10 +269,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.interval <= 0:
         parser.error("--interval must be above 0")
+    from accelboard_agent.daemon import install_signal_handlers, restore_signal_handlers
+
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: stop.set())
-    return run(server=args.server.rstrip("/"), interval_s=args.interval, stop=stop)
+    installed = install_signal_handlers(stop)  # not Event.set() in the handler: it can deadlock
+    try:
+        return run(server=args.server.rstrip("/"), interval_s=args.interval, stop=stop)
+    finally:
+        restore_signal_handlers(installed)
 
 
 if __name__ == "__main__":

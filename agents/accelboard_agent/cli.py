@@ -181,11 +181,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_token(config)
     hostname = _hostname(config)
     stop = threading.Event()
-    previous = install_signal_handlers(stop)
+    installed = install_signal_handlers(stop)
     try:
         return _run_agent(args, config, hostname, stop)
     finally:
-        restore_signal_handlers(previous)
+        restore_signal_handlers(installed)
 
 
 def _run_agent(args: argparse.Namespace, config: Config, hostname: str, stop: threading.Event) -> int:
@@ -368,7 +368,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     hostname = _hostname(config)
     gpus = [item.strip() for item in (args.gpus or "").split(",") if item.strip()]
     stop = threading.Event()
-    previous_handlers = install_signal_handlers(stop)
+    installed = install_signal_handlers(stop)
     spool = Spool(config.spool, max_samples=config.spool_max_samples)
     options = _sender_options(config)
     options["send_interval"] = min(config.send_interval, args.scrape_interval)
@@ -431,7 +431,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
         Sender(spool=spool, hostname=hostname, **_sender_options(config)).send_once()
         spool.close()
         sender_spool.close()
-        restore_signal_handlers(previous_handlers)
+        restore_signal_handlers(installed)
     return 0
 
 

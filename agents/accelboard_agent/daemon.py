@@ -20,6 +20,7 @@ import signal
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from . import __version__
@@ -28,6 +29,8 @@ from .sender import Sender
 from .spool import Spool
 
 log = logging.getLogger("accelboard_agent.daemon")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def energy_check(sample: dict[str, Any], previous_mj: int | None) -> bool:
@@ -224,16 +227,48 @@ class Agent:
         return 0
 
 
-def install_signal_handlers(stop: threading.Event) -> dict[int, Any]:
-    """SIGTERM/SIGINT set ``stop``; returns the previous handlers for ``restore_signal_handlers``."""
+@dataclass
+class SignalStop:
+    """What ``install_signal_handlers`` changed, for ``restore_signal_handlers``."""
+
+    previous: dict[int, Any]
+    write_fd: int
+    watcher: threading.Thread
+
+
+def install_signal_handlers(stop: threading.Event, signals: tuple[int, ...] = STOP_SIGNALS) -> SignalStop:
+    """SIGTERM/SIGINT set ``stop``, from a thread rather than from the handler itself.
+
+    A Python signal handler runs in the main thread between two bytecodes, possibly while that
+    thread holds the event's own lock inside ``Event.wait``; ``Event.set()`` there waits for that
+    lock forever (once in CI: an agent never exited after SIGINT). So the handler takes no lock:
+    it writes the signal number to a pipe, and a watcher thread reads it, logs and sets ``stop``.
+    """
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
 
     def handler(signum: int, frame: Any) -> None:
-        log.info("signal %d: stopping", signum)
-        stop.set()
+        try:
+            os.write(write_fd, bytes([signum]))
+        except OSError:  # the pipe is full of earlier signals: one of them stops already
+            pass
 
-    return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    def watch() -> None:
+        try:
+            while data := os.read(read_fd, 64):
+                log.info("signal %d: stopping", data[-1])
+                stop.set()
+        finally:
+            os.close(read_fd)
+
+    watcher = threading.Thread(target=watch, name="signals", daemon=True)
+    watcher.start()
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    return SignalStop(previous=previous, write_fd=write_fd, watcher=watcher)
 
 
-def restore_signal_handlers(previous: dict[int, Any]) -> None:
-    for sig, handler in previous.items():
+def restore_signal_handlers(installed: SignalStop) -> None:
+    for sig, handler in installed.previous.items():
         signal.signal(sig, handler)
+    os.close(installed.write_fd)  # the watcher reads end-of-file and returns
+    installed.watcher.join(1.0)

@@ -75,6 +75,31 @@ def test_it_stops_within_a_second_on_sigterm_or_sigint(tmp_path, server, signum)
     assert len(times["GPU-SIM-sim-host-0"]) >= 5
 
 
+# The signal lands while the main thread holds the event's own lock, as it does for a moment in
+# every Event.wait. A handler that called stop.set() itself would wait for that lock forever.
+_SIGNAL_UNDER_THE_EVENTS_LOCK = """
+import os, signal, sys, threading
+from accelboard_agent.daemon import install_signal_handlers, restore_signal_handlers
+
+stop = threading.Event()
+installed = install_signal_handlers(stop)
+with stop._cond:
+    os.kill(os.getpid(), signal.{name})
+    for _ in range(1000):  # bytecodes: the handler runs here, the lock held
+        pass
+stopped = stop.wait(5)
+restore_signal_handlers(installed)
+sys.exit(0 if stopped and not installed.watcher.is_alive() else 3)
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_main_thread_holds_the_events_lock_still_stops(name):
+    code = _SIGNAL_UNDER_THE_EVENTS_LOCK.format(name=name)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
+    assert result.returncode == 0, result.stderr
+
+
 def test_it_delivers_every_sample_exactly_once_through_an_outage_and_a_sigkill(tmp_path, server):
     spool = str(tmp_path / "s.db")
     first = _agent(server, spool)
