@@ -3,7 +3,8 @@
 1. ``bench_database()`` creates ``accelboard_bench`` (``bench/ingest.py``: ``accelboard_bench_ingest``,
    so the two can run at once) on ``DATABASE_URL``'s server (or on the
    embedded default when ``DATABASE_URL`` is unset), points Django at it, migrates, and drops it
-   on exit, also after an error or Ctrl-C.
+   on exit, also after an error or Ctrl-C. A second run of the same bench on the same server
+   stops with a sentence (``bench_lock``) instead of dropping the first one's database.
 2. ``fleet_create`` registers hosts and GPUs through the product's own ``host_register``.
 3. ``copy_buffer`` builds a PostgreSQL binary COPY stream straight from numpy arrays (one
    structured array per chunk, no Python loop per row), so 10M rows load in tens of seconds.
@@ -37,7 +38,7 @@ _TRAILER = b"\xff\xff"
 PG_TYPES = {"int8": ">i8", "int4": ">i4", "float4": ">f4", "float8": ">f8", "timestamptz": ">i8"}
 
 
-def _server_url() -> str:
+def server_url() -> str:
     url = os.environ.get("DATABASE_URL")
     if url:
         return url
@@ -72,9 +73,32 @@ def _broker_forget() -> None:
 
 
 @contextlib.contextmanager
+def bench_lock(server: str, what: str) -> Iterator[None]:
+    """Hold a PostgreSQL advisory lock on ``server`` named ``what`` for the block; exit 1 with a
+    sentence when another process holds it. Two runs of one bench would drop each other's
+    database (and purge each other's queues) and both print wrong figures."""
+    import psycopg
+
+    with psycopg.connect(database_url_with_name(server, "postgres"), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pg_try_advisory_lock(hashtext(%s))", [f"accelboard bench: {what}"]
+        ).fetchone()
+        if not row or not row[0]:
+            sys.exit(f"bench: another run is using {what} on this server; wait for it to end")
+        yield  # the lock goes with the connection
+
+
+@contextlib.contextmanager
 def bench_database(name: str = BENCH_DB) -> Iterator[str]:
-    """A fresh database ``name`` with Django set up and migrated on it; dropped on exit."""
-    server = _server_url()
+    """A fresh database ``name`` with Django set up and migrated on it; dropped on exit. One run
+    per name and server at a time (``bench_lock``)."""
+    server = server_url()
+    with bench_lock(server, f"database {name}"), _fresh_database(server, name) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _fresh_database(server: str, name: str) -> Iterator[str]:
     url = database_url_with_name(server, name)
     _admin(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     _admin(server, f"CREATE DATABASE {name}")

@@ -11,8 +11,8 @@ Usage::
    (``ACCELBOARD_PRODUCTION=1``: DEBUG off; ``common.production_env``): gunicorn with ``accelboard/gunicorn_conf.py``
    (workers from the CPU count unless ``--workers``), a Celery worker on the ``scheduled`` queue
    (2 processes), one on ``rollups`` (1), one on ``bulk``, and Celery beat, all on the real
-   broker (``--broker``, default ``CELERY_BROKER_URL``, else Redis on localhost; its queues are
-   purged first). ``--logs DIR`` keeps their logs (``--log-level info`` logs every task).
+   broker (``--broker``, default ``CELERY_BROKER_URL``, else Redis database 15 on localhost; its
+   queues are purged first, so one run per broker at a time: a second one stops with a sentence). ``--logs DIR`` keeps their logs (``--log-level info`` logs every task).
 3. ``--hosts`` agents, each with ``--gpus`` GPUs sampled at 1 Hz, post a batch every
    ``--interval`` seconds for ``--duration`` seconds, spread evenly over the interval. Each batch
    is what the agent seals (``accelboard_agent.spool``): batch id ``<host>:<spool id>:<seq>``, the
@@ -53,11 +53,14 @@ from pathlib import Path
 
 import orjson
 import psutil
-from common import ROOT, bench_database, production_env
+from common import ROOT, bench_database, bench_lock, production_env, server_url
 from ingest import free_port, wait_for
 
 TARGETS = {"p99_ms": 500.0, "rollup_lag_s": 60.0, "beat_late_s": 30.0}
 AGENT_TIMEOUT_S = 10.0
+# A Redis database of its own: the bench purges its queues, and database 0 is the one a dev
+# server or CI on the same machine uses.
+DEFAULT_BROKER = "redis://127.0.0.1:6379/15"
 # The reference: this many more hosts post this many batches each, one post at a time, before the
 # clock starts: the CPU of one request on this box now, without the fleet's contention.
 REFERENCE_HOSTS = 50
@@ -96,8 +99,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--log-level", default="warning", help="the Celery workers' and beat's log level")
     parser.add_argument(
         "--broker",
-        default=os.environ.get("CELERY_BROKER_URL") or "redis://127.0.0.1:6379/0",
-        help="Celery broker (default CELERY_BROKER_URL, else redis://127.0.0.1:6379/0)",
+        default=os.environ.get("CELERY_BROKER_URL") or DEFAULT_BROKER,
+        help=f"Celery broker, its queues purged first (default CELERY_BROKER_URL, else {DEFAULT_BROKER})",
     )
     args = parser.parse_args()
     if min(args.hosts, args.gpus, args.clients) < 1 or args.interval < 1 or args.duration < args.interval:
@@ -541,7 +544,11 @@ def main() -> int:
     # This process reads the queues' depths (``queue_states``) on the stack's broker: without it,
     # Django here would take the embedded default's broker and watch queues nobody uses.
     os.environ["CELERY_BROKER_URL"] = args.broker
-    with bench_database(args.database) as url, tempfile.TemporaryDirectory() as tmp:
+    with (
+        bench_lock(server_url(), f"broker {args.broker}"),
+        bench_database(args.database) as url,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         from django.db import connection
 
         from accelboard.core.pipeline_selectors import queue_states
