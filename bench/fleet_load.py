@@ -12,7 +12,8 @@ Usage::
    (workers from the CPU count unless ``--workers``), a Celery worker on the ``scheduled`` queue
    (2 processes), one on ``rollups`` (1), one on ``bulk``, and Celery beat, all on the real
    broker (``--broker``, default ``CELERY_BROKER_URL``, else Redis database 15 on localhost; its
-   queues are purged first, so one run per broker at a time: a second one stops with a sentence). ``--logs DIR`` keeps their logs (``--log-level info`` logs every task).
+   queues are purged first, so one run per broker at a time: a second one stops with a sentence).
+   ``--logs DIR`` keeps their logs (``--log-level info`` logs every task).
 3. ``--hosts`` agents, each with ``--gpus`` GPUs sampled at 1 Hz, post a batch every
    ``--interval`` seconds for ``--duration`` seconds, spread evenly over the interval. Each batch
    is what the agent seals (``accelboard_agent.spool``): batch id ``<host>:<spool id>:<seq>``, the
