@@ -33,10 +33,9 @@ from accelboard.core.models import Team
 from accelboard.fleet import ingest_services as telemetry
 from accelboard.fleet import tasks as fleet_tasks
 from accelboard.fleet.ingest_services import IngestRejected
-from accelboard.fleet.models import Accelerator, Host
-from accelboard.fleet.services import host_register, telemetry_partitions_ensure, telemetry_partitions_forget
+from accelboard.fleet.services import telemetry_partitions_ensure, telemetry_partitions_forget
 from accelboard.profiles.upload_services import UPLOAD_PROFILES
-from accelboard.serving.services import IntervalInput, inference_metrics_store
+from accelboard.serving.services import inference_batch_store
 
 from .choices import BatchKind, TokenKind
 from .models import ApiToken, IngestBatch
@@ -292,49 +291,16 @@ def run_profile_upload(*, team: Team, run_id: str, files: list[tuple[str, Any]])
     return run_profile_attach(team=team, run_ref=run_id, files=files, profiles=UPLOAD_PROFILES)
 
 
-def _gpus_elsewhere(*, team: Team, uuids: list[str]) -> set[str]:
-    """Those of ``uuids`` registered on a host this team does not own."""
-    return set(
-        Accelerator.objects.filter(uuid__in=uuids)
-        .exclude(host__team=team)
-        .exclude(host__team__isnull=True)  # an unclaimed host's GPUs are no one's yet
-        .values_list("uuid", flat=True)
-    )
-
-
 # --- Serving metrics --------------------------------------------------------------------------
 
 
 def inference_batch_ingest(*, team: Team, payload: dict[str, Any]) -> dict[str, Any]:
-    """Store one batch of serving-metric intervals; idempotent on batch_id.
-
-    The batch's host is named, never claimed: a host nobody has is registered without a team (its
-    agent's telemetry gives it to its team later), and the answer is the same whoever holds the
-    name, so a serving batch neither squats a name nor tells whether it is taken. The rows are the
-    token's team's either way. A GPU it names must not be on another team's host (409, as telemetry
-    answers); a GPU not reported yet is kept by UUID and joins its energy once its agent reports."""
-    intervals = [IntervalInput(**item) for item in payload["intervals"]]
-
-    def write() -> dict[str, Any]:
-        named = sorted({gpu for item in intervals for gpu in item.accelerator_uuids})
-        foreign = _gpus_elsewhere(team=team, uuids=named) if named else set()
-        for i, item in enumerate(intervals):
-            for j, gpu in enumerate(item.accelerator_uuids):
-                if gpu in foreign:
-                    raise IngestRejected(
-                        f"GPU {gpu!r} cannot be named with this token: it is registered to a host "
-                        "the token cannot write to",
-                        path=f"intervals[{i}].accelerator_uuids[{j}]",
-                        code="accelerator_conflict",
-                        status=409,
-                    )
-        host = Host.objects.filter(hostname=payload["host"]).first()
-        if host is None:
-            host, _ = host_register(hostname=payload["host"], team_id=None)
-        accepted = inference_metrics_store(
-            team=team, host=host, batch_id=payload["batch_id"], intervals=intervals
-        )
-        return {"batch_id": payload["batch_id"], "accepted": accepted}
-
-    result, _ = _batch_write(team=team, kind=BatchKind.INFERENCE, client_id=payload["batch_id"], write=write)
+    """Store one batch of serving-metric intervals (``serving.services.inference_batch_store``);
+    idempotent on batch_id."""
+    result, _ = _batch_write(
+        team=team,
+        kind=BatchKind.INFERENCE,
+        client_id=payload["batch_id"],
+        write=lambda: inference_batch_store(team=team, payload=payload),
+    )
     return result
