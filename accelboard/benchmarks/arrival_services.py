@@ -41,12 +41,11 @@ from django.db import IntegrityError, transaction
 from accelboard.core.models import Team
 from accelboard.core.services import transaction_with_files
 from accelboard.fleet.ingest_services import MAX_JSON_BYTES, IngestRejected
-from accelboard.fleet.models import Host
 from accelboard.importers import ContextError, UnrecognisedFormat, parse_files
 from accelboard.importers.metrics import NON_NEGATIVE_UNITS, UNITS, metric_spec
 
 from .import_plans import ImportRejected
-from .import_selectors import accelerator_type_resolve, model_name_resolve
+from .import_selectors import accelerator_type_resolve, model_name_resolve, team_host_get
 from .import_services import run_import
 from .models import BenchmarkRun
 from .services import (
@@ -280,15 +279,6 @@ def run_payload_read(*, payload: dict[str, Any]) -> RunPayload:
     )
 
 
-def _team_host(*, team: Team, hostname: str) -> Host | None:
-    """The team's host of that name; None for a name the team has no host by.
-
-    A write that only mentions a host (a run's ``hardware.host``) never registers or claims one:
-    hosts join a team when their agent sends telemetry with the team's token. So a name held by
-    another team and a name nobody holds get the same answer."""
-    return Host.objects.filter(team=team, hostname=hostname).first()
-
-
 def _run_id_taken() -> IngestRejected:
     # Says no more than "taken": run ids are random UUIDs, so a clash is one the caller made.
     return IngestRejected(
@@ -329,7 +319,7 @@ def run_payload_store(*, team: Team, run: RunPayload, uploaded_by: Any = None) -
             raise IngestRejected(
                 exc.message, path="hardware.accelerator", code="unknown_accelerator"
             ) from None
-    host = _team_host(team=team, hostname=hardware["host"]) if hardware["host"] else None
+    host = team_host_get(team=team, hostname=hardware["host"]) if hardware["host"] else None
     context = dict(payload["context"])
     if hardware["host"] and host is None:
         context["host"] = hardware["host"]  # named, not one of the team's hosts: kept as text

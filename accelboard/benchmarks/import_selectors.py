@@ -3,7 +3,8 @@
 ``run_import_preview`` runs the same steps as ``import_services.run_import`` (``import_plans``),
 against the team's catalogues, and writes nothing. ``model_name_resolve`` and
 ``accelerator_type_resolve`` resolve one name each, for a run that arrives as JSON with its
-identity stated (``arrival_services.run_payload_store``).
+identity stated (``arrival_services.run_payload_store``); ``team_host_get`` finds the host a run
+names, for both.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from accelboard.core.models import Team
-from accelboard.fleet.models import AcceleratorType
+from accelboard.fleet.models import AcceleratorType, Host
 from accelboard.importers import ParsedRun
 from accelboard.importers.metrics import metric_spec
 
@@ -175,3 +176,12 @@ def accelerator_type_resolve(*, name: str, team: Team | None = None) -> tuple[Ac
             message = f"unknown accelerator {name!r} (known: {known}); an admin adds accelerator types"
         raise ImportRejected(message, field="accelerator")
     return found, match.how
+
+
+def team_host_get(*, team: Team, hostname: str) -> Host | None:
+    """The team's host of that name; None for a name the team has no host by.
+
+    A run that only mentions a host (a file's host, a JSON run's ``hardware.host``) never registers
+    or claims one: hosts join a team when their agent sends telemetry with the team's token. So a
+    name held by another team and a name nobody holds get the same answer."""
+    return Host.objects.filter(team=team, hostname=hostname).first()

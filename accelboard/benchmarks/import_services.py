@@ -46,7 +46,7 @@ from django.db import IntegrityError, transaction
 
 from accelboard.core.models import Team
 from accelboard.core.services import stored_file_track
-from accelboard.fleet.models import AcceleratorType, Host
+from accelboard.fleet.models import AcceleratorType
 from accelboard.fleet.services import AcceleratorTypeRejected, accelerator_type_create
 from accelboard.importers import ParsedRun
 
@@ -63,6 +63,7 @@ from .import_plans import (
     jsonable,
     run_fingerprint,
 )
+from .import_selectors import team_host_get
 from .models import BenchmarkRun, Model
 from .services import WorkloadSpec, model_variant_get_or_create, run_record, workload_get_or_create
 
@@ -221,7 +222,7 @@ def _store(
         options=jsonable(run.workload.options),
     )
     workload = workload_get_or_create(team=team, variant=variant, spec=spec)
-    host = Host.objects.filter(team=team, hostname=run.hardware.host).first() if run.hardware.host else None
+    host = team_host_get(team=team, hostname=run.hardware.host) if run.hardware.host else None
     try:
         with transaction.atomic():
             stored, created = run_record(
