@@ -1,4 +1,4 @@
-"""The upload page's writes: files kept between its preview and its save, and the save itself.
+"""The upload page's stash: files kept between its preview and its save, and how they are read.
 
 The files of one upload are **one submission** (``importers.parse_files``): grouped as a directory
 or an archive of them would be, so an MLPerf run's loose summary, detail log, system and
@@ -6,17 +6,14 @@ measurement JSON and accuracy.txt are one run, not five files asking for a model
 
 1. ``upload_parse`` reads the files together and keeps every file's bytes (``upload_stash``)
    under a token; nothing is stored as a run yet.
-2. ``upload_save`` reads the files back by token, reads them together again (the same runs in the
-   same order) and stores each run for one team, all or nothing per run, with the uploader's
-   fields for that run; run ids derive from the token and the run's place, so saving the same
-   preview twice (a double click, a retry after fixing one run) keeps the runs saved the first
-   time instead of copying them. A run read from several files keeps them all as its raw file
-   (a .tar.gz of them); a run from one file or one archive keeps that file.
+2. ``upload_load`` reads the files back by token; ``arrival_services.upload_save`` reads them
+   together again (``submission_read``: the same runs in the same order) and stores each run. A
+   run read from several files keeps them all as its raw file (``run_raw_files``: a .tar.gz of
+   them); a run from one file or one archive keeps that file.
 
 Profiler traces (PyTorch profiler JSON, nsys stats CSVs: ``importers.registry.profile_detect``)
 dropped among the result files are not results: they are stashed with the others, marked
-``profile`` and neither parsed nor saved here; the caller attaches them to the run saved with them
-(``profiles.upload_services``), and keeps the stash (``discard=False``) until it has.
+``profile`` and not parsed here; ``arrival_services`` attaches them to the run saved with them.
 
 The preview step parses the files and stores their bytes under ``MEDIA_ROOT/tmp/<token>/``
 (one file per upload plus a manifest naming the uploader); the save step reads them back by
@@ -35,19 +32,14 @@ import secrets
 import shutil
 import tarfile
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from django.conf import settings
 
-from accelboard.core.models import Team
 from accelboard.importers import ParsedRun, parse_files
 from accelboard.importers.registry import profile_detect
-
-from .import_services import ImportRejected, run_import
 
 MAX_AGE_S = 24 * 3600
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{20,64}$")
@@ -160,18 +152,7 @@ class SubmissionRead:
     runs: list[RunRead]
 
 
-@dataclass
-class RunSaved:
-    """What saving one run did: the run stored (id, created) or why it was not."""
-
-    index: int
-    files: tuple[int, ...]
-    run_id: int | None = None
-    created: bool = False
-    error: str = ""
-
-
-def _read(files: list[tuple[int, str, bytes | None]], too_large: str = "") -> SubmissionRead:
+def submission_read(files: list[tuple[int, str, bytes | None]], too_large: str = "") -> SubmissionRead:
     """Read the result files among ``files`` (index, name, bytes; None: refused) as one submission."""
     reads = {index: FileRead(index=index, name=name, size=len(data or b"")) for index, name, data in files}
     results: list[tuple[int, str, bytes]] = []
@@ -206,24 +187,18 @@ def upload_parse(
     """Read the files as one submission and keep their bytes under a new token; a file given as
     None was refused before reading (``too_large`` says why) and is kept empty so the indexes stay
     aligned."""
-    read = _read([(index, name, data) for index, (name, data) in enumerate(files)], too_large)
+    read = submission_read([(index, name, data) for index, (name, data) in enumerate(files)], too_large)
     token = upload_stash(user_id=user_id, files=[(name, data or b"") for name, data in files])
     return token, read
 
 
-def _run_uuid(token: str, run_index: int) -> uuid.UUID:
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"accelboard-upload:{token}:run:{run_index}")
-
-
-def run_raw_files(run: RunRead, files: Mapping[int, StashedFile]) -> tuple[str, bytes]:
+def run_raw_files(run: RunRead, files: Mapping[int, tuple[str, bytes]]) -> tuple[str, bytes]:
     """The raw file a run keeps: its one file (or archive) as uploaded, or a .tar.gz of its files
     (the same bytes for the same files, so a retried upload is recognised)."""
     members = [files[index] for index in run.files]
     if len(members) == 1:
-        return members[0].name, members[0].data
-    return f"{PurePosixPath(members[0].name).name}-and-{len(members) - 1}-more.tar.gz", files_tar(
-        [(item.name, item.data) for item in members]
-    )
+        return members[0]
+    return f"{PurePosixPath(members[0][0]).name}-and-{len(members) - 1}-more.tar.gz", files_tar(members)
 
 
 def files_tar(files: list[tuple[str, bytes]]) -> bytes:
@@ -236,52 +211,3 @@ def files_tar(files: list[tuple[str, bytes]]) -> bytes:
                 info.size, info.mtime, info.mode = len(data), 0, 0o644
                 archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
-
-
-def upload_save(
-    *,
-    team: Team,
-    token: str,
-    user: Any,
-    files: list[StashedFile],
-    overrides: Mapping[int, dict[str, Any]],
-    refused: Mapping[int, str],
-    discard: bool = True,
-) -> tuple[list[RunSaved], list[FileRead]]:
-    """Store the runs of the stashed ``files`` for ``team``, each with its ``overrides`` (by run
-    index); return what each run did, and the files (their read errors are errors of the save).
-
-    A run in ``refused`` (its fields did not validate) is skipped with that error. The stash is
-    discarded once every run is saved and every file was read (unless ``discard`` is False: the
-    caller has more to do with it); otherwise it stays, so a second save after a fix stores the
-    failed runs and finds the saved ones already there (same run ids). Profiler traces are not
-    runs: they are skipped here."""
-    read = _read([(item.index, item.name, item.data) for item in files])
-    by_index = {item.index: item for item in files}
-    results: list[RunSaved] = []
-    for run in read.runs:
-        saved = RunSaved(index=run.index, files=run.files)
-        results.append(saved)
-        if run.index in refused:
-            saved.error = refused[run.index]
-            continue
-        raw_name, raw_bytes = run_raw_files(run, by_index)
-        try:
-            stored, created = run_import(
-                team=team,
-                parsed=run.parsed,
-                raw_name=raw_name,
-                raw_bytes=raw_bytes,
-                uploaded_by=user,
-                uploaded_via="web",
-                overrides=dict(overrides.get(run.index, {})),
-                run_uuid=_run_uuid(token, run.index),
-            )
-        except ImportRejected as exc:
-            saved.error = str(exc)
-            continue
-        saved.run_id, saved.created = stored.pk, created
-    failed = any(saved.error for saved in results) or any(item.error for item in read.files)
-    if discard and not failed:
-        upload_discard(token=token)
-    return results, read.files

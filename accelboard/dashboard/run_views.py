@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from accelboard.alerts.selectors import run_baseline_compare
+from accelboard.benchmarks import arrival_services as arrival
 from accelboard.benchmarks import selectors as run_selectors
 from accelboard.benchmarks import table_selectors as run_table
 from accelboard.benchmarks.catalogue_selectors import (
@@ -28,7 +29,7 @@ from accelboard.benchmarks.catalogue_selectors import (
     catalogues_for,
     model_choices_for,
 )
-from accelboard.benchmarks.import_services import run_import_preview
+from accelboard.benchmarks.import_selectors import run_import_preview
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.benchmarks.upload_services import RunRead, UploadExpired, upload_load
 from accelboard.core.access import Action, request_scope
@@ -37,7 +38,7 @@ from accelboard.core.selectors import team_list_visible
 from accelboard.costs.selectors import run_cost_summary
 from accelboard.importers.metrics import metric_label
 from accelboard.profiles.selectors import run_ids_with_profiles
-from accelboard.profiles.upload_services import upload_preview_with_profiles, upload_save_with_profiles
+from accelboard.profiles.upload_services import UPLOAD_PROFILES
 
 from . import run_charts as charts
 from .run_forms import NEW, UploadOverridesForm, UploadTeamForm
@@ -417,8 +418,11 @@ def upload_preview(request: HttpRequest) -> JsonResponse:
         for index, (name, f) in enumerate(zip(names, files, strict=True))
     ]
     # The files are one submission; a profiler trace goes with the run saved from the others.
-    token, submission, profiles = upload_preview_with_profiles(
-        user_id=request.user.pk, files=given, too_large=f"larger than {UPLOAD_MAX_BYTES // (1024 * 1024)} MB"
+    token, submission, profiles = arrival.upload_preview(
+        user_id=request.user.pk,
+        files=given,
+        profiles=UPLOAD_PROFILES,
+        too_large=f"larger than {UPLOAD_MAX_BYTES // (1024 * 1024)} MB",
     )
     team = _upload_team(request)
     catalogues = catalogues_for(team=team)  # once, whatever the number of runs
@@ -468,13 +472,14 @@ def upload_save_view(request: HttpRequest) -> JsonResponse:
         else:
             field, errors = next(iter(form.errors.items()))
             refused[index] = f"{field}: {errors[0]}"
-    saved, reads, attached = upload_save_with_profiles(
+    saved, reads, attached = arrival.upload_save(
         team=team_form.cleaned_data["team"],
         token=token,
         user=request.user,
         files=stashed,
         overrides=overrides,
         refused=refused,
+        profiles=UPLOAD_PROFILES,
     )
     runs = [
         {

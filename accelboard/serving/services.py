@@ -2,6 +2,8 @@
 
 An interval is keyed by (host, variant, interval_start): a later batch carrying the same interval
 (an exporter that re-sends a corrected minute) replaces it rather than adding a twin.
+``inference_batch_store`` is the write behind ``POST /api/v1/inference-metrics`` (the API claims
+the batch id around it, so a retried batch is stored once).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from accelboard.benchmarks.selectors import model_variant_resolve
 from accelboard.benchmarks.services import model_variant_get_or_create
 from accelboard.core.models import Team
 from accelboard.fleet.ingest_services import IngestRejected
-from accelboard.fleet.models import Host
+from accelboard.fleet.models import Accelerator, Host
+from accelboard.fleet.services import host_register
 
 from .models import InferenceMetric
 
@@ -129,3 +132,43 @@ def inference_metrics_store(*, team: Team, host: Host, batch_id: str, intervals:
         update_fields=update,
     )
     return len(rows)
+
+
+def _gpus_elsewhere(*, team: Team, uuids: list[str]) -> set[str]:
+    """Those of ``uuids`` registered on a host this team does not own."""
+    return set(
+        Accelerator.objects.filter(uuid__in=uuids)
+        .exclude(host__team=team)
+        .exclude(host__team__isnull=True)  # an unclaimed host's GPUs are no one's yet
+        .values_list("uuid", flat=True)
+    )
+
+
+def inference_batch_store(*, team: Team, payload: dict[str, Any]) -> dict[str, Any]:
+    """Store one batch of serving-metric intervals (the API's ``InferenceBatchIn``, validated).
+
+    The batch's host is named, never claimed: a host nobody has is registered without a team (its
+    agent's telemetry gives it to its team later), and the answer is the same whoever holds the
+    name, so a serving batch neither squats a name nor tells whether it is taken. The rows are the
+    token's team's either way. A GPU it names must not be on another team's host (409, as telemetry
+    answers); a GPU not reported yet is kept by UUID and joins its energy once its agent reports."""
+    intervals = [IntervalInput(**item) for item in payload["intervals"]]
+    named = sorted({gpu for item in intervals for gpu in item.accelerator_uuids})
+    foreign = _gpus_elsewhere(team=team, uuids=named) if named else set()
+    for i, item in enumerate(intervals):
+        for j, gpu in enumerate(item.accelerator_uuids):
+            if gpu in foreign:
+                raise IngestRejected(
+                    f"GPU {gpu!r} cannot be named with this token: it is registered to a host "
+                    "the token cannot write to",
+                    path=f"intervals[{i}].accelerator_uuids[{j}]",
+                    code="accelerator_conflict",
+                    status=409,
+                )
+    host = Host.objects.filter(hostname=payload["host"]).first()
+    if host is None:
+        host, _ = host_register(hostname=payload["host"], team_id=None)
+    accepted = inference_metrics_store(
+        team=team, host=host, batch_id=payload["batch_id"], intervals=intervals
+    )
+    return {"batch_id": payload["batch_id"], "accepted": accepted}

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from accelboard.benchmarks.import_services import ImportRejected, run_import, run_import_preview
+from accelboard.benchmarks.import_plans import ImportRejected
+from accelboard.benchmarks.import_selectors import run_import_preview
+from accelboard.benchmarks.import_services import run_import
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue, Series
 from accelboard.importers import parse_bytes
 from tests.api.conftest import row_counts
