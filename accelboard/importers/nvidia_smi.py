@@ -155,8 +155,8 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
         run.put("started_at", run.telemetry[0].time, f"file:{file.name}:{run.telemetry[0].line}")
         run.put("finished_at", run.telemetry[-1].time, f"file:{file.name}:{run.telemetry[-1].line}")
         run.warnings.append("nvidia-smi timestamps are local time without a timezone")
-    # The busy GPUs' names, as since the busy-GPU count came in (that change reused ``names``);
-    # the header's columns (``names``) were meant, a fix that changes what is stored.
+    # The busy GPUs' names: what this has stored since the busy-GPU count reused the name
+    # ``names``. The header's columns (``names``) look meant; storing them changes runs' context.
     run.context["columns"] = busy_names
     return [run]
 

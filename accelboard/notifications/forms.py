@@ -23,7 +23,7 @@ class SubscriptionAddForm(forms.Form):
     """Team is required; a series or an alert kind narrows it (at most one of them)."""
 
     team: forms.ModelChoiceField[Team] = forms.ModelChoiceField(queryset=None, empty_label=None)
-    series: SeriesChoiceField = SeriesChoiceField(
+    series = SeriesChoiceField(
         queryset=None,
         required=False,
         empty_label="Every series",
