@@ -304,9 +304,7 @@ def _apply_config(run: ParsedRun, config: dict[str, Any], name: str, *, prefix: 
             str(scheme).upper() if str(scheme).lower() in {"gptq", "awq"} else str(scheme),
             src("backend.quantization_scheme"),
         )
-        qconfig = (
-            json_object(backend, "quantization_config")
-        )
+        qconfig = json_object(backend, "quantization_config")
         bits = qconfig.get("bits") or qconfig.get("w_bit")
         if bits in (4, "4"):
             run.put("variant.precision", "int4", src("backend.quantization_config.bits"))

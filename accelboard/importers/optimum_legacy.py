@@ -204,9 +204,7 @@ def _apply_config(run: ParsedRun, config: dict[str, Any], name: str) -> None:
     if scheme:
         method = str(scheme).upper() if str(scheme).lower() in {"gptq", "awq"} else str(scheme)
         run.put("variant.quantization_method", method, src("backend.quantization_scheme"))
-        qconfig = (
-            json_object(backend, "quantization_config")
-        )
+        qconfig = json_object(backend, "quantization_config")
         bits = qconfig.get("bits")
         if bits in (4, 8):
             run.put("variant.precision", f"int{bits}", src("backend.quantization_config.bits"))
