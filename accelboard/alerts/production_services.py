@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from django.db import connection, transaction
 
@@ -48,6 +48,21 @@ class ProductionSummary:
     findings: int = 0
     raised: list[int] = field(default_factory=list)
     resolved: list[int] = field(default_factory=list)
+
+
+class _Subject(TypedDict):
+    """What a finding is about: ``_Pass.finding``'s arguments besides the finding itself."""
+
+    entity: str
+    team_id: int
+    host_id: int | None
+    model: NotRequired[str]
+
+
+def _reference_mean(found: production.Finding) -> float | None:
+    """The reference level a throughput or energy finding compared with; None for the others."""
+    value = found.detail.get("reference_tokens_per_s") or found.detail.get("reference_j_per_token")
+    return float(value) if isinstance(value, int | float) else None
 
 
 @dataclass
@@ -89,8 +104,7 @@ class _Pass:
                 kind=kind,
                 dedupe_key=active.dedupe_key,
                 title=title,
-                before_mean=found.detail.get("reference_tokens_per_s")  # type: ignore[arg-type]
-                or found.detail.get("reference_j_per_token"),
+                before_mean=_reference_mean(found),
                 after_mean=found.value,
                 pct_change=found.pct_change,
                 confidence=found.confidence,
@@ -104,8 +118,7 @@ class _Pass:
             dedupe_key=f"prod:{kind}:{entity}:{found.since:%Y%m%dT%H%M}",
             title=title,
             host=_host(host_id),
-            before_mean=found.detail.get("reference_tokens_per_s")
-            or found.detail.get("reference_j_per_token"),  # type: ignore[arg-type]
+            before_mean=_reference_mean(found),
             after_mean=found.value,
             pct_change=found.pct_change,
             confidence=found.confidence,
@@ -116,7 +129,7 @@ class _Pass:
 
 
 # The signal each production rule watches, named like the benchmark metrics it mirrors.
-_METRIC_OF_KIND = {
+_METRIC_OF_KIND: dict[str, str] = {
     AlertKind.SLO: "latency_e2e_p99_ms",
     AlertKind.THROUGHPUT: "throughput_tokens_per_s",
     AlertKind.ENERGY: "energy_per_token_j",
@@ -171,7 +184,7 @@ def _serving(p: _Pass, *, start: datetime, end: datetime) -> None:
         slo = slos.get((first.team_id, first.variant.model_id, first.variant_id)) or slos.get(
             (first.team_id, first.variant.model_id, None)
         )
-        common = {
+        common: _Subject = {
             "entity": entity,
             "team_id": first.team_id,
             "host_id": host_id,
@@ -244,7 +257,7 @@ def _energy(
     recent: list[InferenceMetric],
     reference: list[InferenceMetric],
     label: str,
-    common: dict[str, Any],
+    common: _Subject,
 ) -> None:
     uuids = sorted({u for r in recent for u in r.accelerator_uuids})
     if not uuids or not reference:
@@ -366,7 +379,7 @@ def _gpus(p: _Pass, *, start: datetime, end: datetime) -> None:
         entity, host_id = f"gpu:{gpu_id}", recent[0][1]
         gpu = gpus[gpu_id]
         label = f"GPU {gpu.index} ({gpu.uuid[:12]}…) on host {host_id}"
-        common = {"entity": entity, "team_id": team_id, "host_id": host_id}
+        common: _Subject = {"entity": entity, "team_id": team_id, "host_id": host_id}
         p.judged.add((AlertKind.MEMORY, entity))
         since = production.sustained([(r[2], production.memory_high(r[4], r[5])) for r in recent])
         if since:

@@ -103,11 +103,11 @@ def _change_alerts(series: Series) -> list[Alert]:
 
 def _baseline(h: _History, expected: list[int], alerts: list[Alert]) -> tuple[int, np.ndarray]:
     """Index where the baseline starts, and the values with reverted excursions hidden."""
-    position = {run_id: i for i, run_id in enumerate(h.run_ids)}
+    position: dict[int | None, int] = {run_id: i for i, run_id in enumerate(h.run_ids)}
     values = h.values.copy()
     markers = [position[r] for r in expected if r in position]
     for alert in alerts:
-        start = position.get(alert.first_run_id)  # type: ignore[arg-type]
+        start = position.get(alert.first_run_id)
         if start is None:
             continue
         reverted_at = alert.detail.get("reverted_at_run")
@@ -122,8 +122,8 @@ def _baseline(h: _History, expected: list[int], alerts: list[Alert]) -> tuple[in
 
 def _revert_check(h: _History, alert: Alert) -> int | None:
     """Run id where the values went back to the old level, if the two newest results say so."""
-    position = {run_id: i for i, run_id in enumerate(h.run_ids)}
-    start = position.get(alert.first_run_id)  # type: ignore[arg-type]
+    position: dict[int | None, int] = {run_id: i for i, run_id in enumerate(h.run_ids)}
+    start = position.get(alert.first_run_id)
     raised_at = position.get(alert.detail.get("checked_run"))
     if start is None or raised_at is None or alert.before_mean is None or alert.after_mean is None:
         return None

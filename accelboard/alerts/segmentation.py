@@ -53,6 +53,7 @@ estimate: fewer, later detections).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +71,9 @@ _WINSOR = 3.0
 # (2 Phi(3) - 1) - 6 phi(3) + 18 (1 - Phi(3)), as scipy.stats.norm computes it (a test checks).
 # A literal: scipy.stats costs ~1 s to import, and every process that loads the URLs imports this.
 _WINSOR_VAR = 0.9950072780344534
+
+# ``effect_ok(before, after)``: whether a jump between two fitted levels is big enough to report.
+EffectCheck = Callable[[float, float], bool]
 
 
 @dataclass(frozen=True)
@@ -384,8 +388,8 @@ def multiplicative(y: np.ndarray) -> bool:
     return spread_ratio(np.log(y)) < spread_ratio(y)
 
 
-def _exp_levels(check: object) -> object:
-    return lambda before, after: check(math.exp(before), math.exp(after))  # type: ignore[operator]
+def _exp_levels(check: EffectCheck) -> EffectCheck:
+    return lambda before, after: check(math.exp(before), math.exp(after))
 
 
 def penalty_for(n: int) -> float:
@@ -396,7 +400,7 @@ def find_changes(
     y: np.ndarray,
     *,
     min_size: int,
-    effect_ok: object,
+    effect_ok: EffectCheck | None,
     penalty: float | None = None,
 ) -> Segmentation:
     """Steps 1-4 of the module docstring on finite values ``y``; ``effect_ok(before, after)``

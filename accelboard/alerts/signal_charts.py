@@ -195,8 +195,9 @@ _FIELDS: dict[str, tuple[str, Any]] = {
 
 def _over_budget(detail: dict[str, Any]) -> bool:
     loss, budget = detail.get("loss"), detail.get("budget")
-    numbers = isinstance(loss, int | float) and isinstance(budget, int | float)
-    return detail.get("verdict") == "over" or (numbers and loss > budget)
+    if detail.get("verdict") == "over":
+        return True
+    return isinstance(loss, int | float) and isinstance(budget, int | float) and loss > budget
 
 
 def evidence_rows(detail: dict[str, Any]) -> list[tuple[str, str]]:

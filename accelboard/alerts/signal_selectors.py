@@ -23,7 +23,7 @@ AFTER = timedelta(hours=2)
 GPU_BEFORE = timedelta(hours=1)
 
 # kind -> (label, unit) of the figure a production alert is about
-_SIGNALS = {
+_SIGNALS: dict[str, tuple[str, str]] = {
     AlertKind.SLO: ("p99 end-to-end latency", "ms"),
     AlertKind.THROUGHPUT: ("decode speed per stream", "tokens/s"),
     AlertKind.ENERGY: ("energy per generated token", "J/token"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.db import OperationalError
 from django.utils import timezone
 
@@ -26,7 +26,7 @@ _RETRY = {
 
 
 @shared_task(bind=True, **_RETRY)
-def run_check(self, run_id: int) -> dict[str, list[int]]:  # type: ignore[no-untyped-def]
+def run_check(self: Task, run_id: int) -> dict[str, list[int]]:
     """Check every series of a newly recorded run; enqueued by run_record after commit."""
     with job_run_record(name="alerts_run_check", task_id=self.request.id or "") as job:
         checks = _run_check(run_id=int(run_id))
@@ -38,7 +38,7 @@ def run_check(self, run_id: int) -> dict[str, list[int]]:  # type: ignore[no-unt
 
 
 @shared_task(bind=True, **_RETRY)
-def production_signals_check(self, window_minutes: int = 15) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def production_signals_check(self: Task, window_minutes: int = 15) -> dict[str, int]:
     """The beat pass over the last window of serving metrics and GPU rollups."""
     with job_run_record(name="alerts_production_check", task_id=self.request.id or "") as job:
         summary = production_check(now=timezone.now(), window=timedelta(minutes=int(window_minutes)))
@@ -48,7 +48,7 @@ def production_signals_check(self, window_minutes: int = 15) -> dict[str, int]: 
 
 
 @shared_task(bind=True, **_RETRY)
-def series_rescore_task(self, series_id: int) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
+def series_rescore_task(self: Task, series_id: int) -> list[dict[str, object]]:
     """Re-segment one series' history with the thresholds now in force (after a settings change)."""
     series = Series.objects.filter(pk=int(series_id)).first()
     if series is None:

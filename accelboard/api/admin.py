@@ -19,10 +19,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
     search_fields = ["prefix", "name", "team__slug"]
     actions = ["revoke"]
 
-    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
         if obj is None:  # creating: the secret is drawn by the service, never typed in
-            return ["team", "kind", "name"]
-        return ["team", "kind", "name", "prefix", "created_by", "created_at", "last_used_at", "revoked_at"]
+            return ("team", "kind", "name")
+        return ("team", "kind", "name", "prefix", "created_by", "created_at", "last_used_at", "revoked_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
         if obj is None:

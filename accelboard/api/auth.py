@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import HttpRequest
 from ninja.security import HttpBearer, SessionAuth
 
@@ -13,6 +13,23 @@ from accelboard.fleet.ingest_services import IngestRejected
 
 from .models import ApiToken
 from .services import token_authenticate
+
+
+class TokenRequest(HttpRequest):
+    """A request that ``TokenAuth`` let in: ninja has set ``auth`` to the caller's token.
+
+    A type for the endpoints' ``request`` parameter, never instantiated (ninja hands them Django's
+    request): an endpoint whose only authenticator is ``TokenAuth`` declares it, and mypy then
+    checks what it reads from ``request.auth``.
+    """
+
+    auth: ApiToken
+
+
+class ReadRequest(HttpRequest):
+    """A request that ``TokenAuth`` or ``Session`` let in: a token, or the signed-in user."""
+
+    auth: ApiToken | AbstractBaseUser
 
 
 class TokenAuth(HttpBearer):
@@ -37,9 +54,8 @@ class Session(SessionAuth):
     """Django's session (CSRF-checked by ninja for unsafe methods); reads only."""
 
 
-def caller_scope(request: HttpRequest) -> Scope:
+def caller_scope(request: ReadRequest) -> Scope:
     """What the caller may read: a token's team (by its kind), or a signed-in user's teams."""
-    auth: Any = getattr(request, "auth", None)
-    if isinstance(auth, ApiToken):
-        return scope_for_token(team_id=auth.team_id, kind=auth.kind)
+    if isinstance(request.auth, ApiToken):
+        return scope_for_token(team_id=request.auth.team_id, kind=request.auth.kind)
     return request_scope(request)

@@ -14,18 +14,17 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any
 
 from annotated_types import Ge, Le
-from django.http import HttpRequest
 from ninja import Router
 from pydantic import Field
 
 from accelboard.drift.services import AgreementInput, AgreementRejected, agreement_batch_ingest
 from accelboard.fleet.ingest_services import EARLIEST, IngestRejected
 
-from .auth import TokenAuth
+from .auth import TokenAuth, TokenRequest
 from .body import request_json
 from .choices import WRITE_KINDS
 from .errors import validated
-from .schemas import BatchAccepted, ErrorOut, StrictModel, Text, openapi_body
+from .schemas import BatchAccepted, ErrorOut, Length, StrictModel, openapi_body
 
 router = Router(tags=["ingest"])
 ERRORS: dict[int, Any] = {code: ErrorOut for code in (400, 401, 403, 404, 409, 413, 415, 422)}
@@ -34,10 +33,10 @@ MAX_DAYS_AHEAD = 1
 
 
 class AgreementIn(StrictModel):
-    model: Text(120, 1)
-    variant: Text(120, 1)
+    model: Annotated[str, Length(120, 1)]
+    variant: Annotated[str, Length(120, 1)]
     day: Annotated[date, Field(strict=False, description="UTC day the traffic was sampled, YYYY-MM-DD")]
-    task: Text(120, 1)
+    task: Annotated[str, Length(120, 1)]
     agreement_rate: Annotated[float, Ge(0.0), Le(1.0)]
     kl_divergence: Annotated[float, Ge(0.0), Le(1e6)] | None = None
     perplexity_delta: Annotated[float, Ge(-1e6), Le(1e6)] | None = None
@@ -45,7 +44,7 @@ class AgreementIn(StrictModel):
 
 
 class DriftBatchIn(StrictModel):
-    batch_id: Text(64, 1)
+    batch_id: Annotated[str, Length(64, 1)]
     items: Annotated[list[AgreementIn], Field(min_length=1, max_length=10_000)]
 
 
@@ -82,13 +81,13 @@ def _check(payload: DriftBatchIn) -> None:
         }
     },
 )
-def drift_metrics_post(request: HttpRequest) -> dict[str, Any]:
+def drift_metrics_post(request: TokenRequest) -> dict[str, Any]:
     payload = validated(DriftBatchIn, request_json(request))
     _check(payload)
     items = [AgreementInput(**item.model_dump()) for item in payload.items]
     try:
         result, _ = agreement_batch_ingest(
-            team=request.auth.team,  # type: ignore[attr-defined]
+            team=request.auth.team,
             batch_id=payload.batch_id,
             items=items,
         )

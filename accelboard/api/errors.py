@@ -108,12 +108,14 @@ def install(api: NinjaAPI) -> None:
         got_request_exception.send(sender=None, request=request)
         return error_response(api, request, status=500, code="server_error", message=SERVER_ERROR)
 
-    api.add_exception_handler(Exception, unexpected)
-    api.add_exception_handler(IngestRejected, rejected)
-    api.add_exception_handler(ValidationError, validation)
-    api.add_exception_handler(AuthenticationError, unauthenticated)
-    api.add_exception_handler(HttpError, http_error)
-    api.add_exception_handler(Http404, not_found)
+    # Through ``exception_handler`` (which registers with ``add_exception_handler``): the latter's
+    # annotation wants a handler that also accepts the exception's class, which ninja never passes.
+    api.exception_handler(Exception)(unexpected)
+    api.exception_handler(IngestRejected)(rejected)
+    api.exception_handler(ValidationError)(validation)
+    api.exception_handler(AuthenticationError)(unauthenticated)
+    api.exception_handler(HttpError)(http_error)
+    api.exception_handler(Http404)(not_found)
 
 
 # Errors Django answers before or outside the API (a URL the API does not have, a middleware

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
 from annotated_types import Ge, Le
@@ -57,9 +57,21 @@ Time = Annotated[datetime, BeforeValidator(_time)]
 FreeObject = Annotated[dict[str, Any], AfterValidator(_bounded)]
 
 
-def Text(max_length: int, min_length: int = 0) -> Any:  # noqa: N802 (reads like a type)
-    return Annotated[str, StringConstraints(min_length=min_length, max_length=max_length)]
+def Length(max_length: int, min_length: int = 0) -> StringConstraints:  # noqa: N802 (reads like a type)
+    """A string's bounds, for ``Annotated[str, Length(120, 1)]`` (an annotation mypy can read)."""
+    return StringConstraints(min_length=min_length, max_length=max_length)
 
+
+# The choices' values as Literal types (an enum in the schema, the value a plain str), made at
+# import from the TextChoices; mypy, which cannot evaluate them, reads them as str.
+if TYPE_CHECKING:
+    PrecisionValue = str
+    ScenarioValue = str
+    EngineValue = str
+else:
+    PrecisionValue = Literal[tuple(Precision.values)]
+    ScenarioValue = Literal[tuple(Scenario.values)]
+    EngineValue = Literal[tuple(Engine.values)]
 
 Count32 = Annotated[int, Ge(1), Le(_INT32)]
 Count64 = Annotated[int, Ge(0), Le(_INT64)]
@@ -74,42 +86,44 @@ class StrictModel(BaseModel):
 
 
 class VariantIn(StrictModel):
-    name: Text(120, 1)
-    precision: Literal[tuple(Precision.values)]  # type: ignore[valid-type]
-    quantization_method: Text(40) = ""
+    name: Annotated[str, Length(120, 1)]
+    precision: PrecisionValue
+    quantization_method: Annotated[str, Length(40)] = ""
 
 
 class WorkloadIn(StrictModel):
-    scenario: Literal[tuple(Scenario.values)] = "offline"  # type: ignore[valid-type]
+    scenario: ScenarioValue = "offline"
     batch_size: Count32 | None = None
     concurrency: Count32 | None = None
     input_length: Count32 | None = None
     output_length: Count32 | None = None
-    framework: Text(40) = ""
-    framework_version: Text(40) = ""
+    framework: Annotated[str, Length(40)] = ""
+    framework_version: Annotated[str, Length(40)] = ""
     options: FreeObject = Field(default_factory=dict)
 
 
 class HardwareIn(StrictModel):
-    accelerator: Text(80) = ""
+    accelerator: Annotated[str, Length(80)] = ""
     count: Annotated[int, Ge(1), Le(32_767)] = 1
-    host: Text(255) = ""
-    gpu_uuids: Annotated[list[Text(96, 1)], Field(max_length=1024)] = Field(default_factory=list)
-    driver_version: Text(40) = ""
-    cuda_version: Text(20) = ""
+    host: Annotated[str, Length(255)] = ""
+    gpu_uuids: Annotated[list[Annotated[str, Length(96, 1)]], Field(max_length=1024)] = Field(
+        default_factory=list
+    )
+    driver_version: Annotated[str, Length(40)] = ""
+    cuda_version: Annotated[str, Length(20)] = ""
 
 
 class ProvenanceIn(StrictModel):
-    git_commit: Text(64) = ""
-    branch: Text(200) = ""
+    git_commit: Annotated[str, Length(64)] = ""
+    branch: Annotated[str, Length(200)] = ""
     ci_url: Annotated[str, StringConstraints(max_length=500, pattern=r"^(https?://\S+)?$")] = ""
-    source_format: Text(40, 1) = "accelboard"
+    source_format: Annotated[str, Length(40, 1)] = "accelboard"
 
 
 class MetricIn(StrictModel):
     name: Annotated[str, StringConstraints(min_length=1, max_length=60, pattern=r"^[A-Za-z0-9_.:/%-]+$")]
     value: Annotated[float, Ge(-1e300), Le(1e300)]
-    unit: Text(16, 1)
+    unit: Annotated[str, Length(16, 1)]
     direction: Literal["higher", "lower"] | None = None
     samples: Annotated[list[float], Field(max_length=100_000)] = Field(default_factory=list)
 
@@ -118,7 +132,7 @@ class RunIn(StrictModel):
     """One benchmark run (docs/api-contract.md); result files come as multipart instead."""
 
     run_id: Annotated[UUID, Field(strict=False)]
-    model: Text(120, 1)
+    model: Annotated[str, Length(120, 1)]
     variant: VariantIn
     workload: WorkloadIn = Field(default_factory=WorkloadIn)
     hardware: HardwareIn = Field(default_factory=HardwareIn)
@@ -213,10 +227,12 @@ Bucket = Annotated[
 
 
 class IntervalIn(StrictModel):
-    model: Text(120, 1)
-    variant: Text(120, 1)
-    engine: Literal[tuple(Engine.values)] = "vllm"  # type: ignore[valid-type]
-    accelerator_uuids: Annotated[list[Text(96, 1)], Field(max_length=64)] = Field(default_factory=list)
+    model: Annotated[str, Length(120, 1)]
+    variant: Annotated[str, Length(120, 1)]
+    engine: EngineValue = "vllm"
+    accelerator_uuids: Annotated[list[Annotated[str, Length(96, 1)]], Field(max_length=64)] = Field(
+        default_factory=list
+    )
     interval_start: Time
     interval_s: Annotated[int, Ge(1), Le(86_400)]
     requests: Count64 = 0
@@ -227,13 +243,14 @@ class IntervalIn(StrictModel):
     itl_ms: PercentilesIn | None = None
     e2e_ms: PercentilesIn | None = None
     histograms: Annotated[
-        dict[Text(60, 1), Annotated[list[Bucket], Field(max_length=256)]], Field(max_length=32)
+        dict[Annotated[str, Length(60, 1)], Annotated[list[Bucket], Field(max_length=256)]],
+        Field(max_length=32),
     ] = Field(default_factory=dict)
 
 
 class InferenceBatchIn(StrictModel):
-    batch_id: Text(64, 1)
-    host: Text(255, 1)
+    batch_id: Annotated[str, Length(64, 1)]
+    host: Annotated[str, Length(255, 1)]
     intervals: Annotated[list[IntervalIn], Field(max_length=10_000)]
 
 
@@ -260,10 +277,10 @@ class ErrorOut(BaseModel):
 
 
 class TelemetryHostIn(StrictModel):
-    hostname: Text(255, 1)
-    agent_version: Text(20) | None = None
-    driver_version: Text(40) | None = None
-    cuda_version: Text(20) | None = None
+    hostname: Annotated[str, Length(255, 1)]
+    agent_version: Annotated[str, Length(20)] | None = None
+    driver_version: Annotated[str, Length(40)] | None = None
+    cuda_version: Annotated[str, Length(20)] | None = None
     simulated: bool | None = None
     facts: dict[str, Any] | None = Field(
         None,
@@ -272,16 +289,18 @@ class TelemetryHostIn(StrictModel):
 
 
 class TelemetryAcceleratorIn(StrictModel):
-    uuid: Text(96, 1)
+    uuid: Annotated[str, Length(96, 1)]
     index: Annotated[int, Ge(0), Le(32_767)] | None = None
-    name: Text(120) | None = None
-    serial: Text(64) | None = None
-    driver_version: Text(40) | None = None
-    parent_uuid: Text(96) | None = Field(None, description="The physical GPU of a MIG instance")
+    name: Annotated[str, Length(120)] | None = None
+    serial: Annotated[str, Length(64)] | None = None
+    driver_version: Annotated[str, Length(40)] | None = None
+    parent_uuid: Annotated[str, Length(96)] | None = Field(
+        None, description="The physical GPU of a MIG instance"
+    )
     memory_bytes: Count64 | None = None
     power_limit_w: Annotated[float, Ge(0), Le(100_000)] | None = None
     mig_mode: bool | None = None
-    unsupported: list[Text(64)] | None = None
+    unsupported: list[Annotated[str, Length(64)]] | None = None
 
 
 _Fraction = Annotated[float, Ge(0), Le(100)]
@@ -292,7 +311,9 @@ class TelemetrySampleIn(StrictModel):
     time: float | datetime = Field(
         description="Unix epoch seconds, or RFC 3339 with a timezone; from 2000-01-01 to 5 minutes ahead"
     )
-    gpu: Text(96, 1) = Field(description="The GPU's UUID, as in accelerators[] or registered earlier")
+    gpu: Annotated[str, Length(96, 1)] = Field(
+        description="The GPU's UUID, as in accelerators[] or registered earlier"
+    )
     power_w: Annotated[float, Ge(0), Le(100_000)] | None = None
     energy_mj: Count64 | None = None
     gpu_util: _Fraction | None = None
@@ -310,7 +331,7 @@ class TelemetrySampleIn(StrictModel):
 class TelemetryBatchIn(StrictModel):
     """A batch of GPU samples from one host (docs/api-contract.md)."""
 
-    batch_id: Text(128, 1)
+    batch_id: Annotated[str, Length(128, 1)]
     host: TelemetryHostIn
     accelerators: Annotated[list[TelemetryAcceleratorIn], Field(max_length=1_024)] | None = None
     samples: Annotated[list[TelemetrySampleIn], Field(max_length=10_000)] | None = None

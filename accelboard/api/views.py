@@ -16,14 +16,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest
+from django.http import Http404
 from ninja import NinjaAPI, Path, Query
 from ninja.pagination import paginate
 from ninja.responses import Status
 from pydantic import BaseModel
 
 from . import selectors, services
-from .auth import Session, TokenAuth, caller_scope
+from .auth import ReadRequest, Session, TokenAuth, TokenRequest, caller_scope
 from .body import request_files, request_json, request_upload
 from .choices import READ_KINDS, WRITE_KINDS
 from .errors import docs_login_required, install, validated
@@ -100,8 +100,8 @@ def _body_schema(model: type[BaseModel], description: str) -> dict[str, Any]:
     ),
     tags=["ingest"],
 )
-def telemetry_post(request: HttpRequest) -> dict[str, Any]:
-    return services.telemetry_batch_ingest(team=request.auth.team, payload=request_json(request))  # type: ignore[attr-defined]
+def telemetry_post(request: TokenRequest) -> dict[str, Any]:
+    return services.telemetry_batch_ingest(team=request.auth.team, payload=request_json(request))
 
 
 _UPLOAD_FORM = {
@@ -150,8 +150,8 @@ _UPLOAD_FORM = {
     },
     tags=["ingest"],
 )
-def run_post(request: HttpRequest) -> Status[dict[str, Any]]:
-    team = request.auth.team  # type: ignore[attr-defined]
+def run_post(request: TokenRequest) -> Status[dict[str, Any]]:
+    team = request.auth.team
     if request.content_type == "multipart/form-data":
         files, fields = request_upload(request)
         # The CLI says who it is, so that the run's provenance shows "CLI" rather than "API".
@@ -180,10 +180,10 @@ def run_post(request: HttpRequest) -> Status[dict[str, Any]]:
     },
     tags=["ingest"],
 )
-def run_profile_post(request: HttpRequest, run_id: Path[RunRef]) -> Status[dict[str, Any]]:
+def run_profile_post(request: TokenRequest, run_id: Path[RunRef]) -> Status[dict[str, Any]]:
     uploads = request_files(request, "profile")
     result = services.run_profile_upload(
-        team=request.auth.team,  # type: ignore[attr-defined]
+        team=request.auth.team,
         run_id=run_id,
         files=[(upload.name or "profile", upload) for upload in uploads],
     )
@@ -197,9 +197,9 @@ def run_profile_post(request: HttpRequest, run_id: Path[RunRef]) -> Status[dict[
     openapi_extra=_body_schema(InferenceBatchIn, "Serving metrics per interval, per model variant and host."),
     tags=["ingest"],
 )
-def inference_metrics_post(request: HttpRequest) -> dict[str, Any]:
+def inference_metrics_post(request: TokenRequest) -> dict[str, Any]:
     payload = validated(InferenceBatchIn, request_json(request))
-    return services.inference_batch_ingest(team=request.auth.team, payload=payload.model_dump())  # type: ignore[attr-defined]
+    return services.inference_batch_ingest(team=request.auth.team, payload=payload.model_dump())
 
 
 # --- Reads ------------------------------------------------------------------------------------
@@ -209,12 +209,12 @@ def inference_metrics_post(request: HttpRequest) -> dict[str, Any]:
 
 @api.get("/runs", auth=READ_AUTH, response={200: list[RunOut], **ERRORS}, tags=["read"])
 @paginate(PageNumbers)
-def run_list(request: HttpRequest, filters: Query[RunFilters]) -> QuerySet[Any]:
+def run_list(request: ReadRequest, filters: Query[RunFilters]) -> QuerySet[Any]:
     return filters.filter(selectors.run_list(scope=caller_scope(request)))
 
 
 @api.get("/runs/{run_id}", auth=READ_AUTH, response={200: RunOut, **ERRORS}, tags=["read"])
-def run_detail(request: HttpRequest, run_id: Path[RunRef]) -> Any:
+def run_detail(request: ReadRequest, run_id: Path[RunRef]) -> Any:
     run = selectors.run_get_visible(scope=caller_scope(request), run_ref=run_id)
     if run is None:
         raise Http404(f"no run {run_id} in your teams")
@@ -223,7 +223,7 @@ def run_detail(request: HttpRequest, run_id: Path[RunRef]) -> Any:
 
 @api.get("/series", auth=READ_AUTH, response={200: list[SeriesOut], **ERRORS}, tags=["read"])
 @paginate(PageNumbers)
-def series_list(request: HttpRequest, filters: Query[SeriesFilters]) -> QuerySet[Any]:
+def series_list(request: ReadRequest, filters: Query[SeriesFilters]) -> QuerySet[Any]:
     return filters.filter(selectors.series_list(scope=caller_scope(request)))
 
 
@@ -231,7 +231,7 @@ def series_list(request: HttpRequest, filters: Query[SeriesFilters]) -> QuerySet
     "/series/{series_id}/points", auth=READ_AUTH, response={200: list[PointOut], **ERRORS}, tags=["read"]
 )
 @paginate(PageNumbers)
-def series_points(request: HttpRequest, series_id: int, filters: Query[PointFilters]) -> QuerySet[Any]:
+def series_points(request: ReadRequest, series_id: int, filters: Query[PointFilters]) -> QuerySet[Any]:
     series = selectors.series_get_visible(scope=caller_scope(request), series_id=series_id)
     if series is None:
         raise Http404(f"no series {series_id} in your teams")
@@ -240,5 +240,5 @@ def series_points(request: HttpRequest, series_id: int, filters: Query[PointFilt
 
 @api.get("/alerts", auth=READ_AUTH, response={200: list[AlertOut], **ERRORS}, tags=["read"])
 @paginate(PageNumbers)
-def alert_list(request: HttpRequest, filters: Query[AlertFilters]) -> QuerySet[Any]:
+def alert_list(request: ReadRequest, filters: Query[AlertFilters]) -> QuerySet[Any]:
     return filters.filter(selectors.alert_list(scope=caller_scope(request)))

@@ -159,7 +159,7 @@ class WorkloadAdmin(admin.ModelAdmin):
 class MetricInline(admin.TabularInline):
     model = MetricValue
     extra = 0
-    fields = ["name", "value", "unit", "direction", "raw_value", "raw_unit", "source"]
+    fields = ("name", "value", "unit", "direction", "raw_value", "raw_unit", "source")
     readonly_fields = fields
 
 

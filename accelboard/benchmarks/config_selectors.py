@@ -9,6 +9,8 @@ without an accelerator type are left out: they compare with nothing. Costs are n
 
 from __future__ import annotations
 
+from typing import SupportsFloat
+
 from django.db.models import QuerySet
 
 from accelboard.core.access import Scope
@@ -41,8 +43,8 @@ def _comparable_runs(*, scope: Scope) -> QuerySet[BenchmarkRun]:
     return BenchmarkRun.objects.visible_to(scope).filter(valid=True, accelerator_type__isnull=False)
 
 
-def _float(value: object) -> float | None:
-    return None if value is None else float(value)  # type: ignore[arg-type]
+def _float(value: SupportsFloat | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def config_run_figures(

@@ -51,7 +51,7 @@ def _smtp_config() -> tuple[str, str, str]:
         options = default.get("OPTIONS", {})
         backend = default.get("BACKEND", "django.core.mail.backends.smtp.EmailBackend")
         return backend, str(options.get("host", "")), str(options.get("username", ""))
-    return settings.EMAIL_BACKEND, settings.EMAIL_HOST, settings.EMAIL_HOST_USER
+    return str(settings.EMAIL_BACKEND), str(settings.EMAIL_HOST), str(settings.EMAIL_HOST_USER)
 
 
 @register()

@@ -100,5 +100,5 @@ def _adapter(subscriber: Subscriber) -> Callable[..., None]:
     def receive(sender: Any, signal: Any = None, **fields: Any) -> None:
         subscriber(**fields)
 
-    receive.subscriber_name = _name(subscriber)  # type: ignore[attr-defined]
+    receive.subscriber_name = _name(subscriber)  # type: ignore[attr-defined]  # read back by getattr
     return receive

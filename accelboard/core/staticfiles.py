@@ -26,7 +26,7 @@ class PlotlyFinder(BaseFinder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.storage = FileSystemStorage(location=str(_plotly_dir()))
-        self.storage.prefix = "vendor"  # type: ignore[attr-defined]
+        self.storage.prefix = "vendor"  # type: ignore[attr-defined]  # django-stubs: set as Django's finders do
 
     def check(self, **kwargs: Any) -> list[Any]:
         return []

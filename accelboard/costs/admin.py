@@ -38,7 +38,8 @@ class AcceleratorPriceForm(forms.ModelForm):
         ]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         accel = data.get("accelerator_type")
@@ -85,7 +86,8 @@ class ElectricityPriceForm(forms.ModelForm):
         ]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         _currency_ok(self, "currency")
         if data.get("price_per_kwh") is not None and data["price_per_kwh"] <= 0:
             self.add_error("price_per_kwh", "must be positive")
@@ -100,7 +102,8 @@ class ExchangeRateForm(forms.ModelForm):
         fields = ["from_currency", "to_currency", "rate", "source", "fetched_on", "valid_from", "valid_to"]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         _currency_ok(self, "from_currency")
         _currency_ok(self, "to_currency")
         if data.get("rate") is not None and data["rate"] <= 0:

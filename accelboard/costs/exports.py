@@ -97,7 +97,7 @@ class ExportTable:
             if column.key in self.total_values:
                 totals[column.key] = self.total_values[column.key]
             elif column.summed:
-                values = [row.get(column.key) for row in self.rows if row.get(column.key) is not None]
+                values = [value for row in self.rows if (value := row.get(column.key)) is not None]
                 totals[column.key] = (
                     sum(values, Decimal(0) if any(isinstance(v, Decimal) for v in values) else 0)
                     if values

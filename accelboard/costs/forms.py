@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -78,7 +78,7 @@ class CostFilterForm(forms.Form):
         # Rendered as a select of the visible teams; validated as a slug so that a hidden team's
         # slug reaches the view (404) instead of reading as "not one of the choices" (400).
         self.fields["team"].widget = forms.Select(choices=[("", "All visible teams")] + teams)
-        self.fields["accelerator_type"].choices = [("", "Any")] + accelerator_types  # type: ignore[attr-defined]
+        cast(forms.ChoiceField, self.fields["accelerator_type"]).choices = [("", "Any")] + accelerator_types
 
 
 class DrillForm(CostFilterForm):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.db import OperationalError, transaction
 
 from accelboard.benchmarks.models import BenchmarkRun
@@ -36,7 +36,7 @@ def _parse_day(value: str) -> date:
 
 
 @shared_task(bind=True, **_RETRY)
-def cost_daily_compute(self, today_iso: str = "") -> dict[str, object]:  # type: ignore[no-untyped-def]
+def cost_daily_compute(self: Task, today_iso: str = "") -> dict[str, object]:
     """Nightly: cost yesterday (UTC), and re-cost any of the last 7 days whose rollups changed
     since (late telemetry); serving costs for the same days."""
     today = _parse_day(today_iso) if today_iso else datetime.now(UTC).date()
@@ -50,7 +50,7 @@ def cost_daily_compute(self, today_iso: str = "") -> dict[str, object]:  # type:
 
 
 @shared_task(bind=True, **_RETRY)
-def cost_days_recompute(self, day_isos: list[str]) -> dict[str, object]:  # type: ignore[no-untyped-def]
+def cost_days_recompute(self: Task, day_isos: list[str]) -> dict[str, object]:
     """Re-cost the given days (a price correction, an operator's request): replaces their rows."""
     days = [_parse_day(d) for d in day_isos]
     results = services.cost_days_compute(days=days)
@@ -60,7 +60,7 @@ def cost_days_recompute(self, day_isos: list[str]) -> dict[str, object]:  # type
 
 
 @shared_task(bind=True, **_RETRY)
-def run_cost(self, run_id: int) -> dict[str, object]:  # type: ignore[no-untyped-def]
+def run_cost(self: Task, run_id: int) -> dict[str, object]:
     """Enqueued after a benchmark run is recorded: its energy and cost per unit of work."""
     run = (
         BenchmarkRun.objects.select_related("host", "accelerator_type", "workload")

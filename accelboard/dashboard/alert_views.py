@@ -56,7 +56,11 @@ from .alert_forms import AcknowledgeForm, BulkTriageForm, DismissForm, ExpectedF
 ALERTS_PER_PAGE = 50
 ACTIONS = ("acknowledge", "resolve", "dismiss", "expected")
 # Units of the observed/reference figures production rules store (production.py's Finding.value).
-PRODUCTION_UNITS = {AlertKind.SLO: "ms", AlertKind.THROUGHPUT: "tokens/s", AlertKind.ENERGY: "J/token"}
+PRODUCTION_UNITS: dict[str, str] = {
+    AlertKind.SLO: "ms",
+    AlertKind.THROUGHPUT: "tokens/s",
+    AlertKind.ENERGY: "J/token",
+}
 
 
 def _can_triage(request: HttpRequest, alert: Alert) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, SupportsFloat
 
 from django.db.models import Count, QuerySet
 
@@ -72,8 +72,8 @@ def _per_inference(cost: Mapping[str, Any]) -> float | None:
     return cost["energy_per_unit_j"] if cost["unit"] == "inference" else None
 
 
-def _float(value: object) -> float | None:
-    return None if value is None else float(value)  # type: ignore[arg-type]
+def _float(value: SupportsFloat | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def hardware_run_figures(

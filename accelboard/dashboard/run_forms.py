@@ -3,7 +3,7 @@ list's filters are ``benchmarks.filters.RunFilterSet``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -75,4 +75,4 @@ class UploadTeamForm(forms.Form):
 
     def __init__(self, *args: Any, teams: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["team"].queryset = teams  # type: ignore[attr-defined]
+        cast(forms.ModelChoiceField, self.fields["team"]).queryset = teams

@@ -10,9 +10,10 @@ and the runs list and the upload page the profiles app's traces.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
+from django import forms
 from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -33,6 +34,7 @@ from accelboard.benchmarks.import_selectors import run_import_preview
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.benchmarks.upload_services import RunRead, UploadExpired, upload_load
 from accelboard.core.access import Action, request_scope
+from accelboard.core.middleware import SignedInRequest
 from accelboard.core.numbers import column_decimals, display_unit, fixed
 from accelboard.core.selectors import team_list_visible
 from accelboard.costs.selectors import run_cost_summary
@@ -201,7 +203,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     metrics = run_selectors.run_metrics(run=run)
     history = run_selectors.run_metric_history(run=run)
     baseline = {entry["name"]: entry for entry in run_baseline_compare(run=run)}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for value in metrics:
         points = history.get(value.series_id, [])
         rows.append(
@@ -248,7 +250,7 @@ def run_raw(request: HttpRequest, run_id: int) -> FileResponse:
     except FileNotFoundError as exc:
         raise Http404("The raw file of this run is missing from storage") from exc
     return FileResponse(
-        handle, as_attachment=True, filename=run.raw_filename or run.raw_file.name.rsplit("/", 1)[-1]
+        handle, as_attachment=True, filename=run.raw_filename or (run.raw_file.name or "").rsplit("/", 1)[-1]
     )
 
 
@@ -347,6 +349,13 @@ def _upload_team(request: HttpRequest) -> Any:
     return form.cleaned_data["team"] if form.is_valid() else _upload_teams(request).first()
 
 
+def _choices(name: str) -> list[Any]:
+    """The choices of one of the upload form's select fields (given as lists, so lists: django-stubs
+    types ``choices`` as anything a field accepts)."""
+    choices: Any = cast(forms.ChoiceField, UploadOverridesForm.base_fields[name]).choices
+    return list(choices)
+
+
 @require_GET
 def upload(request: HttpRequest) -> HttpResponse:
     if (denied := _forbidden_upload(request)) is not None:
@@ -354,15 +363,15 @@ def upload(request: HttpRequest) -> HttpResponse:
     teams = list(_upload_teams(request))
     context = {
         "teams": teams,
-        "precisions": UploadOverridesForm.base_fields["precision"].choices,  # type: ignore[attr-defined]
+        "precisions": _choices("precision"),
         "max_mb": UPLOAD_MAX_BYTES // (1024 * 1024),
         "max_files": UPLOAD_MAX_FILES,
         # The pickers: the catalogue's models the teams may name, every accelerator type.
         "catalogue": {
             "models": [[choice.value, choice.label] for choice in model_choices_for(teams=teams)],
             "accelerators": [[choice.value, choice.label] for choice in accelerator_choices()],
-            "vendors": list(UploadOverridesForm.base_fields["accelerator_vendor"].choices)[1:],  # type: ignore[attr-defined]
-            "form_factors": list(UploadOverridesForm.base_fields["accelerator_form_factor"].choices)[1:],  # type: ignore[attr-defined]
+            "vendors": _choices("accelerator_vendor")[1:],
+            "form_factors": _choices("accelerator_form_factor")[1:],
             "new": NEW,
         },
     }
@@ -401,7 +410,7 @@ def _run_preview(run: RunRead, names: dict[int, str], team: Any, catalogues: Cat
 
 
 @require_POST
-def upload_preview(request: HttpRequest) -> JsonResponse:
+def upload_preview(request: SignedInRequest) -> JsonResponse:
     if not _can_upload(request):
         return _json_error("only engineers and team leads may upload runs", 403)
     files = request.FILES.getlist("files")
@@ -414,7 +423,7 @@ def upload_preview(request: HttpRequest) -> JsonResponse:
     paths = request.POST.getlist("paths")
     names = paths if len(paths) == len(files) and all(paths) else [f.name for f in files]
     given = [
-        (name or f"file-{index}", None if f.size > UPLOAD_MAX_BYTES else f.read())
+        (name or f"file-{index}", None if (f.size or 0) > UPLOAD_MAX_BYTES else f.read())
         for index, (name, f) in enumerate(zip(names, files, strict=True))
     ]
     # The files are one submission; a profiler trace goes with the run saved from the others.
@@ -426,7 +435,7 @@ def upload_preview(request: HttpRequest) -> JsonResponse:
     )
     team = _upload_team(request)
     catalogues = catalogues_for(team=team)  # once, whatever the number of runs
-    names = {read.index: read.name for read in submission.files}
+    file_names = {read.index: read.name for read in submission.files}
     return JsonResponse(
         {
             "token": token,
@@ -441,13 +450,13 @@ def upload_preview(request: HttpRequest) -> JsonResponse:
                 }
                 for read in submission.files
             ],
-            "runs": [_run_preview(run, names, team, catalogues) for run in submission.runs],
+            "runs": [_run_preview(run, file_names, team, catalogues) for run in submission.runs],
         }
     )
 
 
 @require_POST
-def upload_save_view(request: HttpRequest) -> JsonResponse:
+def upload_save_view(request: SignedInRequest) -> JsonResponse:
     if not _can_upload(request):
         return _json_error("only engineers and team leads may upload runs", 403)
     team_form = UploadTeamForm(request.POST, teams=_upload_teams(request))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -50,17 +50,18 @@ class SloForm(forms.Form):
         super().__init__(*args, **kwargs)
         used = Q(workloads__team=team) | Q(inference_metrics__team=team)
         variants = ModelVariant.objects.filter(used).values("pk")
-        self.fields["model"].queryset = (
+        cast(forms.ModelChoiceField, self.fields["model"]).queryset = (
             Model.objects.filter(variants__in=variants).distinct().order_by("name")
         )
-        self.fields["variant"].queryset = (
+        cast(forms.ModelChoiceField, self.fields["variant"]).queryset = (
             ModelVariant.objects.filter(pk__in=variants)
             .select_related("model")
             .order_by("model__name", "name")
         )
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("p99_latency_ms") is None and data.get("min_tokens_per_s") is None:
             raise forms.ValidationError("give a p99 latency ceiling, a tokens/s floor, or both")
         variant, model = data.get("variant"), data.get("model")

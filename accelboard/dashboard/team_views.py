@@ -83,20 +83,20 @@ def _team_change(*, team: Team, action: str, data: Any, forms_: dict[str, Any]) 
             f"{user.get_username()} removed" if role == "remove" else f"{user.get_username()} is now {role}"
         )
     if action == "threshold":
-        form = forms_["threshold"] = ThresholdForm(data)
-        if not form.is_valid():
+        threshold_form = forms_["threshold"] = ThresholdForm(data)
+        if not threshold_form.is_valid():
             return None
         setting = detection_setting_set(
             team=team,
-            metric=form.cleaned_data["metric"],
-            min_effect=form.cleaned_data["min_effect_pct"] / 100,
+            metric=threshold_form.cleaned_data["metric"],
+            min_effect=threshold_form.cleaned_data["min_effect_pct"] / 100,
         )
         return f"minimum effect for {setting.metric or 'every metric'} set to {setting.min_effect:.1%}"
     if action == "slo":
-        form = forms_["slo"] = SloForm(data, team=team)
-        if not form.is_valid():
+        slo_form = forms_["slo"] = SloForm(data, team=team)
+        if not slo_form.is_valid():
             return None
-        slo = serving_slo_set(team=team, **form.cleaned_data)
+        slo = serving_slo_set(team=team, **slo_form.cleaned_data)
         return f"objective for {slo.model.name} saved"
     if action in ("threshold_delete", "slo_delete"):
         try:

@@ -165,7 +165,8 @@ def trends(request: HttpRequest) -> HttpResponse:
         histories = trends_selectors.series_histories(series_ids=params["series"], scope=scope)
     except Series.DoesNotExist as exc:
         raise Http404("No such series in your teams") from exc
-    figure, summaries = None, []
+    figure: dict[str, Any] | None = None
+    summaries: list[dict[str, Any]] = []
     if histories:
         x_range = [params["from"], params["to"]] if params["from"] and params["to"] else None
         figure, summaries = trends_charts.trend_figure(

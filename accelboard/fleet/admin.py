@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.http import HttpRequest
 
 from .models import Accelerator, AcceleratorType, Host, Site, TelemetryRollup, TelemetrySample
 
@@ -67,13 +70,13 @@ class TelemetrySampleAdmin(admin.ModelAdmin):
     show_full_result_count = False
     list_per_page = 100
 
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
@@ -84,5 +87,5 @@ class TelemetryRollupAdmin(admin.ModelAdmin):
     list_select_related = ["accelerator__host"]
     show_full_result_count = False
 
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -16,7 +16,7 @@ from typing import Any
 
 from .base import ParsedRun, ParseError
 from .inputs import InputFile, Tree
-from .jsonfile import head_text, load
+from .jsonfile import head_text, json_object, load
 from .perf_export import apply_gpus, apply_load, apply_metrics, csv_blocks
 
 NAME = "aiperf"
@@ -81,7 +81,7 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
         data = load(file)
         if not isinstance(data, dict):
             raise ParseError(file.display, "expected a JSON object of metric blocks")
-        config = data.get("input_config") if isinstance(data.get("input_config"), dict) else {}
+        config = json_object(data, "input_config")
         _apply_config(run, file, config)
         apply_metrics(run, file, data, streaming=_streaming(config))
         for key, field in (("start_time", "started_at"), ("end_time", "finished_at")):
@@ -103,7 +103,7 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
 
 
 def _streaming(config: dict[str, Any]) -> bool | None:
-    endpoint = config.get("endpoint") if isinstance(config.get("endpoint"), dict) else {}
+    endpoint = json_object(config, "endpoint")
     value = endpoint.get("streaming", config.get("streaming"))
     return value if isinstance(value, bool) else None
 
@@ -112,7 +112,7 @@ def _apply_config(run: ParsedRun, file: InputFile, config: dict[str, Any]) -> No
     def src(key: str) -> str:
         return f"file:{file.name}:input_config.{key}"
 
-    endpoint = config.get("endpoint") if isinstance(config.get("endpoint"), dict) else {}
+    endpoint = json_object(config, "endpoint")
     models: list[Any] = []
     source = ""
     for path, value in (
@@ -126,8 +126,7 @@ def _apply_config(run: ParsedRun, file: InputFile, config: dict[str, Any]) -> No
         if isinstance(value, list) and value:
             models, source = value, path
             break
-    names = [m.get("name") if isinstance(m, dict) else m for m in models]
-    names = [str(n) for n in names if n]
+    names = [str(n) for m in models if (n := m.get("name") if isinstance(m, dict) else m)]
     if names:
         run.put("model", names[0], src(source))
         if len(names) > 1:
@@ -141,7 +140,7 @@ def _apply_config(run: ParsedRun, file: InputFile, config: dict[str, Any]) -> No
         run.context["tokenizer"] = tokenizer
     if endpoint.get("type"):
         run.context["endpoint_type"] = endpoint["type"]
-    loadgen = config.get("loadgen") if isinstance(config.get("loadgen"), dict) else {}
+    loadgen = json_object(config, "loadgen")
     concurrency, rate = loadgen.get("concurrency"), loadgen.get("request_rate")
     for phase in config.get("phases") or []:
         if isinstance(phase, dict) and phase.get("type") in ("concurrency", "request_rate", None):

@@ -197,7 +197,9 @@ class ParsedRun:
         if value is None or not math.isfinite(value):
             return None
         spec = metric_spec(name)
-        if spec is None and (unit is None or direction is None):
+        if spec is not None:
+            unit, direction = unit or spec.unit, direction or spec.direction
+        elif unit is None or direction is None:
             raise KeyError(f"metric {name!r} is not in the catalogue; give unit and direction")
         existing = self.metric(name)
         if existing is not None:
@@ -209,8 +211,8 @@ class ParsedRun:
         metric = Metric(
             name=name,
             value=float(value),
-            unit=unit or spec.unit,  # type: ignore[union-attr]
-            direction=direction or spec.direction,  # type: ignore[union-attr]
+            unit=unit,
+            direction=direction,
             samples=[float(s) for s in samples] if samples else [],
             raw_value="" if raw_value is None else str(raw_value),
             raw_unit=raw_unit,

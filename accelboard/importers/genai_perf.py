@@ -20,7 +20,7 @@ from typing import Any
 from .aiperf import is_csv_export
 from .base import ParsedRun, ParseError
 from .inputs import InputFile, Tree
-from .jsonfile import head_text, load
+from .jsonfile import head_text, json_object, load
 from .perf_export import apply_gpus, apply_load, apply_metrics, csv_blocks
 
 NAME = "genai-perf"
@@ -77,7 +77,7 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
         data = load(file)
         if not isinstance(data, dict):
             raise ParseError(file.display, "expected a JSON object of metric blocks")
-        config = data.get("input_config") if isinstance(data.get("input_config"), dict) else {}
+        config = json_object(data, "input_config")
         _apply_config(run, file, config)
         streaming = config.get("streaming")
         apply_metrics(run, file, data, streaming=streaming if isinstance(streaming, bool) else None)
@@ -142,8 +142,8 @@ def _gpus(stats: Any) -> list[dict[str, Any]]:
     """``telemetry_stats``: ``{metric: {"unit": .., "avg": {"gpu0": v, ...}, "max": {...}}}``."""
     if not isinstance(stats, dict):
         return []
-    power = stats.get("gpu_power_usage") if isinstance(stats.get("gpu_power_usage"), dict) else {}
-    util = stats.get("gpu_utilization") if isinstance(stats.get("gpu_utilization"), dict) else {}
+    power = json_object(stats, "gpu_power_usage")
+    util = json_object(stats, "gpu_utilization")
     keys: list[str] = []
     for block in (power, util):
         for stat in ("avg", "max"):

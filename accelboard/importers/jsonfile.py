@@ -6,10 +6,24 @@ Truncated or broken JSON is a ParseError with the line where the decoder stopped
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from .base import ParseError
 from .inputs import InputFile
+
+
+def json_object(data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]`` when it is a JSON object, else an empty one: an optional object of a result
+    file read without checking each level by hand (and typed, where ``data.get(key)`` is not)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def json_array(data: Mapping[str, Any], key: str) -> list[Any]:
+    """``data[key]`` when it is a JSON array, else an empty one."""
+    value = data.get(key)
+    return value if isinstance(value, list) else []
 
 
 def load(file: InputFile) -> Any:

@@ -17,12 +17,12 @@ import codecs
 import json
 import re
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import Any, Protocol
 
 try:  # a dependency of the server; the fast path only, the standard library does the rest
     import orjson
 except ImportError:  # pragma: no cover
-    orjson = None  # type: ignore[assignment]
+    orjson = None  # type: ignore[assignment]  # the module or None: mypy types the name as the module
 
 CHUNK_CHARS = 1 << 20
 # A single element (or header value) larger than this is a broken file, not a trace event.
@@ -30,6 +30,12 @@ MAX_ELEMENT_CHARS = 64 << 20
 
 _WS = re.compile(r"[ \t\n\r]*")
 _WS_COMMA = re.compile(r"[ \t\n\r,]*")
+
+
+class ByteStream(Protocol):
+    """What a document is read from: a file opened "rb", ``io.BytesIO``, ``gzip.GzipFile``."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class JsonStreamError(ValueError):
@@ -41,7 +47,7 @@ class JsonStreamError(ValueError):
 
 
 class _Reader:
-    def __init__(self, stream: IO[bytes]):
+    def __init__(self, stream: ByteStream):
         self.stream = stream
         self.decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="strict")
         self.buf = ""
@@ -80,7 +86,7 @@ class _Reader:
     def skip(self, pattern: re.Pattern[str] = _WS) -> str:
         """Skip whitespace (and commas with ``_WS_COMMA``); the next character, "" at the end."""
         while True:
-            self.pos = pattern.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            self.pos = pattern.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # matches "": never None
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if not self.more():
@@ -129,7 +135,7 @@ class _Reader:
         careful_until = -1  # absolute offset up to which the fast path failed once
         while True:
             buf = self.buf
-            pos = skip(buf, self.pos).end()  # type: ignore[union-attr]
+            pos = skip(buf, self.pos).end()  # type: ignore[union-attr]  # matches "": never None
             if pos >= len(buf):
                 self.pos = pos
                 if not self.more():
@@ -169,7 +175,7 @@ def _boundary(buf: str, pos: int) -> int:
         at = buf.rfind("}", pos, end)
         if at < 0:
             return pos
-        rest = _WS_COMMA.match(buf, at + 1).end()  # type: ignore[union-attr]
+        rest = _WS_COMMA.match(buf, at + 1).end()  # type: ignore[union-attr]  # matches "": never None
         if rest < len(buf) and (buf[rest] == "]" or (buf[rest] == "{" and "," in buf[at + 1 : rest])):
             return at + 1
         end = at
@@ -177,7 +183,7 @@ def _boundary(buf: str, pos: int) -> int:
 
 
 def stream_document(
-    stream: IO[bytes], *, array_key: str, on_header: Callable[[str, Any], None]
+    stream: ByteStream, *, array_key: str, on_header: Callable[[str, Any], None]
 ) -> Iterator[Any]:
     """Yield the elements of ``document[array_key]`` (or of a bare top-level array) one at a time;
     every other top-level key's value is passed to ``on_header(key, value)`` when it is read

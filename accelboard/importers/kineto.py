@@ -38,7 +38,7 @@ from typing import IO, Any
 import numpy as np
 
 from .base import ParseError
-from .jsonstream import JsonStreamError, stream_document
+from .jsonstream import ByteStream, JsonStreamError, stream_document
 from .profile_data import KERNEL, MEMCPY, MEMSET, EventColumns, GpuEvents, ProfileData, RankTrace, Step
 
 NAME = "kineto"
@@ -83,7 +83,7 @@ Source = str | Path | bytes | IO[bytes]
 
 
 @contextlib.contextmanager
-def open_stream(source: Source) -> Iterator[IO[bytes]]:
+def open_stream(source: Source) -> Iterator[ByteStream]:
     """A binary stream of the trace's JSON text, decompressing gzip on the fly. A stream given by
     the caller is read from its current position and left open."""
     with contextlib.ExitStack() as stack:
@@ -96,7 +96,7 @@ def open_stream(source: Source) -> Iterator[IO[bytes]]:
         magic = raw.read(2)
         raw.seek(-len(magic), io.SEEK_CUR)
         if magic == b"\x1f\x8b":
-            yield stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb"))  # type: ignore[misc]
+            yield stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb"))
         else:
             yield raw
 
@@ -111,7 +111,7 @@ def _int(value: Any, default: int) -> int:
         return int(match.group()) if match else default
 
 
-def parse_rank(stream: IO[bytes], *, name: str, index: int = 0) -> RankTrace:
+def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     """Read one trace file into a ``RankTrace``. Raises ParseError naming the file."""
     header: dict[str, Any] = {}
     columns = EventColumns()
@@ -123,7 +123,8 @@ def parse_rank(stream: IO[bytes], *, name: str, index: int = 0) -> RankTrace:
     devices: dict[int, int] = {}
     bad_durations = 0
     events_seen = 0
-    lookup = _CATEGORY_LOOKUP
+    # Keyed by str, asked with whatever a file holds as "cat" (anything else is a miss, None).
+    lookup: dict[Any, int] = _CATEGORY_LOOKUP
     add = columns.add
 
     def on_header(key: str, value: Any) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from .accuracy import FRACTION, SCORE, scaled
 from .base import AccuracyResult, ParsedRun, ParseError
 from .inputs import InputFile, Tree
-from .jsonfile import head_text, load
+from .jsonfile import head_text, json_object, load
 from .naming import hints_from_model_name, normalise_precision
 from .units import UnitError, to_float, to_int
 
@@ -59,7 +59,7 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
     def src(key: str) -> str:
         return f"file:{file.name}:{key}"
 
-    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    config = json_object(data, "config")
     args = _model_args(config.get("model_args"))
     run.put("model", str(data.get("model_name") or ""), src("model_name"))
     run.fill("model", args.get("pretrained") or args.get("model") or "", src("config.model_args"))
@@ -116,9 +116,9 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
 
 
 def _results(run: ParsedRun, file: InputFile, data: dict[str, Any]) -> None:
-    higher = data.get("higher_is_better") if isinstance(data.get("higher_is_better"), dict) else {}
-    n_shot = data.get("n-shot") if isinstance(data.get("n-shot"), dict) else {}
-    versions = data.get("versions") if isinstance(data.get("versions"), dict) else {}
+    higher = json_object(data, "higher_is_better")
+    n_shot = json_object(data, "n-shot")
+    versions = json_object(data, "versions")
     for task, values in data["results"].items():
         if not isinstance(values, dict):
             raise ParseError(file.display, "expected an object of metrics", key=f"results.{task}")
@@ -142,7 +142,7 @@ def _results(run: ParsedRun, file: InputFile, data: dict[str, Any]) -> None:
                 stderr = to_float(values.get(stderr_key))
             except UnitError:
                 stderr = None
-            task_higher = higher.get(task) if isinstance(higher.get(task), dict) else {}
+            task_higher = json_object(higher, task)
             is_higher = bool(task_higher.get(metric, "perplexity" not in metric))
             label = metric if filt in ("", "none") else f"{metric},{filt}"
             source = f"file:{file.name}:results.{task}.{key}"

@@ -13,6 +13,7 @@ from typing import Any
 
 from .base import ParseError
 from .inputs import InputFile
+from .jsonfile import json_object
 
 MARKER = ":::MLLOG"
 
@@ -53,7 +54,7 @@ def read_events(file: InputFile) -> list[Event]:
                 time_ms=float(time_ms) if isinstance(time_ms, int | float) else None,
                 event_type=str(record.get("event_type") or ""),
                 namespace=str(record.get("namespace") or ""),
-                metadata=record.get("metadata") if isinstance(record.get("metadata"), dict) else {},
+                metadata=json_object(record, "metadata"),
                 line=number,
             )
         )

@@ -107,11 +107,11 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
         run.context["samples_trained"] = samples
         run.context["samples_trained_from"] = samples_source
     tracked = [
-        to_float(e.value.get("throughput"))
+        t
         for e in events
         if e.key == "tracked_stats" and isinstance(e.value, dict)
+        if (t := to_float(e.value.get("throughput"))) is not None
     ]
-    tracked = [t for t in tracked if t is not None]
     if tracked:
         run.context["tracked_stats_throughput_mean"] = sum(tracked) / len(tracked)
     quality = last(events, "eval_accuracy")

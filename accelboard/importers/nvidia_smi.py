@@ -144,18 +144,20 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
     if not run.telemetry:
         raise ParseError(file.display, "a header but no sample row", line=table[0][0])
     busy = _summarise(run, file)
-    names = {key: name for key, name in gpu_names.items() if key in busy}
-    if names:
-        run.put("hardware.accelerator", sorted(set(names.values()))[0], f"file:{file.name}:name")
-        count_source = "derived:busy GPUs" if len(names) < len(gpu_names) else f"file:{file.name}:index"
-        run.put("hardware.count", len(names), count_source)
-        if len(set(names.values())) > 1:
-            run.warnings.append(f"mixed GPU models in one log: {sorted(set(names.values()))}")
+    busy_names = {key: name for key, name in gpu_names.items() if key in busy}
+    if busy_names:
+        run.put("hardware.accelerator", sorted(set(busy_names.values()))[0], f"file:{file.name}:name")
+        count_source = "derived:busy GPUs" if len(busy_names) < len(gpu_names) else f"file:{file.name}:index"
+        run.put("hardware.count", len(busy_names), count_source)
+        if len(set(busy_names.values())) > 1:
+            run.warnings.append(f"mixed GPU models in one log: {sorted(set(busy_names.values()))}")
     if run.telemetry[0].time is not None:
         run.put("started_at", run.telemetry[0].time, f"file:{file.name}:{run.telemetry[0].line}")
         run.put("finished_at", run.telemetry[-1].time, f"file:{file.name}:{run.telemetry[-1].line}")
         run.warnings.append("nvidia-smi timestamps are local time without a timezone")
-    run.context["columns"] = names
+    # The busy GPUs' names: what this has stored since the busy-GPU count reused the name
+    # ``names``. The header's columns (``names``) look meant; storing them changes runs' context.
+    run.context["columns"] = busy_names
     return [run]
 
 

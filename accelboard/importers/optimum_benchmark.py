@@ -25,7 +25,7 @@ from typing import Any
 from . import optimum_legacy
 from .base import ParsedRun, ParseError
 from .inputs import InputFile, Tree
-from .jsonfile import head_text, load
+from .jsonfile import head_text, json_array, json_object, load
 from .naming import normalise_precision
 from .units import UnitError, kwh_to_j, to_float, to_int
 
@@ -272,9 +272,9 @@ def _apply_config(run: ParsedRun, config: dict[str, Any], name: str, *, prefix: 
     def src(key: str) -> str:
         return f"file:{name}:{prefix}{key}"
 
-    backend = config.get("backend") if isinstance(config.get("backend"), dict) else {}
-    scenario = config.get("scenario") if isinstance(config.get("scenario"), dict) else {}
-    environment = config.get("environment") if isinstance(config.get("environment"), dict) else {}
+    backend = json_object(config, "backend")
+    scenario = json_object(config, "scenario")
+    environment = json_object(config, "environment")
     run.put("model", str(backend.get("model") or ""), src("backend.model"))
     run.put("workload.framework", str(backend.get("name") or ""), src("backend.name"))
     run.put("workload.framework_version", str(backend.get("version") or ""), src("backend.version"))
@@ -282,7 +282,7 @@ def _apply_config(run: ParsedRun, config: dict[str, Any], name: str, *, prefix: 
     run.put(
         "workload.scenario", "training" if scenario_name == "training" else "offline", src("scenario.name")
     )
-    shapes = scenario.get("input_shapes") if isinstance(scenario.get("input_shapes"), dict) else {}
+    shapes = json_object(scenario, "input_shapes")
     try:
         run.put(
             "workload.batch_size", to_int(shapes.get("batch_size")), src("scenario.input_shapes.batch_size")
@@ -304,9 +304,7 @@ def _apply_config(run: ParsedRun, config: dict[str, Any], name: str, *, prefix: 
             str(scheme).upper() if str(scheme).lower() in {"gptq", "awq"} else str(scheme),
             src("backend.quantization_scheme"),
         )
-        qconfig = (
-            backend.get("quantization_config") if isinstance(backend.get("quantization_config"), dict) else {}
-        )
+        qconfig = json_object(backend, "quantization_config")
         bits = qconfig.get("bits") or qconfig.get("w_bit")
         if bits in (4, "4"):
             run.put("variant.precision", "int4", src("backend.quantization_config.bits"))
@@ -316,7 +314,7 @@ def _apply_config(run: ParsedRun, config: dict[str, Any], name: str, *, prefix: 
     run.context["device"] = device
     cpu = str(environment.get("cpu") or "").strip()
     run.put("hardware.cpu", cpu, src("environment.cpu"))
-    gpus = environment.get("gpu") if isinstance(environment.get("gpu"), list) else []
+    gpus = json_array(environment, "gpu")
     if device.startswith("cuda") or device.startswith("rocm") or device.startswith("xpu"):
         if gpus:
             run.put("hardware.accelerator", str(gpus[0]), src("environment.gpu"))

@@ -25,6 +25,7 @@ from typing import Any
 from .base import ParsedRun, ParseError
 from .csvfile import first_line, rows
 from .inputs import InputFile, Tree
+from .jsonfile import json_array, json_object
 from .naming import normalise_precision
 from .units import UnitError, to_float, to_int
 from .yamlsubset import YamlError, loads
@@ -172,8 +173,8 @@ def _apply_config(run: ParsedRun, config: dict[str, Any], name: str) -> None:
         "training" if benchmark.get("name") == "training" else "offline",
         src("benchmark.name"),
     )
-    shapes = benchmark.get("input_shapes") if isinstance(benchmark.get("input_shapes"), dict) else {}
-    generate = benchmark.get("generate_kwargs") if isinstance(benchmark.get("generate_kwargs"), dict) else {}
+    shapes = json_object(benchmark, "input_shapes")
+    generate = json_object(benchmark, "generate_kwargs")
     try:
         run.put(
             "workload.batch_size", to_int(shapes.get("batch_size")), src("benchmark.input_shapes.batch_size")
@@ -203,16 +204,14 @@ def _apply_config(run: ParsedRun, config: dict[str, Any], name: str) -> None:
     if scheme:
         method = str(scheme).upper() if str(scheme).lower() in {"gptq", "awq"} else str(scheme)
         run.put("variant.quantization_method", method, src("backend.quantization_scheme"))
-        qconfig = (
-            backend.get("quantization_config") if isinstance(backend.get("quantization_config"), dict) else {}
-        )
+        qconfig = json_object(backend, "quantization_config")
         bits = qconfig.get("bits")
         if bits in (4, 8):
             run.put("variant.precision", f"int{bits}", src("backend.quantization_config.bits"))
     device = str(config.get("device") or "")
     run.context["device"] = device
     run.put("hardware.cpu", str(environment.get("cpu") or "").strip(), src("environment.cpu"))
-    gpus = environment.get("gpus") if isinstance(environment.get("gpus"), list) else []
+    gpus = json_array(environment, "gpus")
     if device.startswith(("cuda", "rocm", "xpu")) and gpus:
         run.put("hardware.accelerator", str(gpus[0]), src("environment.gpus"))
         if ":" in device:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .base import ParsedRun, ParseError
 from .inputs import InputFile, Tree
-from .jsonfile import head_text, load
+from .jsonfile import head_text, json_object, load
 from .naming import normalise_precision
 from .units import UnitError, to_float, to_int
 
@@ -39,9 +39,9 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
     data = load(file)
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise ParseError(file.display, "expected an object with a 'benchmarks' list", key="benchmarks")
-    machine = data.get("machine_info") if isinstance(data.get("machine_info"), dict) else {}
-    commit = data.get("commit_info") if isinstance(data.get("commit_info"), dict) else {}
-    cpu = machine.get("cpu") if isinstance(machine.get("cpu"), dict) else {}
+    machine = json_object(data, "machine_info")
+    commit = json_object(data, "commit_info")
+    cpu = json_object(machine, "cpu")
     runs = []
     for index, bench in enumerate(data["benchmarks"]):
         where = f"benchmarks[{index}]"

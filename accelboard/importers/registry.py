@@ -320,8 +320,8 @@ def parse_paths(
         given = {str(path): index for index, path in enumerate(loose)}
         group.errors.sort(key=lambda error: given.get(error.file, len(given)))
     result = Submission()
-    for part in parts:
-        _extend(result, group if part is None else part)
+    for done in parts:
+        _extend(result, group if done is None else done)
     return result
 
 

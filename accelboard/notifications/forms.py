@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
 from accelboard.alerts.choices import AlertKind, DismissReason
+from accelboard.core.models import Team
 
 from . import selectors
 from .choices import DeliveryMode
@@ -21,9 +22,9 @@ class SeriesChoiceField(forms.ModelChoiceField):
 class SubscriptionAddForm(forms.Form):
     """Team is required; a series or an alert kind narrows it (at most one of them)."""
 
-    team = forms.ModelChoiceField(queryset=None, empty_label=None)  # type: ignore[arg-type]
+    team: forms.ModelChoiceField[Team] = forms.ModelChoiceField(queryset=None, empty_label=None)
     series = SeriesChoiceField(
-        queryset=None,  # type: ignore[arg-type]
+        queryset=None,
         required=False,
         empty_label="Every series",
     )
@@ -32,11 +33,13 @@ class SubscriptionAddForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["team"].queryset = selectors.subscribable_teams(user=user)
-        self.fields["series"].queryset = selectors.subscribable_series(user=user)
+        # The form's own fields (copies of the class's): a ModelChoiceField each.
+        cast(forms.ModelChoiceField, self.fields["team"]).queryset = selectors.subscribable_teams(user=user)
+        cast(SeriesChoiceField, self.fields["series"]).queryset = selectors.subscribable_series(user=user)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         series = data.get("series")
         team = data.get("team")
         if series is not None and data.get("kind"):

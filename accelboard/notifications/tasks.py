@@ -11,7 +11,7 @@ worker killed, a broker flushed) is not lost with it.
 
 from __future__ import annotations
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.db import OperationalError
 
 from accelboard.core.services import job_run_record
@@ -33,7 +33,7 @@ def _enqueue_sends(ids: list[int]) -> None:
     retry_jitter=True,
     max_retries=services.MAX_ATTEMPTS - 1,
 )
-def delivery_send(self, delivery_id: int) -> str:  # type: ignore[no-untyped-def]
+def delivery_send(self: Task, delivery_id: int) -> str:
     """Send one planned email. A retry scheduled by Celery is due by construction (force)."""
     return services.delivery_send(delivery_id=int(delivery_id), force=self.request.retries > 0)
 
@@ -47,7 +47,7 @@ _DB_RETRY = {
 
 
 @shared_task(bind=True, **_DB_RETRY)
-def alerts_dispatch(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def alerts_dispatch(self: Task) -> dict[str, int]:
     """Mail subscribers the alerts they have not had yet (immediate mode), once each commit's
     alerts have settled; if some are still fresh, run again when they will have."""
     with job_run_record(name="alerts_dispatch", task_id=self.request.id or "") as job:
@@ -63,7 +63,7 @@ def alerts_dispatch(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
 
 
 @shared_task(bind=True, **_DB_RETRY)
-def digests_send(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def digests_send(self: Task) -> dict[str, int]:
     """Once a day: one email per digest subscriber with the open alerts not mailed yet."""
     with job_run_record(name="digests_send", task_id=self.request.id or "") as job:
         ids = services.deliveries_plan(mode=DeliveryMode.DIGEST)
@@ -74,7 +74,7 @@ def digests_send(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
 
 
 @shared_task(bind=True, **_DB_RETRY)
-def deliveries_retry(self) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def deliveries_retry(self: Task) -> dict[str, int]:
     """Resend failed deliveries whose backoff has passed, and any whose task was lost; also
     plans immediate deliveries in case an ``alerts_dispatch`` enqueue was lost."""
     with job_run_record(name="deliveries_retry", task_id=self.request.id or "") as job:

@@ -28,6 +28,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accelboard.alerts.choices import AlertKind
 from accelboard.core.access import Action, request_scope
+from accelboard.core.middleware import SignedInRequest
 
 from . import links, selectors, services
 from .backends import OUTBOX_BACKEND
@@ -38,7 +39,7 @@ from .models import OutboxMessage, Subscription
 from .outbox import email_render
 
 
-def _page(request: HttpRequest, *, form: SubscriptionAddForm, status: int = 200) -> HttpResponse:
+def _page(request: SignedInRequest, *, form: SubscriptionAddForm, status: int = 200) -> HttpResponse:
     subs = list(selectors.subscription_list_for_user(user=request.user))
     teams = list(selectors.subscribable_teams(user=request.user))
     subscribed_team_ids = {s.team_id for s in subs if not s.series_id and not s.kind}
@@ -57,7 +58,7 @@ def _page(request: HttpRequest, *, form: SubscriptionAddForm, status: int = 200)
 
 
 @require_http_methods(["GET", "POST"])
-def subscriptions(request: HttpRequest) -> HttpResponse:
+def subscriptions(request: SignedInRequest) -> HttpResponse:
     if request.method == "GET":
         return _page(request, form=SubscriptionAddForm(user=request.user))
     form = SubscriptionAddForm(request.POST, user=request.user)
@@ -97,11 +98,11 @@ def _own(request: HttpRequest, subscription_id: int) -> Subscription:
 
 
 @require_POST
-def subscription_mode(request: HttpRequest, subscription_id: int) -> HttpResponse:
+def subscription_mode(request: SignedInRequest, subscription_id: int) -> HttpResponse:
     sub = _own(request, subscription_id)
     form = SubscriptionModeForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"mode: {' '.join(form.errors['mode'])}")
+        messages.error(request, f"mode: {' '.join(str(error) for error in form.errors['mode'])}")
         return _page(request, form=SubscriptionAddForm(user=request.user), status=400)
     services.subscription_mode_set(subscription=sub, mode=form.cleaned_data["mode"])
     messages.success(request, f"{sub.scope_label()}: now {sub.get_mode_display().lower()}.")
@@ -140,7 +141,7 @@ def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
 
 
 @require_POST
-def test_email(request: HttpRequest) -> HttpResponse:
+def test_email(request: SignedInRequest) -> HttpResponse:
     """ "Send me a test email": to the user's own address, now, with the server's answer shown."""
     if not request.user.email:
         messages.error(request, "Your account has no email address to send a test email to.")

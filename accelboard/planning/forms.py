@@ -6,7 +6,7 @@ headroom, N+1); a present but malformed one is a 400 naming the field.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -63,8 +63,8 @@ class PlanQueryForm(forms.Form):
         pricing_choices: list[tuple[str, str]],
     ) -> None:
         super().__init__(data)
-        self.fields["where"].choices = where_choices
-        self.fields["pricing"].choices = pricing_choices
+        cast(forms.ChoiceField, self.fields["where"]).choices = where_choices
+        cast(forms.ChoiceField, self.fields["pricing"]).choices = pricing_choices
 
     def first_error(self) -> str:
         """The first error as "field: message", for the 400 page."""

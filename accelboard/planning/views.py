@@ -115,7 +115,10 @@ def plan(request: HttpRequest) -> HttpResponse:
 def scenario_save(request: HttpRequest) -> HttpResponse:
     form = ScenarioSaveForm(request.POST)
     if not form.is_valid():
-        errors = "; ".join(f"{name}: {' '.join(messages)}" for name, messages in form.errors.items())
+        errors = "; ".join(
+            f"{name}: {' '.join(str(message) for message in messages)}"
+            for name, messages in form.errors.items()
+        )
         return HttpResponse(errors, status=400, content_type="text/plain; charset=utf-8")
     scope = request_scope(request)
     query_form, page = _page(QueryDict(form.cleaned_data["query"]), scope=scope)

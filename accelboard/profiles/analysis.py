@@ -232,11 +232,11 @@ def _empty_breakdown() -> dict[str, Any]:
 
 def _sums_breakdown(kernels: list[dict[str, Any]]) -> dict[str, Any]:
     """Categories from summed durations (no timeline): busy is their sum, idle is unknown."""
-    totals = dict.fromkeys(cats.ALL, 0.0)
+    sums = dict.fromkeys(cats.ALL, 0.0)
     for row in kernels:
-        totals[row["category"]] += row["total_us"]
-    totals[cats.IDLE] = None  # type: ignore[assignment]
-    busy = sum(value for key, value in totals.items() if key != cats.IDLE)
+        sums[row["category"]] += row["total_us"]
+    busy = sum(value for key, value in sums.items() if key != cats.IDLE)
+    totals: dict[str, float | None] = {**sums, cats.IDLE: None}
     return {
         "span_us": None,
         "busy_us": busy,
@@ -367,13 +367,14 @@ def profile_analyse(data: ProfileData) -> dict[str, Any]:
 
 
 def _totals(ranks: list[dict[str, Any]], timeline: bool) -> dict[str, Any]:
-    categories = dict.fromkeys(cats.ALL, 0.0)
+    category_sums = dict.fromkeys(cats.ALL, 0.0)
+    categories: dict[str, float | None] = {}
     out: dict[str, Any] = {"ranks": len(ranks), "categories": categories}
     sums: defaultdict[str, float] = defaultdict(float)
     for rank in ranks:
         for key, value in rank["categories"].items():
             if value is not None:
-                categories[key] += value
+                category_sums[key] += value
         for key in (
             "span_us",
             "busy_us",
@@ -391,8 +392,9 @@ def _totals(ranks: list[dict[str, Any]], timeline: bool) -> dict[str, Any]:
             if rank.get(key) is not None:
                 sums[key] += rank[key]
     out.update(sums)
+    categories.update(category_sums)
     if not timeline:
-        categories[cats.IDLE] = None  # type: ignore[assignment]
+        categories[cats.IDLE] = None
         for key in ("span_us", "overlap_us", "idle_host_us", "idle_other_us", "idle_unknown_us"):
             out[key] = None
     # Shares of the GPU time: of the span (timeline) or of the summed busy time (no timeline).
@@ -401,12 +403,13 @@ def _totals(ranks: list[dict[str, Any]], timeline: bool) -> dict[str, Any]:
     out["shares"] = {
         key: (value / base if base and value is not None else None) for key, value in categories.items()
     }
-    groups = dict.fromkeys(cats.GROUPS, 0.0)
+    group_sums = dict.fromkeys(cats.GROUPS, 0.0)
     for key, value in categories.items():
         if value is not None:
-            groups[cats.GROUP[key]] += value
+            group_sums[cats.GROUP[key]] += value
+    groups: dict[str, float | None] = dict(group_sums)
     if not timeline:
-        groups["idle"] = None  # type: ignore[assignment]
+        groups["idle"] = None
     out["groups"] = groups
     out["group_shares"] = {
         key: (value / base if base and value is not None else None) for key, value in groups.items()

@@ -289,7 +289,7 @@ def write_training_trace(
 ) -> int:
     """Stream a generated training trace to ``target`` (gzip when the path ends in .gz); the bytes of
     JSON written. Memory stays small whatever ``steps × layers``."""
-    raw: IO[bytes]
+    raw: IO[bytes] | gzip.GzipFile
     if isinstance(target, Path):
         gz = target.name.endswith(".gz")
         raw = gzip.open(target, "wb", compresslevel=3) if gz else open(target, "wb")  # noqa: SIM115

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 from urllib.parse import urlparse
 
 DEFAULT_CONFIG_FILE = "/etc/accelboard-agent.conf"
@@ -173,7 +173,7 @@ def config_load(
             raise ConfigError(f"{name}: unknown key")
         if value is not None:
             raw[name] = (str(value), "--" + name.replace("_", "-"))
-    parsed: dict[str, object] = {}
+    parsed: dict[str, Any] = {}  # each key's value as its parser made it (Config's field types)
     sources: dict[str, str] = {}
     for name, key in KEYS.items():
         if name in raw:
@@ -193,11 +193,11 @@ def config_load(
         except OSError as exc:
             raise ConfigError(f"token_file: cannot read {token_file}: {exc.strerror}") from None
         sources["token"] = "token_file"
-    if float(parsed["backoff_max"]) < float(parsed["backoff_base"]):  # type: ignore[arg-type]
+    if float(parsed["backoff_max"]) < float(parsed["backoff_base"]):
         raise ConfigError(
             f"backoff_max: {parsed['backoff_max']} is below backoff_base {parsed['backoff_base']} "
             f"(from {sources['backoff_max']})"
         )
-    config = Config(**parsed)  # type: ignore[arg-type]
+    config = Config(**parsed)
     config.sources = sources
     return config

@@ -91,7 +91,7 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _field_value(item: Any) -> float | None:
+def _field_value(item: Any) -> float:
     """The number in an ``nvmlFieldValue_t`` according to its ``valueType``."""
     kind = getattr(item, "valueType", 1)
     union = item.value

@@ -44,9 +44,9 @@ def backoff_delay(attempt: int, *, base: float, cap: float, rng: random.Random |
     Half the delay is fixed and half random, so a fleet that lost the server at the same moment
     does not come back in lockstep, and no retry comes sooner than half the nominal delay.
     """
-    rng = rng or random
+    uniform = rng.uniform if rng is not None else random.uniform
     nominal = min(cap, base * (2 ** max(0, attempt - 1)))
-    return nominal / 2 + rng.uniform(0, nominal / 2)
+    return nominal / 2 + uniform(0, nominal / 2)
 
 
 def http_post(url: str, *, token: str, payload: str, timeout: float) -> tuple[int, str]:

@@ -58,7 +58,7 @@ class Command(BaseCommand):
                 used = f"{row.last_used_at:%Y-%m-%d %H:%M}" if row.last_used_at else "never"
                 self.stdout.write(f"{row.prefix}  {row.kind:<10}  {state:<24}  last used {used}  {row.name}")
         else:
-            row = token_revoke(prefix=options["prefix"])
-            if row is None:
+            revoked = token_revoke(prefix=options["prefix"])
+            if revoked is None:
                 raise CommandError(f"no token with prefix {options['prefix']!r}", returncode=2)
-            self.stderr.write(f"Revoked token {row.prefix}… of team {row.team.slug}.")
+            self.stderr.write(f"Revoked token {revoked.prefix}… of team {revoked.team.slug}.")

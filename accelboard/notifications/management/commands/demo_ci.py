@@ -70,6 +70,11 @@ class Command(BaseCommand):
         )
         self.stdout.flush()
         time.sleep(options["after"])
+
+        def say(line: str) -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
+
         try:
             posted, alerts = regression_post(
                 server=options["server"],
@@ -79,7 +84,7 @@ class Command(BaseCommand):
                 interval_s=options["interval"],
                 max_runs=options["max_runs"],
                 ci_url=options["ci_url"],
-                say=lambda line: (self.stdout.write(line), self.stdout.flush()),
+                say=say,
             )
         except SimulatedCIError as exc:
             raise CommandError(f"simulated CI: {exc}") from None
