@@ -50,8 +50,8 @@ from django.utils import timezone
 
 from accelboard.core.models import Team
 from accelboard.core.services import stored_file_track
+from accelboard.fleet.catalogue_services import AcceleratorTypeRejected, accelerator_type_create
 from accelboard.fleet.models import AcceleratorType, Host
-from accelboard.fleet.services import AcceleratorTypeRejected, accelerator_type_create
 from accelboard.importers import ContextError, ParsedRun, context_apply, normalise_context
 from accelboard.importers.metrics import UNITS, accuracy_metric_name, metric_spec
 from accelboard.importers.naming import hints_from_model_name, variant_name

@@ -16,7 +16,7 @@ from accelboard.benchmarks.models import ModelVariant
 from accelboard.benchmarks.selectors import model_variant_resolve
 from accelboard.benchmarks.services import model_variant_get_or_create
 from accelboard.core.models import Team
-from accelboard.fleet.ingest_services import IngestRejected
+from accelboard.fleet.ingest_validation import IngestRejected
 from accelboard.fleet.models import Host
 
 from .models import InferenceMetric
