@@ -70,6 +70,9 @@ def telemetry_batch_ingest(*, team_id: int, payload: object, claim: BatchClaim) 
     start, end = batch.start, batch.end
     for attempt in (1, 2):
         if start is not None and end is not None:
+            # Created (and committed) before the batch's transaction: an empty partition is not
+            # data, and CREATE TABLE ... PARTITION OF would otherwise lock the parent table for
+            # the whole batch.
             telemetry_partitions_ensure(start=start, end=end, remembered=True)
         try:
             with transaction.atomic():
