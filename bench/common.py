@@ -143,8 +143,8 @@ def production_env(url: str, broker: str) -> dict[str, str]:
 
 def fleet_create(*, hosts: int, gpus_per_host: int) -> list[tuple[int, list[int]]]:
     """``hosts`` hosts of ``gpus_per_host`` H100s; returns [(host_id, [gpu ids])]."""
+    from accelboard.fleet.host_services import host_register
     from accelboard.fleet.models import AcceleratorType
-    from accelboard.fleet.services import host_register
 
     AcceleratorType.objects.get_or_create(
         name="H100 SXM 80GB",

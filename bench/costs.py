@@ -47,8 +47,8 @@ def parse_args() -> argparse.Namespace:
 
 def fleet_make(*, copies: int, prefix: str) -> list[tuple[int, list[int]]]:
     from accelboard.core.models import Team
+    from accelboard.fleet.host_services import host_register
     from accelboard.fleet.models import Host, Site
-    from accelboard.fleet.services import host_register
 
     site = Site.objects.get(name="bench-site")
     teams = [

@@ -560,7 +560,7 @@ def main() -> int:
 
         from accelboard.core.pipeline_selectors import queue_states
         from accelboard.core.services import team_create
-        from accelboard.fleet.ingest_services import MAX_SAMPLES
+        from accelboard.fleet.ingest_validation import MAX_SAMPLES
         from accelboard.fleet.selectors import telemetry_rollup_backlog
 
         home = Path(args.logs or tmp)

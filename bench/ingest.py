@@ -184,7 +184,7 @@ def copy_rows(payloads: list[dict], gpu_ids: dict[str, int], host_ids: dict[str,
     import psycopg
     from django.conf import settings
 
-    from accelboard.fleet.services import _COPY_TYPES, TABLE
+    from accelboard.fleet.partition_services import _COPY_TYPES, TABLE
 
     columns = ["time", "host_id", "accelerator_id", *COLUMNS]
     types = [_COPY_TYPES.get(column, "float4") for column in columns]

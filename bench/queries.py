@@ -65,13 +65,8 @@ def load_raw(fleet: list[tuple[int, list[int]]], start: datetime, end: datetime)
     from django.db import connection, transaction
 
     from accelboard.fleet.partials import partials_compute
-    from accelboard.fleet.services import (
-        MAX_COUNTER_GAP_S,
-        MAX_INTEGRATION_GAP_S,
-        TABLE,
-        THROTTLE_MASK,
-        telemetry_partitions_ensure,
-    )
+    from accelboard.fleet.partition_services import TABLE, telemetry_partitions_ensure
+    from accelboard.fleet.rollup_services import MAX_COUNTER_GAP_S, MAX_INTEGRATION_GAP_S, THROTTLE_MASK
 
     rng = np.random.default_rng(42)
     gpu_ids = np.array([g for _, gpus in fleet for g in gpus], dtype=np.int64)
@@ -184,21 +179,21 @@ def _raw_hour_rollup(start: datetime, end: datetime) -> None:
     run and rolled back so the stored rollups stay as the product wrote them."""
     from django.db import connection, transaction
 
-    from accelboard.fleet import services
+    from accelboard.fleet import rollup_services
 
-    sql = services._MINUTE_SQL.replace("'60 seconds'", "'3600 seconds'").replace(
+    sql = rollup_services._MINUTE_SQL.replace("'60 seconds'", "'3600 seconds'").replace(
         "    60, bucket,", "    3600, bucket,"
     )
     params = {
-        "origin": services._BUCKET_ORIGIN,
+        "origin": rollup_services._BUCKET_ORIGIN,
         "start": start,
         "end": end,
         "final_end": end,
-        "lookback": start - timedelta(seconds=services.MAX_COUNTER_GAP_S),
+        "lookback": start - timedelta(seconds=rollup_services.MAX_COUNTER_GAP_S),
         "lookahead": end,
-        "max_gap": services.MAX_INTEGRATION_GAP_S,
-        "max_counter_gap": services.MAX_COUNTER_GAP_S,
-        "throttle_mask": services.THROTTLE_MASK,
+        "max_gap": rollup_services.MAX_INTEGRATION_GAP_S,
+        "max_counter_gap": rollup_services.MAX_COUNTER_GAP_S,
+        "throttle_mask": rollup_services.THROTTLE_MASK,
     }
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql.format(gpu_filter="", raw_filter=""), params)
@@ -210,12 +205,12 @@ def _raw_refresh(start: datetime, end: datetime) -> None:
     (rolled back afterwards, with the rollups it wrote, which equal the partials' anyway)."""
     from django.db import transaction
 
-    from accelboard.fleet import services
+    from accelboard.fleet import rollup_services
     from accelboard.fleet.models import TelemetryRawRange
 
     with transaction.atomic():
         TelemetryRawRange.objects.create(start=start, end=end)
-        assert services.telemetry_rollups_refresh(start=start, end=end).partial_rows == 0
+        assert rollup_services.telemetry_rollups_refresh(start=start, end=end).partial_rows == 0
         transaction.set_rollback(True)
 
 
@@ -227,7 +222,7 @@ def main() -> None:
         from django.db import connection
 
         from accelboard.core.access import EVERY_TEAM
-        from accelboard.fleet import selectors, services
+        from accelboard.fleet import rollup_services, selectors
 
         now = datetime.now(UTC).replace(second=0, microsecond=0)
         raw_start = now - timedelta(hours=args.hours)
@@ -249,7 +244,7 @@ def main() -> None:
         moment = raw_start
         while moment < now:
             step = time.perf_counter()
-            services.telemetry_rollups_refresh(start=moment, end=min(moment + timedelta(hours=1), now))
+            rollup_services.telemetry_rollups_refresh(start=moment, end=min(moment + timedelta(hours=1), now))
             hour_times.append(time.perf_counter() - step)
             moment += timedelta(hours=1)
         print(
@@ -259,7 +254,7 @@ def main() -> None:
         history_start = (now - timedelta(days=args.days)).replace(minute=0)
         history_end = raw_start.replace(minute=0)
         history = load_hour_rollups(fleet, history_start, history_end)
-        services.telemetry_rollups_refresh(start=history_start, end=history_end)
+        rollup_services.telemetry_rollups_refresh(start=history_start, end=history_end)
         print(f"added {history:,} synthetic GPU hour rollups ({args.days} days) and their host rollups")
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE fleet_telemetrysample")
@@ -284,7 +279,7 @@ def main() -> None:
             FROM fleet_telemetrysample WHERE accelerator_id = %(gpu)s AND time >= %(start)s AND time < %(end)s
             GROUP BY b ORDER BY b
         """
-        params = {"gpu": gpu, "start": day_start, "end": now, "origin": services._BUCKET_ORIGIN}
+        params = {"gpu": gpu, "start": day_start, "end": now, "origin": rollup_services._BUCKET_ORIGIN}
         references["gpu_24h"] = (
             "same minutes from raw rows",
             median_ms(lambda: _sql_frame(raw_minutes, params), repeat=max(3, repeat // 3)),
@@ -334,10 +329,10 @@ def main() -> None:
         last_hour = (last_hour_end - timedelta(hours=1), last_hour_end)
         five = (now - timedelta(minutes=5), now)
         figures["rollup_5min"] = median_ms(
-            lambda: services.telemetry_rollups_refresh(start=five[0], end=five[1]), repeat=repeat
+            lambda: rollup_services.telemetry_rollups_refresh(start=five[0], end=five[1]), repeat=repeat
         )
         figures["rollup_1h"] = median_ms(
-            lambda: services.telemetry_rollups_refresh(start=last_hour[0], end=last_hour[1]),
+            lambda: rollup_services.telemetry_rollups_refresh(start=last_hour[0], end=last_hour[1]),
             repeat=max(3, repeat // 3),
         )
         references["rollup_5min"] = (
@@ -360,12 +355,12 @@ def main() -> None:
 
         def drain() -> None:
             for mark_start, mark_end in marks:
-                services.telemetry_rollups_mark_dirty(start=mark_start, end=mark_end)
-            services.telemetry_rollups_drain()
+                rollup_services.telemetry_rollups_mark_dirty(start=mark_start, end=mark_end)
+            rollup_services.telemetry_rollups_drain()
 
         def one_by_one() -> None:
             for mark_start, mark_end in marks:
-                services.telemetry_rollups_refresh(start=mark_start, end=mark_end)
+                rollup_services.telemetry_rollups_refresh(start=mark_start, end=mark_end)
 
         drain_ms = median_ms(drain, repeat=3)
         each_ms = median_ms(one_by_one, repeat=1)

@@ -1,6 +1,6 @@
 """Plain functions that make test data through the same write paths the product uses.
 
-Hosts and GPUs go through ``fleet.services.host_register`` (UUID keyed), raw telemetry through
+Hosts and GPUs go through ``fleet.host_services.host_register`` (UUID keyed), raw telemetry through
 ``telemetry_partitions_ensure`` + binary ``telemetry_copy`` (as the ingest API does) and benchmark
 runs through ``benchmarks.services.run_record``. Telemetry is generated with a seeded numpy
 generator so a test can recompute what it expects from the arrays it is handed back.
@@ -26,13 +26,10 @@ from accelboard.benchmarks.services import (
     workload_get_or_create,
 )
 from accelboard.core.models import Team
+from accelboard.fleet.host_services import host_register
 from accelboard.fleet.models import TELEMETRY_COLUMNS, Accelerator, AcceleratorType, Host
-from accelboard.fleet.services import (
-    host_register,
-    telemetry_copy,
-    telemetry_partitions_ensure,
-    telemetry_rollups_refresh,
-)
+from accelboard.fleet.partition_services import telemetry_copy, telemetry_partitions_ensure
+from accelboard.fleet.rollup_services import telemetry_rollups_refresh
 from accelboard.importers.metrics import METRICS
 
 _counter = itertools.count(1)

@@ -34,7 +34,7 @@ from accelboard.core.models import JobRun
 from accelboard.core.pipeline_selectors import pipeline_status, queue_states
 from accelboard.costs.tasks import run_cost
 from accelboard.fleet.models import TelemetryDirtyRange
-from accelboard.fleet.services import _ADVISORY_ROLLUPS
+from accelboard.fleet.rollup_services import _ADVISORY_ROLLUPS
 from accelboard.fleet.tasks import (
     pipeline_check,
     telemetry_partitions_maintain,

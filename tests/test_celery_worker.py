@@ -29,7 +29,7 @@ from accelboard.core.choices import JobStatus
 from accelboard.core.models import JobRun
 from accelboard.embedded import broker_url_for
 from accelboard.env import database_url_with_name
-from accelboard.fleet.services import telemetry_partition_days
+from accelboard.fleet.partition_services import telemetry_partition_days
 from accelboard.fleet.tasks import telemetry_partitions_maintain
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,9 +23,9 @@ from accelboard.core.choices import JobStatus
 from accelboard.core.models import JobRun, Membership
 from accelboard.costs.models import AcceleratorPrice, ElectricityPrice
 from accelboard.demo import generator, loader, plan
-from accelboard.fleet.catalogue import ACCELERATOR_TYPES, accelerator_types_sync
+from accelboard.fleet.catalogue import ACCELERATOR_TYPES
+from accelboard.fleet.catalogue_services import accelerator_type_match, accelerator_types_sync
 from accelboard.fleet.models import Accelerator, AcceleratorType, Host, Site, TelemetryRollup
-from accelboard.fleet.services import accelerator_type_match
 from accelboard.serving.models import InferenceMetric
 
 NOW = datetime(2026, 11, 29, 22, 0, tzinfo=UTC)

@@ -13,7 +13,7 @@ from django.db import connections
 from accelboard.celery import build_beat_schedule
 from accelboard.core.models import JobRun
 from accelboard.env import ConfigError
-from accelboard.fleet import services, tasks
+from accelboard.fleet import partition_services, rollup_services, tasks
 from accelboard.fleet.models import TELEMETRY_COLUMNS, TelemetryDirtyRange, TelemetryRollup
 from tests import factories
 
@@ -46,11 +46,11 @@ def test_it_creates_partitions_ahead_and_drops_expired_ones(settings: Any) -> No
     settings.TELEMETRY_PARTITIONS_AHEAD_DAYS = 2
     settings.TELEMETRY_RETENTION_DAYS = 5
     now = datetime(2034, 5, 10, 8, 0, tzinfo=UTC)
-    services.telemetry_partitions_ensure(start=now - timedelta(days=8), end=now - timedelta(days=7))
+    partition_services.telemetry_partitions_ensure(start=now - timedelta(days=8), end=now - timedelta(days=7))
     with mock.patch("accelboard.fleet.tasks.datetime", wraps=datetime) as clock:
         clock.now.return_value = now
         result = tasks.telemetry_partitions_maintain.apply().get()
-    days = services.telemetry_partition_days()
+    days = partition_services.telemetry_partition_days()
     assert [d for d in days if d >= date(2034, 5, 1)] == [date(2034, 5, d) for d in range(9, 13)]
     assert result == {"created": 4, "dropped": 2}
     job = JobRun.objects.get(name="telemetry_partitions_maintain")
@@ -72,8 +72,8 @@ def _load(team: Any, start: datetime, seconds: int) -> Any:
         )
         for s in range(seconds)
     ]
-    services.telemetry_partitions_ensure(start=start, end=start + timedelta(seconds=seconds))
-    services.telemetry_copy(rows=rows)
+    partition_services.telemetry_partitions_ensure(start=start, end=start + timedelta(seconds=seconds))
+    partition_services.telemetry_copy(rows=rows)
     return gpu
 
 
@@ -106,7 +106,7 @@ def test_it_drains_marks_and_the_recent_window_on_the_periodic_pass(team: Any) -
     recent = _load(team, now - timedelta(minutes=3), 120)
     old_start = datetime(2026, 11, 19, 3, 0, tzinfo=UTC)
     old = _load(team, old_start, 60)
-    services.telemetry_rollups_mark_dirty(start=old_start, end=old_start + timedelta(seconds=59))
+    rollup_services.telemetry_rollups_mark_dirty(start=old_start, end=old_start + timedelta(seconds=59))
     with mock.patch("accelboard.fleet.tasks.datetime", wraps=datetime) as clock:
         clock.now.return_value = now
         result = tasks.telemetry_rollups_refresh.apply(kwargs={"minutes": 10}).get()
@@ -119,11 +119,11 @@ def test_it_drains_marks_and_the_recent_window_on_the_periodic_pass(team: Any) -
 def test_the_periodic_pass_leaves_the_marks_to_a_running_drain(team: Any) -> None:
     start = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
     gpu = _load(team, start, 60)
-    services.telemetry_rollups_mark_dirty(start=start, end=start + timedelta(seconds=59))
+    rollup_services.telemetry_rollups_mark_dirty(start=start, end=start + timedelta(seconds=59))
     holder = connections.create_connection("default")  # a drain in another process holds the lock
     try:
         with holder.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_lock(%s)", [services._ADVISORY_ROLLUPS])
+            cursor.execute("SELECT pg_advisory_lock(%s)", [rollup_services._ADVISORY_ROLLUPS])
         assert tasks.telemetry_rollups_refresh.apply().get() == {"rows": 0, "ranges": 0, "skipped": 1}
         assert JobRun.objects.get(name="telemetry_rollups_refresh").detail == {
             "skipped": "a drain is running"
@@ -131,7 +131,7 @@ def test_the_periodic_pass_leaves_the_marks_to_a_running_drain(team: Any) -> Non
         assert TelemetryDirtyRange.objects.count() == 1
     finally:
         with holder.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [services._ADVISORY_ROLLUPS])
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [rollup_services._ADVISORY_ROLLUPS])
         holder.close()
     # The next pass (or drain) takes it.
     assert tasks.telemetry_rollups_refresh.apply().get()["ranges"] == 1

@@ -345,7 +345,7 @@ def test_it_counts_throttling_as_a_share_of_gpu_time_and_agrees_with_the_hosts_p
     from django.db import connection
 
     from accelboard.fleet.models import Accelerator
-    from accelboard.fleet.services import telemetry_rollups_refresh
+    from accelboard.fleet.rollup_services import telemetry_rollups_refresh
 
     factories.accelerator_type_from(factories.H100)
     _, gpus = factories.host_create(team=team, gpus=4)

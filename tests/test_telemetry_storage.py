@@ -1,7 +1,7 @@
 """Raw telemetry storage: daily partitions, retention, rollups checked against pandas, coalescing.
 
 The reference rollups are recomputed here with pandas from the very rows copied in, following
-the energy rules of ``services.telemetry_rollups_refresh``: counter deltas attributed to the
+the energy rules of ``rollup_services.telemetry_rollups_refresh``: counter deltas attributed to the
 later sample's bucket, a counter that went down contributes nothing, power × dt (gap ≤ 30 s)
 where a GPU has no counter.
 """
@@ -19,7 +19,7 @@ import pytest
 from django.db import IntegrityError, connection, connections, transaction
 
 from accelboard.core.access import EVERY_TEAM
-from accelboard.fleet import selectors, services
+from accelboard.fleet import partition_services, rollup_services, selectors
 from accelboard.fleet.models import (
     TELEMETRY_COLUMNS,
     HostRollup,
@@ -43,8 +43,8 @@ def _row(**values: Any) -> tuple[object, ...]:
 
 def _copy(rows: list[tuple[object, ...]]) -> None:
     times = [row[0] for row in rows]
-    services.telemetry_partitions_ensure(start=min(times), end=max(times))  # type: ignore[type-var]
-    services.telemetry_copy(rows=rows)
+    partition_services.telemetry_partitions_ensure(start=min(times), end=max(times))  # type: ignore[type-var]
+    partition_services.telemetry_copy(rows=rows)
 
 
 @pytest.fixture
@@ -108,13 +108,13 @@ def _reference(rows: list[tuple[object, ...]], width: int) -> pd.DataFrame:
     delta = energy - per_gpu["energy_mj"].shift().astype("float64")
     dt = (frame["time"] - per_gpu["time"].shift()).dt.total_seconds()
     contribution = pd.Series(np.nan, index=frame.index)
-    counter = (delta >= 0) & (dt <= services.MAX_COUNTER_GAP_S)
+    counter = (delta >= 0) & (dt <= rollup_services.MAX_COUNTER_GAP_S)
     contribution[counter] = delta[counter] / 1000.0
-    integrate = energy.isna() & frame["power_w"].notna() & (dt <= services.MAX_INTEGRATION_GAP_S)
+    integrate = energy.isna() & frame["power_w"].notna() & (dt <= rollup_services.MAX_INTEGRATION_GAP_S)
     contribution[integrate] = frame["power_w"][integrate] * dt[integrate]
     assert not (contribution < 0).any()
     frame["energy_j"] = contribution
-    frame["throttled"] = (frame["throttle_reasons"] & services.THROTTLE_MASK) != 0
+    frame["throttled"] = (frame["throttle_reasons"] & rollup_services.THROTTLE_MASK) != 0
     frame["bucket"] = frame["time"].dt.floor(f"{width}s")
     grouped = frame.groupby(["accelerator_id", "bucket"])
     return pd.DataFrame(
@@ -165,14 +165,14 @@ def _assert_matches(stored: pd.DataFrame, expected: pd.DataFrame) -> None:
 
 
 def test_it_creates_partitions_for_the_days_needed_and_only_those() -> None:
-    before = set(services.telemetry_partition_days())
-    created = services.telemetry_partitions_ensure(
+    before = set(partition_services.telemetry_partition_days())
+    created = partition_services.telemetry_partitions_ensure(
         start=datetime(2031, 3, 30, 22, 0, tzinfo=UTC), end=datetime(2031, 4, 1, 0, 30, tzinfo=UTC)
     )
     assert created == [date(2031, 3, 30), date(2031, 3, 31), date(2031, 4, 1)]
-    assert set(services.telemetry_partition_days()) - before == set(created)
+    assert set(partition_services.telemetry_partition_days()) - before == set(created)
     # Asking again creates nothing, and a time zone other than UTC maps to the UTC day.
-    again = services.telemetry_partitions_ensure(
+    again = partition_services.telemetry_partitions_ensure(
         start=datetime(2031, 3, 31, 1, 0, tzinfo=UTC).astimezone(ZoneInfo("America/New_York")),
         end=datetime(2031, 4, 1, 23, 59, tzinfo=UTC),
     )
@@ -181,8 +181,8 @@ def test_it_creates_partitions_for_the_days_needed_and_only_those() -> None:
 
 def test_it_refuses_a_partition_range_spanning_centuries() -> None:
     with pytest.raises(ValueError, match="spans"):
-        services.telemetry_partitions_ensure(start=datetime(1970, 1, 1, tzinfo=UTC), end=T0)
-    assert all(day.year > 1970 for day in services.telemetry_partition_days())
+        partition_services.telemetry_partitions_ensure(start=datetime(1970, 1, 1, tzinfo=UTC), end=T0)
+    assert all(day.year > 1970 for day in partition_services.telemetry_partition_days())
 
 
 def test_it_rejects_a_sample_outside_every_partition_until_ensure_runs(gpus: dict[str, Any]) -> None:
@@ -191,10 +191,10 @@ def test_it_rejects_a_sample_outside_every_partition_until_ensure_runs(gpus: dic
     row = _row(time=moment, host_id=gpu.host_id, accelerator_id=gpu.pk, power_w=300.0)
     with pytest.raises(IntegrityError, match="no partition"):
         with transaction.atomic():
-            services.telemetry_copy(rows=[row])
+            partition_services.telemetry_copy(rows=[row])
     assert not TelemetrySample.objects.filter(time=moment).exists()
-    assert services.telemetry_partitions_ensure(start=moment, end=moment) == [date(2032, 6, 1)]
-    services.telemetry_copy(rows=[row])
+    assert partition_services.telemetry_partitions_ensure(start=moment, end=moment) == [date(2032, 6, 1)]
+    partition_services.telemetry_copy(rows=[row])
     assert TelemetrySample.objects.filter(time=moment, accelerator_id=gpu.pk).count() == 1
 
 
@@ -214,14 +214,14 @@ def test_it_drops_whole_old_partitions_and_keeps_rollups(gpus: dict[str, Any], s
         for s in range(3)
     ] + [_row(time=recent, host_id=gpu.host_id, accelerator_id=gpu.pk, power_w=100.0, energy_mj=5)]
     _copy(rows)
-    services.telemetry_partitions_ensure(start=old, end=recent)
+    partition_services.telemetry_partitions_ensure(start=old, end=recent)
     # The old samples were never rolled up: retention must drain their mark before dropping them.
-    services.telemetry_rollups_mark_dirty(start=old, end=old + timedelta(seconds=2))
+    rollup_services.telemetry_rollups_mark_dirty(start=old, end=old + timedelta(seconds=2))
 
-    dropped = services.telemetry_retention_apply(today=date(2033, 1, 15))
+    dropped = partition_services.telemetry_retention_apply(today=date(2033, 1, 15))
 
     assert dropped == [date(2033, 1, 2), date(2033, 1, 3), date(2033, 1, 4)]
-    days = services.telemetry_partition_days()
+    days = partition_services.telemetry_partition_days()
     assert date(2033, 1, 2) not in days and date(2033, 1, 5) in days and date(2033, 1, 14) in days
     assert TelemetrySample.objects.filter(accelerator_id=gpu.pk, time__lt=recent).count() == 0
     assert TelemetrySample.objects.filter(accelerator_id=gpu.pk, time=recent).count() == 1
@@ -237,7 +237,7 @@ def test_it_drops_whole_old_partitions_and_keeps_rollups(gpus: dict[str, Any], s
 def test_it_builds_minute_and_hour_rollups_that_match_pandas(gpus: dict[str, Any]) -> None:
     rows = _samples(gpus)
     _copy(rows)
-    result = services.telemetry_rollups_refresh(start=T0, end=T1)
+    result = rollup_services.telemetry_rollups_refresh(start=T0, end=T1)
 
     _assert_matches(_stored(60), _reference(rows, 60))
     _assert_matches(_stored(3600), _reference(rows, 3600))
@@ -251,7 +251,7 @@ def test_it_builds_minute_and_hour_rollups_that_match_pandas(gpus: dict[str, Any
 def test_it_builds_host_rollups_that_match_pandas(gpus: dict[str, Any]) -> None:
     rows = _samples(gpus, seed=5)
     _copy(rows)
-    services.telemetry_rollups_refresh(start=T0, end=T1)
+    rollup_services.telemetry_rollups_refresh(start=T0, end=T1)
     for width in (60, 3600):
         per_gpu = _reference(rows, width)
         raw = pd.DataFrame(rows, columns=list(TELEMETRY_COLUMNS))
@@ -289,7 +289,7 @@ def test_it_updates_the_bucket_of_a_late_sample_without_duplicates(gpus: dict[st
     gpu = gpus["counter"]
     on_time = [row for row in rows if not (row[2] == gpu.pk and row[0] == late_time)]
     _copy(on_time)
-    services.telemetry_rollups_refresh(start=T0, end=T1)
+    rollup_services.telemetry_rollups_refresh(start=T0, end=T1)
     before = TelemetryRollup.objects.count()
 
     previous = max(row for row in on_time if row[2] == gpu.pk and row[0] < late_time)
@@ -297,8 +297,8 @@ def test_it_updates_the_bucket_of_a_late_sample_without_duplicates(gpus: dict[st
         **{**dict(zip(TELEMETRY_COLUMNS, previous, strict=True)), "time": late_time, "power_w": 1500.0}
     )
     _copy([late])
-    services.telemetry_rollups_mark_dirty(start=late_time, end=late_time)
-    services.telemetry_rollups_drain()
+    rollup_services.telemetry_rollups_mark_dirty(start=late_time, end=late_time)
+    rollup_services.telemetry_rollups_drain()
 
     assert TelemetryRollup.objects.count() == before
     all_rows = [*on_time, late]
@@ -316,15 +316,15 @@ def test_it_coalesces_many_small_batches_into_one_refresh(gpus: dict[str, Any]) 
     for index in range(0, len(rows), 500):
         batch = rows[index : index + 500]
         _copy(batch)
-        services.telemetry_rollups_mark_dirty(start=batch[0][0], end=batch[-1][0])  # type: ignore[arg-type]
+        rollup_services.telemetry_rollups_mark_dirty(start=batch[0][0], end=batch[-1][0])  # type: ignore[arg-type]
     assert TelemetryDirtyRange.objects.count() > 20
 
-    result = services.telemetry_rollups_drain()
+    result = rollup_services.telemetry_rollups_drain()
 
     assert result.ranges == 1
     assert not TelemetryDirtyRange.objects.exists()
     _assert_matches(_stored(60), _reference(rows, 60))
-    assert services.telemetry_rollups_drain().ranges == 0
+    assert rollup_services.telemetry_rollups_drain().ranges == 0
 
 
 def test_it_merges_ranges_that_overlap_or_nearly_touch() -> None:
@@ -336,7 +336,7 @@ def test_it_merges_ranges_that_overlap_or_nearly_touch() -> None:
         (t + timedelta(minutes=6), t + timedelta(minutes=7)),
         (t + timedelta(minutes=30), t + timedelta(minutes=29)),
     ]
-    assert services.time_ranges_merge(ranges) == [
+    assert rollup_services.time_ranges_merge(ranges) == [
         (t, t + timedelta(minutes=7)),
         (t + timedelta(minutes=10), t + timedelta(minutes=12)),
         (t + timedelta(minutes=29), t + timedelta(minutes=30)),
@@ -354,7 +354,7 @@ def test_it_gives_the_same_rows_when_two_refreshes_run_at_once(team: Any) -> Non
     def refresh() -> None:
         try:
             barrier.wait(timeout=10)
-            services.telemetry_rollups_refresh(start=T0, end=T1)
+            rollup_services.telemetry_rollups_refresh(start=T0, end=T1)
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             errors.append(exc)
         finally:
@@ -372,8 +372,8 @@ def test_it_gives_the_same_rows_when_two_refreshes_run_at_once(team: Any) -> Non
         assert HostRollup.objects.filter(width_s=3600, host=host).count() == 3  # hours 09, 10 and 11
     finally:
         with connection.cursor() as cursor:
-            for day in services.telemetry_partition_days():
-                cursor.execute(f"DROP TABLE {services.TABLE}_p{day:%Y%m%d}")
+            for day in partition_services.telemetry_partition_days():
+                cursor.execute(f"DROP TABLE {partition_services.TABLE}_p{day:%Y%m%d}")
 
 
 # --- Selectors --------------------------------------------------------------------------------
@@ -382,7 +382,7 @@ def test_it_gives_the_same_rows_when_two_refreshes_run_at_once(team: Any) -> Non
 def test_it_reads_one_gpu_at_a_resolution_chosen_by_span(gpus: dict[str, Any]) -> None:
     rows = _samples(gpus, seed=6)
     _copy(rows)
-    services.telemetry_rollups_refresh(start=T0, end=T1)
+    rollup_services.telemetry_rollups_refresh(start=T0, end=T1)
     gpu = gpus["counter"]
     expected = _reference(rows, 60)
     expected = expected[expected["accelerator_id"] == gpu.pk]
@@ -405,7 +405,7 @@ def test_it_reads_one_gpu_at_a_resolution_chosen_by_span(gpus: dict[str, Any]) -
 def test_it_ranks_hosts_by_energy_with_exact_ragged_edges(gpus: dict[str, Any]) -> None:
     rows = _samples(gpus, seed=2)
     _copy(rows)
-    services.telemetry_rollups_refresh(start=T0, end=T1)
+    rollup_services.telemetry_rollups_refresh(start=T0, end=T1)
     start, end = datetime(2026, 11, 20, 10, 15, tzinfo=UTC), datetime(2026, 11, 20, 11, 2, tzinfo=UTC)
     per_minute = _reference(rows, 60)
     inside = per_minute[(per_minute["bucket"] >= start) & (per_minute["bucket"] < end)]
@@ -421,7 +421,7 @@ def test_it_ranks_hosts_by_energy_with_exact_ragged_edges(gpus: dict[str, Any]) 
 def test_it_reports_fleet_utilisation_per_hour_and_type_from_host_rollups(gpus: dict[str, Any]) -> None:
     rows = _samples(gpus, seed=12)
     _copy(rows)
-    services.telemetry_rollups_refresh(start=T0, end=T1)
+    rollup_services.telemetry_rollups_refresh(start=T0, end=T1)
     frame = selectors.fleet_utilisation_hourly(start=T0 - timedelta(hours=1), end=T1, scope=EVERY_TEAM)
     raw = pd.DataFrame(rows, columns=list(TELEMETRY_COLUMNS))
     raw["bucket"] = pd.to_datetime(raw["time"], utc=True).dt.floor("3600s")
@@ -436,12 +436,12 @@ def test_it_reports_fleet_utilisation_per_hour_and_type_from_host_rollups(gpus: 
 def test_it_rolls_up_a_long_range_in_chunks_exactly(gpus: dict[str, Any], monkeypatch: Any) -> None:
     # Chunks of a few minutes: each boundary falls inside the data, so a delta across a boundary,
     # the counter reset and the 45 s gap all land in some chunk's first or look-ahead bucket.
-    monkeypatch.setattr(services, "ROLLUP_FIRST_CHUNK", timedelta(minutes=7))
-    monkeypatch.setattr(services, "ROLLUP_CHUNK_SAMPLES", 700)
+    monkeypatch.setattr(rollup_services, "ROLLUP_FIRST_CHUNK", timedelta(minutes=7))
+    monkeypatch.setattr(rollup_services, "ROLLUP_CHUNK_SAMPLES", 700)
     rows = _samples(gpus, seed=11)
     _copy(rows)
 
-    result = services.telemetry_rollups_refresh(start=T0, end=T1)
+    result = rollup_services.telemetry_rollups_refresh(start=T0, end=T1)
 
     _assert_matches(_stored(60), _reference(rows, 60))
     _assert_matches(_stored(3600), _reference(rows, 3600))
@@ -453,7 +453,7 @@ def test_it_gives_the_caller_its_jit_and_work_mem_back(gpus: dict[str, Any]) -> 
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL work_mem = '3MB'")
         cursor.execute("SET LOCAL jit = on")
-        services.telemetry_rollups_refresh(start=T0, end=T1)
+        rollup_services.telemetry_rollups_refresh(start=T0, end=T1)
         cursor.execute("SELECT current_setting('work_mem'), current_setting('jit')")
         assert cursor.fetchone() == ("3MB", "on")
     assert TelemetryRollup.objects.filter(width_s=3600).count() == 9  # 3 GPUs x hours 09, 10 and 11
@@ -464,9 +464,9 @@ def test_a_drain_of_host_marks_refreshes_only_those_hosts(gpus: dict[str, Any]) 
     _copy(rows)
     host_one = gpus["counter"].host_id
     times = [row[0] for row in rows]
-    services.telemetry_rollups_mark_dirty(start=min(times), end=max(times), host_id=host_one)  # type: ignore[type-var]
+    rollup_services.telemetry_rollups_mark_dirty(start=min(times), end=max(times), host_id=host_one)  # type: ignore[type-var]
 
-    result = services.telemetry_rollups_drain()
+    result = rollup_services.telemetry_rollups_drain()
 
     assert result.ranges == 1
     assert not TelemetryDirtyRange.objects.exists()
@@ -477,6 +477,6 @@ def test_a_drain_of_host_marks_refreshes_only_those_hosts(gpus: dict[str, Any]) 
     # minute rows): those of the marked host are there, exact.
     _assert_matches(_stored(3600), _reference(mine, 3600))
     # A mark without a host still means every host.
-    services.telemetry_rollups_mark_dirty(start=min(times), end=max(times))  # type: ignore[type-var]
-    services.telemetry_rollups_drain()
+    rollup_services.telemetry_rollups_mark_dirty(start=min(times), end=max(times))  # type: ignore[type-var]
+    rollup_services.telemetry_rollups_drain()
     _assert_matches(_stored(60), _reference(rows, 60))

@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from ninja.security import HttpBearer, SessionAuth
 
 from accelboard.core.access import Scope, request_scope, scope_for_token
-from accelboard.fleet.ingest_services import IngestRejected
+from accelboard.fleet.ingest_validation import IngestRejected
 
 from .models import ApiToken
 from .services import token_authenticate

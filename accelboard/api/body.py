@@ -17,7 +17,7 @@ from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooMany
 from django.http import HttpRequest
 from django.http.multipartparser import MultiPartParserError
 
-from accelboard.fleet.ingest_services import IngestRejected
+from accelboard.fleet.ingest_validation import IngestRejected
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 _GZIP = {"gzip", "x-gzip"}

@@ -18,7 +18,7 @@ from ninja import Router
 from pydantic import Field
 
 from accelboard.drift.services import AgreementInput, AgreementRejected, agreement_batch_ingest
-from accelboard.fleet.ingest_services import EARLIEST, IngestRejected
+from accelboard.fleet.ingest_validation import EARLIEST, IngestRejected
 
 from .auth import TokenAuth, TokenRequest
 from .body import request_json

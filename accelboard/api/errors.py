@@ -21,7 +21,7 @@ from django.views import defaults
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from accelboard.fleet.ingest_services import IngestRejected
+from accelboard.fleet.ingest_validation import IngestRejected
 
 ModelT = TypeVar("ModelT", bound=pydantic.BaseModel)
 logger = logging.getLogger("django.request")

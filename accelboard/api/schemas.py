@@ -2,7 +2,7 @@
 
 Inputs are strict pydantic v2 models (``extra="forbid"``, no type coercion, no NaN): a wrong type
 or an unknown field is a 422 naming its path. Telemetry samples are NOT modelled here (see
-``accelboard.fleet.ingest_services``): at 10,000 per batch a model per sample is too slow.
+``accelboard.fleet.ingest_validation``): at 10,000 per batch a model per sample is too slow.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from accelboard.benchmarks.choices import Precision, Scenario
-from accelboard.fleet.ingest_services import IngestRejected, json_bounded, time_parse
+from accelboard.fleet.ingest_validation import IngestRejected, json_bounded, time_parse
 from accelboard.serving.choices import Engine
 
 _INT32 = 2**31 - 1
@@ -271,7 +271,7 @@ class ErrorOut(BaseModel):
 
 
 # --- POST /telemetry (documentation only) ---------------------------------------------------
-# The telemetry endpoint validates by hand, column by column (``fleet.ingest_services``), because a
+# The telemetry endpoint validates by hand, column by column (``fleet.ingest_validation``), because a
 # model per sample is too slow at 10,000 samples; these models only describe that body in the
 # OpenAPI schema, with the same fields and bounds.
 

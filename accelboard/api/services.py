@@ -15,7 +15,8 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import orjson
@@ -30,10 +31,8 @@ from accelboard.benchmarks.arrival_services import (
     runs_upload,
 )
 from accelboard.core.models import Team
-from accelboard.fleet import ingest_services as telemetry
-from accelboard.fleet import tasks as fleet_tasks
-from accelboard.fleet.ingest_services import IngestRejected
-from accelboard.fleet.services import telemetry_partitions_ensure, telemetry_partitions_forget
+from accelboard.fleet import ingest_services
+from accelboard.fleet.ingest_validation import IngestRejected
 from accelboard.profiles.upload_services import UPLOAD_PROFILES
 from accelboard.serving.services import inference_batch_store
 
@@ -139,7 +138,8 @@ def _batch_claim(
     """Claim the client id; None when claimed now, else the stored result of the earlier request.
 
     ``result``, when the write's result is known before it runs (telemetry: the samples it
-    accepts), is stored with the claim, saving the write its own UPDATE."""
+    accepts; fleet's ingest claims through this), is stored with the claim, saving the write its
+    own UPDATE."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -156,67 +156,30 @@ def _batch_claim(
 
 
 def _batch_write(
-    *,
-    team: Team,
-    kind: str,
-    client_id: str,
-    write: Callable[[], dict[str, Any]],
-    known_result: dict[str, Any] | None = None,
+    *, team: Team, kind: str, client_id: str, write: Callable[[], dict[str, Any]]
 ) -> tuple[dict[str, Any], bool]:
     """Run ``write`` once per (team, kind, client id), with its claim, in one transaction."""
     with transaction.atomic():
-        stored = _batch_claim(team=team, kind=kind, client_id=client_id, result=known_result)
+        stored = _batch_claim(team=team, kind=kind, client_id=client_id)
         if stored is not None:
             return {**stored, "duplicate": True}, True
         result = write()
-        if known_result is None:
-            IngestBatch.objects.filter(team=team, kind=kind, client_id=client_id).update(result=result)
-        elif result != known_result:
-            raise AssertionError(f"{kind} {client_id}: wrote {result}, claimed {known_result}")
+        IngestBatch.objects.filter(team=team, kind=kind, client_id=client_id).update(result=result)
     return {**result, "duplicate": False}, False
 
 
 def telemetry_batch_ingest(*, team: Team, payload: Any) -> dict[str, Any]:
     """Validate and store one telemetry batch (docs/api-contract.md); idempotent on batch_id.
 
-    The batch's time range is marked dirty in its transaction; after the commit one rollup drain
-    is asked for (``fleet.tasks.telemetry_rollups_request``, one per ``ROLLUP_INTERVAL_S`` across
-    every web process): no task per batch.
+    Fleet does the whole ingest (``fleet.ingest_services.telemetry_batch_ingest``: validation,
+    registration, partitions and their retry, COPY, the rollup mark and the drain request); the
+    API adds its idempotency record, claimed in the batch's transaction.
     """
-    received_at = datetime.now(UTC)
-    batch = telemetry.telemetry_batch_parse(payload, now=received_at)
-    known = {"batch_id": batch.batch_id, "accepted": len(batch.gpus)}
-
-    def write() -> dict[str, Any]:
-        accepted = telemetry.telemetry_batch_store(batch=batch, team_id=team.pk, received_at=received_at)
-        if accepted:
-            transaction.on_commit(fleet_tasks.telemetry_rollups_request, robust=True)
-        return {"batch_id": batch.batch_id, "accepted": accepted}
-
-    for attempt in (1, 2):
-        if batch.epochs:
-            # Partitions are created (and committed) before the batch's transaction: an empty
-            # partition is not data, and CREATE TABLE ... PARTITION OF would otherwise hold a
-            # lock on the parent table for the whole batch.
-            telemetry_partitions_ensure(start=batch.start, end=batch.end, remembered=True)  # type: ignore[arg-type]
-        try:
-            result, _ = _batch_write(
-                team=team, kind=BatchKind.TELEMETRY, client_id=batch.batch_id, write=write, known_result=known
-            )
-        except telemetry.StaleRegistration:
-            # The cached registration no longer held (dropped by the store): all rolled back;
-            # the second attempt registers the long way.
-            if attempt == 2:
-                raise
-            continue
-        except IntegrityError as exc:
-            # A remembered partition is gone (all rolled back): read the catalogue and go again.
-            if attempt == 2 or "no partition" not in str(exc):
-                raise
-            telemetry_partitions_forget()
-            continue
-        return result
-    raise AssertionError("unreachable")  # pragma: no cover
+    return ingest_services.telemetry_batch_ingest(
+        team_id=team.pk,
+        payload=payload,
+        claim=partial(_batch_claim, team=team, kind=BatchKind.TELEMETRY),
+    )
 
 
 # --- Benchmark runs ---------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from django.db import IntegrityError, transaction
 
 from accelboard.core.models import Team
 from accelboard.core.services import transaction_with_files
-from accelboard.fleet.ingest_services import MAX_JSON_BYTES, IngestRejected
+from accelboard.fleet.ingest_validation import MAX_JSON_BYTES, IngestRejected
 from accelboard.importers import ContextError, UnrecognisedFormat, parse_files
 from accelboard.importers.metrics import NON_NEGATIVE_UNITS, UNITS, metric_spec
 

@@ -46,8 +46,8 @@ from django.db import IntegrityError, transaction
 
 from accelboard.core.models import Team
 from accelboard.core.services import stored_file_track
+from accelboard.fleet.catalogue_services import AcceleratorTypeRejected, accelerator_type_create
 from accelboard.fleet.models import AcceleratorType
-from accelboard.fleet.services import AcceleratorTypeRejected, accelerator_type_create
 from accelboard.importers import ParsedRun
 
 from .catalogue import model_name_split

@@ -12,7 +12,7 @@
 2. ``reset`` truncates every table the demo fills (fleet, benchmarks, serving, costs, alerts,
    teams and memberships; CASCADE takes rows in other apps that point at them, such as tokens)
    and deletes the demo users; the accelerator-type catalogue stays.
-3. Paths: ``core.services`` for teams and people, ``fleet.services.host_register`` for hosts and
+3. Paths: ``core.services`` for teams and people, ``fleet.host_services.host_register`` for hosts and
    GPUs. Telemetry: the last ``RAW_HOURS`` as raw samples (``telemetry_partitions_ensure`` +
    ``telemetry_copy``, binary COPY) rolled up by ``telemetry_rollups_refresh`` as ingest's are;
    the older samples go straight into the minute rollups (``accelboard.demo.rollups``: one sample
@@ -63,16 +63,11 @@ from accelboard.costs.prices import price_book_load
 from accelboard.costs.run_costs import run_costs_compute
 from accelboard.costs.services import cost_days_compute
 from accelboard.costs.serving_costs import serving_cost_day_compute
-from accelboard.fleet.catalogue import accelerator_types_sync
+from accelboard.fleet.catalogue_services import accelerator_types_sync
+from accelboard.fleet.host_services import host_register
 from accelboard.fleet.models import TELEMETRY_COLUMNS, Accelerator, AcceleratorType, Host, Site
-from accelboard.fleet.services import (
-    MAX_COUNTER_GAP_S,
-    THROTTLE_MASK,
-    host_register,
-    telemetry_copy,
-    telemetry_partitions_ensure,
-    telemetry_rollups_refresh,
-)
+from accelboard.fleet.partition_services import telemetry_copy, telemetry_partitions_ensure
+from accelboard.fleet.rollup_services import MAX_COUNTER_GAP_S, THROTTLE_MASK, telemetry_rollups_refresh
 from accelboard.serving.models import InferenceMetric
 
 from . import forked, generator, plan, rollups, swap

@@ -4,7 +4,7 @@ The demo samples every GPU once a minute (or every few minutes): each sample is 
 minute bucket, so its minute rollup *is* the sample (``samples = 1``, the averages and maxima are
 its values). Only the energy needs its neighbour: the counter delta to the GPU's previous sample,
 kept when it is not negative and the gap is at most ``MAX_COUNTER_GAP_S``, NULL otherwise (the
-first sample, a counter reset), as ``fleet.services``' minute SQL computes it. The rows are built
+first sample, a counter reset), as ``fleet.rollup_services``' minute SQL computes it. The rows are built
 with numpy as one PostgreSQL binary COPY stream, without a Python object per row; so are the hour
 rollups of these minutes (``hour_rows``) and the host rollups of both (``host_rows``), with the
 arithmetic of ``telemetry_rollups_refresh``'s hour and host statements.

@@ -1,16 +1,13 @@
-"""The default catalogue of accelerator types, as pure data, and its upsert by slug.
+"""The default catalogue of accelerator types, as pure data (``catalogue_services`` upserts it).
 
 ``ACCELERATOR_TYPES`` holds the kinds accelboard knows out of the box: vendor, model (``product``),
 memory, form factor, board power. Board power is the vendor's
 board power (TDP); memory is what the driver reports for the card (NVML's
 total, not the marketing number: an "80GB" H100 shows 81,559 MiB), so that a GPU's reported
 memory and its type's agree. ``match_names`` are substrings of the names that NVML, amd-smi and
-MLPerf system descriptions use; ``fleet.services.accelerator_type_match`` picks the longest one
+MLPerf system descriptions use; ``catalogue_services.accelerator_type_match`` picks the longest one
 that occurs, so each name a shorter type's name is part of must be listed in full ("NVIDIA L40S"
 outranks L4's "NVIDIA L4").
-
-``accelerator_types_sync`` is safe to run twice and usable from a data migration
-(``accelerator_types_sync(apps)`` with the migration's historical ``apps``).
 """
 
 from __future__ import annotations
@@ -91,51 +88,3 @@ ACCELERATOR_TYPES: list[dict[str, Any]] = [
         "match_names": ["MI300X", "Instinct MI300X"],
     },
 ]
-
-_FIELDS = (
-    "name",
-    "vendor",
-    "product",
-    "form_factor",
-    "architecture",
-    "memory_bytes",
-    "board_power_w",
-    "match_names",
-)
-
-
-def accelerator_types_sync(apps: Any = None) -> dict[str, int]:
-    """Upsert ``ACCELERATOR_TYPES`` by slug; return {"created": n, "updated": n}.
-
-    A row found by name under another slug (created by hand) is adopted and given the catalogue
-    slug, rather than failing on the unique name. ``apps`` is a migration's app registry; without
-    it the current model is used.
-    """
-    if apps is None:
-        from accelboard.fleet.models import AcceleratorType
-    else:
-        AcceleratorType = apps.get_model("fleet", "AcceleratorType")
-    created = updated = 0
-    # A data migration's historical model may predate some fields (product, form factor).
-    present = {field.name for field in AcceleratorType._meta.get_fields()}
-    for entry in ACCELERATOR_TYPES:
-        values = {field: entry[field] for field in _FIELDS if field in present}
-        row = (
-            AcceleratorType.objects.filter(slug=entry["slug"]).first()
-            or AcceleratorType.objects.filter(name=entry["name"]).first()
-        )
-        if row is None:
-            AcceleratorType.objects.create(slug=entry["slug"], **values)
-            created += 1
-            continue
-        changed = {
-            key: value
-            for key, value in {"slug": entry["slug"], **values}.items()
-            if getattr(row, key) != value
-        }
-        if changed:
-            for key, value in changed.items():
-                setattr(row, key, value)
-            row.save(update_fields=list(changed))
-            updated += 1
-    return {"created": created, "updated": updated}

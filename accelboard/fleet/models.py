@@ -2,7 +2,7 @@
 
 Raw telemetry lives in a PostgreSQL table range-partitioned by day (created by migration 0002,
 not by Django): the ORM model below is unmanaged and used only for reads in the admin and in
-tests. Writes go through COPY (``services.telemetry_copy``); charts read the rollups.
+tests. Writes go through COPY (``partition_services.telemetry_copy``); charts read the rollups.
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ class TelemetryDirtyRange(models.Model):
 
 class RollupDrainSchedule(models.Model):
     """One row (id 1): when the next rollup drain is due. Web processes claim it with one
-    conditional upsert (``services.telemetry_rollups_claim``) so that a fleet's batches, over every web process
+    conditional upsert (``rollup_request_services.telemetry_rollups_claim``) so that a fleet's batches, over every web process
     and machine, enqueue one drain per ``ROLLUP_INTERVAL_S`` rather than one per process."""
 
     due = models.DateTimeField()
@@ -316,7 +316,7 @@ class RollupDrainSchedule(models.Model):
 
 class RollupHourBacklog(models.Model):
     """One row (id 1): the hour ranges whose hour rollups the drains left for later, and when the
-    hour rollups were last brought up to date (``services.telemetry_rollups_drain``). Ingest's
+    hour rollups were last brought up to date (``rollup_services.telemetry_rollups_drain``). Ingest's
     drains redo the minute rollups every ``ROLLUP_INTERVAL_S`` but the hours at most once per
     ``ROLLUP_HOUR_INTERVAL_S``: an hour row sums all the minute rows of its hour so far, for every
     GPU, and at 2,000 hosts redoing it every 10 s was most of a drain. Only drains write it (under

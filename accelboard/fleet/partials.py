@@ -3,8 +3,8 @@
 1. Each ingested batch computes one partial per GPU and minute it covers (``partials_compute``):
    the sample count and non-NULL count, sum and maximum of each signal, the first and last time,
    the first and last counter reading, the first power reading, and the energy of every sample of
-   the partial but its first (the rules of ``services.telemetry_rollups_refresh``, against the
-   previous sample of the same partial). ``services.telemetry_partials_write`` stores them in the
+   the partial but its first (the rules of ``rollup_services.telemetry_rollups_refresh``, against the
+   previous sample of the same partial). ``partition_services.telemetry_partials_write`` stores them in the
    batch's transaction (``partial_merge_sql``): a partial that starts after the last sample of
    its GPU's slot-0 partial of that minute is merged into it, its first sample stitched to that
    last one by the same rules, so batches arriving in time order leave one row per GPU and
@@ -20,10 +20,10 @@
    samples at the same instant: the raw order is by row id, unknown here) is rolled up from raw
    rows instead, by the same statement as before.
 4. Rows copied by anything but ingest (backfills, the demo loader, tests' factories) have no
-   partials: ``services.telemetry_copy`` records their time range in ``fleet_telemetryrawrange``
+   partials: ``partition_services.telemetry_copy`` records their time range in ``fleet_telemetryrawrange``
    and a refresh within ``MAX_COUNTER_GAP_S`` of such a range reads raw rows, as it always did.
 5. The table is partitioned by day on ``bucket`` beside the raw table: created and dropped with it
-   (``services.telemetry_partitions_ensure`` / ``telemetry_partitions_drop_older``).
+   (``partition_services.telemetry_partitions_ensure`` / ``telemetry_partitions_drop_older``).
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from django.db.models import QuerySet
 from accelboard.core.access import Scope
 from accelboard.core.pipeline_selectors import Check
 
-from .models import Accelerator, AcceleratorType, Host
-from .services import THROTTLE_MASK
+from .models import Accelerator, Host
+from .rollup_services import THROTTLE_MASK
 
 RAW_MAX_SPAN = timedelta(hours=2)
 MINUTE_MAX_SPAN = timedelta(days=2)
@@ -40,11 +40,6 @@ def host_list(*, scope: Scope) -> QuerySet[Host]:
 def host_accelerators(*, host: Host) -> list[Accelerator]:
     """A host's GPUs (prefetched by ``host_list`` and ``host_get_visible``)."""
     return list(host.accelerators.all())
-
-
-def accelerator_type_names() -> list[str]:
-    """Every accelerator type the catalogue knows, by name (what an upload may name)."""
-    return list(AcceleratorType.objects.order_by("name").values_list("name", flat=True))
 
 
 def resolution_for(*, start: datetime, end: datetime) -> str:
@@ -359,7 +354,7 @@ def host_telemetry(*, host_id: int, start: datetime, end: datetime) -> tuple[int
 
 # --- Throttling and GPU health: one definition for the overview and the hosts pages -------------
 
-# NVML clocks-event reasons counted as throttling (``services.THROTTLE_MASK``), by name.
+# NVML clocks-event reasons counted as throttling (``rollup_services.THROTTLE_MASK``), by name.
 THROTTLE_REASONS: dict[int, str] = {
     0x4: "power cap",
     0x8: "hardware slowdown",
@@ -457,20 +452,6 @@ def host_health_telemetry(*, host_id: int, start: datetime, end: datetime) -> pd
         "end": end,
     }
     return _frame(sql, params, HOST_HEALTH_COLUMNS)
-
-
-def host_data_start(*, host_id: int, start: datetime, end: datetime) -> datetime | None:
-    """The first minute rollup of a host in [start, end), or None: where its charts' data begins
-    (a host that started reporting three minutes ago is drawn over those minutes, not squeezed
-    against the right edge of six hours). One indexed query."""
-    sql = """
-        SELECT min(bucket) FROM fleet_telemetryrollup
-        WHERE width_s = 60 AND host_id = %(host)s AND bucket >= %(start)s AND bucket < %(end)s
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, {"host": host_id, "start": start, "end": end})
-        (first,) = cursor.fetchone()
-    return first
 
 
 def telemetry_rollup_backlog() -> tuple[int, float | None]:

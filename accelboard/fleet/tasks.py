@@ -1,25 +1,18 @@
 """Scheduled and on-demand fleet jobs: partitions ahead and retention, and rollup refresh.
 
-Rollups are coalesced: ingest marks each batch's range dirty in its transaction and then calls
-``telemetry_rollups_request``. Across every web process (and machine) one of them claims the
-next drain in the database (``services.telemetry_rollups_claim``) and enqueues one
-``telemetry_rollups_drain`` due ``ROLLUP_INTERVAL_S`` later; the others find a drain already due
-and enqueue nothing, and skip asking again until it is due. The drain refreshes every dirty range
-in one set-based pass under an advisory lock. A batch committed before a drain is due is covered
-by it. A drain's cost follows the rows it rolls up, so this does not make draining cheaper
-(docs/scaling.md measured it); it keeps the drains to one per interval however many web processes
-and machines ask. The per-minute beat pass is the safety net for a lost enqueue.
+Ingest marks each batch's range dirty in its transaction and, after the commit, asks for one
+drain for the whole fleet (``rollup_request_services.telemetry_rollups_request``), which enqueues
+``telemetry_rollups_drain`` here. The drain refreshes every dirty range in one set-based pass
+under an advisory lock; the per-minute beat pass is the safety net for a lost enqueue.
 
-Each task is a thin interface to a service in ``services``: it parses primitives, records the run
-in ``JobRun`` and returns a small JSON-able summary. Retries are for lost database connections
-only; a malformed argument fails at once.
+Each task is a thin interface to a service (``partition_services``, ``rollup_services``): it
+parses primitives, records the run in ``JobRun`` and returns a small JSON-able summary. Retries
+are for lost database connections only; a malformed argument fails at once.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 from celery import shared_task
@@ -28,20 +21,13 @@ from django.db import OperationalError, transaction
 
 from accelboard.core.services import job_run_record
 
-from . import services
+from . import partition_services, rollup_services
 
 log = logging.getLogger(__name__)
 
-# One drain for the whole fleet at most this often, this long after the batch that claimed it.
-ROLLUP_INTERVAL_S = 10.0
 # Those drains redo the hour rollups (an hour row sums every minute row of its hour so far) at
 # most this often; the per-minute pass redoes them whenever it runs. Hour rows lag by up to this.
 ROLLUP_HOUR_INTERVAL_S = 60.0
-# A process that lost the claim skips asking until this long before the claimed drain is due
-# (a margin for the clocks of the database and the claimer's Celery countdown).
-_DUE_MARGIN_S = 1.0
-_skip_until = -1e9
-_request_lock = threading.Lock()
 
 _RETRY = {
     "autoretry_for": (OperationalError,),
@@ -66,10 +52,10 @@ def telemetry_partitions_maintain(self) -> dict[str, int]:
     """Create today's and the next days' partitions, then apply retention."""
     now = datetime.now(UTC)
     with job_run_record(name="telemetry_partitions_maintain", task_id=self.request.id or "") as job:
-        created = services.telemetry_partitions_ensure(
+        created = partition_services.telemetry_partitions_ensure(
             start=now - timedelta(days=1), end=now + timedelta(days=settings.TELEMETRY_PARTITIONS_AHEAD_DAYS)
         )
-        dropped = services.telemetry_retention_apply(today=now.date())
+        dropped = partition_services.telemetry_retention_apply(today=now.date())
         job.rows = len(created) + len(dropped)
         job.detail = {"created": [str(d) for d in created], "dropped": [str(d) for d in dropped]}
     return {"created": len(created), "dropped": len(dropped)}
@@ -93,10 +79,10 @@ def telemetry_rollups_refresh(self, minutes: int = 0) -> dict[str, int]:
         job_run_record(name="telemetry_rollups_refresh", task_id=self.request.id or "") as job,
         transaction.atomic(),
     ):
-        if not also and not services.telemetry_rollups_lock_try():
+        if not also and not rollup_services.telemetry_rollups_lock_try():
             job.detail = {"skipped": "a drain is running"}
             return {"rows": 0, "ranges": 0, "skipped": 1}
-        result = services.telemetry_rollups_drain(also=also)
+        result = rollup_services.telemetry_rollups_drain(also=also)
         job.rows = result.rows
         job.detail = {"ranges": result.ranges, "minute": result.minute_rows, "hour": result.hour_rows}
     return {"rows": result.rows, "ranges": result.ranges}
@@ -112,9 +98,9 @@ def telemetry_rollups_refresh_range(self, start_iso: str, end_iso: str) -> dict[
     """
     start = _parse_iso("start_iso", start_iso)
     end = _parse_iso("end_iso", end_iso)
-    services.telemetry_rollups_mark_dirty(start=start, end=end)
+    rollup_services.telemetry_rollups_mark_dirty(start=start, end=end)
     with job_run_record(name="telemetry_rollups_refresh_range", task_id=self.request.id or "") as job:
-        result = services.telemetry_rollups_drain()
+        result = rollup_services.telemetry_rollups_drain()
         job.rows = result.rows
         job.detail = {"ranges": result.ranges, "start": start.isoformat(), "end": end.isoformat()}
     return {"rows": result.rows, "ranges": result.ranges}
@@ -122,52 +108,13 @@ def telemetry_rollups_refresh_range(self, start_iso: str, end_iso: str) -> dict[
 
 @shared_task(bind=True, expires=300, **_RETRY)
 def telemetry_rollups_drain(self) -> dict[str, int]:
-    """Refresh every dirty range at once (``telemetry_rollups_request`` asks for it)."""
+    """Refresh every dirty range at once (``rollup_request_services.telemetry_rollups_request``
+    asks for it)."""
     with job_run_record(name="telemetry_rollups_drain", task_id=self.request.id or "") as job:
-        result = services.telemetry_rollups_drain(hours_every_s=ROLLUP_HOUR_INTERVAL_S)
+        result = rollup_services.telemetry_rollups_drain(hours_every_s=ROLLUP_HOUR_INTERVAL_S)
         job.rows = result.rows
         job.detail = {"ranges": result.ranges, "minute": result.minute_rows, "hour": result.hour_rows}
     return {"rows": result.rows, "ranges": result.ranges}
-
-
-def telemetry_rollups_request(*, now: float | None = None) -> bool:
-    """Ask for a drain after a batch committed; True when this call enqueued one.
-
-    Not a task: called by ingest after its commit. A process asks the database at most once per
-    drain (``services.telemetry_rollups_claim``): the caller that claims it enqueues the drain
-    with a ``ROLLUP_INTERVAL_S`` countdown; every other batch until then, in any process, is
-    covered by that drain and costs nothing. A database or broker failure is logged and left to
-    the beat pass: the batch is committed and its dirty mark waits in the database.
-    """
-    global _skip_until
-    moment = time.monotonic() if now is None else now
-    with _request_lock:
-        if moment < _skip_until:
-            return False
-        # Other threads of this process skip meanwhile: the drain this one claims or finds due
-        # covers their batches (if the claim fails, the beat pass does).
-        _skip_until = moment + ROLLUP_INTERVAL_S - _DUE_MARGIN_S
-    try:
-        claimed, due_in = services.telemetry_rollups_claim(interval_s=ROLLUP_INTERVAL_S)
-    except Exception:  # noqa: BLE001 - the beat pass drains within a minute
-        log.warning("could not claim a rollup drain; the per-minute pass will", exc_info=True)
-        claimed, due_in = False, 0.0
-    with _request_lock:
-        _skip_until = moment + max(0.0, due_in - _DUE_MARGIN_S)
-    if not claimed:
-        return False
-    try:
-        telemetry_rollups_drain.apply_async(countdown=ROLLUP_INTERVAL_S)
-    except Exception:  # noqa: BLE001 - any broker failure: the beat pass drains within a minute
-        log.warning("could not enqueue a rollup drain; the per-minute pass will", exc_info=True)
-        with _request_lock:
-            _skip_until = -1e9
-        try:
-            services.telemetry_rollups_claim_release()
-        except Exception:  # noqa: BLE001
-            log.warning("could not release the rollup drain claim", exc_info=True)
-        return False
-    return True
 
 
 @shared_task(bind=True, expires=50)

@@ -18,9 +18,9 @@ from accelboard.benchmarks.models import ModelVariant
 from accelboard.benchmarks.selectors import model_variant_resolve
 from accelboard.benchmarks.services import model_variant_get_or_create
 from accelboard.core.models import Team
-from accelboard.fleet.ingest_services import IngestRejected
+from accelboard.fleet.host_services import host_register
+from accelboard.fleet.ingest_validation import IngestRejected
 from accelboard.fleet.models import Accelerator, Host
-from accelboard.fleet.services import host_register
 
 from .models import InferenceMetric
 

@@ -235,11 +235,8 @@ def test_the_pass_reads_raw_samples_only_for_gpus_whose_rollups_could_be_throttl
     rollups, only the fault raises, and a GPU that never throttled is not read raw."""
     from accelboard.alerts.production_services import slowdown_minutes, throttle_candidates  # noqa: PLC0415
     from accelboard.fleet.models import TELEMETRY_COLUMNS  # noqa: PLC0415
-    from accelboard.fleet.services import (  # noqa: PLC0415
-        telemetry_copy,
-        telemetry_partitions_ensure,
-        telemetry_rollups_refresh,
-    )
+    from accelboard.fleet.partition_services import telemetry_copy, telemetry_partitions_ensure  # noqa: PLC0415
+    from accelboard.fleet.rollup_services import telemetry_rollups_refresh  # noqa: PLC0415
 
     _host, (fault, cap, cool) = host_create(team=team, gpus=3)
     start, now = T0, T0 + timedelta(minutes=30)

@@ -346,11 +346,11 @@ def test_it_marks_each_batch_dirty_for_its_host_and_asks_for_one_drain_per_burst
 ) -> None:
     from django.db import connection
 
-    from accelboard.fleet import tasks
+    from accelboard.fleet import rollup_request_services, tasks
     from accelboard.fleet.models import RollupDrainSchedule, TelemetryDirtyRange
 
     enqueued: list[dict[str, Any]] = []
-    monkeypatch.setattr(tasks, "_skip_until", -1e9)
+    monkeypatch.setattr(rollup_request_services, "_skip_until", -1e9)
     monkeypatch.setattr(tasks.telemetry_rollups_drain, "apply_async", lambda **kw: enqueued.append(kw))
 
     def burst(name: str) -> None:
@@ -365,35 +365,35 @@ def test_it_marks_each_batch_dirty_for_its_host_and_asks_for_one_drain_per_burst
     host = Host.objects.get(hostname="gpu-node-01")
     assert list(TelemetryDirtyRange.objects.values_list("host_id", flat=True)) == [host.pk] * 5
     # No task per batch: one drain for the burst, after the interval.
-    assert enqueued == [{"countdown": tasks.ROLLUP_INTERVAL_S}]
+    assert enqueued == [{"countdown": rollup_request_services.ROLLUP_INTERVAL_S}]
 
     # Another web process (its own skip state) finds the drain already claimed: nothing enqueued.
-    monkeypatch.setattr(tasks, "_skip_until", -1e9)
+    monkeypatch.setattr(rollup_request_services, "_skip_until", -1e9)
     burst("other-process")
     assert len(enqueued) == 1
     # Once that drain is due, the next batch claims the next one.
     with connection.cursor() as cursor:
         cursor.execute("UPDATE fleet_rollupdrainschedule SET due = now() - interval '1 second'")
-    monkeypatch.setattr(tasks, "_skip_until", -1e9)
+    monkeypatch.setattr(rollup_request_services, "_skip_until", -1e9)
     burst("later")
-    assert enqueued == [{"countdown": tasks.ROLLUP_INTERVAL_S}] * 2
+    assert enqueued == [{"countdown": rollup_request_services.ROLLUP_INTERVAL_S}] * 2
     assert RollupDrainSchedule.objects.count() == 1
 
 
 def test_a_drain_that_could_not_be_enqueued_gives_its_claim_back(
     monkeypatch: pytest.MonkeyPatch, db: Any
 ) -> None:
-    from accelboard.fleet import services, tasks
+    from accelboard.fleet import rollup_request_services, tasks
 
     def broker_down(**kwargs: Any) -> None:
         raise ConnectionError("broker down")
 
-    monkeypatch.setattr(tasks, "_skip_until", -1e9)
+    monkeypatch.setattr(rollup_request_services, "_skip_until", -1e9)
     monkeypatch.setattr(tasks.telemetry_rollups_drain, "apply_async", broker_down)
-    assert tasks.telemetry_rollups_request(now=100.0) is False
+    assert rollup_request_services.telemetry_rollups_request(now=100.0) is False
     # Neither this process nor another waits for a drain nobody enqueued.
-    assert tasks._skip_until < 0
-    assert services.telemetry_rollups_claim(interval_s=10.0) == (True, 10.0)
+    assert rollup_request_services._skip_until < 0
+    assert rollup_request_services.telemetry_rollups_claim(interval_s=10.0) == (True, 10.0)
 
 
 def test_a_host_moved_to_another_team_is_refused_even_after_its_registration_was_cached(

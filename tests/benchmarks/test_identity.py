@@ -21,7 +21,7 @@ from accelboard.benchmarks.catalogue_services import CatalogueRejected, accelera
 from accelboard.benchmarks.models import AcceleratorAlias, BenchmarkRun, Model, ModelAlias
 from accelboard.core.access import scope_for_team
 from accelboard.dashboard.hardware_selectors import hardware_groups_for
-from accelboard.fleet.catalogue import accelerator_types_sync
+from accelboard.fleet.catalogue_services import accelerator_types_sync
 from accelboard.fleet.models import AcceleratorType
 from accelboard.importers.cli import main as parse_main
 

@@ -113,7 +113,7 @@ def test_it_redraws_a_host_page_from_the_refresh_endpoint_without_reloading(
     # The agent starts reporting while the page is open; rollups catch up.
     now = datetime.now(UTC)
     factories.telemetry_load(gpus=gpus, start=now - timedelta(minutes=50), end=now - timedelta(minutes=1))
-    from accelboard.fleet.services import telemetry_rollups_refresh
+    from accelboard.fleet.rollup_services import telemetry_rollups_refresh
 
     telemetry_rollups_refresh(start=now - timedelta(hours=1), end=now)
     with page.expect_request(

@@ -20,7 +20,7 @@ from accelboard.benchmarks.services import (
     run_record,
     workload_get_or_create,
 )
-from accelboard.fleet.catalogue import accelerator_types_sync
+from accelboard.fleet.catalogue_services import accelerator_types_sync
 from accelboard.fleet.models import AcceleratorType
 from tests.dashboard.test_hardware_page import run_cost_set
 

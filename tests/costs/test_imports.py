@@ -13,7 +13,7 @@ from accelboard.costs.admin import AcceleratorPriceForm
 from accelboard.costs.models import AcceleratorPrice
 from accelboard.costs.pricebook_services import PriceImportError, pricebook_csv_import
 from accelboard.costs.selectors import price_for_host
-from accelboard.fleet.catalogue import accelerator_types_sync
+from accelboard.fleet.catalogue_services import accelerator_types_sync
 from accelboard.fleet.models import AcceleratorType
 from tests.costs.builders import accelerator_price_create, host_place
 from tests.factories import H100, host_create

@@ -286,7 +286,7 @@ def test_it_charts_temperature_clocks_throttling_and_gpu_errors(
     # hour and logs two ECC errors and an XID from the same hour on.
     from django.db import connection
 
-    from accelboard.fleet.services import telemetry_rollups_refresh
+    from accelboard.fleet.rollup_services import telemetry_rollups_refresh
 
     factories.accelerator_type_from(factories.H100)
     host, gpus = factories.host_create(team=team, gpus=2)
@@ -333,7 +333,7 @@ def test_it_starts_the_charts_where_a_new_hosts_data_starts(login_client: Any, l
     host, gpus = factories.host_create(team=team, gpus=1)
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     batch = factories.telemetry_load(gpus=gpus, start=now - timedelta(minutes=4), end=now, interval_s=10)
-    from accelboard.fleet.services import telemetry_rollups_refresh
+    from accelboard.fleet.rollup_services import telemetry_rollups_refresh
 
     telemetry_rollups_refresh(start=batch.times[0], end=now)
     response = login_client(lead).get(reverse("fleet:host_detail", args=[host.pk]))

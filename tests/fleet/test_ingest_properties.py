@@ -1,4 +1,4 @@
-"""Property tests of the telemetry parser (``fleet.ingest_services.telemetry_batch_parse``), pure:
+"""Property tests of the telemetry parser (``fleet.ingest_validation.telemetry_batch_parse``), pure:
 whatever JSON comes in, the answer is a batch or an ``IngestRejected`` naming a path, never
 another exception; valid batches come out column for column; one bad value is named exactly."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelboard.fleet.ingest_services import (
+from accelboard.fleet.ingest_validation import (
     MAX_JSON_DEPTH,
     SAMPLE_FIELDS,
     IngestRejected,

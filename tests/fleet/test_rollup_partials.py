@@ -18,9 +18,9 @@ import pytest
 from django.db import connection
 
 from accelboard.api.services import telemetry_batch_ingest
-from accelboard.fleet import services
-from accelboard.fleet.models import RollupHourBacklog, TelemetryRawRange, TelemetryRollup
-from accelboard.fleet.partials import partials_compute
+from accelboard.fleet import partition_services, rollup_services
+from accelboard.fleet.models import Accelerator, RollupHourBacklog, TelemetryRawRange, TelemetryRollup
+from accelboard.fleet.partials import PARTIAL_COLUMNS, partials_compute
 
 pytestmark = pytest.mark.django_db
 
@@ -42,9 +42,9 @@ def _series(rng: random.Random, gpu: str, start: float, seconds: int) -> list[di
         roll = rng.random()
         step = 1.0 + rng.choice([0, 0, 0, 0.25, 0.000001, -0.4])
         if roll < 0.01:
-            step = services.MAX_INTEGRATION_GAP_S  # exactly the limit: still integrated
+            step = rollup_services.MAX_INTEGRATION_GAP_S  # exactly the limit: still integrated
         elif roll < 0.02:
-            step = services.MAX_INTEGRATION_GAP_S + rng.uniform(0.5, 40)
+            step = rollup_services.MAX_INTEGRATION_GAP_S + rng.uniform(0.5, 40)
         elif roll < 0.03:
             counter = rng.randrange(0, 10**6)  # a driver reload resets the counter
         if gpu != IDLE:
@@ -150,8 +150,8 @@ def test_it_rolls_up_partials_exactly_as_raw_rows(team: Any, seed: int) -> None:
             assert telemetry_batch_ingest(team=team, payload=duplicate)["duplicate"]
             telemetry_batch_ingest(team=team, payload=resent)
         if step % 7 == 0:
-            partial_rows += services.telemetry_rollups_drain().partial_rows
-    partial_rows += services.telemetry_rollups_drain().partial_rows
+            partial_rows += rollup_services.telemetry_rollups_drain().partial_rows
+    partial_rows += rollup_services.telemetry_rollups_drain().partial_rows
     assert partial_rows > 0  # the partials path ran
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FILTER (WHERE slot = 0), count(*) FROM fleet_telemetrypartial")
@@ -164,7 +164,7 @@ def test_it_rolls_up_partials_exactly_as_raw_rows(team: Any, seed: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
     TelemetryRawRange.objects.create(start=start - timedelta(days=1), end=start + timedelta(days=1))
-    refresh = services.telemetry_rollups_refresh(
+    refresh = rollup_services.telemetry_rollups_refresh(
         start=start - timedelta(hours=1), end=start + timedelta(hours=2)
     )
     assert refresh.partial_rows == 0 and refresh.minute_rows > 0
@@ -181,13 +181,13 @@ def test_it_rolls_up_from_raw_rows_a_gpu_whose_partials_overlap(team: Any) -> No
         telemetry_batch_ingest(team=team, payload=batch)
     # The same samples again under another id: the raw rows' order at equal times is their id.
     telemetry_batch_ingest(team=team, payload={**batches[3], "batch_id": "again"})
-    result = services.telemetry_rollups_drain()
+    result = rollup_services.telemetry_rollups_drain()
     from_partials = _rollups()
     assert 0 < result.partial_rows < result.minute_rows
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
     TelemetryRawRange.objects.create(start=start - timedelta(days=1), end=start + timedelta(days=1))
-    services.telemetry_rollups_refresh(start=start - timedelta(hours=1), end=start + timedelta(hours=1))
+    rollup_services.telemetry_rollups_refresh(start=start - timedelta(hours=1), end=start + timedelta(hours=1))
     _assert_equal(from_partials, _rollups())
 
 
@@ -210,13 +210,13 @@ def test_it_rolls_up_from_raw_rows_partials_that_touch(team: Any) -> None:
 
     telemetry_batch_ingest(team=team, payload=batch("later", range(10, 16), 10_000_000))
     telemetry_batch_ingest(team=team, payload=batch("earlier", range(5, 11), 7_500_000))
-    result = services.telemetry_rollups_drain()
+    result = rollup_services.telemetry_rollups_drain()
     assert result.partial_rows == 0 and result.minute_rows == 1
     from_partials = _rollups()
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
     TelemetryRawRange.objects.create(start=datetime.now(UTC) - timedelta(days=1), end=datetime.now(UTC))
-    services.telemetry_rollups_refresh(
+    rollup_services.telemetry_rollups_refresh(
         start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(start + 60, UTC)
     )
     _assert_equal(from_partials, _rollups())
@@ -227,7 +227,7 @@ def test_it_merges_batches_at_the_limits_as_raw_rows_would(team: Any) -> None:
     integration limit (and just over it), and an idle counter (zero deltas: energy 0, not NULL),
     equal the raw rollups."""
     start = (datetime.now(UTC) - timedelta(hours=2)).replace(second=0, microsecond=0).timestamp()
-    gap = services.MAX_INTEGRATION_GAP_S
+    gap = rollup_services.MAX_INTEGRATION_GAP_S
     for n, moment in enumerate([0, gap, gap + 1, 2 * gap + 1.000001, 2 * gap + 3, 2 * gap + 4]):
         samples = [
             {"time": start + moment, "gpu": gpu, "power_w": 250.0, "energy_mj": energy}
@@ -236,7 +236,7 @@ def test_it_merges_batches_at_the_limits_as_raw_rows_would(team: Any) -> None:
         accelerators = [{"uuid": "GPU-a2"}, {"uuid": "GPU-b1"}]
         batch = {"batch_id": f"b{n}", "host": {"hostname": "node-a"}, "accelerators": accelerators}
         telemetry_batch_ingest(team=team, payload={**batch, "samples": samples})
-    assert services.telemetry_rollups_drain().partial_rows == 4
+    assert rollup_services.telemetry_rollups_drain().partial_rows == 4
     from_partials = _rollups()
     energies = sorted(TelemetryRollup.objects.filter(width_s=60).values_list("energy_j", flat=True))
     # 30 s (the limit, integrated) and 1 s in the first minute; past the limit, 2 s, 1 s after.
@@ -244,7 +244,7 @@ def test_it_merges_batches_at_the_limits_as_raw_rows_would(team: Any) -> None:
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
     TelemetryRawRange.objects.create(start=datetime.now(UTC) - timedelta(days=1), end=datetime.now(UTC))
-    services.telemetry_rollups_refresh(
+    rollup_services.telemetry_rollups_refresh(
         start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(start + 120, UTC)
     )
     _assert_equal(from_partials, _rollups())
@@ -254,13 +254,13 @@ def test_it_reads_raw_rows_near_rows_copied_without_partials(team: Any) -> None:
     start = (datetime.now(UTC) - timedelta(hours=2)).replace(second=0, microsecond=0)
     for batch in _batches(random.Random(4), start.timestamp(), seconds=60):
         telemetry_batch_ingest(team=team, payload=batch)
-    assert services.telemetry_rollups_drain().partial_rows > 0
-    host_id, gpu_id = services.Accelerator.objects.filter(uuid="GPU-a0").values_list("host_id", "pk").get()
-    services.telemetry_copy(
+    assert rollup_services.telemetry_rollups_drain().partial_rows > 0
+    host_id, gpu_id = Accelerator.objects.filter(uuid="GPU-a0").values_list("host_id", "pk").get()
+    partition_services.telemetry_copy(
         rows=[(start + timedelta(seconds=90), host_id, gpu_id, 300.0)],
         columns=("time", "host_id", "accelerator_id", "power_w"),
     )
-    result = services.telemetry_rollups_refresh(start=start, end=start + timedelta(minutes=2))
+    result = rollup_services.telemetry_rollups_refresh(start=start, end=start + timedelta(minutes=2))
     assert result.partial_rows == 0 and result.minute_rows > 0
 
 
@@ -295,7 +295,7 @@ def test_partials_of_one_gpu_and_minute_sum_its_samples() -> None:
         max_counter_gap_s=6 * 3600,
         throttle_mask=0x4,
     )
-    first, second = (dict(zip([n for n, _ in services.PARTIAL_COLUMNS], row, strict=True)) for row in rows)
+    first, second = (dict(zip([n for n, _ in PARTIAL_COLUMNS], row, strict=True)) for row in rows)
     assert (first["samples"], first["power_samples"], first["power_sum"]) == (3, 2, 300.0)
     # 1 s -> 5 s: 100 W x 4 s; 5 s -> 59 s is past the integration limit; 59 s has no power.
     assert first["energy_j"] == 400.0
@@ -322,22 +322,22 @@ def test_ingest_drains_redo_the_hours_once_a_minute_and_the_per_minute_pass_at_o
 
     for batch in thirds[0]:
         telemetry_batch_ingest(team=team, payload=batch)
-    first = services.telemetry_rollups_drain(hours_every_s=every)
+    first = rollup_services.telemetry_rollups_drain(hours_every_s=every)
     assert first.hour_rows > 0  # the first drain has no earlier hour refresh to wait for
     assert _samples("hour") == _samples("minute") > 0
 
     # Within the minute: the minute rollups now, the hours left in the backlog.
     for batch in thirds[1]:
         telemetry_batch_ingest(team=team, payload=batch)
-    second = services.telemetry_rollups_drain(hours_every_s=every)
+    second = rollup_services.telemetry_rollups_drain(hours_every_s=every)
     assert second.minute_rows > 0 and second.hour_rows == 0
     assert _samples("hour") < _samples("minute")
     assert RollupHourBacklog.objects.get(pk=1).ranges
 
     # A minute later a drain with nothing new redoes the backlog's hours.
     later = datetime.now(UTC) + timedelta(seconds=every + 1)
-    monkeypatch.setattr(services.timezone, "now", lambda: later)
-    third = services.telemetry_rollups_drain(hours_every_s=every)
+    monkeypatch.setattr(rollup_services.timezone, "now", lambda: later)
+    third = rollup_services.telemetry_rollups_drain(hours_every_s=every)
     monkeypatch.undo()
     assert third.minute_rows == 0 and third.hour_rows > 0
     assert RollupHourBacklog.objects.get(pk=1).ranges == []
@@ -346,11 +346,11 @@ def test_ingest_drains_redo_the_hours_once_a_minute_and_the_per_minute_pass_at_o
     # The per-minute pass (hours_every_s=0) redoes them whatever the time.
     for batch in thirds[2]:
         telemetry_batch_ingest(team=team, payload=batch)
-    assert services.telemetry_rollups_drain(hours_every_s=every).hour_rows == 0
-    assert services.telemetry_rollups_drain().hour_rows > 0
+    assert rollup_services.telemetry_rollups_drain(hours_every_s=every).hour_rows == 0
+    assert rollup_services.telemetry_rollups_drain().hour_rows > 0
     assert RollupHourBacklog.objects.get(pk=1).ranges == []
     deferred = _rollups()
 
     # Every row as one refresh of the whole span computes it.
-    services.telemetry_rollups_refresh(start=start - timedelta(hours=1), end=start + timedelta(hours=2))
+    rollup_services.telemetry_rollups_refresh(start=start - timedelta(hours=1), end=start + timedelta(hours=2))
     _assert_equal(deferred, _rollups())

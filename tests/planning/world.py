@@ -33,7 +33,7 @@ from accelboard.benchmarks.services import (
 )
 from accelboard.core.models import Team
 from accelboard.costs.models import AcceleratorPrice, ElectricityPrice, ServingCostDaily
-from accelboard.fleet.catalogue import accelerator_types_sync
+from accelboard.fleet.catalogue_services import accelerator_types_sync
 from accelboard.fleet.models import AcceleratorType, Host, Site
 from accelboard.importers.metrics import METRICS
 from accelboard.serving.services import IntervalInput, inference_metrics_store

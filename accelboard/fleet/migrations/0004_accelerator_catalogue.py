@@ -5,7 +5,7 @@ from django.db import migrations
 
 
 def seed(apps, schema_editor):
-    from accelboard.fleet.catalogue import accelerator_types_sync
+    from accelboard.fleet.catalogue_services import accelerator_types_sync
 
     accelerator_types_sync(apps)
 

@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 
 def fill(apps, schema_editor):
-    from accelboard.fleet.catalogue import accelerator_types_sync
+    from accelboard.fleet.catalogue_services import accelerator_types_sync
 
     accelerator_types_sync(apps)
 

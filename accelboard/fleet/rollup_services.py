@@ -1,12 +1,7 @@
-"""Writes for the fleet: partitions of raw telemetry, COPY loading, rollups and retention.
+"""Writes of the rollups: minute, hour and host rollups of raw telemetry, dirty ranges, the drain.
 
-1. Raw samples go to ``fleet_telemetrysample``, range-partitioned by day (UTC) on ``time``. There
-   is no default partition: a sample outside every partition is rejected by PostgreSQL, so ingest
-   calls ``telemetry_partitions_ensure`` for the days a batch needs before it is copied, and the
-   scheduled job creates the next days ahead of time.
-2. Rows are loaded with psycopg 3's binary COPY; the ORM is far too slow for this path.
-3. Rollups: 1-minute rollups per GPU are computed from raw samples, 1-hour rollups per GPU from
-   the minute rollups (exact: energy and counts are sums, averages are re-weighted by the count of
+1. 1-minute rollups per GPU are computed from raw samples, 1-hour rollups per GPU from the
+   minute rollups (exact: energy and counts are sums, averages are re-weighted by the count of
    non-NULL samples behind each), and per-host rollups of both widths from the GPU rollups of the
    same bucket. Each is an upsert of whole buckets, so re-running a range replaces what was
    there, and every refresh holds one transaction-level advisory lock, so two refreshes never
@@ -17,59 +12,33 @@
    about one row per GPU and minute) where they are exact, from raw rows elsewhere (a GPU whose
    partials overlap in time, a range near raw rows copied without partials,
    ``TelemetryRawRange``); both give the same numbers.
-4. Coalescing: ingest marks the time range of each batch dirty (``telemetry_rollups_mark_dirty``);
+2. Coalescing: ingest marks the time range of each batch dirty (``telemetry_rollups_mark_dirty``);
    ``telemetry_rollups_drain`` takes every dirty range at once, merges them and refreshes each
-   merged range once, so a burst of small batches costs one recompute.
-5. Retention drops whole partitions older than ``TELEMETRY_RETENTION_DAYS``; no DELETE. Rollups
-   stay; dirty ranges are drained first so late samples reach the rollups before their day goes.
+   merged range once, so a burst of small batches costs one recompute. Asking for a drain after a
+   batch is ``rollup_request_services``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import numpy as np
-import psycopg
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from .models import (
-    TELEMETRY_COLUMNS,
-    Accelerator,
-    AcceleratorType,
-    Host,
-    RollupHourBacklog,
-    TelemetryDirtyRange,
-)
-from .partials import (
-    PARTIAL_COLUMNS,
-    PARTIAL_TABLE,
-    ROLLUP_INSERT,
-    array_literal,
-    partial_merge_sql,
-    partial_minute_sql,
-    partials_compute,
-)
+from .models import Accelerator, RollupHourBacklog, TelemetryDirtyRange
+from .partials import ROLLUP_INSERT, partial_minute_sql
 
-TABLE = "fleet_telemetrysample"
-_PARTITION_RE = re.compile(r"^fleet_telemetrysample_p(\d{8})$")
 # A gap longer than this between two samples is a gap, not energy drawn at the last power reading.
 MAX_INTEGRATION_GAP_S = 30
 # A counter delta across a longer gap (agent down for hours) is not attributed to anything: the
 # driver may have reloaded in between, and the bound keeps each refresh's look-back an index probe.
 MAX_COUNTER_GAP_S = 6 * 3600
-# One partition call may not create more days than this: a sample stamped 1970 must not create
-# twenty thousand tables. Ingest rejects such timestamps before they get here.
-MAX_PARTITION_DAYS_PER_CALL = 400
 # Dirty ranges closer than this are merged: recomputing a short gap is cheaper than a second pass.
 DIRTY_MERGE_GAP = timedelta(minutes=2)
-_ADVISORY_PARTITIONS = 7_310_001
 _ADVISORY_ROLLUPS = 7_310_002
 _BUCKET_ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
 # A long range is rolled up in chunks of about this many raw samples, so that each chunk's sort
@@ -77,228 +46,6 @@ _BUCKET_ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
 ROLLUP_CHUNK_SAMPLES = 250_000
 ROLLUP_FIRST_CHUNK = timedelta(hours=1)
 ROLLUP_WORK_MEM = "64MB"
-
-
-def _partition_name(day: date) -> str:
-    return f"{TABLE}_p{day:%Y%m%d}"
-
-
-def telemetry_partition_days() -> list[date]:
-    """The days that have a raw telemetry partition, oldest first."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT c.relname FROM pg_inherits i
-            JOIN pg_class c ON c.oid = i.inhrelid
-            JOIN pg_class p ON p.oid = i.inhparent
-            WHERE p.relname = %s
-            """,
-            [TABLE],
-        )
-        names = [row[0] for row in cursor.fetchall()]
-    days = []
-    for name in names:
-        match = _PARTITION_RE.match(name)
-        if match:
-            days.append(datetime.strptime(match.group(1), "%Y%m%d").date())
-    return sorted(days)
-
-
-def telemetry_partitions_ensure(*, start: datetime, end: datetime, remembered: bool = False) -> list[date]:
-    """Create the daily partitions covering [start, end] (UTC days); return the days created.
-
-    Safe to call from concurrent requests: the check is repeated under an advisory lock, so each
-    day is created once and reported as created by exactly one caller. ``remembered``: trust the
-    days this process saw exist (no query); for callers that recover from a missing partition
-    (telemetry ingest retries after ``telemetry_partitions_forget``): a database dropped and
-    created again under the same process (a bench, a test) would otherwise fail their COPY.
-    """
-    first = start.astimezone(UTC).date()
-    last = end.astimezone(UTC).date()
-    if last < first:
-        raise ValueError(f"partition range ends ({end.isoformat()}) before it starts ({start.isoformat()})")
-    span = (last - first).days + 1
-    if span > MAX_PARTITION_DAYS_PER_CALL:
-        raise ValueError(
-            f"partition range {first}..{last} spans {span} days; at most {MAX_PARTITION_DAYS_PER_CALL}"
-        )
-    wanted = [first + timedelta(days=n) for n in range(span)]
-    # The common case costs nothing: days this process saw exist, from yesterday on (retention
-    # never drops those), are remembered. Otherwise one catalogue read, and a lock to create.
-    if remembered and not set(wanted) - _partitions_seen:
-        return []
-    existing = set(telemetry_partition_days())
-    _partitions_remember_on_commit(existing)
-    if not set(wanted) - existing:
-        return []
-    created = []
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_PARTITIONS])
-        existing = set(telemetry_partition_days())
-        for day in wanted:
-            if day in existing:
-                continue
-            lower = datetime(day.year, day.month, day.day, tzinfo=UTC)
-            upper = lower + timedelta(days=1)
-            # DDL takes no bind parameters; the bounds are dates we formatted ourselves.
-            bounds = f"FOR VALUES FROM ('{lower.isoformat()}') TO ('{upper.isoformat()}')"
-            cursor.execute(f"CREATE TABLE {_partition_name(day)} PARTITION OF {TABLE} {bounds}")
-            # The day's partial aggregates (fleet/partials.py) live and go with its raw rows. IF NOT
-            # EXISTS: a raw day dropped by hand leaves its partial day behind.
-            # Pages half empty: merging a batch into its minute's row is then a HOT update.
-            cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {PARTIAL_TABLE}_p{day:%Y%m%d} PARTITION OF {PARTIAL_TABLE} "
-                f"{bounds} WITH (fillfactor = 50)"
-            )
-            created.append(day)
-    _partitions_remember_on_commit(set(wanted))
-    return created
-
-
-# Partition days known to exist, from yesterday (UTC) on: retention drops only older days, so a
-# remembered day stays true for this process. ``telemetry_partitions_drop_older`` forgets too.
-_partitions_seen: set[date] = set()
-
-
-def telemetry_partitions_forget() -> None:
-    """Forget the remembered partition days (a COPY found one missing: a day dropped by hand, or
-    a test's transaction that created it rolled back); the next ``ensure`` reads the catalogue."""
-    _partitions_seen.clear()
-
-
-def _partitions_remember_on_commit(days: set[date]) -> None:
-    """Remember ``days`` once the caller's transaction commits (at once outside one): a day
-    created in a transaction that rolls back (a test's) must not be remembered."""
-    transaction.on_commit(lambda: _partitions_remember(days))
-
-
-def _partitions_remember(days: set[date]) -> None:
-    floor = datetime.now(UTC).date() - timedelta(days=1)
-    _partitions_seen.difference_update([day for day in _partitions_seen if day < floor])
-    _partitions_seen.update(day for day in days if day >= floor)
-
-
-def telemetry_partitions_drop_older(*, before: date) -> list[date]:
-    """Drop whole raw partitions (and their partial aggregates) for days before ``before``.
-    Rollups are untouched."""
-    dropped = []
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_PARTITIONS])
-        for day in telemetry_partition_days():
-            if day < before:
-                cursor.execute(f"DROP TABLE IF EXISTS {_partition_name(day)}")
-                cursor.execute(f"DROP TABLE IF EXISTS {PARTIAL_TABLE}_p{day:%Y%m%d}")
-                dropped.append(day)
-                _partitions_seen.discard(day)
-        lower = datetime(before.year, before.month, before.day, tzinfo=UTC)
-        cursor.execute('DELETE FROM fleet_telemetryrawrange WHERE "end" < %s', [lower])
-    return dropped
-
-
-def telemetry_retention_apply(*, today: date | None = None) -> list[date]:
-    """Drop raw days older than ``TELEMETRY_RETENTION_DAYS``, after rolling up what is pending."""
-    today = today or datetime.now(UTC).date()
-    before = today - timedelta(days=settings.TELEMETRY_RETENTION_DAYS)
-    if any(day < before for day in telemetry_partition_days()):
-        telemetry_rollups_drain()
-    return telemetry_partitions_drop_older(before=before)
-
-
-_COPY_TYPES = {
-    "time": "timestamptz",
-    "host_id": "int8",
-    "accelerator_id": "int8",
-    "energy_mj": "int8",
-    "mem_used_bytes": "int8",
-    "mem_total_bytes": "int8",
-    "throttle_reasons": "int8",
-    "ecc_errors": "int8",
-    "xid_errors": "int4",
-}
-
-
-def telemetry_copy(
-    *,
-    rows: Iterable[Sequence[object]],
-    columns: Sequence[str] = TELEMETRY_COLUMNS,
-    partials_follow: bool = False,
-) -> int:
-    """Binary-COPY rows (tuples in ``columns`` order) into the raw table; return the row count.
-
-    The caller makes sure the partitions exist (``telemetry_partitions_ensure``). Runs inside the
-    caller's transaction, so a failed batch leaves nothing behind. The rows' time range is
-    recorded as raw-only (``TelemetryRawRange``: rollups of it read raw rows) unless
-    ``partials_follow``: the caller writes their partial aggregates itself (telemetry ingest,
-    ``partials.telemetry_partials_write``).
-    """
-    count = 0
-    connection.ensure_connection()
-    at = columns.index("time")
-    first = last = None
-    # Django's error classes (a missing partition is an IntegrityError), as for ORM queries.
-    with connection.wrap_database_errors, connection.connection.cursor() as cursor:
-        with cursor.copy(f"COPY {TABLE} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types([_COPY_TYPES.get(column, "float4") for column in columns])
-            for row in rows:
-                copy.write_row(row)
-                count += 1
-                if not partials_follow:
-                    moment = row[at]
-                    if first is None or moment < first:  # type: ignore[operator]
-                        first = moment
-                    if last is None or moment > last:  # type: ignore[operator]
-                        last = moment
-        if first is not None:
-            cursor.execute(
-                'INSERT INTO fleet_telemetryrawrange (start, "end", created_at) VALUES (%s, %s, now())',
-                [first, last],
-            )
-    return count
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_PARTIAL_MERGE_SQL = partial_merge_sql()
-
-
-def telemetry_partials_write(
-    *,
-    host_id: int,
-    accelerator_ids: Sequence[int],
-    times: Sequence[datetime],
-    columns: Mapping[str, Sequence[Any]],
-) -> int:
-    """Write the partial aggregates (fleet/partials.py) of one batch just copied with
-    ``telemetry_copy(partials_follow=True)``, in the same transaction; return the rows written.
-    ``times`` are the datetimes COPY wrote, ``columns`` the sample fields by name."""
-    if not times:
-        return 0
-    # A 1 Hz batch repeats each instant once per GPU: convert each datetime once, exactly.
-    cache: dict[datetime, int] = {}
-    for moment in times:
-        if moment not in cache:
-            cache[moment] = (moment - _EPOCH) // timedelta(microseconds=1)
-    micros = np.fromiter(map(cache.__getitem__, times), dtype=np.int64, count=len(times))
-    rows = partials_compute(
-        host_id=host_id,
-        accelerator_ids=accelerator_ids,
-        micros=micros,
-        columns=columns,
-        max_gap_s=MAX_INTEGRATION_GAP_S,
-        max_counter_gap_s=MAX_COUNTER_GAP_S,
-        throttle_mask=THROTTLE_MASK,
-    )
-    params: dict[str, Any] = {"max_gap": MAX_INTEGRATION_GAP_S, "max_counter_gap": MAX_COUNTER_GAP_S}
-    for index, (name, _) in enumerate(PARTIAL_COLUMNS):
-        params[name] = array_literal([row[index] for row in rows])
-    # Server-side binding, prepared once per connection: parsing and planning this statement
-    # cost more server CPU than running it (Django's cursors bind on the client).
-    connection.ensure_connection()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(_PARTIAL_MERGE_SQL, params, prepare=True)
-    return len(rows)
-
-
-# --- Rollups ------------------------------------------------------------------------------------
 
 # Minute rollups from raw samples. Besides the rows of the range (one index/BRIN range scan),
 # each GPU contributes, through index probes: the sample just before the range (the first delta
@@ -714,35 +461,6 @@ def telemetry_rollups_mark_dirty(
     return TelemetryDirtyRange.objects.create(start=start, end=end, host_id=host_id)
 
 
-def telemetry_rollups_claim(*, interval_s: float) -> tuple[bool, float]:
-    """Claim the next rollup drain for every web process at once: ``(True, interval_s)`` when
-    the drain due before now is this caller's to enqueue (it becomes due ``interval_s`` from now),
-    ``(False, seconds)`` when another caller's drain is due in that many seconds. One statement;
-    concurrent claims queue on the row and only the first finds it due. A drain due at D covers
-    every batch committed before D, so a caller that lost the claim has nothing to enqueue."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO fleet_rollupdrainschedule (id, due)
-            VALUES (1, now() + make_interval(secs => %(interval)s))
-            ON CONFLICT (id) DO UPDATE SET due = EXCLUDED.due
-            WHERE fleet_rollupdrainschedule.due <= now()
-            RETURNING due
-            """,
-            {"interval": interval_s},
-        )
-        if cursor.fetchone() is not None:
-            return True, interval_s
-        cursor.execute("SELECT EXTRACT(EPOCH FROM due - now()) FROM fleet_rollupdrainschedule WHERE id = 1")
-        row = cursor.fetchone()
-    return False, max(0.0, float(row[0])) if row else 0.0
-
-
-def telemetry_rollups_claim_release() -> None:
-    """Give the claim back (its drain could not be enqueued): the next batch claims again."""
-    with connection.cursor() as cursor:
-        cursor.execute("UPDATE fleet_rollupdrainschedule SET due = now() WHERE id = 1")
-
 
 def telemetry_rollups_lock_try() -> bool:
     """Take the rollups' advisory lock for the caller's transaction unless a refresh or drain
@@ -813,161 +531,3 @@ def _hour_backlog_settle(ranges: Sequence[tuple[datetime, datetime]], *, every_s
     backlog.ranges, backlog.refreshed_at = [], now
     backlog.save(update_fields=["ranges", "refreshed_at"])
     return RollupRefresh(hour_rows=result.hour_rows, host_rows=result.host_rows)
-
-
-# --- Registration of hosts and GPUs (keyed by UUID) ---------------------------------------------
-
-
-def accelerator_type_match(*, name: str) -> AcceleratorType | None:
-    """The accelerator type whose ``match_names`` (or name) occur in a driver-reported model name."""
-    lowered = name.lower()
-    best: tuple[int, AcceleratorType] | None = None
-    for accel_type in AcceleratorType.objects.all():
-        for candidate in [accel_type.name, *accel_type.match_names]:
-            if candidate and candidate.lower() in lowered:
-                if best is None or len(candidate) > best[0]:
-                    best = (len(candidate), accel_type)
-    return best[1] if best else None
-
-
-class AcceleratorTypeRejected(ValueError):
-    """A new accelerator type that cannot be added as given; ``field`` names what to fix."""
-
-    def __init__(self, message: str, *, field: str) -> None:
-        self.message = message
-        self.field = field
-        super().__init__(message)
-
-
-def accelerator_type_create(
-    *,
-    name: str,
-    vendor: str,
-    product: str = "",
-    form_factor: str = "",
-    memory_bytes: int | None = None,
-    board_power_w: float | None = None,
-) -> AcceleratorType:
-    """Add an accelerator type to the catalogue (an uploader's new hardware); its slug comes from
-    its name. Raises ``AcceleratorTypeRejected`` naming the field (a taken name, a bad vendor)."""
-    from django.utils.text import slugify
-
-    from .choices import FormFactor, Vendor
-
-    name = " ".join(name.split())
-    slug = slugify(name)[:80]
-    if not name or not slug or len(name) > 80:
-        raise AcceleratorTypeRejected("give the type a name of 1 to 80 characters", field="name")
-    if vendor not in Vendor.values:
-        raise AcceleratorTypeRejected(f"vendor must be one of {', '.join(Vendor.values)}", field="vendor")
-    if form_factor and form_factor not in FormFactor.values:
-        raise AcceleratorTypeRejected(
-            f"form factor must be one of {', '.join(FormFactor.values)}", field="form_factor"
-        )
-    if memory_bytes is not None and not 0 < memory_bytes <= 16 * 1024**4:
-        raise AcceleratorTypeRejected("memory must be between 0 and 16 TiB", field="memory")
-    if board_power_w is not None and not 0 < board_power_w <= 10_000:
-        raise AcceleratorTypeRejected("board power must be between 0 and 10,000 W", field="board_power_w")
-    if (
-        AcceleratorType.objects.filter(name__iexact=name).exists()
-        or AcceleratorType.objects.filter(slug=slug).exists()
-    ):
-        raise AcceleratorTypeRejected(f"an accelerator type named {name!r} exists: pick it", field="name")
-    return AcceleratorType.objects.create(
-        name=name,
-        slug=slug,
-        vendor=vendor,
-        product=product.strip()[:40],
-        form_factor=form_factor,
-        memory_bytes=memory_bytes,
-        board_power_w=board_power_w,
-    )
-
-
-# The facts a host's registration keeps in its own columns (the rest stay in ``facts``).
-HOST_FIELDS = (
-    "driver_version",
-    "cuda_version",
-    "agent_version",
-    "provider",
-    "region",
-    "instance_type",
-    "simulated",
-)
-
-
-def host_register(
-    *,
-    hostname: str,
-    team_id: int | None,
-    facts: dict[str, object] | None = None,
-    accelerators: Sequence[dict[str, object]] = (),
-    seen_at: datetime | None = None,
-) -> tuple[Host, dict[str, Accelerator]]:
-    """Create or update a host and its GPUs; return the host and its GPUs by UUID.
-
-    A GPU that moved to another host (re-seated card) follows its UUID. Facts not given are kept.
-    ``accelerators`` items: uuid (required), index, name, serial, memory_bytes, power_limit_w,
-    driver_version, mig_mode, parent_uuid, unsupported.
-    """
-    facts = dict(facts or {})
-    seen_at = seen_at or datetime.now(UTC)
-    host_fields: dict[str, Any] = {key: facts.pop(key) for key in HOST_FIELDS if key in facts}
-    with transaction.atomic():
-        host, created = Host.objects.select_for_update().get_or_create(
-            hostname=hostname,
-            defaults={"team_id": team_id, **host_fields, "facts": facts, "last_seen_at": seen_at},
-        )
-        if not created:
-            changed: dict[str, Any] = {
-                key: value for key, value in host_fields.items() if getattr(host, key) != value
-            }
-            if facts and {**host.facts, **facts} != host.facts:
-                changed["facts"] = {**host.facts, **facts}
-            if host.team_id is None and team_id is not None:
-                changed["team_id"] = team_id
-            if host.last_seen_at is None or seen_at > host.last_seen_at:
-                changed["last_seen_at"] = seen_at
-            for key, value in changed.items():
-                setattr(host, key, value)
-            if changed:
-                host.save(update_fields=list(changed))
-        existing = {
-            gpu.uuid: gpu for gpu in Accelerator.objects.filter(uuid__in=[a["uuid"] for a in accelerators])
-        }
-        result: dict[str, Accelerator] = {}
-        for item in accelerators:
-            gpu_uuid = str(item["uuid"])
-            fields: dict[str, Any] = {
-                key: item[key]
-                for key in (
-                    "index",
-                    "name",
-                    "serial",
-                    "memory_bytes",
-                    "power_limit_w",
-                    "driver_version",
-                    "mig_mode",
-                    "parent_uuid",
-                    "unsupported",
-                )
-                if key in item and item[key] is not None
-            }
-            gpu = existing.get(gpu_uuid)
-            if gpu is None:
-                accel_type = accelerator_type_match(name=str(item.get("name", "")))
-                gpu = Accelerator.objects.create(
-                    uuid=gpu_uuid, host=host, accelerator_type=accel_type, last_seen_at=seen_at, **fields
-                )
-            else:
-                changed_gpu: dict[str, Any] = {
-                    key: value for key, value in fields.items() if getattr(gpu, key) != value
-                }
-                if gpu.host_id != host.pk:
-                    changed_gpu["host_id"] = host.pk
-                for key, value in changed_gpu.items():
-                    setattr(gpu, key, value)
-                if changed_gpu:
-                    gpu.save(update_fields=list(changed_gpu))
-            result[gpu_uuid] = gpu
-    return host, result

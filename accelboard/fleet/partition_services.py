@@ -1,0 +1,255 @@
+"""Writes of raw telemetry: its daily partitions, COPY into them, their partial aggregates, retention.
+
+1. Raw samples go to ``fleet_telemetrysample``, range-partitioned by day (UTC) on ``time``. There
+   is no default partition: a sample outside every partition is rejected by PostgreSQL, so ingest
+   calls ``telemetry_partitions_ensure`` for the days a batch needs before it is copied, and the
+   scheduled job creates the next days ahead of time.
+2. Rows are loaded with psycopg 3's binary COPY; the ORM is far too slow for this path. Ingest
+   writes each batch's partial aggregates (fleet/partials.py: about one row per GPU and minute)
+   beside its rows (``telemetry_partials_write``); rows copied without them are recorded as a
+   raw-only range (``TelemetryRawRange``), which the rollups then read raw (``rollup_services``).
+3. Retention drops whole partitions older than ``TELEMETRY_RETENTION_DAYS``; no DELETE. Rollups
+   stay; dirty ranges are drained first so late samples reach the rollups before their day goes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import psycopg
+from django.conf import settings
+from django.db import connection, transaction
+
+from .models import TELEMETRY_COLUMNS
+from .partials import PARTIAL_COLUMNS, PARTIAL_TABLE, array_literal, partial_merge_sql, partials_compute
+from .rollup_services import MAX_COUNTER_GAP_S, MAX_INTEGRATION_GAP_S, THROTTLE_MASK, telemetry_rollups_drain
+
+TABLE = "fleet_telemetrysample"
+_PARTITION_RE = re.compile(r"^fleet_telemetrysample_p(\d{8})$")
+# One partition call may not create more days than this: a sample stamped 1970 must not create
+# twenty thousand tables. Ingest rejects such timestamps before they get here.
+MAX_PARTITION_DAYS_PER_CALL = 400
+_ADVISORY_PARTITIONS = 7_310_001
+
+
+def _partition_name(day: date) -> str:
+    return f"{TABLE}_p{day:%Y%m%d}"
+
+
+def telemetry_partition_days() -> list[date]:
+    """The days that have a raw telemetry partition, oldest first."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.relname FROM pg_inherits i
+            JOIN pg_class c ON c.oid = i.inhrelid
+            JOIN pg_class p ON p.oid = i.inhparent
+            WHERE p.relname = %s
+            """,
+            [TABLE],
+        )
+        names = [row[0] for row in cursor.fetchall()]
+    days = []
+    for name in names:
+        match = _PARTITION_RE.match(name)
+        if match:
+            days.append(datetime.strptime(match.group(1), "%Y%m%d").date())
+    return sorted(days)
+
+
+def telemetry_partitions_ensure(*, start: datetime, end: datetime, remembered: bool = False) -> list[date]:
+    """Create the daily partitions covering [start, end] (UTC days); return the days created.
+
+    Safe to call from concurrent requests: the check is repeated under an advisory lock, so each
+    day is created once and reported as created by exactly one caller. ``remembered``: trust the
+    days this process saw exist (no query); for callers that recover from a missing partition
+    (telemetry ingest retries after ``telemetry_partitions_forget``): a database dropped and
+    created again under the same process (a bench, a test) would otherwise fail their COPY.
+    """
+    first = start.astimezone(UTC).date()
+    last = end.astimezone(UTC).date()
+    if last < first:
+        raise ValueError(f"partition range ends ({end.isoformat()}) before it starts ({start.isoformat()})")
+    span = (last - first).days + 1
+    if span > MAX_PARTITION_DAYS_PER_CALL:
+        raise ValueError(
+            f"partition range {first}..{last} spans {span} days; at most {MAX_PARTITION_DAYS_PER_CALL}"
+        )
+    wanted = [first + timedelta(days=n) for n in range(span)]
+    # The common case costs nothing: days this process saw exist, from yesterday on (retention
+    # never drops those), are remembered. Otherwise one catalogue read, and a lock to create.
+    if remembered and not set(wanted) - _partitions_seen:
+        return []
+    existing = set(telemetry_partition_days())
+    _partitions_remember_on_commit(existing)
+    if not set(wanted) - existing:
+        return []
+    created = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_PARTITIONS])
+        existing = set(telemetry_partition_days())
+        for day in wanted:
+            if day in existing:
+                continue
+            lower = datetime(day.year, day.month, day.day, tzinfo=UTC)
+            upper = lower + timedelta(days=1)
+            # DDL takes no bind parameters; the bounds are dates we formatted ourselves.
+            bounds = f"FOR VALUES FROM ('{lower.isoformat()}') TO ('{upper.isoformat()}')"
+            cursor.execute(f"CREATE TABLE {_partition_name(day)} PARTITION OF {TABLE} {bounds}")
+            # The day's partial aggregates (fleet/partials.py) live and go with its raw rows. IF NOT
+            # EXISTS: a raw day dropped by hand leaves its partial day behind.
+            # Pages half empty: merging a batch into its minute's row is then a HOT update.
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {PARTIAL_TABLE}_p{day:%Y%m%d} PARTITION OF {PARTIAL_TABLE} "
+                f"{bounds} WITH (fillfactor = 50)"
+            )
+            created.append(day)
+    _partitions_remember_on_commit(set(wanted))
+    return created
+
+
+# Partition days known to exist, from yesterday (UTC) on: retention drops only older days, so a
+# remembered day stays true for this process. ``telemetry_partitions_drop_older`` forgets too.
+_partitions_seen: set[date] = set()
+
+
+def telemetry_partitions_forget() -> None:
+    """Forget the remembered partition days (a COPY found one missing: a day dropped by hand, or
+    a test's transaction that created it rolled back); the next ``ensure`` reads the catalogue."""
+    _partitions_seen.clear()
+
+
+def _partitions_remember_on_commit(days: set[date]) -> None:
+    """Remember ``days`` once the caller's transaction commits (at once outside one): a day
+    created in a transaction that rolls back (a test's) must not be remembered."""
+    transaction.on_commit(lambda: _partitions_remember(days))
+
+
+def _partitions_remember(days: set[date]) -> None:
+    floor = datetime.now(UTC).date() - timedelta(days=1)
+    _partitions_seen.difference_update([day for day in _partitions_seen if day < floor])
+    _partitions_seen.update(day for day in days if day >= floor)
+
+
+def telemetry_partitions_drop_older(*, before: date) -> list[date]:
+    """Drop whole raw partitions (and their partial aggregates) for days before ``before``.
+    Rollups are untouched."""
+    dropped = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_PARTITIONS])
+        for day in telemetry_partition_days():
+            if day < before:
+                cursor.execute(f"DROP TABLE IF EXISTS {_partition_name(day)}")
+                cursor.execute(f"DROP TABLE IF EXISTS {PARTIAL_TABLE}_p{day:%Y%m%d}")
+                dropped.append(day)
+                _partitions_seen.discard(day)
+        lower = datetime(before.year, before.month, before.day, tzinfo=UTC)
+        cursor.execute('DELETE FROM fleet_telemetryrawrange WHERE "end" < %s', [lower])
+    return dropped
+
+
+def telemetry_retention_apply(*, today: date | None = None) -> list[date]:
+    """Drop raw days older than ``TELEMETRY_RETENTION_DAYS``, after rolling up what is pending."""
+    today = today or datetime.now(UTC).date()
+    before = today - timedelta(days=settings.TELEMETRY_RETENTION_DAYS)
+    if any(day < before for day in telemetry_partition_days()):
+        telemetry_rollups_drain()
+    return telemetry_partitions_drop_older(before=before)
+
+
+_COPY_TYPES = {
+    "time": "timestamptz",
+    "host_id": "int8",
+    "accelerator_id": "int8",
+    "energy_mj": "int8",
+    "mem_used_bytes": "int8",
+    "mem_total_bytes": "int8",
+    "throttle_reasons": "int8",
+    "ecc_errors": "int8",
+    "xid_errors": "int4",
+}
+
+
+def telemetry_copy(
+    *,
+    rows: Iterable[Sequence[object]],
+    columns: Sequence[str] = TELEMETRY_COLUMNS,
+    partials_follow: bool = False,
+) -> int:
+    """Binary-COPY rows (tuples in ``columns`` order) into the raw table; return the row count.
+
+    The caller makes sure the partitions exist (``telemetry_partitions_ensure``). Runs inside the
+    caller's transaction, so a failed batch leaves nothing behind. The rows' time range is
+    recorded as raw-only (``TelemetryRawRange``: rollups of it read raw rows) unless
+    ``partials_follow``: the caller writes their partial aggregates itself (telemetry ingest,
+    ``partials.telemetry_partials_write``).
+    """
+    count = 0
+    connection.ensure_connection()
+    at = columns.index("time")
+    first = last = None
+    # Django's error classes (a missing partition is an IntegrityError), as for ORM queries.
+    with connection.wrap_database_errors, connection.connection.cursor() as cursor:
+        with cursor.copy(f"COPY {TABLE} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types([_COPY_TYPES.get(column, "float4") for column in columns])
+            for row in rows:
+                copy.write_row(row)
+                count += 1
+                if not partials_follow:
+                    moment = row[at]
+                    if first is None or moment < first:  # type: ignore[operator]
+                        first = moment
+                    if last is None or moment > last:  # type: ignore[operator]
+                        last = moment
+        if first is not None:
+            cursor.execute(
+                'INSERT INTO fleet_telemetryrawrange (start, "end", created_at) VALUES (%s, %s, now())',
+                [first, last],
+            )
+    return count
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_PARTIAL_MERGE_SQL = partial_merge_sql()
+
+
+def telemetry_partials_write(
+    *,
+    host_id: int,
+    accelerator_ids: Sequence[int],
+    times: Sequence[datetime],
+    columns: Mapping[str, Sequence[Any]],
+) -> int:
+    """Write the partial aggregates (fleet/partials.py) of one batch just copied with
+    ``telemetry_copy(partials_follow=True)``, in the same transaction; return the rows written.
+    ``times`` are the datetimes COPY wrote, ``columns`` the sample fields by name."""
+    if not times:
+        return 0
+    # A 1 Hz batch repeats each instant once per GPU: convert each datetime once, exactly.
+    cache: dict[datetime, int] = {}
+    for moment in times:
+        if moment not in cache:
+            cache[moment] = (moment - _EPOCH) // timedelta(microseconds=1)
+    micros = np.fromiter(map(cache.__getitem__, times), dtype=np.int64, count=len(times))
+    rows = partials_compute(
+        host_id=host_id,
+        accelerator_ids=accelerator_ids,
+        micros=micros,
+        columns=columns,
+        max_gap_s=MAX_INTEGRATION_GAP_S,
+        max_counter_gap_s=MAX_COUNTER_GAP_S,
+        throttle_mask=THROTTLE_MASK,
+    )
+    params: dict[str, Any] = {"max_gap": MAX_INTEGRATION_GAP_S, "max_counter_gap": MAX_COUNTER_GAP_S}
+    for index, (name, _) in enumerate(PARTIAL_COLUMNS):
+        params[name] = array_literal([row[index] for row in rows])
+    # Server-side binding, prepared once per connection: parsing and planning this statement
+    # cost more server CPU than running it (Django's cursors bind on the client).
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(_PARTIAL_MERGE_SQL, params, prepare=True)
+    return len(rows)
