@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from . import services
-from .models import ApiToken, IngestBatch
+from .models import ApiToken
 
 
 @admin.register(ApiToken)
@@ -48,12 +48,3 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"Revoked {count} token(s).")
-
-
-@admin.register(IngestBatch)
-class IngestBatchAdmin(admin.ModelAdmin):
-    list_display = ["client_id", "kind", "team", "created_at"]
-    list_filter = ["kind", "team"]
-    list_select_related = ["team"]
-    search_fields = ["client_id"]
-    readonly_fields = ["team", "kind", "client_id", "result", "created_at"]

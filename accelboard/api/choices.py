@@ -12,9 +12,3 @@ class TokenKind(models.TextChoices):
 # Which token kinds may call the write endpoints, and which the read endpoints.
 WRITE_KINDS = frozenset({TokenKind.INGEST, TokenKind.READ_WRITE})
 READ_KINDS = frozenset({TokenKind.READ, TokenKind.READ_WRITE})
-
-
-class BatchKind(models.TextChoices):
-    TELEMETRY = "telemetry", "Telemetry batch"
-    RUN = "run", "Benchmark run"
-    INFERENCE = "inference", "Inference metrics batch"

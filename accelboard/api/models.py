@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from .choices import BatchKind, TokenKind
+from .choices import TokenKind
 
 
 class ApiToken(models.Model):
@@ -38,26 +38,3 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
-
-
-class IngestBatch(models.Model):
-    """One accepted write, by its client id: a retry finds this row and returns ``result``.
-
-    The row is claimed with ``INSERT ... ON CONFLICT DO NOTHING`` in the same transaction as the
-    data, so the data and this record commit (or vanish) together.
-    """
-
-    team = models.ForeignKey("core.Team", on_delete=models.CASCADE, related_name="+")
-    kind = models.CharField(max_length=16, choices=BatchKind.choices)
-    client_id = models.CharField(max_length=128)
-    result = models.JSONField(default=dict)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-        constraints = [
-            models.UniqueConstraint(fields=["team", "kind", "client_id"], name="ingestbatch_team_kind_client")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.client_id}"

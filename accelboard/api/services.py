@@ -1,12 +1,8 @@
-"""Writes of the API: tokens, and each ingest endpoint's idempotent, all-or-nothing transaction.
+"""Writes of the API: tokens, and each ingest endpoint handed to the app that owns it.
 
-Idempotency (every write carries a client id):
-1. Inside the request's transaction, claim ``(team, kind, client_id)`` in ``IngestBatch`` with
-   ``INSERT ... ON CONFLICT DO NOTHING RETURNING id``.
-2. A concurrent retry's INSERT waits on the unique index until the first transaction ends. If
-   that one committed, the retry sees the conflict and returns the stored result with
-   ``duplicate: true``; if it rolled back, the retry's claim succeeds and it writes the data.
-3. The data and the claim commit together, so a failed batch leaves neither behind.
+Every write carries a client id and is idempotent through ``core.idempotency_services``: fleet
+claims a telemetry batch's id inside its own transaction; runs and serving batches are claimed
+here around the owning app's write (``ingest_batch_write``).
 """
 
 from __future__ import annotations
@@ -14,12 +10,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Callable
 from datetime import timedelta
-from functools import partial
 from typing import Any
 
-import orjson
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -30,14 +23,16 @@ from accelboard.benchmarks.arrival_services import (
     run_profile_attach,
     runs_upload,
 )
+from accelboard.core.choices import BatchKind
+from accelboard.core.idempotency_services import ingest_batch_write
 from accelboard.core.models import Team
 from accelboard.fleet import ingest_services
 from accelboard.fleet.ingest_validation import IngestRejected
 from accelboard.profiles.upload_services import UPLOAD_PROFILES
 from accelboard.serving.services import inference_batch_store
 
-from .choices import BatchKind, TokenKind
-from .models import ApiToken, IngestBatch
+from .choices import TokenKind
+from .models import ApiToken
 
 # last_used_at is informative: one write a minute per token, not one per request.
 TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
@@ -129,57 +124,14 @@ def token_authenticate(*, token: str) -> ApiToken | None:
     return row
 
 
-# --- Idempotent batches -----------------------------------------------------------------------
-
-
-def _batch_claim(
-    *, team: Team, kind: str, client_id: str, result: dict[str, Any] | None = None
-) -> dict[str, Any] | None:
-    """Claim the client id; None when claimed now, else the stored result of the earlier request.
-
-    ``result``, when the write's result is known before it runs (telemetry: the samples it
-    accepts; fleet's ingest claims through this), is stored with the claim, saving the write its
-    own UPDATE."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO api_ingestbatch (team_id, kind, client_id, result, created_at)
-            VALUES (%s, %s, %s, %s::jsonb, now())
-            ON CONFLICT (team_id, kind, client_id) DO NOTHING
-            RETURNING id
-            """,
-            [team.pk, kind, client_id, orjson.dumps(result or {}).decode()],
-        )
-        if cursor.fetchone() is not None:
-            return None
-    return IngestBatch.objects.get(team=team, kind=kind, client_id=client_id).result
-
-
-def _batch_write(
-    *, team: Team, kind: str, client_id: str, write: Callable[[], dict[str, Any]]
-) -> tuple[dict[str, Any], bool]:
-    """Run ``write`` once per (team, kind, client id), with its claim, in one transaction."""
-    with transaction.atomic():
-        stored = _batch_claim(team=team, kind=kind, client_id=client_id)
-        if stored is not None:
-            return {**stored, "duplicate": True}, True
-        result = write()
-        IngestBatch.objects.filter(team=team, kind=kind, client_id=client_id).update(result=result)
-    return {**result, "duplicate": False}, False
-
-
 def telemetry_batch_ingest(*, team: Team, payload: Any) -> dict[str, Any]:
     """Validate and store one telemetry batch (docs/api-contract.md); idempotent on batch_id.
 
     Fleet does the whole ingest (``fleet.ingest_services.telemetry_batch_ingest``: validation,
-    registration, partitions and their retry, COPY, the rollup mark and the drain request); the
-    API adds its idempotency record, claimed in the batch's transaction.
+    registration, partitions and their retry, the idempotency claim, COPY, the rollup mark and the
+    drain request).
     """
-    return ingest_services.telemetry_batch_ingest(
-        team_id=team.pk,
-        payload=payload,
-        claim=partial(_batch_claim, team=team, kind=BatchKind.TELEMETRY),
-    )
+    return ingest_services.telemetry_batch_ingest(team_id=team.pk, payload=payload)
 
 
 # --- Benchmark runs ---------------------------------------------------------------------------
@@ -192,8 +144,8 @@ def run_ingest(
 ) -> tuple[dict[str, Any], bool]:
     """Record one benchmark run from a validated API payload; return (result, duplicate)."""
     run = run_payload_read(payload=payload)
-    return _batch_write(
-        team=team,
+    return ingest_batch_write(
+        team_id=team.pk,
         kind=BatchKind.RUN,
         client_id=str(run.run_uuid),
         write=lambda: run_payload_store(team=team, run=run, uploaded_by=uploaded_by),
@@ -260,8 +212,8 @@ def run_profile_upload(*, team: Team, run_id: str, files: list[tuple[str, Any]])
 def inference_batch_ingest(*, team: Team, payload: dict[str, Any]) -> dict[str, Any]:
     """Store one batch of serving-metric intervals (``serving.services.inference_batch_store``);
     idempotent on batch_id."""
-    result, _ = _batch_write(
-        team=team,
+    result, _ = ingest_batch_write(
+        team_id=team.pk,
         kind=BatchKind.INFERENCE,
         client_id=payload["batch_id"],
         write=lambda: inference_batch_store(team=team, payload=payload),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import JobRun, Membership, Team
+from .models import IngestBatch, JobRun, Membership, Team
 
 
 class MembershipInline(admin.TabularInline):
@@ -31,3 +31,12 @@ class JobRunAdmin(admin.ModelAdmin):
     list_display = ["name", "status", "started_at", "duration_ms", "rows"]
     list_filter = ["name", "status"]
     readonly_fields = [f.name for f in JobRun._meta.fields]
+
+
+@admin.register(IngestBatch)
+class IngestBatchAdmin(admin.ModelAdmin):
+    list_display = ["client_id", "kind", "team", "created_at"]
+    list_filter = ["kind", "team"]
+    list_select_related = ["team"]
+    search_fields = ["client_id"]
+    readonly_fields = ["team", "kind", "client_id", "result", "created_at"]

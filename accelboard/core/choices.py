@@ -13,3 +13,11 @@ class JobStatus(models.TextChoices):
     STARTED = "started", "Started"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
+
+
+class BatchKind(models.TextChoices):
+    """What an idempotent write (``IngestBatch``) stored."""
+
+    TELEMETRY = "telemetry", "Telemetry batch"
+    RUN = "run", "Benchmark run"
+    INFERENCE = "inference", "Inference metrics batch"

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from .access import TeamScopedQuerySet
-from .choices import JobStatus, Role
+from .choices import BatchKind, JobStatus, Role
 
 
 class _TeamQuerySet(TeamScopedQuerySet["Team"]):
@@ -61,3 +61,30 @@ class JobRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} {self.status} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class IngestBatch(models.Model):
+    """One accepted write, by its client id: a retry finds this row and returns ``result``.
+
+    The row is claimed with ``INSERT ... ON CONFLICT DO NOTHING`` in the same transaction as the
+    data (``core.services.ingest_batch_claim``), so the data and this record commit (or vanish)
+    together. Every app that takes idempotent writes (fleet's telemetry, the API's runs and
+    serving batches) claims here, below all of them. The table keeps the name it was created with
+    in the ``api`` app.
+    """
+
+    team = models.ForeignKey("core.Team", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16, choices=BatchKind.choices)
+    client_id = models.CharField(max_length=128)
+    result = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "api_ingestbatch"
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "kind", "client_id"], name="ingestbatch_team_kind_client")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.client_id}"

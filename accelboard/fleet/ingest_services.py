@@ -5,8 +5,8 @@
 2. Create the daily partitions the batch needs, committed before the batch's transaction
    (``partition_services.telemetry_partitions_ensure``): an empty partition is not data, and
    ``CREATE TABLE ... PARTITION OF`` would otherwise lock the parent table for the whole batch.
-3. In one transaction: the caller's idempotency claim of the batch id (``claim``: a retry of a
-   stored batch gets its stored result back), then ``telemetry_batch_store``: refuse a host or GPU
+3. In one transaction: the idempotency claim of the batch id (``core.idempotency_services``: a
+   retry of a stored batch gets its stored result back), then ``telemetry_batch_store``: refuse a host or GPU
    owned by another team, register the host and GPUs (by UUID; ``host_services``), binary-COPY the
    rows and their partial aggregates (``partition_services``), move each GPU's ``last_state`` to
    its newest sample and mark the batch's range dirty for the rollups, in one statement.
@@ -24,11 +24,14 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import repeat
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import orjson
 from django.db import IntegrityError, connection, transaction
+
+from accelboard.core.choices import BatchKind
+from accelboard.core.idempotency_services import ingest_batch_claim
 
 from .host_services import HOST_FIELDS, host_register
 from .ingest_validation import SAMPLE_FIELDS, IngestRejected, TelemetryBatch, telemetry_batch_parse
@@ -45,18 +48,9 @@ from .rollup_request_services import telemetry_rollups_request
 COPY_COLUMNS = ("time", "host_id", "accelerator_id", *SAMPLE_FIELDS)
 
 
-class BatchClaim(Protocol):
-    """The caller's idempotency record of a batch id, claimed inside the batch's transaction (the
-    API's ``IngestBatch``): store ``result`` for ``client_id`` and return None, or return the
-    result an earlier request with that id stored. The claim commits or rolls back with the batch.
-    """
-
-    def __call__(self, *, client_id: str, result: dict[str, Any]) -> dict[str, Any] | None: ...
-
-
-def telemetry_batch_ingest(*, team_id: int, payload: object, claim: BatchClaim) -> dict[str, Any]:
+def telemetry_batch_ingest(*, team_id: int, payload: object) -> dict[str, Any]:
     """Validate and store one telemetry batch of ``team_id``'s (docs/api-contract.md); idempotent
-    on its batch_id through ``claim``; return ``{"batch_id", "accepted", "duplicate"}``.
+    on its batch_id (``core.idempotency_services``, claimed in the batch's transaction); return ``{"batch_id", "accepted", "duplicate"}``.
 
     The batch's time range is marked dirty in its transaction; after the commit one rollup drain
     is asked for (``telemetry_rollups_request``, one per ``ROLLUP_INTERVAL_S`` across every web
@@ -76,7 +70,9 @@ def telemetry_batch_ingest(*, team_id: int, payload: object, claim: BatchClaim) 
             telemetry_partitions_ensure(start=start, end=end, remembered=True)
         try:
             with transaction.atomic():
-                stored = claim(client_id=batch.batch_id, result=known)
+                stored = ingest_batch_claim(
+                    team_id=team_id, kind=BatchKind.TELEMETRY, client_id=batch.batch_id, result=known
+                )
                 if stored is not None:
                     return {**stored, "duplicate": True}
                 accepted = telemetry_batch_store(batch=batch, team_id=team_id, received_at=received_at)

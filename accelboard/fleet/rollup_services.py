@@ -461,7 +461,6 @@ def telemetry_rollups_mark_dirty(
     return TelemetryDirtyRange.objects.create(start=start, end=end, host_id=host_id)
 
 
-
 def telemetry_rollups_lock_try() -> bool:
     """Take the rollups' advisory lock for the caller's transaction unless a refresh or drain
     holds it now; False when one does (nothing is taken). The lock is re-entrant: a drain run
@@ -497,9 +496,7 @@ def telemetry_rollups_drain(
         everyone = [(row[0], row[1]) for row in marks if row[2] is None]
         for start, end in time_ranges_merge([*everyone, *also]):
             # A range is [start, end] of sample times: the sample at ``end`` must be included.
-            result += telemetry_rollups_refresh(
-                start=start, end=end + timedelta(microseconds=1), hours=False
-            )
+            result += telemetry_rollups_refresh(start=start, end=end + timedelta(microseconds=1), hours=False)
         # Host marks: merged by time, each merged range refreshed for the hosts that sent in it.
         by_host = [(row[0], row[1], row[2]) for row in marks if row[2] is not None]
         for start, end in time_ranges_merge([(a, b) for a, b, _ in by_host]):

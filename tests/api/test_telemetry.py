@@ -13,7 +13,7 @@ from django.db import close_old_connections, connection
 from django.test import Client
 
 from accelboard.api import body
-from accelboard.api.models import IngestBatch
+from accelboard.core.models import IngestBatch
 from accelboard.api.services import token_revoke
 from accelboard.fleet.models import Accelerator, Host
 
