@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from accelboard.benchmarks.metrics import METRICS
 from accelboard.fleet.catalogue import ACCELERATOR_TYPES
+from accelboard.importers.metrics import METRICS
 
 from . import plan
 

@@ -59,10 +59,10 @@ from accelboard.core.choices import JobStatus, Role
 from accelboard.core.models import JobRun, Membership, Team
 from accelboard.core.services import job_run_record, membership_set, team_create, user_create
 from accelboard.costs.models import AcceleratorPrice, ElectricityPrice
-from accelboard.costs.prices import price_book_load
-from accelboard.costs.run_costs import run_costs_compute
+from accelboard.costs.pricebook_selectors import price_book_load
+from accelboard.costs.run_cost_services import run_costs_compute
 from accelboard.costs.services import cost_days_compute
-from accelboard.costs.serving_costs import serving_cost_day_compute
+from accelboard.costs.serving_cost_services import serving_cost_day_compute
 from accelboard.fleet.catalogue import accelerator_types_sync
 from accelboard.fleet.models import TELEMETRY_COLUMNS, Accelerator, AcceleratorType, Host, Site
 from accelboard.fleet.services import (
@@ -76,6 +76,7 @@ from accelboard.fleet.services import (
 from accelboard.serving.models import InferenceMetric
 
 from . import forked, generator, plan, rollups, swap
+from .progress import STEPS, Progress
 
 JOB_NAME = "demo_fleet"
 _ADVISORY_DEMO = 7_310_077
@@ -164,68 +165,6 @@ def _bulk_tables_truncate_if_empty() -> None:
         cursor.execute("SELECT " + " AND ".join(f"NOT EXISTS (SELECT 1 FROM {t})" for t in _BULK_TABLES))
         if cursor.fetchone()[0]:
             cursor.execute(f"TRUNCATE {', '.join(_BULK_TABLES)}")
-
-
-# What each step is called on the terminal and in the pages' loading banner, in load order.
-STEPS = {
-    "people": "people and logins",
-    "fleet": "hosts, GPUs and prices",
-    "telemetry_recent": "telemetry, last 2 days",
-    "costs_recent": "costs, last 2 days",
-    "telemetry_older": "telemetry and its costs, older days",
-    "benchmarks": "benchmark runs and their costs",
-    "serving": "serving metrics",
-    "drift": "quantization drift",
-    "alerts": "regression alerts",
-    "costs": "costs of serving",
-}
-# The site is served once these are in: the overview has logins, hosts and the current figures.
-SERVE_AFTER = ("people", "fleet", "telemetry_recent", "costs_recent")
-
-
-class Progress:
-    """The steps' state, reported through ``say`` and, when given, a JSON file (written whole
-    and renamed, so a reader never sees half of it). Safe to update from several threads."""
-
-    def __init__(self, path: Path | None, say: Callable[[str], None]) -> None:
-        self.path = path
-        self.say = say
-        self.started = time.time()
-        self.lock = threading.Lock()
-        self.steps: dict[str, dict[str, Any]] = {
-            name: {"label": label, "state": "waiting", "seconds": None} for name, label in STEPS.items()
-        }
-        self.ready_to_serve = False
-        self.done = False
-        self.error = ""
-        self.write()
-
-    def write(self) -> None:
-        if self.path is None:
-            return
-        payload = {
-            "started": self.started,
-            "ready_to_serve": self.ready_to_serve,
-            "done": self.done,
-            "error": self.error,
-            "steps": [{"name": name, **step} for name, step in self.steps.items()],
-        }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f"{self.path.name}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(payload))
-        tmp.replace(self.path)
-
-    def update(self, name: str, **changes: Any) -> None:
-        with self.lock:
-            self.steps[name].update(changes)
-            if not self.ready_to_serve and all(self.steps[s]["state"] == "done" for s in SERVE_AFTER):
-                self.ready_to_serve = True
-            self.write()
-
-    def finish(self, *, error: str = "") -> None:
-        with self.lock:
-            self.done, self.error = not error, error
-            self.write()
 
 
 class _Steps:
