@@ -26,7 +26,7 @@ from accelboard.costs.serving_cost_services import serving_cost_day_compute
 from accelboard.fleet.models import AcceleratorType
 from accelboard.serving.models import InferenceMetric
 
-from . import generator, plan, workloads
+from . import benchmark_plan, generator, plan, serving_plan, workloads
 
 
 def _days(low: int, high: int) -> list[date]:
@@ -69,11 +69,11 @@ def run_costs_write(config: generator.DemoConfig) -> dict[str, int]:
 
 
 def objectives_write(teams: dict[str, Team]) -> dict[str, int]:
-    """The serving SLOs the teams set (``plan.SERVING_SLOS``), which the capacity plan sizes for."""
+    """The serving SLOs the teams set (``serving_plan.SERVING_SLOS``), which the capacity plan sizes for."""
     from accelboard.alerts.threshold_services import serving_slo_set  # noqa: PLC0415 - alerts imports benchmarks
     from accelboard.benchmarks.models import Model  # noqa: PLC0415
 
-    for team, model, p99_ms in plan.SERVING_SLOS:
+    for team, model, p99_ms in serving_plan.SERVING_SLOS:
         serving_slo_set(
             team=teams[team],
             model=Model.objects.get(name=model),
@@ -81,7 +81,7 @@ def objectives_write(teams: dict[str, Team]) -> dict[str, int]:
             p99_latency_ms=p99_ms,
             min_tokens_per_s=None,
         )
-    return {"serving_slos": len(plan.SERVING_SLOS)}
+    return {"serving_slos": len(serving_plan.SERVING_SLOS)}
 
 
 def alerts_check() -> dict[str, int]:
@@ -93,19 +93,21 @@ def alerts_check() -> dict[str, int]:
 
 
 def _agreement_items(config: generator.DemoConfig) -> list[Any]:
-    """Daily production agreement of the served quantized variants (``plan.PRODUCTION_AGREEMENT``)
+    """Daily production agreement of the served quantized variants (``serving_plan.PRODUCTION_AGREEMENT``)
     over the last ``AGREEMENT_DAYS`` run days; int4-awq slides with the accuracy drift."""
     from accelboard.drift.services import AgreementInput  # noqa: PLC0415 - drift imports benchmarks
 
-    first = max(0, config.days_runs - plan.AGREEMENT_DAYS)
-    drift_start = max(2, int(round(plan.DRIFT_EVENT["at"] * (config.days_runs - 1))))
-    drift_bench = next(b for b in plan.BENCHMARKS if b["key"] == plan.DRIFT_EVENT["config"])
+    first = max(0, config.days_runs - serving_plan.AGREEMENT_DAYS)
+    drift_start = max(2, int(round(benchmark_plan.DRIFT_EVENT["at"] * (config.days_runs - 1))))
+    drift_bench = next(
+        b for b in benchmark_plan.BENCHMARKS if b["key"] == benchmark_plan.DRIFT_EVENT["config"]
+    )
     items = []
-    for model, variant, task, rate, kl, samples in plan.PRODUCTION_AGREEMENT:
+    for model, variant, task, rate, kl, samples in serving_plan.PRODUCTION_AGREEMENT:
         rng = generator._rng(config, "agreement", model, variant)
         drifting = (model, variant) == (drift_bench["model"], drift_bench["variant"])
         for day in range(first, config.days_runs):
-            slide = plan.AGREEMENT_SLIDE_PER_DAY * max(0, day - drift_start) if drifting else 0.0
+            slide = serving_plan.AGREEMENT_SLIDE_PER_DAY * max(0, day - drift_start) if drifting else 0.0
             items.append(
                 AgreementInput(
                     model=model,
@@ -131,10 +133,10 @@ def drift_write(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[st
         drift_history_check,
     )
 
-    for name, budget in plan.DRIFT_BUDGETS.items():
+    for name, budget in benchmark_plan.DRIFT_BUDGETS.items():
         Model.objects.filter(name=name).update(drift_budget=budget)
     accepted, _ = agreement_batch_ingest(
-        team=teams[plan.AGREEMENT_TEAM],
+        team=teams[serving_plan.AGREEMENT_TEAM],
         batch_id=f"demo-agreement-{config.seed}",
         items=_agreement_items(config),
     )
@@ -142,7 +144,7 @@ def drift_write(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[st
     findings = []
     for team in teams.values():
         findings += drift_history_check(team=team, days=days)
-    findings += agreement_check(team=teams[plan.AGREEMENT_TEAM])
+    findings += agreement_check(team=teams[serving_plan.AGREEMENT_TEAM])
     return {"production_agreement": accepted["accepted"], "drift_alerts": len(findings)}
 
 
@@ -155,7 +157,7 @@ def benchmarks_write(
 ) -> tuple[dict[tuple[str, str], Series], dict[str, int]]:
     types = {accel.slug: accel for accel in AcceleratorType.objects.all()}
     variants = {}
-    for model in plan.MODELS:  # in order, so the first high-precision variant is the reference
+    for model in benchmark_plan.MODELS:  # in order, so the first high-precision variant is the reference
         for name, precision, method in model["variants"]:
             variants[(model["name"], name)] = model_variant_get_or_create(
                 model=model["name"],
@@ -167,10 +169,10 @@ def benchmarks_write(
                 parameters_b=model["parameters_b"],
             )
     by_host = {host.hostname: host for host in hosts}
-    benches = {bench["key"]: bench for bench in plan.BENCHMARKS}
+    benches = {bench["key"]: bench for bench in benchmark_plan.BENCHMARKS}
     workloads = {}
     series: dict[tuple[str, str], Series] = {}
-    for bench in plan.BENCHMARKS:
+    for bench in benchmark_plan.BENCHMARKS:
         team = teams[bench["team"]]
         workload = workload_get_or_create(
             team=team,

@@ -23,7 +23,7 @@ import numpy as np
 
 from accelboard.importers.metrics import METRICS
 
-from . import plan
+from . import benchmark_plan, serving_plan
 from .generator import (
     DAY,
     DemoConfig,
@@ -102,7 +102,7 @@ def benchmark_runs(config: DemoConfig, hosts: list[HostPlan]) -> list[RunRow]:
     D = config.days_runs
     days = np.arange(D)
     runs: list[RunRow] = []
-    for position, bench in enumerate(plan.BENCHMARKS):
+    for position, bench in enumerate(benchmark_plan.BENCHMARKS):
         rng = _rng(config, "bench", bench["key"])
         throughput, p50, power, memory_gib, accuracy = bench["base"]
         output_length = bench["workload"].get("output_length") or 1
@@ -118,7 +118,7 @@ def benchmark_runs(config: DemoConfig, hosts: list[HostPlan]) -> list[RunRow]:
             "accuracy": np.full(D, accuracy),
         }
         marks: dict[int, list[str]] = {}
-        for event in plan.BENCH_EVENTS:
+        for event in benchmark_plan.BENCH_EVENTS:
             if event["config"] != bench["key"]:
                 continue
             start, end = _event_days(config, event)
@@ -128,11 +128,11 @@ def benchmark_runs(config: DemoConfig, hosts: list[HostPlan]) -> list[RunRow]:
             marks.setdefault(start, []).append(event["id"])
             if end is not None:
                 marks.setdefault(end, []).append(event["id"])
-        if plan.DRIFT_EVENT["config"] == bench["key"]:
-            start, _ = _event_days(config, plan.DRIFT_EVENT)
-            slide = 1 + plan.DRIFT_EVENT["per_day"] * np.clip(days - start, 0, None)
+        if benchmark_plan.DRIFT_EVENT["config"] == bench["key"]:
+            start, _ = _event_days(config, benchmark_plan.DRIFT_EVENT)
+            slide = 1 + benchmark_plan.DRIFT_EVENT["per_day"] * np.clip(days - start, 0, None)
             truth["accuracy"] = truth["accuracy"] * slide
-            marks.setdefault(start, []).append(plan.DRIFT_EVENT["id"])
+            marks.setdefault(start, []).append(benchmark_plan.DRIFT_EVENT["id"])
 
         values: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for name in names:
@@ -143,8 +143,8 @@ def benchmark_runs(config: DemoConfig, hosts: list[HostPlan]) -> list[RunRow]:
                 if name.startswith("energy")
                 else name
             )
-            width = 1 if name == "accuracy" else plan.SAMPLES_PER_METRIC
-            samples = truth[name][:, None] * (1 + rng.normal(0, plan.NOISE[noise_key], (D, width)))
+            width = 1 if name == "accuracy" else benchmark_plan.SAMPLES_PER_METRIC
+            samples = truth[name][:, None] * (1 + rng.normal(0, benchmark_plan.NOISE[noise_key], (D, width)))
             if name == "memory_peak_bytes":
                 samples = np.round(samples)
                 value = samples.max(axis=1)  # a peak is the largest repeat
@@ -207,7 +207,7 @@ def serving_metrics(
     end = int(config.now.timestamp()) // step * step
     epochs = np.arange(end - config.days_telemetry * DAY, end, step, dtype=np.int64)
     result = []
-    for deployment in plan.SERVING:
+    for deployment in serving_plan.SERVING:
         host = by_name.get(deployment["host"])
         if host is None:
             continue
@@ -279,10 +279,10 @@ def manifest(
     config: DemoConfig, hosts: list[HostPlan], runs: list[RunRow], events: TelemetryEvents
 ) -> dict[str, Any]:
     """Every injected event: which series (or host/GPU), from which day or time, how large."""
-    benches = {bench["key"]: bench for bench in plan.BENCHMARKS}
+    benches = {bench["key"]: bench for bench in benchmark_plan.BENCHMARKS}
     run_at = {(run.config, run.day): run for run in runs}
     entries = []
-    for event in [*plan.BENCH_EVENTS, plan.DRIFT_EVENT]:
+    for event in [*benchmark_plan.BENCH_EVENTS, benchmark_plan.DRIFT_EVENT]:
         bench = benches[event["config"]]
         start, end = _event_days(config, event)
         first = run_at[(bench["key"], start)]
