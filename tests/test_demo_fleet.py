@@ -22,7 +22,7 @@ from accelboard.benchmarks.models import BenchmarkRun, MetricValue, Series
 from accelboard.core.choices import JobStatus
 from accelboard.core.models import JobRun, Membership
 from accelboard.costs.models import AcceleratorPrice, ElectricityPrice
-from accelboard.demo import benchmark_plan, generator, loader, plan, workloads
+from accelboard.demo import benchmark_plan, generator, history_generator, loader, plan
 from accelboard.fleet.catalogue import ACCELERATOR_TYPES, accelerator_types_sync
 from accelboard.fleet.models import Accelerator, AcceleratorType, Host, Site, TelemetryRollup
 from accelboard.fleet.services import accelerator_type_match
@@ -76,8 +76,8 @@ def _everything(config: generator.DemoConfig) -> tuple[Any, ...]:
     hosts = generator.fleet_plan(config)
     events = generator.telemetry_events(config, hosts)
     telemetry = [generator.host_telemetry(config, host, events) for host in hosts]
-    runs = workloads.benchmark_runs(config, hosts)
-    serving = workloads.serving_metrics(config, hosts, events)
+    runs = history_generator.benchmark_runs(config, hosts)
+    serving = history_generator.serving_metrics(config, hosts, events)
     return hosts, events, telemetry, runs, serving
 
 

@@ -1,7 +1,7 @@
 """What the demo fleet benchmarks: models and variants, the nightly configurations, the noise,
 the injected regressions, the slow quantization drift, and the capacity plan's Llama-2-70B sweeps.
 
-Pure data, like ``accelboard.demo.plan``; ``accelboard.demo.workloads`` turns it into runs.
+Pure data, like ``accelboard.demo.plan``; ``accelboard.demo.history_generator`` turns it into runs.
 """
 
 from __future__ import annotations

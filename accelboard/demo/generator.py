@@ -12,7 +12,7 @@ name), so adding hosts or changing one size does not reshuffle everything else.
    an energy counter (mJ) that integrates power (trapezoid, ±0.5% meter noise), memory,
    temperature, clocks and NVML clocks-event reasons (0x1 idle, 0x4 power cap, 0x20|0x40 thermal).
 4.-6. The benchmark runs, the serving metrics and the manifest of injected events:
-   ``accelboard.demo.workloads``, from the fleet planned here.
+   ``accelboard.demo.history_generator``, from the fleet planned here.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from accelboard.costs.serving_cost_services import serving_cost_day_compute
 from accelboard.fleet.models import AcceleratorType
 from accelboard.serving.models import InferenceMetric
 
-from . import benchmark_plan, generator, plan, serving_plan, workloads
+from . import benchmark_plan, generator, history_generator, plan, serving_plan
 
 
 def _days(low: int, high: int) -> list[date]:
@@ -112,7 +112,7 @@ def _agreement_items(config: generator.DemoConfig) -> list[Any]:
                 AgreementInput(
                     model=model,
                     variant=variant,
-                    day=workloads.run_day_start(config, day).date(),
+                    day=history_generator.run_day_start(config, day).date(),
                     task=task,
                     agreement_rate=round(float(np.clip(rate - slide + rng.normal(0, 0.002), 0, 1)), 5),
                     kl_divergence=round(float(kl * (1 + 20 * slide) * rng.lognormal(0, 0.05)), 5),
@@ -140,7 +140,9 @@ def drift_write(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[st
         batch_id=f"demo-agreement-{config.seed}",
         items=_agreement_items(config),
     )
-    days = [workloads.run_day_start(config, day) + timedelta(hours=23) for day in range(config.days_runs)]
+    days = [
+        history_generator.run_day_start(config, day) + timedelta(hours=23) for day in range(config.days_runs)
+    ]
     findings = []
     for team in teams.values():
         findings += drift_history_check(team=team, days=days)
@@ -149,7 +151,7 @@ def drift_write(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[st
 
 
 def benchmarks_write(
-    runs: list[workloads.RunRow],
+    runs: list[history_generator.RunRow],
     hosts: list[generator.HostPlan],
     teams: dict[str, Team],
     users: dict[str, Any],
@@ -180,7 +182,7 @@ def benchmarks_write(
             spec=WorkloadSpec(**bench["workload"]),
         )
         workloads[bench["key"]] = workload
-        for name in workloads.bench_metric_names(bench):
+        for name in history_generator.bench_metric_names(bench):
             first = next(run for run in runs if run.config == bench["key"])
             metric = next(m for m in first.metrics if m.name == name)
             series[(bench["key"], name)] = series_get_or_create(
@@ -262,7 +264,7 @@ def serving_write(
     host_ids: dict[str, int],
 ) -> int:
     rows = []
-    for deployment in workloads.serving_metrics(config, hosts, events):
+    for deployment in history_generator.serving_metrics(config, hosts, events):
         variant = ModelVariant.objects.get(model__name=deployment.model, name=deployment.variant)
         columns = {name: values.tolist() for name, values in deployment.columns.items()}
         for i, epoch in enumerate(deployment.epochs.tolist()):
@@ -290,12 +292,12 @@ def serving_write(
 def manifest_with_ids(
     config: generator.DemoConfig,
     hosts: list[generator.HostPlan],
-    runs: list[workloads.RunRow],
+    runs: list[history_generator.RunRow],
     events: generator.TelemetryEvents,
     series: dict[tuple[str, str], Series],
 ) -> dict[str, Any]:
     """The generator's manifest plus the database ids of each named series."""
-    result = workloads.manifest(config, hosts, runs, events)
+    result = history_generator.manifest(config, hosts, runs, events)
     named = set()
     for event in result["benchmark_events"]:
         for item in event["series"]:

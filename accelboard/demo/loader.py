@@ -49,7 +49,7 @@ from accelboard.costs.models import AcceleratorPrice, ElectricityPrice
 from accelboard.fleet.catalogue import accelerator_types_sync
 from accelboard.fleet.models import AcceleratorType, Host
 
-from . import fleet_load, forked, generator, history_load, plan, swap, telemetry_load, workloads
+from . import fleet_load, forked, generator, history_generator, history_load, plan, swap, telemetry_load
 from .progress import STEPS, Progress
 
 JOB_NAME = "demo_fleet"
@@ -344,7 +344,7 @@ def _load(
         }
 
     def benchmarks() -> dict[str, int]:
-        runs = workloads.benchmark_runs(config, hosts)
+        runs = history_generator.benchmark_runs(config, hosts)
         state["series"], counts = history_load.benchmarks_write(
             runs, hosts, state["teams"], state["users"], state["host_ids"]
         )

@@ -1,7 +1,7 @@
 """What the demo fleet serves: production agreement with the reference, the served LLMs and the
 serving objectives the capacity plan sizes for.
 
-Pure data, like ``accelboard.demo.plan``; ``accelboard.demo.workloads`` turns it into metrics.
+Pure data, like ``accelboard.demo.plan``; ``accelboard.demo.history_generator`` turns it into metrics.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from accelboard.alerts.models import Alert
-from accelboard.demo import benchmark_plan, generator, serving_plan, workloads
+from accelboard.demo import benchmark_plan, generator, history_generator, serving_plan
 from accelboard.drift import computation as c
 from accelboard.drift.models import ProductionAgreement
 
@@ -24,7 +24,7 @@ def _replay(config: generator.DemoConfig, model: str, variant: str, budget: floa
     """The verdict the daily check reaches at the end of each run day, from the generator's data:
     every configuration of the variant against every configuration of the model's reference (the
     first variant in the plan), as the database pools them."""
-    runs = workloads.benchmark_runs(config, generator.fleet_plan(config))
+    runs = history_generator.benchmark_runs(config, generator.fleet_plan(config))
     reference_name = next(m for m in benchmark_plan.MODELS if m["name"] == model)["variants"][0][0]
 
     def results(name: str) -> list[c.Result]:
@@ -38,7 +38,7 @@ def _replay(config: generator.DemoConfig, model: str, variant: str, budget: floa
     mine, reference = results(variant), results(reference_name)
     verdicts = []
     for day in range(config.days_runs):
-        cut = workloads.run_day_start(config, day) + timedelta(hours=23)
+        cut = history_generator.run_day_start(config, day) + timedelta(hours=23)
         pairs = c.drift_pairs(
             [r for r in mine if r.at <= cut],
             [r for r in reference if r.at <= cut],
@@ -130,7 +130,7 @@ def test_it_loads_agreement_and_the_drift_alerts_with_the_demo(empty_telemetry: 
     assert [h["verdict"] for h in history] == ["trending", "over"]
     warned, over_at = (datetime.fromisoformat(h["at"]) for h in history)
     start = max(2, int(round(benchmark_plan.DRIFT_EVENT["at"] * (config.days_runs - 1))))
-    assert workloads.run_day_start(config, start) < warned < over_at - timedelta(days=7)
+    assert history_generator.run_day_start(config, start) < warned < over_at - timedelta(days=7)
     assert history[0]["loss"] < benchmark_plan.DRIFT_BUDGETS["Llama-3.1-8B"] < history[1]["loss"]
     # It follows the evidence to the last run day: the loss it shows is the newest one.
     assert crossed.detail["loss"] >= history[1]["loss"]

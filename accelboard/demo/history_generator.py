@@ -1,4 +1,4 @@
-"""The demo's workloads in numbers: nightly benchmark runs, served-model metrics, the manifest.
+"""The demo's history in numbers: nightly benchmark runs, served-model metrics, the manifest.
 
 Pure functions of a ``DemoConfig`` and the fleet ``accelboard.demo.generator`` plans, with the same
 rules (no ORM, no clock, no global RNG; each benchmark configuration and served model draws from
