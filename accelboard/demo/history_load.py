@@ -87,7 +87,7 @@ def objectives_write(teams: dict[str, Team]) -> dict[str, int]:
 def alerts_check() -> dict[str, int]:
     """Regression alerts over the loaded run history: each series replayed run by run (the
     bulk-created runs did not enqueue the per-run check)."""
-    from accelboard.alerts.checks import alerts_history_check  # noqa: PLC0415 - alerts imports benchmarks
+    from accelboard.alerts.regression_services import alerts_history_check  # noqa: PLC0415 - alerts imports benchmarks
 
     return alerts_history_check()
 
