@@ -511,7 +511,7 @@ def test_it_rebuilds_a_load_that_was_interrupted(
         raise RuntimeError("killed")
 
     with monkeypatch.context() as patch:
-        patch.setattr(generator, "serving_metrics", killed)
+        patch.setattr(history_generator, "serving_metrics", killed)
         patch.setattr(loader, "demo_fleet_reset", lambda: [])  # the cleanup a SIGKILL never runs
         with pytest.raises(RuntimeError, match="killed"):
             _load(tmp_path)
@@ -529,7 +529,7 @@ def test_it_leaves_nothing_behind_when_a_step_fails(
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("serving generator exploded")
 
-    monkeypatch.setattr(generator, "serving_metrics", broken)
+    monkeypatch.setattr(history_generator, "serving_metrics", broken)
     with pytest.raises(RuntimeError, match="exploded"):
         _load(tmp_path)
     assert not Host.objects.exists() and not BenchmarkRun.objects.exists()
