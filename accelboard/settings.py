@@ -110,6 +110,7 @@ INSTALLED_APPS = [
     "accelboard.planning",
     "accelboard.dashboard",
     "accelboard.api",
+    "accelboard.demo",
 ]
 
 MIDDLEWARE = [
@@ -142,7 +143,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "accelboard.core.context_processors.navigation",
-                "accelboard.core.context_processors.demo_loading",
+                "accelboard.demo.context_processors.demo_loading",
             ],
         },
     },

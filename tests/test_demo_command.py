@@ -32,7 +32,8 @@ from typing import Any
 import psutil
 import pytest
 
-from accelboard.core import demo_runner
+from accelboard.demo import processes, runner
+from accelboard.demo.progress import PROGRESS_FILE, Progress, progress_read
 
 ROOT = Path(__file__).resolve().parents[1]
 # Small enough to load in seconds, big enough that every page has something to show.
@@ -95,7 +96,7 @@ class DemoProcess:
         return "\n".join(self.lines)
 
     def state(self) -> dict[str, object]:
-        return json.loads((self.home / demo_runner.STATE_FILE).read_text())
+        return json.loads((self.home / processes.STATE_FILE).read_text())
 
 
 def demo_env(home: Path) -> dict[str, str]:
@@ -140,7 +141,7 @@ def postgres_processes(home: Path) -> list[psutil.Process]:
 
 
 def leftovers(home: Path) -> list[str]:
-    procs = demo_runner.marked_processes(home) + postgres_processes(home)
+    procs = processes.marked_processes(home) + postgres_processes(home)
     return [f"{p.pid} {' '.join(p.cmdline())}" for p in procs if p.is_running()]
 
 
@@ -163,7 +164,7 @@ def home() -> Iterator[Path]:
     path = base / "home"
     yield path
     # Safety net for a failed test: nothing of this home may outlive the module.
-    for proc in demo_runner.marked_processes(path) + postgres_processes(path):
+    for proc in processes.marked_processes(path) + postgres_processes(path):
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
     shutil.rmtree(base, ignore_errors=True)
@@ -234,7 +235,7 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
         assert {c["name"] for c in state["children"]} == {"web", "worker", "fleet"}  # type: ignore[union-attr]
         # The page a person waits for comes first: the worker and the live fleet run below it.
         nice = {c["name"]: psutil.Process(c["pid"]).nice() for c in state["children"]}  # type: ignore[union-attr]
-        assert nice["worker"] == nice["fleet"] == min(nice["web"] + demo_runner.BACKGROUND_NICE, 19), nice
+        assert nice["worker"] == nice["fleet"] == min(nice["web"] + processes.BACKGROUND_NICE, 19), nice
 
         # 3. SIGTERM stops the web server, the worker, the live fleet and the embedded PostgreSQL.
         second.process.send_signal(signal.SIGTERM)
@@ -248,8 +249,8 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
     assert "stopping" in second.output
     assert wait_gone(home) == []
     assert not any(psutil.pid_exists(pid) for pid in children)
-    assert not (home / demo_runner.STATE_FILE).exists()
-    assert not demo_runner.port_in_use("127.0.0.1", port)
+    assert not (home / processes.STATE_FILE).exists()
+    assert not processes.port_in_use("127.0.0.1", port)
 
 
 def embedded_connect(home: Path) -> Any:
@@ -325,8 +326,8 @@ def test_it_refuses_to_run_twice_for_one_home(home: Path) -> None:
     me = psutil.Process()
     # The module's home exists once a demo ran in it; pytest-xdist may run this test first.
     home.mkdir(parents=True, exist_ok=True)
-    demo_runner.RunState(
-        path=home / demo_runner.STATE_FILE,
+    processes.RunState(
+        path=home / processes.STATE_FILE,
         supervisor_pid=me.pid,
         supervisor_create_time=me.create_time(),
         url="http://127.0.0.1:1/",
@@ -336,7 +337,7 @@ def test_it_refuses_to_run_twice_for_one_home(home: Path) -> None:
         assert demo.process.wait(timeout=60) == 2
         demo.drain()
     finally:
-        (home / demo_runner.STATE_FILE).unlink()
+        (home / processes.STATE_FILE).unlink()
     assert f"another accelboard demo (pid {me.pid}) is running" in demo.output
     assert wait_gone(home) == []
 
@@ -356,16 +357,16 @@ def _sleeper(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
 
 def test_it_stops_orphans_recorded_or_marked_and_spares_recycled_pids(tmp_path: Path) -> None:
     recorded = _sleeper()
-    marked = _sleeper({**os.environ, demo_runner.HOME_MARKER: str(tmp_path)})
+    marked = _sleeper({**os.environ, processes.HOME_MARKER: str(tmp_path)})
     stranger = _sleeper()
     try:
-        state = demo_runner.RunState(path=tmp_path / demo_runner.STATE_FILE)
+        state = processes.RunState(path=tmp_path / processes.STATE_FILE)
         state.children = [
             {"name": "web", "pid": recorded.pid, "create_time": psutil.Process(recorded.pid).create_time()},
             # Same pid as a live process but another creation time: a recycled pid, not ours.
             {"name": "worker", "pid": stranger.pid, "create_time": 12345.0},
         ]
-        orphans = demo_runner.orphans_stop(home=tmp_path, state=state, timeout=5)
+        orphans = processes.orphans_stop(home=tmp_path, state=state, timeout=5)
 
         assert {o.pid: o.killed for o in orphans} == {recorded.pid: True, marked.pid: True}
         # orphans_stop reaped them (they are this test's children), so their pids are gone.
@@ -382,27 +383,27 @@ def test_it_stops_orphans_recorded_or_marked_and_spares_recycled_pids(tmp_path: 
 def test_it_removes_a_stale_gunicorn_pid_file_only(tmp_path: Path) -> None:
     pidfile = tmp_path / "gunicorn.pid"
     pidfile.write_text(str(os.getpid()))  # alive, but not gunicorn
-    assert demo_runner.stale_pidfile_remove(pidfile) is True
+    assert processes.stale_pidfile_remove(pidfile) is True
     assert not pidfile.exists()
-    assert demo_runner.stale_pidfile_remove(pidfile) is False
+    assert processes.stale_pidfile_remove(pidfile) is False
 
 
 def test_it_starts_a_background_child_below_the_supervisors_priority(tmp_path: Path) -> None:
-    supervisor = demo_runner.Supervisor(home=tmp_path, env=dict(os.environ))
+    supervisor = processes.Supervisor(home=tmp_path, env=dict(os.environ))
     sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
     try:
         web = supervisor.service("web", sleep)
-        loader = supervisor.start("demo_fleet", sleep, nice=demo_runner.BACKGROUND_NICE)
+        loader = supervisor.start("demo_fleet", sleep, nice=processes.BACKGROUND_NICE)
         supervisor.background.append(loader)
         own = psutil.Process().nice()
         assert psutil.Process(web.pid).nice() == own
-        assert psutil.Process(loader.pid).nice() == min(own + demo_runner.BACKGROUND_NICE, 19)
+        assert psutil.Process(loader.pid).nice() == min(own + processes.BACKGROUND_NICE, 19)
     finally:
         supervisor.stop(timeout=5)
 
 
 def test_it_kills_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
-    child = demo_runner.child_start(
+    child = processes.child_start(
         name="stubborn",
         argv=[
             sys.executable,
@@ -417,13 +418,13 @@ def test_it_kills_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
     while "ready" not in child.log_path.read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
     started = time.monotonic()
-    assert demo_runner.children_stop([child], timeout=1) == ["stubborn"]
+    assert processes.children_stop([child], timeout=1) == ["stubborn"]
     assert time.monotonic() - started < 5
     assert child.process.returncode == -signal.SIGKILL
 
 
-def _config(host: str = "127.0.0.1", port: int = 8000) -> demo_runner.DemoConfig:
-    return demo_runner.DemoConfig(
+def _config(host: str = "127.0.0.1", port: int = 8000) -> runner.DemoConfig:
+    return runner.DemoConfig(
         host=host,
         port=port,
         reset=False,
@@ -437,7 +438,7 @@ def _config(host: str = "127.0.0.1", port: int = 8000) -> demo_runner.DemoConfig
 def test_it_hands_children_the_explicit_database_and_broker() -> None:
     # Whatever the caller's environment says, children use the server the supervisor holds.
     parent = {"DATABASE_URL": "postgresql://elsewhere/db", "CELERY_BROKER_URL": "redis://x/0", "PATH": "/bin"}
-    env = demo_runner.child_environment(_config(), parent)
+    env = runner.child_environment(_config(), parent)
     assert env["DATABASE_URL"] == "postgresql://postgres@/accelboard?host=/srv/demo-home/pgdata"
     assert env["CELERY_BROKER_URL"].startswith("sqla+postgresql+psycopg://")
     assert env["ACCELBOARD_HOME"] == "/srv/demo-home"
@@ -447,17 +448,17 @@ def test_it_hands_children_the_explicit_database_and_broker() -> None:
 
 
 def test_it_allows_a_specific_bind_address_as_a_host() -> None:
-    env = demo_runner.child_environment(_config(host="10.1.2.3", port=8001), {})
+    env = runner.child_environment(_config(host="10.1.2.3", port=8001), {})
     assert env["ALLOWED_HOSTS"].split(",") == ["127.0.0.1", "localhost", "[::1]", "10.1.2.3"]
     assert env["SITE_URL"] == "http://10.1.2.3:8001"
     # An operator's own ALLOWED_HOSTS wins.
-    env = demo_runner.child_environment(_config(host="10.1.2.3"), {"ALLOWED_HOSTS": "demo.example.com"})
+    env = runner.child_environment(_config(host="10.1.2.3"), {"ALLOWED_HOSTS": "demo.example.com"})
     assert env["ALLOWED_HOSTS"] == "demo.example.com"
 
 
 def test_it_formats_ipv6_and_wildcard_addresses() -> None:
-    assert demo_runner.bind_address("::1", 8000) == "[::1]:8000"
-    assert demo_runner.bind_address("0.0.0.0", 8000) == "0.0.0.0:8000"
+    assert runner.bind_address("::1", 8000) == "[::1]:8000"
+    assert runner.bind_address("0.0.0.0", 8000) == "0.0.0.0:8000"
     assert _config(host="::1").url == "http://[::1]:8000/"
     assert _config(host="0.0.0.0").url == "http://127.0.0.1:8000/"
     assert _config(host="::").url == "http://[::1]:8000/"
@@ -466,11 +467,11 @@ def test_it_formats_ipv6_and_wildcard_addresses() -> None:
 def test_it_notices_when_a_watched_dependency_dies(tmp_path: Path) -> None:
     gone = subprocess.Popen(["true"])
     gone.wait()
-    supervisor = demo_runner.Supervisor(home=tmp_path, env={})
+    supervisor = processes.Supervisor(home=tmp_path, env={})
     supervisor.watch_pids = {"embedded PostgreSQL": os.getpid()}
     supervisor.check()  # alive: nothing to report
     supervisor.watch_pids["embedded PostgreSQL"] = gone.pid
-    with pytest.raises(demo_runner.DependencyLost, match=rf"embedded PostgreSQL \(pid {gone.pid}\)"):
+    with pytest.raises(processes.DependencyLost, match=rf"embedded PostgreSQL \(pid {gone.pid}\)"):
         supervisor.check()
 
 
@@ -478,20 +479,18 @@ def test_it_notices_when_a_watched_dependency_dies(tmp_path: Path) -> None:
 def test_it_shows_what_is_loading_on_every_page_until_the_load_is_done(
     client: Any, settings: Any, tmp_path: Path
 ) -> None:
-    from accelboard.demo import loader
-
-    path = tmp_path / demo_runner.PROGRESS_FILE
+    path = tmp_path / PROGRESS_FILE
     settings.DEMO_PROGRESS_FILE = str(path)
-    progress = loader.Progress(path, say=lambda line: None)
+    progress = Progress(path, say=lambda line: None)
     for name in ("people", "fleet", "telemetry_recent"):
         progress.update(name, state="done", seconds=1.0)
     progress.update("costs_recent", state="running")
     page = client.get("/accounts/login/").content.decode()
     assert "Loading the demo data: 3 of 10 steps done" in page
     assert 'data-demo-loading="30"' in page and "now: costs, last 2 days" in page
-    assert demo_runner.progress_read(path)["ready_to_serve"] is False  # type: ignore[index]
+    assert progress_read(path)["ready_to_serve"] is False  # type: ignore[index]
     progress.update("costs_recent", state="done", seconds=0.5)
-    assert demo_runner.progress_read(path)["ready_to_serve"] is True  # type: ignore[index]
+    assert progress_read(path)["ready_to_serve"] is True  # type: ignore[index]
     assert "Loading the demo data: 4 of 10" in client.get("/accounts/login/").content.decode()
     progress.finish()
     assert "data-demo-loading" not in client.get("/accounts/login/").content.decode()

@@ -22,7 +22,7 @@ from accelboard.benchmarks.models import BenchmarkRun, MetricValue, Series
 from accelboard.core.choices import JobStatus
 from accelboard.core.models import JobRun, Membership
 from accelboard.costs.models import AcceleratorPrice, ElectricityPrice
-from accelboard.demo import generator, loader, plan
+from accelboard.demo import benchmark_plan, generator, history_generator, loader, plan
 from accelboard.fleet.catalogue import ACCELERATOR_TYPES
 from accelboard.fleet.catalogue_services import accelerator_type_match, accelerator_types_sync
 from accelboard.fleet.models import Accelerator, AcceleratorType, Host, Site, TelemetryRollup
@@ -76,8 +76,8 @@ def _everything(config: generator.DemoConfig) -> tuple[Any, ...]:
     hosts = generator.fleet_plan(config)
     events = generator.telemetry_events(config, hosts)
     telemetry = [generator.host_telemetry(config, host, events) for host in hosts]
-    runs = generator.benchmark_runs(config, hosts)
-    serving = generator.serving_metrics(config, hosts, events)
+    runs = history_generator.benchmark_runs(config, hosts)
+    serving = history_generator.serving_metrics(config, hosts, events)
     return hosts, events, telemetry, runs, serving
 
 
@@ -247,11 +247,11 @@ def test_it_loads_a_small_fleet_through_the_real_write_paths(empty_telemetry: No
     gpu = Accelerator.objects.get(uuid=hosts[0].gpus[0].uuid)
     assert gpu.last_state["energy_mj"] == int(telemetry[0].columns["energy_mj"][0, -1])
 
-    assert BenchmarkRun.objects.count() == len(plan.BENCHMARKS) * 20 == len(runs)
+    assert BenchmarkRun.objects.count() == len(benchmark_plan.BENCHMARKS) * 20 == len(runs)
     assert BenchmarkRun.objects.filter(uploaded_via="demo").count() == len(runs)
     assert MetricValue.objects.count() == sum(len(run.metrics) for run in runs)
     assert all(
-        len(value) == plan.SAMPLES_PER_METRIC
+        len(value) == benchmark_plan.SAMPLES_PER_METRIC
         for value in MetricValue.objects.filter(name="power_avg_w").values_list("samples", flat=True)
     )
     for series in Series.objects.all()[:20]:
@@ -511,7 +511,7 @@ def test_it_rebuilds_a_load_that_was_interrupted(
         raise RuntimeError("killed")
 
     with monkeypatch.context() as patch:
-        patch.setattr(generator, "serving_metrics", killed)
+        patch.setattr(history_generator, "serving_metrics", killed)
         patch.setattr(loader, "demo_fleet_reset", lambda: [])  # the cleanup a SIGKILL never runs
         with pytest.raises(RuntimeError, match="killed"):
             _load(tmp_path)
@@ -519,7 +519,7 @@ def test_it_rebuilds_a_load_that_was_interrupted(
     output = _load(tmp_path)
     assert "an earlier load was interrupted" in output and "demo_fleet: loaded" in output
     assert loader.demo_fleet_loaded() and Host.objects.count() == 6
-    assert BenchmarkRun.objects.count() == len(plan.BENCHMARKS) * 20
+    assert BenchmarkRun.objects.count() == len(benchmark_plan.BENCHMARKS) * 20
 
 
 @pytest.mark.django_db(transaction=True)
@@ -529,7 +529,7 @@ def test_it_leaves_nothing_behind_when_a_step_fails(
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("serving generator exploded")
 
-    monkeypatch.setattr(generator, "serving_metrics", broken)
+    monkeypatch.setattr(history_generator, "serving_metrics", broken)
     with pytest.raises(RuntimeError, match="exploded"):
         _load(tmp_path)
     assert not Host.objects.exists() and not BenchmarkRun.objects.exists()

@@ -27,7 +27,7 @@ from typing import Any
 
 from django.db import connections
 
-from accelboard.core.demo_runner import parent_death_signal_set
+from .processes import parent_death_signal_set
 
 # The parent's connections as the child inherited them: held, never used nor closed, until the
 # child exits.

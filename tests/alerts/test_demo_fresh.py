@@ -20,7 +20,7 @@ from django.urls import reverse
 from accelboard.alerts.models import Alert
 from accelboard.alerts.production_services import production_check
 from accelboard.benchmarks.models import BenchmarkRun
-from accelboard.demo import plan
+from accelboard.demo import benchmark_plan
 
 NOW = datetime.fromisoformat("2026-11-29T12:58:27+00:00")  # not on an interval boundary
 # Sampling as the running demo does (60 s telemetry, 5-minute serving intervals), one day of it.
@@ -45,16 +45,16 @@ def _explained_drift() -> set[tuple[str, str]]:
     """(model, variant) whose drift alerts the plan explains: the injected slow drift, and any
     variant the plan puts further below its model's reference than the budget allows."""
     explained = set()
-    drift = next(b for b in plan.BENCHMARKS if b["key"] == plan.DRIFT_EVENT["config"])
+    drift = next(b for b in benchmark_plan.BENCHMARKS if b["key"] == benchmark_plan.DRIFT_EVENT["config"])
     explained.add((drift["model"], drift["variant"]))
-    for model in plan.MODELS:
+    for model in benchmark_plan.MODELS:
         reference = model["variants"][0][0]
         accuracy = {
             b["variant"]: b["base"][4]
-            for b in plan.BENCHMARKS
+            for b in benchmark_plan.BENCHMARKS
             if b["model"] == model["name"] and b["base"][4]
         }
-        budget = plan.DRIFT_BUDGETS.get(model["name"], 0.01)
+        budget = benchmark_plan.DRIFT_BUDGETS.get(model["name"], 0.01)
         for variant, value in accuracy.items():
             if reference in accuracy and 1 - value / accuracy[reference] > budget:
                 explained.add((model["name"], variant))

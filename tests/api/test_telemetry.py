@@ -13,8 +13,8 @@ from django.db import close_old_connections, connection
 from django.test import Client
 
 from accelboard.api import body
-from accelboard.core.models import IngestBatch
 from accelboard.api.services import token_revoke
+from accelboard.core.models import IngestBatch
 from accelboard.fleet.models import Accelerator, Host
 
 from .conftest import GPU_A, GPU_B, post_json, row_counts, telemetry_payload

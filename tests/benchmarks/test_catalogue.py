@@ -20,7 +20,7 @@ from accelboard.benchmarks.catalogue import (
     model_key,
     model_signature,
 )
-from accelboard.demo import plan
+from accelboard.demo import benchmark_plan
 from accelboard.fleet.catalogue import ACCELERATOR_TYPES
 
 MODELS = ModelCatalogue()
@@ -237,9 +237,9 @@ def test_builtin_accelerator_spellings_do_not_collide() -> None:
 def test_the_demos_names_are_the_catalogues_own() -> None:
     """Uploads join the demo's series only if the demo's names are canonical: each model the demo
     records resolves exactly to itself, each accelerator type it uses too."""
-    for model in plan.MODELS:
+    for model in benchmark_plan.MODELS:
         match = MODELS.resolve(model["name"])
         assert (match.how, match.target) == ("exact", model["name"]), model["name"]
     accelerators = _accelerators()
-    for slug in {bench["gpu"] for bench in plan.BENCHMARKS}:
+    for slug in {bench["gpu"] for bench in benchmark_plan.BENCHMARKS}:
         assert accelerators.resolve(slug).target == slug

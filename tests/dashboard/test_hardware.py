@@ -253,7 +253,7 @@ def test_it_orders_precisions_by_bit_width() -> None:
 
 
 def test_it_finds_the_knees_the_demo_plan_was_built_with() -> None:
-    from accelboard.demo import plan
+    from accelboard.demo import benchmark_plan
 
     runs = [
         _run(
@@ -264,7 +264,7 @@ def test_it_finds_the_knees_the_demo_plan_was_built_with() -> None:
             throughput=bench["base"][0],
             p99_ms=bench["base"][1] * 1.6,  # the generator's LLM p99 / p50 ratio
         )
-        for bench in plan.BENCHMARKS
+        for bench in benchmark_plan.BENCHMARKS
         if (bench["model"], bench["variant"]) == ("Llama-3.1-8B", "fp8")
     ]
     sweeps = {s.points[0].accelerator: s for s in sweeps_build(points=config_points_build(runs=runs))}

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from accelboard.alerts.models import Alert
-from accelboard.demo import generator, plan
+from accelboard.demo import benchmark_plan, generator, history_generator, serving_plan
 from accelboard.drift import computation as c
 from accelboard.drift.models import ProductionAgreement
 
@@ -24,11 +24,11 @@ def _replay(config: generator.DemoConfig, model: str, variant: str, budget: floa
     """The verdict the daily check reaches at the end of each run day, from the generator's data:
     every configuration of the variant against every configuration of the model's reference (the
     first variant in the plan), as the database pools them."""
-    runs = generator.benchmark_runs(config, generator.fleet_plan(config))
-    reference_name = next(m for m in plan.MODELS if m["name"] == model)["variants"][0][0]
+    runs = history_generator.benchmark_runs(config, generator.fleet_plan(config))
+    reference_name = next(m for m in benchmark_plan.MODELS if m["name"] == model)["variants"][0][0]
 
     def results(name: str) -> list[c.Result]:
-        keys = {b["key"] for b in plan.BENCHMARKS if (b["model"], b["variant"]) == (model, name)}
+        keys = {b["key"] for b in benchmark_plan.BENCHMARKS if (b["model"], b["variant"]) == (model, name)}
         return [
             c.Result(run.started_at, next(m.value for m in run.metrics if m.name == "accuracy"))
             for run in runs
@@ -38,7 +38,7 @@ def _replay(config: generator.DemoConfig, model: str, variant: str, budget: floa
     mine, reference = results(variant), results(reference_name)
     verdicts = []
     for day in range(config.days_runs):
-        cut = generator.run_day_start(config, day) + timedelta(hours=23)
+        cut = history_generator.run_day_start(config, day) + timedelta(hours=23)
         pairs = c.drift_pairs(
             [r for r in mine if r.at <= cut],
             [r for r in reference if r.at <= cut],
@@ -52,14 +52,14 @@ def _replay(config: generator.DemoConfig, model: str, variant: str, budget: floa
 @pytest.mark.parametrize("seed", [7, 1, 2])
 def test_it_warns_of_the_demo_drift_before_it_crosses_the_budget(seed: int) -> None:
     config = generator.DemoConfig(now=NOW, seed=seed)
-    budget = plan.DRIFT_BUDGETS["Llama-3.1-8B"]
+    budget = benchmark_plan.DRIFT_BUDGETS["Llama-3.1-8B"]
     verdicts = _replay(config, "Llama-3.1-8B", "int4-awq", budget)
-    start = max(2, int(round(plan.DRIFT_EVENT["at"] * (config.days_runs - 1))))
+    start = max(2, int(round(benchmark_plan.DRIFT_EVENT["at"] * (config.days_runs - 1))))
     # Noise-free int4 accuracy 0.671 x (1 - 0.05% per day of drift) against bf16 0.683.
     crossing = next(
         day
         for day in range(config.days_runs)
-        if 1 - 0.671 * (1 + plan.DRIFT_EVENT["per_day"] * max(0, day - start)) / 0.683 > budget
+        if 1 - 0.671 * (1 + benchmark_plan.DRIFT_EVENT["per_day"] * max(0, day - start)) / 0.683 > budget
     )
     first = next(day for day, verdict in enumerate(verdicts) if verdict != c.WITHIN)
     assert verdicts[first] == c.TRENDING
@@ -69,7 +69,7 @@ def test_it_warns_of_the_demo_drift_before_it_crosses_the_budget(seed: int) -> N
 
 STEADY = [
     (model["name"], name)
-    for model in plan.MODELS
+    for model in benchmark_plan.MODELS
     for name, _, _ in model["variants"][1:]
     if (model["name"], name) not in {("Llama-3.1-8B", "int4-awq"), ("Llama-2-70B", "int4-gptq")}
 ]
@@ -80,7 +80,7 @@ STEADY = [
 def test_it_raises_no_false_drift_alarm_on_the_steady_demo_variants(
     model: str, variant: str, seed: int
 ) -> None:
-    budget = plan.DRIFT_BUDGETS.get(model, 0.01)
+    budget = benchmark_plan.DRIFT_BUDGETS.get(model, 0.01)
     verdicts = _replay(generator.DemoConfig(now=NOW, seed=seed), model, variant, budget)
     assert set(verdicts) <= {c.WITHIN, c.NO_DATA}
     assert verdicts[-1] == c.WITHIN
@@ -106,7 +106,10 @@ def test_it_loads_agreement_and_the_drift_alerts_with_the_demo(empty_telemetry: 
     config = generator.DemoConfig(
         now=NOW, hosts=6, days_runs=60, days_telemetry=1, telemetry_interval_s=3600, serving_interval_s=3600
     )
-    assert ProductionAgreement.objects.count() == len(plan.PRODUCTION_AGREEMENT) * plan.AGREEMENT_DAYS
+    assert (
+        ProductionAgreement.objects.count()
+        == len(serving_plan.PRODUCTION_AGREEMENT) * serving_plan.AGREEMENT_DAYS
+    )
     alerts = list(Alert.objects.filter(kind="drift"))
     agreement = [a for a in alerts if a.detail.get("source") == "production agreement"]
     # The int4-awq agreement slides with its accuracy: about 2% below its first week by the end.
@@ -126,9 +129,9 @@ def test_it_loads_agreement_and_the_drift_alerts_with_the_demo(empty_telemetry: 
     history = crossed.detail["history"]
     assert [h["verdict"] for h in history] == ["trending", "over"]
     warned, over_at = (datetime.fromisoformat(h["at"]) for h in history)
-    start = max(2, int(round(plan.DRIFT_EVENT["at"] * (config.days_runs - 1))))
-    assert generator.run_day_start(config, start) < warned < over_at - timedelta(days=7)
-    assert history[0]["loss"] < plan.DRIFT_BUDGETS["Llama-3.1-8B"] < history[1]["loss"]
+    start = max(2, int(round(benchmark_plan.DRIFT_EVENT["at"] * (config.days_runs - 1))))
+    assert history_generator.run_day_start(config, start) < warned < over_at - timedelta(days=7)
+    assert history[0]["loss"] < benchmark_plan.DRIFT_BUDGETS["Llama-3.1-8B"] < history[1]["loss"]
     # It follows the evidence to the last run day: the loss it shows is the newest one.
     assert crossed.detail["loss"] >= history[1]["loss"]
     assert crossed.events.filter(reason="escalated").count() == 1

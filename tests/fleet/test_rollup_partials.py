@@ -187,7 +187,9 @@ def test_it_rolls_up_from_raw_rows_a_gpu_whose_partials_overlap(team: Any) -> No
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
     TelemetryRawRange.objects.create(start=start - timedelta(days=1), end=start + timedelta(days=1))
-    rollup_services.telemetry_rollups_refresh(start=start - timedelta(hours=1), end=start + timedelta(hours=1))
+    rollup_services.telemetry_rollups_refresh(
+        start=start - timedelta(hours=1), end=start + timedelta(hours=1)
+    )
     _assert_equal(from_partials, _rollups())
 
 
@@ -352,5 +354,7 @@ def test_ingest_drains_redo_the_hours_once_a_minute_and_the_per_minute_pass_at_o
     deferred = _rollups()
 
     # Every row as one refresh of the whole span computes it.
-    rollup_services.telemetry_rollups_refresh(start=start - timedelta(hours=1), end=start + timedelta(hours=2))
+    rollup_services.telemetry_rollups_refresh(
+        start=start - timedelta(hours=1), end=start + timedelta(hours=2)
+    )
     _assert_equal(deferred, _rollups())

@@ -1,4 +1,4 @@
-"""The demo's Llama-2-70B plan has the non-obvious answer it was shaped for (accelboard/demo/plan.py,
+"""The demo's Llama-2-70B plan has the non-obvious answer it was shaped for (accelboard/demo/benchmark_plan.py,
 "Capacity plan"): fp16 on 8× H100 is the cheapest per token on its benchmark, yet fp8 on 8× H200
 serves the production peak at the team's 18 s SLO for less, because the H100's cheap batch size
 misses the SLO and at the SLO it needs twice the replicas."""

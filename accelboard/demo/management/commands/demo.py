@@ -1,6 +1,6 @@
 """``accelboard demo``: the whole product on one machine, with demo data, in one command.
 
-Thin edge over ``accelboard.core.demo_runner``: it reads the database and broker the settings
+Thin edge over ``accelboard.demo.runner``: it reads the database and broker the settings
 resolved (with no ``DATABASE_URL`` that means the embedded PostgreSQL, started here once and
 held by this process until it exits) and hands them to the supervisor as plain values.
 """
@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accelboard.core import demo_runner
+from accelboard.demo import runner
 
 
 def _port(value: str) -> int:
@@ -114,7 +114,7 @@ class Command(BaseCommand):
             raise CommandError(f"--fleet-args cannot be parsed: {exc}", returncode=2) from None
         from accelboard.embedded import accelboard_home
 
-        config = demo_runner.DemoConfig(
+        config = runner.DemoConfig(
             host=options["host"],
             port=options["port"],
             reset=options["reset"],
@@ -135,8 +135,8 @@ class Command(BaseCommand):
             self.stdout.flush()
 
         try:
-            status = demo_runner.demo_run(config, say=say)
-        except demo_runner.DemoError as exc:
+            status = runner.demo_run(config, say=say)
+        except runner.DemoError as exc:
             raise CommandError(str(exc), returncode=2) from None
         finally:
             # The embedded server is stopped by pgserver's atexit hook once this process is the

@@ -1,0 +1,99 @@
+"""What the demo fleet serves: production agreement with the reference, the served LLMs and the
+serving objectives the capacity plan sizes for.
+
+Pure data, like ``accelboard.demo.plan``; ``accelboard.demo.history_generator`` turns it into metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Production agreement with the reference on sampled traffic (POST /api/v1/drift-metrics), per
+# served quantized variant and day: (model, variant, task, agreement rate, KL divergence in nats,
+# samples per day). The int4-awq rate slides with the drift (``benchmark_plan.DRIFT_EVENT``),
+# AGREEMENT_SLIDE_PER_DAY a day.
+AGREEMENT_TEAM = "llm-serving"
+AGREEMENT_DAYS = 30
+AGREEMENT_SLIDE_PER_DAY = 0.0008
+PRODUCTION_AGREEMENT: list[tuple[str, str, str, float, float, int]] = [
+    ("Llama-3.1-8B", "fp8", "chat", 0.985, 0.006, 5000),
+    ("Llama-3.1-8B", "int4-awq", "chat", 0.962, 0.018, 8000),
+    ("Llama-2-70B", "fp8", "chat", 0.982, 0.008, 2000),
+    ("Mixtral-8x7B", "fp8", "chat", 0.979, 0.009, 3000),
+]
+
+# Served LLMs (InferenceMetric), on the named host. ``peak_rps`` at the top of the daily cycle.
+SERVING: list[dict[str, Any]] = [
+    {
+        "host": "reno-h100-01",
+        "model": "Llama-3.1-8B",
+        "variant": "fp8",
+        "engine": "vllm",
+        "gpus": list(range(8)),
+        "peak_rps": 60.0,
+        "prompt": 900,
+        "output": 220,
+        "ttft_ms": 85.0,
+        "itl_ms": 11.0,
+    },
+    {
+        "host": "reno-h200-01",
+        "model": "Llama-2-70B",
+        "variant": "fp8",
+        "engine": "trtllm",
+        "gpus": list(range(8)),
+        # Shaped for the capacity plan (benchmark_plan._LLAMA70B_PLAN): busy enough that a replica at
+        # the SLO matters, growing 4 % a month.
+        "peak_rps": 55.0,
+        "prompt": 1100,
+        "output": 280,
+        "ttft_ms": 240.0,
+        "itl_ms": 8.0,
+        "growth_per_month": 0.04,
+    },
+    {
+        "host": "reno-h100-02",
+        "model": "Mixtral-8x7B",
+        "variant": "fp8",
+        "engine": "vllm",
+        "gpus": [0, 1, 2, 3],
+        "peak_rps": 20.0,
+        "prompt": 1100,
+        "output": 260,
+        "ttft_ms": 160.0,
+        "itl_ms": 16.0,
+    },
+    {
+        "host": "reno-h100-02",
+        "model": "Llama-3.1-8B",
+        "variant": "bf16",
+        "engine": "vllm",
+        "gpus": [4, 5, 6, 7],
+        "peak_rps": 25.0,
+        "prompt": 900,
+        "output": 220,
+        "ttft_ms": 95.0,
+        "itl_ms": 13.0,
+    },
+    {
+        "host": "aws-p5-01",
+        "model": "Llama-3.1-8B",
+        "variant": "int4-awq",
+        "engine": "vllm",
+        "gpus": list(range(8)),
+        "peak_rps": 80.0,
+        "prompt": 700,
+        "output": 180,
+        "ttft_ms": 70.0,
+        "itl_ms": 10.0,
+    },
+]
+
+# Serving objectives the LLM team set (alerts.ServingSlo, p99 end-to-end ms, every variant): the
+# capacity plan sizes each model at its objective. Above the production e2e p99 at peak, so the
+# production SLO rule stays quiet.
+SERVING_SLOS: list[tuple[str, str, float]] = [
+    ("llm-serving", "Llama-3.1-8B", 20000.0),
+    ("llm-serving", "Llama-2-70B", 18000.0),
+    ("llm-serving", "Mixtral-8x7B", 30000.0),
+]
