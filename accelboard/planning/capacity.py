@@ -67,6 +67,7 @@ from decimal import Decimal
 from accelboard.benchmarks.configurations import ConfigPoint
 from accelboard.costs.formulas.money import as_decimal, money_convert
 from accelboard.costs.formulas.types import (
+    J_PER_KWH,
     AcceleratorRate,
     ElectricityRate,
     ExchangeRate,
@@ -77,7 +78,6 @@ from accelboard.costs.formulas.types import (
 HOURS_PER_MONTH = 730.0  # 8760 h / 12
 DAYS_PER_MONTH = 365.25 / 12
 SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600.0
-J_PER_KWH = 3_600_000.0
 _MONTH_HOURS = as_decimal(HOURS_PER_MONTH)
 _PER_1M = Decimal(1_000_000)
 # Production and benchmark tokens per request further apart than this (relative) are flagged.

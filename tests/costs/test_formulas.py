@@ -239,96 +239,73 @@ def test_it_refuses_to_add_mixed_currencies():
 
 
 def test_it_reproduces_the_design_reference_for_one_h100():
-    # A reference case: one H100 at 560 W, 4,890 tok/s, $0.10/kWh, PUE 1.58. A 100 s run:
-    # 489,000 tokens, 56,000 J → 0.114519 J/token (560 / 4,890).
-    # 1M tokens take 1e6 / 4,890 = 204.4990 s → 114,519.4 J = 0.0318109 kWh at the GPU,
-    # × 1.58 = 0.0502612 kWh → electricity $0.00502612 per 1M tokens (≈ $0.005), carbon
+    # A reference case: one H100 at 560 W, 4,890 tok/s, $0.10/kWh, PUE 1.58: 0.114519 J/token
+    # (560 / 4,890). 1M tokens take 1e6 / 4,890 = 204.4990 s → 114,519.4 J = 0.0318109 kWh at
+    # the GPU, × 1.58 = 0.0502612 kWh → electricity $0.00502612 per 1M tokens (≈ $0.005), carbon
     # 0.0502612 × 475 = 23.874 gCO2e. Capacity at Lambda's $3.29/h: 204.4990 × 3.29 / 3600 =
     # $0.186890; at AWS's $12.29 per GPU-hour: $0.698137 (DESIGN's "$0.19–0.70").
     cost = benchmark_cost(
-        duration_s=100.0,
-        energy_j=56_000.0,
-        inferences=1000,
-        tokens=489_000,
+        throughput=4890.0,
         accelerator_count=1,
+        energy_per_unit_j=56_000.0 / 489_000,
         rate=H100_LAMBDA,
         electricity=POWER,
     )
-    assert cost.unit == "token"
-    assert cost.throughput_per_s == pytest.approx(4890.0)
-    assert cost.j_per_token == pytest.approx(0.1145194, rel=1e-6)
-    assert cost.j_per_inference == pytest.approx(56.0)
-    assert cost.j_per_1k_inferences == pytest.approx(56_000.0)
-    assert cost.facility_kwh_per_1m == pytest.approx(0.0502612, rel=1e-5)
-    assert float(cost.energy_per_1m.amount) == pytest.approx(0.00502612, rel=1e-5)
+    assert cost.energy_per_unit_j == pytest.approx(0.1145194, rel=1e-6)
+    assert float(cost.energy_cost_per_1m) == pytest.approx(0.00502612, rel=1e-5)
     assert cost.carbon_g_per_1m == pytest.approx(23.8741, rel=1e-4)
-    assert float(cost.capacity_per_1m.amount) == pytest.approx(0.186890, rel=1e-5)
-    assert float(cost.total_per_1m.amount) == pytest.approx(0.186890 + 0.00502612, rel=1e-5)
-    assert cost.sources == (LAMBDA, GRID)
-    assert set(cost.total_per_1m.sources) == {LAMBDA, GRID}
+    assert float(cost.capacity_per_1m) == pytest.approx(0.186890, rel=1e-5)
+    assert cost.total_per_1m == cost.capacity_per_1m + cost.energy_cost_per_1m
+    assert (cost.currency, cost.flags) == ("USD", ())
     aws = benchmark_cost(
-        duration_s=100.0,
-        energy_j=56_000.0,
-        inferences=None,
-        tokens=489_000,
+        throughput=4890.0,
         accelerator_count=1,
+        energy_per_unit_j=56_000.0 / 489_000,
         rate=H100_AWS,
         electricity=POWER,
     )
-    assert float(aws.capacity_per_1m.amount) == pytest.approx(0.698137, rel=1e-5)
+    assert float(aws.capacity_per_1m) == pytest.approx(0.698137, rel=1e-5)
 
 
 def test_it_reproduces_the_measured_joules_per_token_reference():
     # ML.ENERGY's measurement: 0.0935 J/token → 93,500 J per 1M tokens = 0.0259722 kWh,
     # × 1.58 × $0.10 = $0.00410361 per 1M tokens (DESIGN's "about $0.004").
     cost = benchmark_cost(
-        duration_s=100.0,
-        energy_j=0.0935 * 489_000,
-        inferences=None,
-        tokens=489_000,
-        accelerator_count=1,
-        rate=H100_LAMBDA,
-        electricity=POWER,
+        throughput=4890.0, accelerator_count=1, energy_per_unit_j=0.0935, rate=H100_LAMBDA, electricity=POWER
     )
-    assert float(cost.energy_per_1m.amount) == pytest.approx(0.00410361, rel=1e-5)
+    assert float(cost.energy_cost_per_1m) == pytest.approx(0.00410361, rel=1e-5)
 
 
 def test_it_costs_per_million_inferences_on_several_accelerators():
-    # 8 GPUs, 2,000 inferences in 10 s (200/s), 8,000 J (4 J each). 1M inferences take 5,000 s
-    # × 8 GPUs = 40,000 GPU-s × $12.29 / 3600 = $136.5556; energy 4e6 J = 1.11111 kWh
-    # × 1.58 × 0.10 = $0.175556.
+    # 8 GPUs, 200 inferences/s at 4 J each. 1M inferences take 5,000 s × 8 GPUs = 40,000 GPU-s
+    # × $12.29 / 3600 = $136.5556; energy 4e6 J = 1.11111 kWh × 1.58 × 0.10 = $0.175556.
     cost = benchmark_cost(
-        duration_s=10.0,
-        energy_j=8000.0,
-        inferences=2000,
-        accelerator_count=8,
-        rate=H100_AWS,
-        electricity=POWER,
+        throughput=200.0, accelerator_count=8, energy_per_unit_j=4.0, rate=H100_AWS, electricity=POWER
     )
-    assert cost.unit == "inference"
-    assert cost.j_per_token is None
-    assert float(cost.capacity_per_1m.amount) == pytest.approx(136.5556, rel=1e-5)
-    assert float(cost.energy_per_1m.amount) == pytest.approx(0.175556, rel=1e-5)
+    assert float(cost.capacity_per_1m) == pytest.approx(136.5556, rel=1e-5)
+    assert float(cost.energy_cost_per_1m) == pytest.approx(0.175556, rel=1e-5)
 
 
-def test_it_refuses_a_run_priced_in_two_currencies():
+def test_it_prices_no_energy_in_another_currency_and_guesses_no_missing_price():
     eur_power = ElectricityRate(
         price_per_kwh=Decimal("0.2"), currency="EUR", pue=1.2, carbon_g_per_kwh=300, ref=GRID
     )
-    with pytest.raises(MissingRateError, match="capacity in USD and energy in EUR"):
-        benchmark_cost(
-            duration_s=1, energy_j=1, inferences=1, accelerator_count=1, rate=H100_AWS, electricity=eur_power
-        )
+    mixed = benchmark_cost(
+        throughput=1, accelerator_count=1, energy_per_unit_j=1, rate=H100_AWS, electricity=eur_power
+    )
+    assert (mixed.energy_cost_per_1m, mixed.total_per_1m, mixed.flags) == (None, None, ("no-exchange-rate",))
+    assert mixed.carbon_g_per_1m == pytest.approx(1e6 / 3.6e6 * 1.2 * 300)
+    unpriced = benchmark_cost(
+        throughput=1, accelerator_count=1, energy_per_unit_j=1, rate=None, electricity=None
+    )
+    assert (unpriced.capacity_per_1m, unpriced.total_per_1m, unpriced.carbon_g_per_1m) == (None, None, None)
+    assert unpriced.flags == ("no-accelerator-price", "no-electricity-row")
 
 
 def test_it_refuses_bad_run_input():
-    with pytest.raises(CostInputError, match="duration_s"):
+    with pytest.raises(CostInputError, match="throughput"):
         benchmark_cost(
-            duration_s=0, energy_j=1, inferences=1, accelerator_count=1, rate=H100_AWS, electricity=POWER
-        )
-    with pytest.raises(CostInputError, match="inferences, tokens"):
-        benchmark_cost(
-            duration_s=1, energy_j=1, inferences=None, accelerator_count=1, rate=H100_AWS, electricity=POWER
+            throughput=0, accelerator_count=1, energy_per_unit_j=1, rate=H100_AWS, electricity=POWER
         )
     with pytest.raises(CostInputError, match="pue"):
         energy_cost(
@@ -416,32 +393,37 @@ def test_it_refuses_runs_without_a_steady_state():
 
 
 def test_it_costs_a_training_run_to_its_target():
-    # 8×H100 for 2 h to target, 1,000 iterations of 256 samples (256,000), 2,048 tokens per
-    # sample (524,288,000 tokens); 8 × 600 W × 7,200 s = 34,560,000 J = 9.6 kWh.
-    # Capacity 16 GPU-h × $12.29 = $196.64; energy 9.6 × 1.58 × 0.10 = $1.5168; total $198.1568.
-    # Per iteration 7.2 s, 34,560 J, $0.1981568; per sample 0.028125 s, 135 J.
+    # 8×H100 for 2 h to target, 1,000 iterations of 256 samples (256,000); 8 × 600 W × 7,200 s =
+    # 34,560,000 J = 9.6 kWh. Capacity 16 GPU-h × $12.29 = $196.64; energy 9.6 × 1.58 × 0.10 =
+    # $1.5168; total $198.1568. Per iteration 7.2 s, 34,560 J, $0.1981568; per sample 0.028125 s,
+    # 135 J.
     result = training_cost(
         duration_s=7200,
         energy_j=34_560_000,
         iterations=1000,
         samples=256_000,
-        tokens=524_288_000,
         accelerator_count=8,
         rate=H100_AWS,
         electricity=POWER,
     )
-    # Exact: Decimal money, quantities in their shortest decimal form.
-    assert result.capacity_to_train.amount == Decimal("196.64")
-    assert result.energy_cost_to_train.amount == Decimal("1.5168")
-    assert result.cost_to_train.amount == Decimal("198.1568")
-    assert result.per_iteration_s == pytest.approx(7.2)
-    assert result.per_iteration_j == pytest.approx(34_560.0)
-    assert result.per_iteration_cost == Decimal("0.1981568")
-    assert result.per_sample_s == pytest.approx(0.028125)
-    assert result.per_sample_j == pytest.approx(135.0)
-    assert result.per_token_j == pytest.approx(34_560_000 / 524_288_000)
-    assert result.carbon_to_train_g == pytest.approx(9.6 * 1.58 * 475)
-    assert result.sources == (P5, GRID)
+    assert result["cost_to_train"] == 198.1568 and result["currency"] == "USD"
+    assert result["energy_to_train_j"] == 34_560_000
+    assert result["per_iteration_s"] == pytest.approx(7.2)
+    assert result["per_iteration_j"] == pytest.approx(34_560.0)
+    assert result["per_iteration_cost"] == pytest.approx(0.1981568)
+    assert result["per_sample_s"] == pytest.approx(0.028125)
+    assert result["per_sample_j"] == pytest.approx(135.0)
+    # Without a price there is no cost, but time and energy per sample still are.
+    unpriced = training_cost(
+        duration_s=7200,
+        energy_j=34_560_000,
+        iterations=None,
+        samples=256_000,
+        accelerator_count=8,
+        rate=None,
+        electricity=None,
+    )
+    assert "cost_to_train" not in unpriced and unpriced["per_sample_j"] == pytest.approx(135.0)
 
 
 # --- the rounding rule of money ----------------------------------------------------------------

@@ -1,25 +1,24 @@
-"""Per-unit energy, cost and carbon of a benchmark run; ML.ENERGY steady-state window and flags."""
+"""Per-unit cost and carbon of a benchmark run (what ``RunCost`` stores); ML.ENERGY's steady-state window."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .energy import energy_footprint, energy_in_window
-from .money import capacity_cost, energy_cost, money_add
+from .energy import energy_in_window
+from .money import as_decimal
 from .types import (
+    J_PER_KWH,
     MEAN_BATCH_RATIO_MIN,
     STEADY_STATE_MIN_S,
     AcceleratorRate,
     CostInputError,
     ElectricityRate,
-    MissingRateError,
-    Money,
-    PriceRef,
 )
 
 # Benchmark runs
@@ -28,86 +27,74 @@ from .types import (
 
 @dataclass(frozen=True)
 class BenchmarkCost:
-    """Energy, cost and carbon per unit of work of one benchmark run (per 1M units for money and
-    carbon). ``unit`` is "token" or "inference"; ``per_token`` fields are None without tokens."""
+    """Per-1M-unit capacity, energy cost and carbon of one benchmark run, as far as its prices
+    go: a figure whose price is missing is None and a flag says why (never guessed).
 
-    unit: str
-    throughput_per_s: float
-    j_per_inference: float | None
-    j_per_1k_inferences: float | None
-    j_per_token: float | None
-    capacity_per_1m: Money
-    energy_per_1m: Money
-    total_per_1m: Money
-    carbon_g_per_1m: float
-    facility_kwh_per_1m: float
-    sources: tuple[PriceRef, ...]
-    inputs: Mapping[str, Any] = field(default_factory=dict)
+    ``flags``: "no-accelerator-price" (no capacity, no total), "no-electricity-row" (energy
+    known, no electricity or carbon row), "no-exchange-rate" (energy priced in another currency
+    than capacity: no energy cost, no total)."""
+
+    energy_per_unit_j: float | None
+    capacity_per_1m: Decimal | None
+    energy_cost_per_1m: Decimal | None
+    total_per_1m: Decimal | None
+    carbon_g_per_1m: float | None
+    currency: str
+    flags: tuple[str, ...] = field(default=())
 
 
 def benchmark_cost(
     *,
-    duration_s: float,
-    energy_j: float,
-    inferences: float | None,
-    tokens: float | None = None,
+    throughput: float,
     accelerator_count: int,
-    rate: AcceleratorRate,
-    electricity: ElectricityRate,
+    energy_per_unit_j: float | None,
+    rate: AcceleratorRate | None,
+    electricity: ElectricityRate | None,
 ) -> BenchmarkCost:
-    """Per-unit energy, cost and carbon of a run that did ``inferences`` (and generated ``tokens``)
-    in ``duration_s`` on ``accelerator_count`` accelerators drawing ``energy_j`` in all.
+    """Per-1M-unit cost of a run doing ``throughput`` units (tokens, samples or inferences) per
+    second on ``accelerator_count`` accelerators at ``energy_per_unit_j`` J per unit.
 
-    Costs are per 1M tokens when tokens are given, else per 1M inferences, at the run's
-    throughput: 1M units take 1e6 / throughput seconds of the accelerators (capacity) and
-    1e6 × J per unit of energy (× PUE × price per kWh; × PUE × grid intensity for carbon).
+    1. Capacity: 1M units take 1e6 / throughput seconds of every accelerator: × count × price
+       per accelerator-hour / 3600.
+    2. Energy: J per unit × 1e6 / 3.6e6 = kWh at the device; × PUE = facility kWh; × price per
+       kWh for money (only in the capacity's currency), × the grid's g/kWh for carbon.
+    3. Total = capacity + energy cost (capacity alone where energy is unknown).
+    Money stays unrounded ``Decimal`` (rule 3 of :mod:`.money`: rounded where it is stored).
     """
-    if duration_s <= 0:
-        raise CostInputError("duration_s: must be positive")
-    if accelerator_count < 1:
-        raise CostInputError("accelerator_count: must be at least 1")
-    if energy_j < 0:
-        raise CostInputError("energy_j: negative energy")
-    if tokens is not None and tokens <= 0:
-        raise CostInputError("tokens: must be positive")
-    if inferences is not None and inferences <= 0:
-        raise CostInputError("inferences: must be positive")
-    if tokens is None and inferences is None:
-        raise CostInputError("inferences, tokens: one of them is needed")
-    units, unit = (tokens, "token") if tokens is not None else (inferences, "inference")
-    assert units is not None
-    throughput = units / duration_s
-    j_per_unit = energy_j / units
-    seconds_1m = 1e6 / throughput
-    capacity = capacity_cost(accelerator_seconds=seconds_1m * accelerator_count, rate=rate)
-    footprint = energy_footprint(joules=j_per_unit * 1e6, electricity=electricity)
-    energy = energy_cost(kwh=footprint.kwh, electricity=electricity)
-    total = money_add(items=[capacity, energy]) if capacity.currency == energy.currency else None
-    if total is None:
-        raise MissingRateError(
-            f"currency: capacity in {capacity.currency} and energy in {electricity.currency}; "
-            "convert one with money_convert first"
-        )
-    j_inf = energy_j / inferences if inferences else None
+    if throughput <= 0 or accelerator_count < 1:
+        raise CostInputError("throughput, accelerator_count: must be positive")
+    flags: list[str] = []
+    capacity: Decimal | None = None
+    currency = ""
+    if rate is None:
+        flags.append("no-accelerator-price")
+    else:
+        seconds_per_1m = as_decimal(1e6 / throughput)
+        capacity = seconds_per_1m * accelerator_count * rate.price_per_accelerator_hour / 3600
+        currency = rate.currency
+    energy: Decimal | None = None
+    carbon = None
+    if energy_per_unit_j is not None and electricity is not None:
+        facility_kwh = energy_per_unit_j * 1e6 / J_PER_KWH * electricity.pue
+        carbon = facility_kwh * electricity.carbon_g_per_kwh
+        if electricity.currency and (not currency or electricity.currency == currency):
+            energy = as_decimal(facility_kwh) * electricity.price_per_kwh
+            currency = currency or electricity.currency
+        elif electricity.currency:
+            flags.append("no-exchange-rate")
+    elif energy_per_unit_j is not None:
+        flags.append("no-electricity-row")
+    total = None
+    if capacity is not None:
+        total = capacity + (energy or Decimal(0)) if "no-exchange-rate" not in flags else None
     return BenchmarkCost(
-        unit=unit,
-        throughput_per_s=throughput,
-        j_per_inference=j_inf,
-        j_per_1k_inferences=j_inf * 1000 if j_inf is not None else None,
-        j_per_token=energy_j / tokens if tokens else None,
+        energy_per_unit_j=energy_per_unit_j,
         capacity_per_1m=capacity,
-        energy_per_1m=energy,
+        energy_cost_per_1m=energy,
         total_per_1m=total,
-        carbon_g_per_1m=footprint.carbon_g,
-        facility_kwh_per_1m=footprint.facility_kwh,
-        sources=(rate.ref, electricity.ref),
-        inputs={
-            "duration_s": duration_s,
-            "energy_j": energy_j,
-            "inferences": inferences,
-            "tokens": tokens,
-            "accelerator_count": accelerator_count,
-        },
+        carbon_g_per_1m=carbon,
+        currency=currency,
+        flags=tuple(flags),
     )
 
 
