@@ -181,10 +181,6 @@ class TrafficShape:
     def complete_days(self) -> int:
         return sum(1 for d in self.days if d.complete)
 
-    @property
-    def output_tokens_per_month(self) -> float:
-        return self.mean_output_tps * SECONDS_PER_MONTH
-
 
 def _growth_per_month(days: Sequence[TrafficDay]) -> float | None:
     """Percent per month from the first and last whole weeks of complete days (module doc, 1.)."""

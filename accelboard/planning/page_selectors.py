@@ -54,10 +54,6 @@ class PlanPage:
     def query_string(self) -> str:
         return urlencode({k: v for k, v in self.query.items() if v not in (None, "")})
 
-    def with_query(self, **changes: Any) -> str:
-        merged = {**self.query, **changes}
-        return urlencode({k: v for k, v in merged.items() if v not in (None, "")})
-
 
 def price_choices(*, today: Any) -> tuple[list[Any], list[tuple[str, str]], list[tuple[str, str]]]:
     """The price rows valid today and the basis choices they offer (one query)."""

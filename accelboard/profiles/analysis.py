@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -733,9 +732,3 @@ def headline_costs(costs: dict[str, Any] | None) -> list[str]:
         f"{sig(row['cost'], digits=4)} {costs['currency']} {costs['per']}"
         for row in costs["candidates"]
     ]
-
-
-def iter_categories() -> Iterable[tuple[str, str, str]]:
-    """(key, label, group) of every category, in breakdown order (idle last)."""
-    for key in cats.ALL:
-        yield key, cats.LABELS[key], cats.GROUP[key]

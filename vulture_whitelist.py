@@ -1,0 +1,57 @@
+"""Entry points vulture cannot see (read by .ci/deadcode through [tool.vulture]'s paths).
+
+Each name is called by something that names it in a string or by protocol, never in our Python.
+Never executed; ``_.name`` marks ``name`` as used.
+"""
+
+from vulture.whitelist_utils import Whitelist
+
+_ = Whitelist()
+
+# Named by dotted path in accelboard/settings.py (MIDDLEWARE, STATICFILES_FINDERS, EMAIL_BACKEND,
+# TEMPLATES' context_processors).
+_.LoginRequiredMiddleware
+_.QueryStringGuard
+_.ContentSecurityPolicyMiddleware
+_.PlotlyFinder
+_.OutboxBackend
+_.navigation
+_.demo_loading
+
+# Called by name by a framework: django-filter's `method="by_metric"`, gunicorn's server hook.
+_.by_metric
+_.when_ready
+
+# Models whose tables are written and read in SQL (fleet's rollups); the migrations create them.
+_.HostRollup
+_.RollupDrainSchedule
+
+# Standard-library protocols the benches implement (http.server handlers, io.RawIOBase).
+_.do_POST
+_.log_message
+_.readinto
+_.readable
+
+# ARCHITECTURE.md's way to list an event's reactions (tests/core/test_events.py uses it).
+_.subscribers
+
+# Not entry points: called only by tests. Listed here so the check can land while the owners
+# decide (issue 30's report): delete them with their tests, or give them their product caller.
+_.cost_day_compute  # costs.services: tests set a day's costs up through it
+_.cost_month_compute  # costs.services
+_.drift_budget_set  # drift.services
+_.energy_cross_check  # costs.formulas.energy: counter against integrated power
+_.energy_footprint  # costs.formulas.energy
+_.money_add  # costs.formulas.money
+_.accelerator_hours_from_samples  # costs.formulas.hours
+_.accelerator_hours_from_rollups  # costs.formulas.hours
+_.steady_state_window  # costs.formulas.benchmark: ML.ENERGY's steady state
+_.stable  # costs.formulas.benchmark.SteadyState
+
+# Dead, in modules other branches of issue 30 rewrite now (run arrival, fleet ingest, the demo):
+# delete these lines when those branches land.
+_.accelerator_type_resolve  # benchmarks.import_services: the API is to call it
+_.accelerator_type_names  # fleet.selectors
+_.host_data_start  # fleet.selectors
+_.demo_manifest  # demo.loader
+_._counts  # demo.loader
