@@ -35,18 +35,11 @@ _.readable
 # ARCHITECTURE.md's way to list an event's reactions (tests/core/test_events.py uses it).
 _.subscribers
 
-# Not entry points: called only by tests. Listed here so the check can land while the owners
-# decide (issue 30's report): delete them with their tests, or give them their product caller.
+# Not entry points: services only tests call (many tests set their rows up through them). Listed
+# so the check can land; to decide (issue 30's report): a product caller, or tests' own helpers.
 _.cost_day_compute  # costs.services: tests set a day's costs up through it
 _.cost_month_compute  # costs.services
 _.drift_budget_set  # drift.services
-_.energy_cross_check  # costs.formulas.energy: counter against integrated power
-_.energy_footprint  # costs.formulas.energy
-_.money_add  # costs.formulas.money
-_.accelerator_hours_from_samples  # costs.formulas.hours
-_.accelerator_hours_from_rollups  # costs.formulas.hours
-_.steady_state_window  # costs.formulas.benchmark: ML.ENERGY's steady state
-_.stable  # costs.formulas.benchmark.SteadyState
 
 # Dead, in modules other branches of issue 30 rewrite now (run arrival, fleet ingest, the demo):
 # delete these lines when those branches land.
