@@ -5,7 +5,7 @@
 #   make demo ARGS="--port 8001"     # anything `accelboard demo` accepts (--host, --reset, --no-agent)
 #   make test                        # installs .[dev] and runs pytest, browser tests included
 #   make test-fast                   # the tests that need no database, no broker, no other program
-#   make lint                        # ruff, import-linter, mypy, makemigrations --check
+#   make lint                        # ruff, import-linter, mypy, dead code, makemigrations --check
 #   make lock                        # re-pin requirements.lock after editing dependencies
 
 PYTHON ?= python3
@@ -83,6 +83,7 @@ lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+	$(BIN)/python .ci/deadcode
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 # Pins every dependency of every extra (pip-tools), without this machine's index or paths.

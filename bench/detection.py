@@ -51,11 +51,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from accelboard.alerts.detection import check_latest, replay, segment  # noqa: E402
+from accelboard.alerts.detection import check_latest, segment  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import detection_realistic as realistic  # noqa: E402
 from detection_old import old_segment  # noqa: E402
+from detection_replay import replay  # noqa: E402
 
 LEVEL = 100.0
 MARGIN = 5

@@ -622,32 +622,6 @@ def _cusum_argmax(y: np.ndarray, *, lo: int, hi: int) -> int:
     return int(t[int(np.argmax(score))])
 
 
-def _winsorize(y: np.ndarray, sigma: float) -> np.ndarray:
-    from scipy import ndimage
-
-    trend = ndimage.median_filter(y, size=5, mode="nearest")
-    return trend + np.clip(y - trend, -3 * sigma, 3 * sigma)
-
-
-def diff_sigma(y: np.ndarray) -> float:
-    """Noise from first differences: steps and slow trends barely move it."""
-    if len(y) < 3:
-        return 0.0
-    d = np.diff(y)
-    return float(_MAD_TO_SIGMA * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
-
-
-def default_threshold(n: int) -> float:
-    return math.sqrt(2 * math.log(max(n, 2))) + 1.5
-
-
-def _split_z(csum: np.ndarray, a: int, t: int, b: int, sigma: float) -> float:
-    """Two-sample z of mean(y[a:t]) vs mean(y[t:b]) from a cumulative sum with csum[0] = 0."""
-    nl, nr = t - a, b - t
-    diff = (csum[b] - csum[t]) / nr - (csum[t] - csum[a]) / nl
-    return abs(diff) / (sigma * math.sqrt(1 / nl + 1 / nr))
-
-
 def segment(
     values: Sequence[float] | np.ndarray,
     *,
@@ -714,28 +688,3 @@ def _spread(values: np.ndarray, line: bool) -> float:
     t = np.arange(len(values), dtype=float)
     slope, intercept = np.polyfit(t, values, 1)
     return robust_sigma(values - (intercept + slope * t))
-
-
-def replay(
-    values: Sequence[float] | np.ndarray,
-    *,
-    direction: str,
-    start: int = 0,
-    **options: float | int,
-) -> list[Verdict]:
-    """Run ``check_latest`` as each result arrives, accepting every flagged change as the new baseline.
-
-    What the server does run by run, for re-scoring a history or benchmarking the incremental
-    check. Returns the flagged verdicts in order.
-    """
-    x = np.asarray(values, dtype=float)
-    baseline = start
-    flagged: list[Verdict] = []
-    for n in range(baseline + 2, len(x) + 1):
-        if not math.isfinite(x[n - 1]):
-            continue
-        verdict = check_latest(x[:n], direction=direction, baseline=baseline, **options)  # type: ignore[arg-type]
-        if verdict.kind != NONE and verdict.change_index is not None:
-            flagged.append(verdict)
-            baseline = verdict.change_index
-    return flagged

@@ -5,7 +5,6 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 
 from . import services
 from .models import ApiToken
@@ -46,5 +45,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        prefixes = queryset.filter(revoked_at__isnull=True).values_list("prefix", flat=True)
+        count = sum(1 for prefix in prefixes if services.token_revoke(prefix=prefix) is not None)
         self.message_user(request, f"Revoked {count} token(s).")

@@ -118,7 +118,3 @@ def accelerator_choices() -> list[Choice]:
         ]
         choices.append(Choice(value=row.name, label=f"{row.name} ({', '.join(f for f in facts if f)})"))
     return choices
-
-
-def accelerator_type_names_by_slug() -> dict[str, str]:
-    return dict(AcceleratorType.objects.values_list("slug", "name"))

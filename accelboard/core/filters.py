@@ -101,7 +101,3 @@ class PageFilterSet(df.FilterSet):
             if name not in names:
                 qs = self.filters[name].filter(qs, value)
         return qs
-
-    def errors_text(self) -> str:
-        """``field: first error`` for each invalid field, for a 400's message."""
-        return "; ".join(f"{field}: {errors[0]}" for field, errors in self.form.errors.items())

@@ -107,6 +107,12 @@ def fixed(value: Any, decimals: int, sign: str = "") -> str:
     return text
 
 
+def pct(value: Any, digits: int = 2) -> str:
+    """A fraction as a percentage: 0.0123 -> "1.23%"; "—" for none (drift pages, alert emails)."""
+    number = finite(value)
+    return DASH if number is None else f"{number * 100:.{int(digits)}f}%"
+
+
 def money(value: Any, decimals: int = 2) -> str:
     """Money: thousands separators and two decimals (``1,234.50``)."""
     return fixed(value, decimals)

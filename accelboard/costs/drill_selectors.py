@@ -236,8 +236,5 @@ def cost_drill_serving(*, scope: Scope, filters: CostFilters) -> list[dict[str, 
     out = []
     for row in rows:
         row["total_cost"] = row.pop("cost")
-        row = _price_inputs(row)
-        if row["cost_per_1m_tokens"] is not None:
-            row["cost_per_1m_tokens"] = row["cost_per_1m_tokens"]
-        out.append(row)
+        out.append(_price_inputs(row))
     return out

@@ -257,10 +257,6 @@ def tables_xlsx(*, tables: list[ExportTable]) -> bytes:
     return buffer.getvalue()
 
 
-def table_xlsx(*, table: ExportTable) -> bytes:
-    return tables_xlsx(tables=[table])
-
-
 # --- the finance tables ------------------------------------------------------------------------
 # Built from the report selectors' plain rows; the page, the CSV and the XLSX all read these.
 

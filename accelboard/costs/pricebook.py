@@ -16,7 +16,6 @@ error, each naming the row index and the field, so an importer can refuse the wh
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -109,15 +108,6 @@ class PriceBookResult:
     @property
     def ok(self) -> bool:
         return not self.errors
-
-
-class PriceBookInvalid(ValueError):
-    """Raised by :func:`pricebook_check` with every error; ``str`` names the first one."""
-
-    def __init__(self, errors: Sequence[PriceRowError]) -> None:
-        self.errors = tuple(errors)
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        super().__init__(f"{errors[0]}{more}")
 
 
 def _text(row: Mapping[str, Any], name: str) -> str:
@@ -276,16 +266,3 @@ def pricebook_validate(*, rows: Sequence[Mapping[str, Any]], today: date) -> Pri
         errors=tuple(errors),
         stale=tuple(r.index for r in parsed if r.stale),
     )
-
-
-def pricebook_check(*, rows: Sequence[Mapping[str, Any]], today: date) -> tuple[PriceRow, ...]:
-    """The validated rows, or :class:`PriceBookInvalid` carrying every error: all or nothing."""
-    result = pricebook_validate(rows=rows, today=today)
-    if result.errors:
-        raise PriceBookInvalid(result.errors)
-    return result.rows
-
-
-def is_placeholder(price: float) -> bool:
-    """True for a price that is a known catalogue placeholder or not a finite positive number."""
-    return not math.isfinite(price) or price <= 0 or price in PLACEHOLDER_PRICES

@@ -1,7 +1,7 @@
 """Per-run energy, cost and carbon (``RunCost``): what a benchmark's unit of work costs.
 
-``run_cost_figures`` is pure (numbers in, numbers out); ``run_cost_compute`` gathers its inputs
-from the run's metrics, its host's telemetry and the price book, and upserts the ``RunCost``.
+``run_cost_compute`` gathers the inputs of the pure ``formulas.benchmark.benchmark_cost`` from
+the run's metrics, its host's telemetry and the price book, and upserts the ``RunCost``.
 
 Energy, first found wins (``energy_source``):
 1. "reported": the tool reported J per token / per inference, or ``energy_j`` over the run;
@@ -18,14 +18,14 @@ reported as ml-energy/zeus issue 181).
 Costs per 1M units at the run's throughput: capacity = 1e6 / throughput × count × price per
 GPU-hour / 3600; energy = J per unit × 1e6 / 3.6e6 × PUE × price per kWh; carbon likewise with
 the grid's g/kWh. Training runs (scenario "training" or a ``time_to_train_s`` metric) also get
-time, energy and cost to train and per sample (``formulas.training_cost``).
+time, energy and cost to train and per sample (``formulas.training.training_cost``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -37,8 +37,10 @@ from django.utils import timezone
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue
 from accelboard.fleet.models import Accelerator, TelemetryRollup
 
-from .formulas.money import RATE_PLACES, as_decimal, money_round
-from .formulas.types import J_PER_KWH, AcceleratorRate, ElectricityRate
+from .formulas.benchmark import benchmark_cost
+from .formulas.money import RATE_PLACES, money_round
+from .formulas.training import training_cost
+from .formulas.types import AcceleratorRate, ElectricityRate
 from .models import RunCost
 from .pricebook_selectors import PriceBook, accelerator_rate_value, electricity_rate_value, price_book_load
 
@@ -48,63 +50,6 @@ _THROUGHPUT_UNITS = (
     ("throughput_samples_per_s", "sample"),
     ("throughput_requests_per_s", "inference"),
 )
-
-
-@dataclass(frozen=True)
-class RunFigures:
-    energy_per_unit_j: float | None
-    capacity_per_1m: Decimal | None
-    energy_cost_per_1m: Decimal | None
-    total_per_1m: Decimal | None
-    carbon_g_per_1m: float | None
-    currency: str
-    flags: tuple[str, ...] = field(default=())
-
-
-def run_cost_figures(
-    *,
-    throughput: float,
-    accelerator_count: int,
-    energy_per_unit_j: float | None,
-    rate: AcceleratorRate | None,
-    electricity: ElectricityRate | None,
-) -> RunFigures:
-    """Per-1M-unit capacity, energy and carbon of a run (see the module docstring). Pure."""
-    if throughput <= 0 or accelerator_count < 1:
-        raise ValueError("throughput, accelerator_count: must be positive")
-    flags: list[str] = []
-    capacity: Decimal | None = None
-    currency = ""
-    if rate is None:
-        flags.append("no-accelerator-price")
-    else:
-        seconds_per_1m = as_decimal(1e6 / throughput)
-        capacity = seconds_per_1m * accelerator_count * rate.price_per_accelerator_hour / 3600
-        currency = rate.currency
-    energy_cost: Decimal | None = None
-    carbon = None
-    if energy_per_unit_j is not None and electricity is not None:
-        facility_kwh = energy_per_unit_j * 1e6 / J_PER_KWH * electricity.pue
-        carbon = facility_kwh * electricity.carbon_g_per_kwh
-        if electricity.currency and (not currency or electricity.currency == currency):
-            energy_cost = as_decimal(facility_kwh) * electricity.price_per_kwh
-            currency = currency or electricity.currency
-        elif electricity.currency:
-            flags.append("no-exchange-rate")
-    elif energy_per_unit_j is not None:
-        flags.append("no-electricity-row")
-    total = None
-    if capacity is not None:
-        total = capacity + (energy_cost or Decimal(0)) if "no-exchange-rate" not in flags else None
-    return RunFigures(
-        energy_per_unit_j=energy_per_unit_j,
-        capacity_per_1m=capacity,
-        energy_cost_per_1m=energy_cost,
-        total_per_1m=total,
-        carbon_g_per_1m=carbon,
-        currency=currency,
-        flags=tuple(flags),
-    )
 
 
 def _dec(value: Decimal | None) -> Decimal | None:
@@ -217,7 +162,7 @@ def _run_cost_build(run: BenchmarkRun, metrics: dict[str, float], ctx: _Context)
         carbon = None if electricity else book.carbon_intensity(host=host, day=day)
     rate = accelerator_rate_value(price, today=book.today) if price else None
     elec = electricity_rate_value(electricity=electricity, carbon=carbon, today=book.today)
-    figures = run_cost_figures(
+    figures = benchmark_cost(
         throughput=throughput,
         accelerator_count=run.accelerator_count,
         energy_per_unit_j=energy["per_unit"],
@@ -328,35 +273,17 @@ def _training(
     rate: AcceleratorRate | None,
     electricity: ElectricityRate | None,
 ) -> dict[str, Any]:
-    """Time, energy and cost to train and per iteration/sample, as far as the inputs go."""
+    """The run's figures to train (``formulas.training.training_cost``) from its metrics."""
     if not duration_s:
         return {"flags": ["no-duration"]}
-    out: dict[str, Any] = {"time_to_train_s": duration_s, "accelerator_count": run.accelerator_count}
     samples = metrics.get("throughput_samples_per_s", 0) * duration_s or None
     iterations = run.context.get("iterations") if isinstance(run.context, dict) else None
-    capacity = (
-        rate.price_per_accelerator_hour * run.accelerator_count * as_decimal(duration_s) / 3600
-        if rate
-        else None
+    return training_cost(
+        duration_s=duration_s,
+        energy_j=energy_j,
+        samples=samples,
+        iterations=iterations,
+        accelerator_count=run.accelerator_count,
+        rate=rate,
+        electricity=electricity,
     )
-    energy_cost: Decimal | None = None
-    if energy_j is not None:
-        out["energy_to_train_j"] = energy_j
-        if (
-            electricity is not None
-            and electricity.currency
-            and (rate is None or electricity.currency == rate.currency)
-        ):
-            energy_cost = as_decimal(energy_j / J_PER_KWH * electricity.pue) * electricity.price_per_kwh
-    if capacity is not None:
-        # JSON holds no Decimal: the rounded figure goes in as a number (rule 3 of formulas.money).
-        out["cost_to_train"] = float(money_round(capacity + (energy_cost or Decimal(0)), RATE_PLACES) or 0)
-        out["currency"] = rate.currency if rate else ""
-    for name, count in (("sample", samples), ("iteration", iterations)):
-        if count:
-            out[f"per_{name}_s"] = duration_s / count
-            if energy_j is not None:
-                out[f"per_{name}_j"] = energy_j / count
-            if "cost_to_train" in out:
-                out[f"per_{name}_cost"] = out["cost_to_train"] / count
-    return out

@@ -90,9 +90,6 @@ class _Converter:
             return (amount * self.factors[currency][0]).quantize(Decimal("0.0001"))
         return None
 
-    def rate_ids(self, currencies: set[str]) -> list[int]:
-        return sorted({self.factors[c][1] for c in currencies if c in self.factors and self.factors[c][1]})
-
 
 def _fold(groups: list[dict], key: str | None, conv: _Converter) -> tuple[dict, list[dict]]:
     """Sum rows grouped by (key, currency) into one currency; return per-key totals and what

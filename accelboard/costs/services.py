@@ -202,16 +202,6 @@ def cost_days_compute(
     return results
 
 
-def cost_month_compute(
-    *, month: date, team_id: int | None = None, until: date | None = None
-) -> list[DayResult]:
-    """Recompute every day of ``month`` (up to ``until``, default today): the monthly aggregate is
-    the sum of its days, so the month's report is exact after this."""
-    return cost_days_compute(
-        days=month_days(month=month, until=until or timezone.now().date()), team_id=team_id
-    )
-
-
 def cost_days_with_late_data(*, since: date, until: date) -> list[date]:
     """Days in [since, until] whose rollups now hold a different sample count than their costed
     rows (telemetry arrived after the day was computed), or that have rollups but no rows."""

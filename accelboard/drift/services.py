@@ -31,13 +31,13 @@ from django.utils import timezone
 from accelboard.alerts.choices import AlertKind, AlertState, Severity
 from accelboard.alerts.models import Alert, AlertEvent
 from accelboard.alerts.services import alert_raise
-from accelboard.benchmarks.models import MetricValue, Model, ModelVariant
+from accelboard.benchmarks.models import MetricValue, ModelVariant
 from accelboard.benchmarks.selectors import model_resolve, model_variant_resolve
 from accelboard.core.access import scope_for_team
 from accelboard.core.models import Team
 
 from . import computation as c
-from .models import AgreementBatch, DriftBudget, ProductionAgreement
+from .models import AgreementBatch, ProductionAgreement
 from .selectors import TaskDrift, accuracy_values, agreement_evaluate, drift_evaluate, model_ids_visible
 
 logger = logging.getLogger(__name__)
@@ -391,16 +391,6 @@ def drift_check_all(*, as_of: datetime | None = None) -> dict[str, int]:
         alerts += len(findings)
         created += sum(1 for f in findings if f.created)
     return {"teams": checked, "findings": alerts, "alerts_created": created}
-
-
-def drift_budget_set(*, model: Model, task: str, budget: float, note: str = "") -> DriftBudget:
-    """Override the model's budget for one task (upsert); 0 <= budget <= 1."""
-    if not 0.0 <= budget <= 1.0:
-        raise ValueError(f"budget: must be between 0 and 1 (a fraction), not {budget}")
-    row, _ = DriftBudget.objects.update_or_create(
-        model=model, task=task, defaults={"budget": budget, "note": note}
-    )
-    return row
 
 
 # --- Production agreement ----------------------------------------------------------------------

@@ -138,10 +138,6 @@ def ns_to_ms(value: float | None) -> float | None:
     return None if value is None else value / 1e6
 
 
-def s_to_ms(value: float | None) -> float | None:
-    return None if value is None else value * 1e3
-
-
 def kwh_to_j(value: float | None) -> float | None:
     return None if value is None else value * 3.6e6
 

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.core.mail.backends.base import BaseEmailBackend
-from django.db import transaction
 
 OUTBOX_BACKEND = "accelboard.notifications.backends.OutboxBackend"
 
@@ -28,7 +27,7 @@ class OutboxBackend(BaseEmailBackend):
         self.fail_silently = fail_silently
 
     def send_messages(self, email_messages: Sequence[Any]) -> int:
-        from .models import OutboxMessage
+        from .services import outbox_messages_store
 
         rows = []
         for message in email_messages:
@@ -36,14 +35,11 @@ class OutboxBackend(BaseEmailBackend):
             if not recipients:
                 continue
             rows.append(
-                OutboxMessage(
-                    subject=" ".join(str(message.subject).split())[:998],
-                    from_email=str(message.from_email)[:320],
-                    recipients=recipients,
-                    raw=message.message().as_bytes(),
-                )
+                {
+                    "subject": " ".join(str(message.subject).split())[:998],
+                    "from_email": str(message.from_email)[:320],
+                    "recipients": recipients,
+                    "raw": message.message().as_bytes(),
+                }
             )
-        # All of one call or none, like one SMTP session that fails before QUIT.
-        with transaction.atomic():
-            OutboxMessage.objects.bulk_create(rows)
-        return len(rows)
+        return outbox_messages_store(messages=rows)

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from accelboard.benchmarks.templatetags.benchmark_format import sig
 from accelboard.core import numbers
-from accelboard.drift.templatetags.drift_format import pct
+from accelboard.core.numbers import pct, sig
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 SEVERITY_LABEL = {"critical": "Critical", "warning": "Warning", "info": "Info"}

@@ -426,3 +426,11 @@ def outbox_clear() -> int:
     """Delete every stored email (the outbox page's button); returns how many."""
     deleted, _ = OutboxMessage.objects.all().delete()
     return deleted
+
+
+def outbox_messages_store(*, messages: list[dict[str, Any]]) -> int:
+    """Keep emails in the outbox (``OutboxMessage``: subject, from_email, recipients, raw) instead
+    of sending them: all of one call or none, like one SMTP session that fails before QUIT."""
+    with transaction.atomic():
+        OutboxMessage.objects.bulk_create([OutboxMessage(**message) for message in messages])
+    return len(messages)

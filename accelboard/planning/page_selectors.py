@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 from accelboard.core.access import Scope
 
 from . import capacity as c
+from . import plan_inputs as pi
 from . import selectors
 from .forms import DEFAULT_HEADROOM_PCT, DEFAULT_HORIZON_MONTHS, DEFAULT_WEEKS
 
@@ -53,10 +54,6 @@ class PlanPage:
     @property
     def query_string(self) -> str:
         return urlencode({k: v for k, v in self.query.items() if v not in (None, "")})
-
-    def with_query(self, **changes: Any) -> str:
-        merged = {**self.query, **changes}
-        return urlencode({k: v for k, v in merged.items() if v not in (None, "")})
 
 
 def price_choices(*, today: Any) -> tuple[list[Any], list[tuple[str, str]], list[tuple[str, str]]]:
@@ -104,14 +101,14 @@ def plan_page_build(
         bucket_s=selectors.plan_bucket_s(interval_s=page.model.interval_s),
     )
     points = selectors.plan_config_points(scope=scope, model_id=model_id)
-    options = c.serving_options_build(points=points)
+    options = pi.serving_options_build(points=points)
     slugs = sorted({o.accelerator_slug for o in options})
     basis = selectors.PriceBasis(where=data.get("where") or "", pricing=data.get("pricing") or "")
     prices, currency, rates = selectors.plan_prices(
         rows=price_rows, slugs=slugs, basis=basis, today=now.date()
     )
     slo = selectors.plan_objective_default(scope=scope, model_id=model_id)
-    objective = c.Objective(
+    objective = pi.Objective(
         e2e_p99_ms=data.get("e2e_ms") or slo.e2e_p99_ms,
         ttft_p99_ms=data.get("ttft_ms"),
         itl_p99_ms=data.get("itl_ms"),
@@ -124,13 +121,13 @@ def plan_page_build(
         growth, page.growth_source = _growth_default(traffic.growth_pct_per_month)
     else:
         growth, page.growth_source = data["growth"], "set on this page"
-    assumptions = c.Assumptions(
+    assumptions = pi.Assumptions(
         growth_pct_per_month=growth,
         horizon_months=DEFAULT_HORIZON_MONTHS if data.get("horizon") is None else data["horizon"],
         headroom_pct=DEFAULT_HEADROOM_PCT if data.get("headroom") is None else data["headroom"],
         n_plus_one=(data.get("spare") or "1") == "1",
     )
-    inputs = c.PlanInputs(
+    inputs = pi.PlanInputs(
         traffic=traffic,
         options=tuple(options),
         objective=objective,

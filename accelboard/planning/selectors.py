@@ -51,6 +51,7 @@ from accelboard.fleet.models import Accelerator, AcceleratorType
 from accelboard.serving.models import InferenceMetric
 
 from . import capacity as c
+from . import plan_inputs as pi
 from .models import PlanScenario
 
 # Traffic is read in buckets of this width (or the serving interval, when longer): the busiest
@@ -146,7 +147,7 @@ def plan_bucket_s(*, interval_s: int) -> int:
 
 def plan_traffic(
     *, scope: Scope, model_id: int, start: datetime, end: datetime, bucket_s: int
-) -> c.TrafficShape:
+) -> pi.TrafficShape:
     """The model's traffic shape over [start, end) in buckets of ``bucket_s`` (one query)."""
     metrics = InferenceMetric.objects.visible_to(plan_scope(scope)).filter(
         variant__model_id=model_id, interval_start__gte=start, interval_start__lt=end
@@ -161,7 +162,7 @@ def plan_traffic(
         .order_by("bucket")
     )
     buckets = [
-        c.TrafficBucket(
+        pi.TrafficBucket(
             start=datetime.fromtimestamp(float(row["bucket"]), UTC),
             width_s=bucket_s,
             requests=row["requests"] or 0,
@@ -170,7 +171,7 @@ def plan_traffic(
         )
         for row in rows
     ]
-    return c.traffic_shape_build(buckets=buckets, window_start=start, window_end=end, bucket_s=bucket_s)
+    return pi.traffic_shape_build(buckets=buckets, window_start=start, window_end=end, bucket_s=bucket_s)
 
 
 # --- Benchmarks --------------------------------------------------------------------------------
@@ -243,7 +244,7 @@ def price_basis_choices(
 
 def plan_prices(
     *, rows: list[AcceleratorPrice], slugs: list[str], basis: PriceBasis, today: date
-) -> tuple[dict[str, c.OptionPrice], str, tuple[Any, ...]]:
+) -> tuple[dict[str, pi.OptionPrice], str, tuple[Any, ...]]:
     """For each slug the cheapest admitted row per GPU-hour (latest ``valid_from`` on a tie), with
     its electricity; the plan's currency (the one most chosen rows use) and its exchange rates.
     Three queries (electricity, carbon, rates) after the rows."""
@@ -276,7 +277,7 @@ def plan_prices(
     currencies = Counter(row.currency for row in chosen.values())
     currency = min(currencies, key=lambda code: (-currencies[code], code)) if currencies else "USD"
     prices = {
-        slug: c.OptionPrice(
+        slug: pi.OptionPrice(
             rate=accelerator_rate_value(row, today=today),
             instance_gpus=max(row.accelerator_count, 1),
             instance_price_per_hour=Decimal(row.price_per_hour),
@@ -304,7 +305,7 @@ def plan_prices(
 # --- Accuracy ----------------------------------------------------------------------------------
 
 
-def plan_accuracy(*, scope: Scope, model_id: int) -> dict[str, c.Accuracy]:
+def plan_accuracy(*, scope: Scope, model_id: int) -> dict[str, pi.Accuracy]:
     """Per variant, its worst accuracy task against the reference (the reference itself: 0)."""
     scope = plan_scope(scope)
     rows = accuracy_values(scope=scope, model_ids=[model_id])
@@ -316,14 +317,16 @@ def plan_accuracy(*, scope: Scope, model_id: int) -> dict[str, c.Accuracy]:
     drift = drift_evaluate(scope=scope, model_ids=[model_id], change_points=False, rows=rows).get(model_id)
     if drift is None or drift.reference is None:
         return {}
-    result = {drift.reference.name: c.Accuracy(reference=drift.reference.name, loss=0.0, verdict="reference")}
+    result = {
+        drift.reference.name: pi.Accuracy(reference=drift.reference.name, loss=0.0, verdict="reference")
+    }
     by_variant: dict[str, list[Any]] = defaultdict(list)
     for task in drift.tasks:
         if task.level is not None:
             by_variant[task.variant_name].append(task)
     for name, tasks in by_variant.items():
         worst = max(tasks, key=lambda t: (-drift_computation.VERDICT_ORDER[t.verdict], t.level))
-        result[name] = c.Accuracy(
+        result[name] = pi.Accuracy(
             reference=drift.reference.name,
             loss=worst.level,
             budget=worst.budget,
@@ -362,7 +365,7 @@ def plan_objective_default(*, scope: Scope, model_id: int) -> ObjectiveDefault:
 
 def plan_current(
     *, scope: Scope, model_id: int, start: datetime, end: datetime, currency: str
-) -> c.CurrentDeployment | None:
+) -> pi.CurrentDeployment | None:
     """The GPUs serving the model in the last day of the window, and what they cost a month: the
     cost per GPU-hour of the window's serving-cost rows (converted into ``currency`` where a rate
     exists) × those GPUs × 730 h."""
@@ -409,7 +412,7 @@ def plan_current(
         if gpu_hours and not unconverted
         else None
     )
-    return c.CurrentDeployment(
+    return pi.CurrentDeployment(
         gpus=len(uuids),
         hardware=hardware or f"{len(uuids)} GPUs",
         variants=tuple(sorted(variants)),
@@ -508,7 +511,7 @@ def scenario_actuals(*, scenario: PlanScenario, scope: Scope, today: date) -> li
     result = []
     for month, entry in months.items():
         days = len(entry["days"])
-        share = days / c.DAYS_PER_MONTH
+        share = days / pi.DAYS_PER_MONTH
         result.append(
             MonthActual(
                 month=month,

@@ -16,6 +16,7 @@ from accelboard.core.models import Team
 from accelboard.costs.formulas.money import RATE_PLACES, money_round
 
 from . import capacity as c
+from . import plan_inputs as pi
 from .models import PlanScenario
 from .page_selectors import PlanPage
 
@@ -89,7 +90,7 @@ def scenario_save(
     """Store the plan on the page with its inputs and answer. The caller checked the permission."""
     plan = page.plan
     if plan is None:
-        raise c.PlanInputError("model: no plan to save (no production traffic)")
+        raise pi.PlanInputError("model: no plan to save (no production traffic)")
     best = plan.best
     current = plan.inputs.current
     return PlanScenario.objects.create(

@@ -26,40 +26,23 @@ step's input counts in that step and the step windows tile the timeline.
 A report without a timeline (``nsys stats``) has summed durations only: categories are summed
 times, and idle, overlap and steps are unknown (None), which the verdict says.
 
-The verdict (``_verdict``), on all ranks together, first rule that holds:
-
-1. idle ≥ 30% of GPU time and many very short kernels (≥ 50% of kernels under
-   ``SHORT_KERNEL_US``), or kernels shorter on average than their launch calls: **launch-bound**;
-2. idle ≥ 30%: **idle / input-bound** (waiting on the host, or on dependencies);
-3. exposed communication ≥ 20%: **communication-bound**;
-4. memory copies ≥ 15%, or elementwise/reduction kernels ≥ 40% of compute:
-   **memory-traffic-bound**;
-5. otherwise **compute-bound**, with the top kernels to look at.
-Thresholds are the module's constants; each verdict carries the numbers it was decided on.
+The verdict and the findings on the summary are :mod:`.verdict`'s; what each part of a profile
+costs is :mod:`.cost_shares`'.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from accelboard.core.numbers import sig
 from accelboard.importers.profile_data import KERNEL, ProfileData, RankTrace
 
 from . import categories as cats
+from .verdict import SHORT_KERNEL_US, profile_findings, profile_verdict
 
-SHORT_KERNEL_US = 10.0
-IDLE_BOUND = 0.30
-COMM_BOUND = 0.20
-MEMCPY_BOUND = 0.15
-ELEMENTWISE_BOUND = 0.40
-SHORT_SHARE_BOUND = 0.50
 FP32_GEMM_HINT = 0.20
-IMBALANCE_HINT = 0.10
 TOP_KERNELS = 2000
 TOP_OPS = 50
 
@@ -361,8 +344,8 @@ def profile_analyse(data: ProfileData) -> dict[str, Any]:
         "imbalance": _imbalance(ranks, timeline),
         "warnings": list(data.warnings),
     }
-    summary["verdict"] = _verdict(summary)
-    summary["findings"] = _findings(summary)
+    summary["verdict"] = profile_verdict(summary)
+    summary["findings"] = profile_findings(summary)
     return summary
 
 
@@ -513,232 +496,3 @@ def _imbalance(ranks: list[dict[str, Any]], timeline: bool) -> dict[str, Any] | 
         "spread": spread,
         "mean_us": sum(values.values()) / len(values),
     }
-
-
-def _share(totals: dict[str, Any], *keys: str) -> float:
-    shares = totals["shares"]
-    return sum(shares[k] or 0.0 for k in keys)
-
-
-def _verdict(summary: dict[str, Any]) -> dict[str, Any]:
-    totals = summary["totals"]
-    timeline = summary["timeline"]
-    idle = totals["shares"][cats.IDLE] if timeline else None
-    comm = _share(totals, "communication")
-    memcpy = _share(totals, *cats.MEMORY)
-    compute_us = sum(totals["categories"][c] or 0.0 for c in cats.COMPUTE)
-    elementwise = (totals["categories"]["elementwise"] / compute_us) if compute_us else 0.0
-    kernels = totals.get("kernels") or 0
-    short_share = (totals.get("short_kernels") or 0) / kernels if kernels and timeline else None
-    kernel_mean = totals.get("kernel_us_mean")
-    launch_mean = totals.get("launch_us_mean")
-    top = [
-        {"name": row["name"], "category": row["category"], "total_us": row["total_us"]}
-        for row in summary["kernels"]
-        if row["kind"] == "kernel"
-    ][:5]
-    numbers = {
-        "idle_share": idle,
-        "exposed_communication_share": comm,
-        "memory_copy_share": memcpy,
-        "elementwise_share_of_compute": elementwise,
-        "short_kernel_share": short_share,
-        "kernel_us_mean": kernel_mean,
-        "launch_us_mean": launch_mean,
-        "overlap_share_of_communication": (
-            totals["overlap_us"] / totals["communication_us"]
-            if timeline and totals.get("communication_us")
-            else None
-        ),
-    }
-    if not totals.get("busy_us"):
-        return {
-            "kind": "no-gpu-activity",
-            "headline": "No GPU activity in this profile: nothing to break down",
-            "details": [
-                "The trace has no kernels, copies or memsets (a CPU-only profile, or one captured in CUPTI counter mode)."
-            ],
-            "numbers": numbers,
-            "top_kernels": [],
-        }
-    host_idle = totals.get("idle_host_us") or 0.0
-    idle_us = totals["categories"][cats.IDLE] or 0.0
-    launch_signs = (short_share is not None and short_share >= SHORT_SHARE_BOUND) or (
-        kernel_mean is not None and launch_mean is not None and kernel_mean < launch_mean
-    )
-    details: list[str] = []
-    if idle is not None and idle >= IDLE_BOUND and launch_signs:
-        kind = "launch-bound"
-        headline = f"Launch-bound: the GPU is idle {idle:.0%} of the time between many tiny kernels"
-        details.append(
-            f"{short_share or 0:.0%} of kernels run under {SHORT_KERNEL_US:g} µs (mean kernel {_us(kernel_mean)}"
-            + (f", mean launch call {_us(launch_mean)}" if launch_mean is not None else "")
-            + "): the CPU cannot issue them as fast as the GPU finishes them. CUDA graphs, torch.compile "
-            "(fusing small kernels) or larger batches cut the launches."
-        )
-    elif idle is not None and idle >= IDLE_BOUND:
-        kind = "idle"
-        host_part = host_idle / idle_us if idle_us else 0.0
-        headline = f"Idle / input-bound: the GPU has nothing to run {idle:.0%} of the time"
-        details.append(
-            f"{host_part:.0%} of the idle time the GPU waits for work the CPU launches late "
-            "(data loading, preprocessing, Python overhead, synchronisations); "
-            "more DataLoader workers, pinned memory, prefetching or overlapping the host work fill the gaps."
-        )
-    elif comm >= COMM_BOUND:
-        kind = "communication-bound"
-        headline = f"Communication-bound: {comm:.0%} of GPU time is exposed communication"
-        overlap = numbers["overlap_share_of_communication"]
-        details.append(
-            (f"Only {overlap:.0%} of communication overlaps compute. " if overlap is not None else "")
-            + "Overlap collectives with compute (DDP bucket sizes, FSDP prefetch), compress or shard differently, "
-            "or check the interconnect."
-        )
-    elif memcpy >= MEMCPY_BOUND or elementwise >= ELEMENTWISE_BOUND:
-        kind = "memory-traffic-bound"
-        if memcpy >= MEMCPY_BOUND:
-            headline = f"Memory-traffic-bound: copies and memsets take {memcpy:.0%} of GPU time"
-            details.append(
-                "Host↔device copies stall the GPU: keep tensors on the device, use pinned memory and non_blocking copies."
-            )
-        else:
-            headline = (
-                f"Memory-traffic-bound: elementwise and reduction kernels take {elementwise:.0%} of compute"
-            )
-            details.append(
-                "These kernels are limited by memory bandwidth, not arithmetic: fusing them (torch.compile, fused "
-                "optimizers and norms) saves their reads and writes."
-            )
-    else:
-        kind = "compute-bound"
-        headline = "Compute-bound: the GPU is busy with compute" + (
-            f" {_share(totals, *cats.COMPUTE):.0%} of the time" if timeline else ""
-        )
-        details.append(
-            "Look at the top kernels: "
-            + "; ".join(f"{row['name'][:60]} ({row['category']}, {_us(row['total_us'])})" for row in top[:3])
-            + "."
-        )
-    if not timeline:
-        details.append(
-            "This report has no timeline (nsys stats sums): idle time and overlap are unknown, shares are of summed GPU time."
-        )
-    return {"kind": kind, "headline": headline, "details": details, "numbers": numbers, "top_kernels": top}
-
-
-def _findings(summary: dict[str, Any]) -> list[str]:
-    """Secondary observations, each with its number."""
-    out: list[str] = []
-    totals = summary["totals"]
-    if summary["precision"]["hint"]:
-        out.append(summary["precision"]["hint"])
-    imbalance = summary["imbalance"]
-    if imbalance and imbalance["spread"] >= IMBALANCE_HINT:
-        out.append(
-            f"Rank {imbalance['slowest_rank']} computes {imbalance['spread']:.0%} longer than rank "
-            f"{imbalance['fastest_rank']}: the other ranks wait for it in collectives."
-        )
-    kernels = totals.get("kernels") or 0
-    if summary["timeline"] and kernels:
-        share = (totals.get("short_kernels") or 0) / kernels
-        if share >= SHORT_SHARE_BOUND and summary["verdict"]["kind"] != "launch-bound":
-            out.append(
-                f"{share:.0%} of kernels run under {SHORT_KERNEL_US:g} µs: launch overhead matters here."
-            )
-    if summary["timeline"] and totals.get("communication_us"):
-        overlap = totals["overlap_us"] / totals["communication_us"]
-        out.append(f"{overlap:.0%} of communication time overlaps compute.")
-    return out
-
-
-def _us(value: float | None) -> str:
-    if value is None or not math.isfinite(value):
-        return "—"
-    if value >= 1e6:
-        return f"{value / 1e6:.2f} s"
-    if value >= 1e3:
-        return f"{value / 1e3:.2f} ms"
-    return f"{value:.1f} µs"
-
-
-# --- cost -------------------------------------------------------------------------------------------------
-
-
-def cost_shares(
-    summary: dict[str, Any], *, cost: float | None, currency: str, per: str
-) -> dict[str, Any] | None:
-    """Each category's share of a cost (``cost`` ``currency`` ``per``, e.g. 0.04 USD per 1M tokens):
-    GPU time is what is paid for, so a category costs its share of GPU time. The saving
-    candidates are the parts that are waste or have a known cheaper form, largest first."""
-    if cost is None or not math.isfinite(cost) or cost <= 0:
-        return None
-    totals = summary["totals"]
-    shares = totals["shares"]
-    rows = [
-        {"category": key, "label": cats.LABELS[key], "share": share, "cost": share * cost}
-        for key, share in shares.items()
-        if share
-    ]
-    rows.sort(key=lambda row: -row["cost"])
-    candidates = []
-    if shares.get(cats.IDLE):
-        candidates.append(
-            {
-                "what": "idle GPU time",
-                "share": shares[cats.IDLE],
-                "cost": shares[cats.IDLE] * cost,
-                "how": "feed the GPU faster (input pipeline, CUDA graphs, fewer synchronisations)",
-            }
-        )
-    if shares.get("communication"):
-        candidates.append(
-            {
-                "what": "exposed communication",
-                "share": shares["communication"],
-                "cost": shares["communication"] * cost,
-                "how": "overlap collectives with compute",
-            }
-        )
-    copies = sum(shares.get(k) or 0.0 for k in cats.MEMORY)
-    if copies:
-        candidates.append(
-            {
-                "what": "memory copies and memsets",
-                "share": copies,
-                "cost": copies * cost,
-                "how": "keep data on the device; pinned, asynchronous copies",
-            }
-        )
-    precision = summary["precision"]
-    base = totals.get("base_us") or 0.0
-    fp32_us = precision["by_precision"].get("fp32", 0.0)
-    if precision["hint"] and base:
-        # Upper bound: the fp32 matrix work, were it free; bf16 tensor cores recover most of it.
-        share = fp32_us / base
-        candidates.append(
-            {
-                "what": "fp32 matrix multiplies",
-                "share": share,
-                "cost": share * cost,
-                "how": "bf16/fp16 autocast or TF32",
-            }
-        )
-    candidates.sort(key=lambda row: -row["cost"])
-    return {"currency": currency, "per": per, "cost": cost, "rows": rows, "candidates": candidates}
-
-
-def headline_costs(costs: dict[str, Any] | None) -> list[str]:
-    """Sentences for the cost card: "idle GPU time is 31% of this run's cost: 0.012 USD per 1M tokens"."""
-    if not costs:
-        return []
-    return [
-        f"{row['what'][:1].upper()}{row['what'][1:]} is {row['share']:.{0 if row['share'] >= 0.095 else 1}%} of this run's cost: "
-        f"{sig(row['cost'], digits=4)} {costs['currency']} {costs['per']}"
-        for row in costs["candidates"]
-    ]
-
-
-def iter_categories() -> Iterable[tuple[str, str, str]]:
-    """(key, label, group) of every category, in breakdown order (idle last)."""
-    for key in cats.ALL:
-        yield key, cats.LABELS[key], cats.GROUP[key]

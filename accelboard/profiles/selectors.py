@@ -22,8 +22,8 @@ from accelboard.costs.pricebook_selectors import accelerator_rate_value, price_b
 from accelboard.costs.selectors import run_costs_for
 
 from . import categories as cats
-from .analysis import cost_shares, headline_costs
 from .comparison import Comparison, Side, change_headline, profiles_compare
+from .cost_shares import cost_shares, headline_costs
 from .models import Profile, ProfileBreakdown, ProfileKernel
 
 TOP_KERNELS_SHOWN = 25

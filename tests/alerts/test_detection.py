@@ -13,9 +13,9 @@ from accelboard.alerts.detection import (
     REGRESSION,
     check_latest,
     own_spread_after,
-    replay,
     segment,
 )
+from bench.detection_replay import replay
 
 
 def _noise(n: int, *, seed: int, level: float = 100.0, pct: float = 1.0) -> np.ndarray:

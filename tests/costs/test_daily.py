@@ -9,7 +9,12 @@ import pytest
 
 from accelboard.core.models import JobRun
 from accelboard.costs.models import CostDaily
-from accelboard.costs.services import cost_day_compute, cost_days_with_late_data, cost_month_compute
+from accelboard.costs.services import (
+    cost_day_compute,
+    cost_days_compute,
+    cost_days_with_late_data,
+    month_days,
+)
 from tests.costs.builders import (
     accelerator_price_create,
     carbon_create,
@@ -172,7 +177,7 @@ def test_it_computes_a_month_day_by_day_for_one_team(p5, other_team):
             gpus=other_gpus, start=MIDNIGHT + timedelta(days=offset), minutes=30, util=20.0, power_w=None
         )
 
-    results = cost_month_compute(month=DAY, team_id=host.team_id, until=date(2026, 11, 5))
+    results = cost_days_compute(days=month_days(month=DAY, until=date(2026, 11, 5)), team_id=host.team_id)
 
     assert [r.day.day for r in results] == [1, 2, 3, 4, 5]
     assert sorted(CostDaily.objects.values_list("day", "host_id")) == [

@@ -19,14 +19,15 @@ from accelboard.benchmarks.configurations import ConfigPoint
 from accelboard.costs.formulas.money import as_decimal
 from accelboard.costs.formulas.types import AcceleratorRate, ElectricityRate, ExchangeRate, PriceRef
 from accelboard.planning import capacity as c
+from accelboard.planning import plan_inputs as pi
 
 DAY0 = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
 HOUR = 3600
 
 
-def _bucket(at: datetime, *, rps: float, prompt: float, output: float, width: int = HOUR) -> c.TrafficBucket:
+def _bucket(at: datetime, *, rps: float, prompt: float, output: float, width: int = HOUR) -> pi.TrafficBucket:
     requests = round(rps * width)
-    return c.TrafficBucket(
+    return pi.TrafficBucket(
         start=at,
         width_s=width,
         requests=requests,
@@ -75,8 +76,8 @@ def _price(
     currency: str = "USD",
     electricity: ElectricityRate | None = None,
     stale: bool = False,
-) -> c.OptionPrice:
-    return c.OptionPrice(
+) -> pi.OptionPrice:
+    return pi.OptionPrice(
         rate=AcceleratorRate(
             price_per_accelerator_hour=as_decimal(per_gpu_hour),
             currency=currency,
@@ -103,24 +104,24 @@ ELECTRICITY = ElectricityRate(
 )
 
 
-def _shape(buckets: list[c.TrafficBucket], *, days: int = 1) -> c.TrafficShape:
-    return c.traffic_shape_build(
+def _shape(buckets: list[pi.TrafficBucket], *, days: int = 1) -> pi.TrafficShape:
+    return pi.traffic_shape_build(
         buckets=buckets, window_start=DAY0, window_end=DAY0 + timedelta(days=days), bucket_s=HOUR
     )
 
 
-def _inputs(traffic: c.TrafficShape, options: list[c.ServingOption], **kwargs: Any) -> c.PlanInputs:
+def _inputs(traffic: pi.TrafficShape, options: list[pi.ServingOption], **kwargs: Any) -> pi.PlanInputs:
     defaults: dict[str, Any] = {
         "traffic": traffic,
         "options": tuple(options),
-        "objective": c.Objective(e2e_p99_ms=5000.0),
-        "assumptions": c.Assumptions(
+        "objective": pi.Objective(e2e_p99_ms=5000.0),
+        "assumptions": pi.Assumptions(
             growth_pct_per_month=0.0, horizon_months=0, headroom_pct=20.0, n_plus_one=True
         ),
         "currency": "USD",
     }
     defaults.update(kwargs)
-    return c.PlanInputs(**defaults)
+    return pi.PlanInputs(**defaults)
 
 
 # --- Hand-worked case 1: a mix of prompt and output lengths ------------------------------------
@@ -158,7 +159,7 @@ def test_it_shapes_a_mix_of_lengths_on_its_token_peak_not_on_its_request_peak() 
 
 
 def test_it_sizes_a_mixed_length_traffic_by_hand() -> None:
-    option = c.serving_options_build(
+    option = pi.serving_options_build(
         points=[
             _point(batch_size=32, throughput=2500.0, p99_ms=3000.0, power_w=450.0),
             _point(batch_size=64, throughput=3500.0, p99_ms=4500.0, power_w=600.0),
@@ -205,14 +206,14 @@ def test_it_sizes_a_mixed_length_traffic_by_hand() -> None:
 
 
 def test_it_says_when_the_benchmark_lengths_are_far_from_the_production_mix() -> None:
-    option = c.serving_options_build(
+    option = pi.serving_options_build(
         points=[_point(input_length=128, output_length=2048, throughput=3500.0)]
     )[0]
     plan = c.plan_build(_inputs(_shape(MIXED), [option], prices={"h100": _price(per_gpu_hour=2.0)}))
     [sized] = plan.options
     assert sized.ranked  # still sized, but not silently
     assert any("Benchmarked at 128 in / 2,048 out" in note and "950 / 290" in note for note in sized.notes)
-    unknown = c.serving_options_build(points=[_point(input_length=None, output_length=None)])[0]
+    unknown = pi.serving_options_build(points=[_point(input_length=None, output_length=None)])[0]
     [sized] = c.plan_build(
         _inputs(_shape(MIXED), [unknown], prices={"h100": _price(per_gpu_hour=2.0)})
     ).options
@@ -238,12 +239,12 @@ L40S_POINTS = [
 
 
 def _peaky_plan(**changes: Any) -> c.Plan:
-    options = c.serving_options_build(points=[*H100_POINTS, *L40S_POINTS])
+    options = pi.serving_options_build(points=[*H100_POINTS, *L40S_POINTS])
     inputs = _inputs(
         _shape(PEAKY),
         options,
-        objective=c.Objective(e2e_p99_ms=2000.0),
-        assumptions=c.Assumptions(
+        objective=pi.Objective(e2e_p99_ms=2000.0),
+        assumptions=pi.Assumptions(
             growth_pct_per_month=0.0, horizon_months=0, headroom_pct=0.0, n_plus_one=False
         ),
         prices={"h100": _price(per_gpu_hour=2.0), "l40s": _price(per_gpu_hour=0.9)},
@@ -284,7 +285,7 @@ def test_it_ranks_below_the_benchmark_cheapest_when_its_p99_fails_at_peak() -> N
 
 
 def test_it_lets_the_benchmark_cheapest_win_when_the_objective_allows_its_full_load() -> None:
-    plan = _peaky_plan(objective=c.Objective(e2e_p99_ms=4000.0))
+    plan = _peaky_plan(objective=pi.Objective(e2e_p99_ms=4000.0))
     # Both reach their highest point: L40S 10 000 / 5 000 = 2 × $0.9 × 730 = $1 314; H100 1 × $2 × 730.
     assert plan.best is not None and plan.best.option.label == "fp8 on 1× L40S"
     assert plan.best.total_monthly == Decimal("1314")
@@ -292,7 +293,7 @@ def test_it_lets_the_benchmark_cheapest_win_when_the_objective_allows_its_full_l
 
 def test_it_adds_a_spare_replica_and_headroom_and_growth() -> None:
     plan = _peaky_plan(
-        assumptions=c.Assumptions(
+        assumptions=pi.Assumptions(
             growth_pct_per_month=10.0, horizon_months=2, headroom_pct=25.0, n_plus_one=True
         )
     )
@@ -308,18 +309,18 @@ def test_it_adds_a_spare_replica_and_headroom_and_growth() -> None:
 
 
 def test_it_lists_an_option_that_misses_or_does_not_measure_the_objective_without_ranking_it() -> None:
-    plan = _peaky_plan(objective=c.Objective(e2e_p99_ms=1000.0))
+    plan = _peaky_plan(objective=pi.Objective(e2e_p99_ms=1000.0))
     assert plan.ranked == [] and plan.best is None
     assert {o.status for o in plan.options} == {c.MISSES_OBJECTIVE}
     l40s = next(o for o in plan.options if o.option.accelerator_slug == "l40s")
     assert l40s.closest is not None and l40s.closest.batch_size == 16  # lowest p99 it reached
     assert any("No benchmarked option meets p99 e2e ≤ 1,000 ms" in n for n in plan.notes)
 
-    plan = _peaky_plan(objective=c.Objective(ttft_p99_ms=200.0))
+    plan = _peaky_plan(objective=pi.Objective(ttft_p99_ms=200.0))
     assert {o.status for o in plan.options} == {c.OBJECTIVE_UNMEASURED}
     assert all("measured p99 TTFT" in o.notes[0] for o in plan.options)
 
-    plan = _peaky_plan(objective=c.Objective())
+    plan = _peaky_plan(objective=pi.Objective())
     assert {o.status for o in plan.options} == {c.NO_OBJECTIVE}
     assert plan.headline() == "Set a latency objective to size the options."
 
@@ -348,7 +349,7 @@ def test_it_packs_replicas_into_whole_instances() -> None:
 
 
 def test_it_ranks_a_variant_over_its_accuracy_budget_last_and_never_recommends_it() -> None:
-    accuracy = {"fp16": c.Accuracy(reference="fp32", loss=0.03, budget=0.01, verdict="over")}
+    accuracy = {"fp16": pi.Accuracy(reference="fp32", loss=0.03, budget=0.01, verdict="over")}
     plan = _peaky_plan(accuracy=accuracy)
     assert [o.option.accelerator_slug for o in plan.ranked] == ["l40s", "h100"]
     assert plan.best is not None and plan.best.option.accelerator_slug == "l40s"
@@ -359,7 +360,7 @@ def test_it_ranks_a_variant_over_its_accuracy_budget_last_and_never_recommends_i
 
 
 def test_it_flags_few_runs_one_load_level_missing_energy_and_a_stale_price() -> None:
-    option = c.serving_options_build(points=[_point(run_ids=(7,), throughput=20000.0, p99_ms=900.0)])[0]
+    option = pi.serving_options_build(points=[_point(run_ids=(7,), throughput=20000.0, p99_ms=900.0)])[0]
     plan = c.plan_build(
         _inputs(_shape(PEAKY), [option], prices={"h100": _price(per_gpu_hour=2.0, stale=True)})
     )
@@ -390,7 +391,7 @@ def test_it_converts_prices_with_an_exchange_rate_and_refuses_to_guess_one() -> 
 
 
 def test_it_compares_with_what_runs_today() -> None:
-    current = c.CurrentDeployment(
+    current = pi.CurrentDeployment(
         gpus=4,
         hardware="4× H100 SXM 80GB",
         variants=("fp16",),
@@ -411,7 +412,7 @@ def test_it_compares_with_what_runs_today() -> None:
 # --- Traffic over weeks --------------------------------------------------------------------------
 
 
-def _weeks(days: int, *, daily_growth: float, weekend: float = 0.6) -> list[c.TrafficBucket]:
+def _weeks(days: int, *, daily_growth: float, weekend: float = 0.6) -> list[pi.TrafficBucket]:
     buckets = []
     for d in range(days):
         level = (1 + daily_growth) ** d * (weekend if (DAY0 + timedelta(days=d)).weekday() >= 5 else 1.0)
@@ -444,7 +445,7 @@ def test_it_never_counts_a_day_the_window_cuts_as_complete() -> None:
     buckets = _weeks(16, daily_growth=0.0)
     noon = DAY0 + timedelta(hours=12)
     inside = [b for b in buckets if noon <= b.start < noon + timedelta(days=15)]
-    shape = c.traffic_shape_build(
+    shape = pi.traffic_shape_build(
         buckets=inside, window_start=noon, window_end=noon + timedelta(days=15), bucket_s=HOUR
     )
     assert [d.complete for d in shape.days] == [False] + [True] * 14 + [False]
@@ -461,12 +462,12 @@ def test_it_says_when_the_traffic_is_gappy_or_too_short_for_a_trend() -> None:
 
 
 def test_it_refuses_assumptions_out_of_range_naming_the_field() -> None:
-    with pytest.raises(c.PlanInputError, match="headroom_pct"):
-        c.Assumptions(headroom_pct=-5)
-    with pytest.raises(c.PlanInputError, match="horizon_months"):
-        c.Assumptions(horizon_months=99)
-    with pytest.raises(c.PlanInputError, match="ttft_p99_ms"):
-        c.Objective(ttft_p99_ms=0)
+    with pytest.raises(pi.PlanInputError, match="headroom_pct"):
+        pi.Assumptions(headroom_pct=-5)
+    with pytest.raises(pi.PlanInputError, match="horizon_months"):
+        pi.Assumptions(horizon_months=99)
+    with pytest.raises(pi.PlanInputError, match="ttft_p99_ms"):
+        pi.Objective(ttft_p99_ms=0)
 
 
 # --- Sensitivity ---------------------------------------------------------------------------------
@@ -475,9 +476,9 @@ def test_it_refuses_assumptions_out_of_range_naming_the_field() -> None:
 def test_it_shows_where_growth_and_headroom_change_the_answer() -> None:
     inputs = _inputs(
         _shape(PEAKY),
-        c.serving_options_build(points=[*H100_POINTS, *L40S_POINTS]),
-        objective=c.Objective(e2e_p99_ms=4000.0),
-        assumptions=c.Assumptions(
+        pi.serving_options_build(points=[*H100_POINTS, *L40S_POINTS]),
+        objective=pi.Objective(e2e_p99_ms=4000.0),
+        assumptions=pi.Assumptions(
             growth_pct_per_month=0.0, horizon_months=1, headroom_pct=0.0, n_plus_one=False
         ),
         prices={"h100": _price(per_gpu_hour=2.0), "l40s": _price(per_gpu_hour=0.9)},

@@ -17,6 +17,7 @@ from openpyxl import load_workbook
 
 from accelboard.costs.formulas.money import money_round
 from accelboard.planning import capacity as c
+from accelboard.planning import plan_inputs as pi
 from accelboard.planning.models import PlanScenario
 from tests.planning import world as w
 
@@ -258,7 +259,7 @@ def test_it_compares_a_saved_plan_with_the_costs_of_the_months_since(
         if days:
             # $200 a day actually spent; the plan's monthly figure for as many days.
             assert m.actual_cost == pytest.approx(200.0 * days)
-            assert m.planned_cost == pytest.approx(round(H200_TOTAL, 2) * days / c.DAYS_PER_MONTH)
+            assert m.planned_cost == pytest.approx(round(H200_TOTAL, 2) * days / pi.DAYS_PER_MONTH)
             assert m.actual_tokens == 576_000_000 * days
         else:
             assert m.actual_cost is None and m.planned_cost is None

@@ -10,8 +10,9 @@ import pytest
 from accelboard.importers import kineto
 from accelboard.importers.profile_data import KERNEL, GpuEvents, ProfileData, RankTrace, Step
 from accelboard.profiles import categories as cats
-from accelboard.profiles.analysis import cost_shares, headline_costs, profile_analyse, window_breakdown
+from accelboard.profiles.analysis import profile_analyse, window_breakdown
 from accelboard.profiles.comparison import Side, change_headline, profiles_compare
+from accelboard.profiles.cost_shares import cost_shares, headline_costs
 from accelboard.testing.traces import kineto_document, kineto_event
 
 

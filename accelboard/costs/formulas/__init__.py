@@ -1,16 +1,15 @@
-"""Cost, energy and carbon formulas: pure functions on plain data, numpy and pandas (no Django).
+"""Cost, energy and carbon formulas: pure functions on plain data (no Django).
 
 One module per sub-domain, imported by name (nothing is re-exported here): ``types`` (rates,
-money, energy, hours and their errors), ``energy`` (counters, integrated power, kWh, PUE,
-carbon), ``hours`` (allocation, usage, idle), ``money`` (capacity and energy cost, conversion,
-sums), ``benchmark`` (per-unit cost of a benchmark run), ``training`` (per iteration, sample,
-token), ``daily`` (one host's accelerators of one type over one day).
+money and their errors), ``money`` (the rounding rule, currency conversion), ``benchmark``
+(per-unit cost of a benchmark run), ``training`` (to train, per iteration and sample), ``daily``
+(one host's accelerators of one type over one day). Each is the one implementation of its
+figure: the services that store costs call them.
 
 Units: time in seconds (hours where named ``_h``), power W, energy J (kWh where named ``_kwh``),
-energy counters mJ, carbon gCO2e; money as ``Money`` (a ``Decimal`` amount with an ISO currency
-code, see ``types``). Every result carries what it was computed from: ``inputs`` (the numbers
-used) and ``sources`` (the price rows, electricity rows and exchange rates passed in, as
-``PriceRef``), so that a report can cite each figure's inputs. Nothing here guesses a price, a
-PUE or an exchange rate: they are arguments, and a missing exchange rate raises
-``MissingRateError``. The ``pure`` import-linter contract keeps Django out of this package.
+carbon gCO2e; money a ``Decimal`` (``Money``: an amount with an ISO currency code and the
+``PriceRef`` of the rows it came from, see ``types``). Nothing here guesses a price, a PUE or an
+exchange rate: they are arguments; a figure without its price is None and flagged, and a missing
+exchange rate raises ``MissingRateError``. The ``pure`` import-linter contract keeps Django out of
+this package.
 """

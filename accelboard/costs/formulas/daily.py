@@ -4,8 +4,8 @@ Inputs are the day's sums over 60 s rollup buckets (one bucket = one GPU held fo
 the accelerator rate and the electricity rate (or None where the book has no row). Figures:
 
 1. Hours: allocation = buckets × width; usage = Σ utilisation/100 × width; idle = buckets whose
-   mean utilisation is below 10 % × width (``formulas.accelerator_hours_from_rollups`` does the
-   same per bucket; this takes the SQL sums so a month is not pulled into Python row by row).
+   mean utilisation is below 10 % × width (from the SQL sums, so a month is not pulled into
+   Python row by row).
 2. Money: capacity = allocation × price per accelerator-hour (allocation basis, idle included);
    usage cost = usage hours × the same price; idle cost = idle hours × the price.
 3. Energy: kWh = J / 3.6e6; × PUE; carbon = kWh × PUE × grid g/kWh. Energy cost = kWh × PUE ×

@@ -1,4 +1,4 @@
-"""Capacity and energy cost, currency conversion (only with a given rate) and sums.
+"""Money: the rounding rule, and currency conversion (only with a given rate).
 
 The rounding rule for money, everywhere in accelboard:
 
@@ -19,19 +19,14 @@ from collections.abc import Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from .types import (
-    AcceleratorRate,
     CostInputError,
-    ElectricityRate,
     ExchangeRate,
     MissingRateError,
     Money,
-    PriceRef,
-    _check_electricity,
 )
 
 AMOUNT_PLACES = Decimal("0.0001")  # stored amounts (cost columns)
 RATE_PLACES = Decimal("0.000001")  # per-hour rates and per-1M-unit figures
-_HOURS = Decimal(3600)
 
 
 def as_decimal(value: float | int | Decimal) -> Decimal:
@@ -46,40 +41,6 @@ def as_decimal(value: float | int | Decimal) -> Decimal:
 def money_round(amount: Decimal | None, places: Decimal = AMOUNT_PLACES) -> Decimal | None:
     """Round money for storage or export (rule 3): ``places`` (4 by default), half to even."""
     return None if amount is None else amount.quantize(places, rounding=ROUND_HALF_EVEN)
-
-
-# Money
-# ---------------------------------------------------------------------------------------------
-
-
-def capacity_cost(*, accelerator_seconds: float, rate: AcceleratorRate) -> Money:
-    """Capacity cost = accelerator-seconds × price per accelerator-hour / 3600."""
-    if accelerator_seconds < 0:
-        raise CostInputError("accelerator_seconds: negative")
-    if rate.price_per_accelerator_hour <= 0:
-        raise CostInputError("price_per_accelerator_hour: must be positive")
-    return Money(
-        amount=as_decimal(accelerator_seconds) * rate.price_per_accelerator_hour / _HOURS,
-        currency=rate.currency,
-        sources=(rate.ref,),
-        inputs={
-            "accelerator_seconds": accelerator_seconds,
-            "price_per_accelerator_hour": rate.price_per_accelerator_hour,
-        },
-    )
-
-
-def energy_cost(*, kwh: float, electricity: ElectricityRate) -> Money:
-    """Energy cost = kWh (at the device) × PUE × price per kWh."""
-    if kwh < 0:
-        raise CostInputError("kwh: negative energy")
-    _check_electricity(electricity)
-    return Money(
-        amount=as_decimal(kwh) * as_decimal(electricity.pue) * electricity.price_per_kwh,
-        currency=electricity.currency,
-        sources=(electricity.ref,),
-        inputs={"kwh": kwh, "pue": electricity.pue, "price_per_kwh": electricity.price_per_kwh},
-    )
 
 
 def money_convert(*, money: Money, to_currency: str, rates: Sequence[ExchangeRate]) -> Money:
@@ -107,22 +68,3 @@ def money_convert(*, money: Money, to_currency: str, rates: Sequence[ExchangeRat
     raise MissingRateError(
         f"currency: no exchange rate from {money.currency} to {to_currency} in the price book"
     )
-
-
-def money_add(*, items: Sequence[Money]) -> Money:
-    """The sum of amounts in one currency, with all their sources (mixing currencies is an error)."""
-    currencies = {m.currency for m in items}
-    if len(currencies) > 1:
-        raise CostInputError(f"currency: cannot add {', '.join(sorted(currencies))} without conversion")
-    sources: list[PriceRef] = []
-    for m in items:
-        sources.extend(s for s in m.sources if s not in sources)
-    return Money(
-        amount=sum((m.amount for m in items), Decimal(0)),
-        currency=currencies.pop() if currencies else "",
-        sources=tuple(sources),
-        inputs={"parts": [m.amount for m in items]},
-    )
-
-
-# ---------------------------------------------------------------------------------------------

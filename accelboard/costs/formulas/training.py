@@ -1,104 +1,53 @@
-"""Training runs: time, energy and cost per iteration/sample/token and to train to target."""
+"""Training runs: time, energy and cost to train to target, and per iteration and per sample."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from .energy import energy_footprint
-from .money import as_decimal, capacity_cost, energy_cost, money_add
-from .types import (
-    AcceleratorRate,
-    CostInputError,
-    ElectricityRate,
-    MissingRateError,
-    Money,
-    PriceRef,
-)
-
-# ---------------------------------------------------------------------------------------------
-# Training runs
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TrainingCost:
-    """Time, energy and cost per iteration, per sample (and per token), and to train in all."""
-
-    time_to_train_s: float
-    energy_to_train_j: float
-    cost_to_train: Money
-    capacity_to_train: Money
-    energy_cost_to_train: Money
-    carbon_to_train_g: float
-    per_iteration_s: float
-    per_iteration_j: float
-    per_iteration_cost: Decimal
-    per_sample_s: float
-    per_sample_j: float
-    per_sample_cost: Decimal
-    per_token_j: float | None
-    per_token_cost: Decimal | None
-    accelerator_count: int
-    sources: tuple[PriceRef, ...]
-    inputs: Mapping[str, Any] = field(default_factory=dict)
+from .money import RATE_PLACES, as_decimal, money_round
+from .types import J_PER_KWH, AcceleratorRate, ElectricityRate
 
 
 def training_cost(
     *,
     duration_s: float,
-    energy_j: float,
-    iterations: int,
-    samples: float,
-    tokens: float | None = None,
+    energy_j: float | None,
+    samples: float | None,
+    iterations: float | None,
     accelerator_count: int,
-    rate: AcceleratorRate,
-    electricity: ElectricityRate,
-) -> TrainingCost:
-    """Training run (to its target, MLPerf's time-to-train) of ``duration_s`` on
-    ``accelerator_count`` accelerators: cost = capacity (count × seconds × price/h / 3600) +
-    energy (kWh × PUE × price/kWh); per iteration, sample and token by division."""
-    if duration_s <= 0 or iterations < 1 or samples <= 0:
-        raise CostInputError("duration_s, iterations, samples: must be positive")
-    if tokens is not None and tokens <= 0:
-        raise CostInputError("tokens: must be positive")
-    if accelerator_count < 1:
-        raise CostInputError("accelerator_count: must be at least 1")
-    if energy_j < 0:
-        raise CostInputError("energy_j: negative energy")
-    capacity = capacity_cost(accelerator_seconds=duration_s * accelerator_count, rate=rate)
-    footprint = energy_footprint(joules=energy_j, electricity=electricity)
-    energy = energy_cost(kwh=footprint.kwh, electricity=electricity)
-    if capacity.currency != energy.currency:
-        raise MissingRateError(
-            f"currency: capacity in {capacity.currency} and energy in {energy.currency}; "
-            "convert one with money_convert first"
-        )
-    total = money_add(items=[capacity, energy])
-    return TrainingCost(
-        time_to_train_s=duration_s,
-        energy_to_train_j=energy_j,
-        cost_to_train=total,
-        capacity_to_train=capacity,
-        energy_cost_to_train=energy,
-        carbon_to_train_g=footprint.carbon_g,
-        per_iteration_s=duration_s / iterations,
-        per_iteration_j=energy_j / iterations,
-        per_iteration_cost=total.amount / as_decimal(iterations),
-        per_sample_s=duration_s / samples,
-        per_sample_j=energy_j / samples,
-        per_sample_cost=total.amount / as_decimal(samples),
-        per_token_j=energy_j / tokens if tokens else None,
-        per_token_cost=total.amount / as_decimal(tokens) if tokens else None,
-        accelerator_count=accelerator_count,
-        sources=(rate.ref, electricity.ref),
-        inputs={
-            "duration_s": duration_s,
-            "energy_j": energy_j,
-            "iterations": iterations,
-            "samples": samples,
-            "tokens": tokens,
-        },
+    rate: AcceleratorRate | None,
+    electricity: ElectricityRate | None,
+) -> dict[str, Any]:
+    """A training run (to its target, MLPerf's time-to-train) of ``duration_s`` on
+    ``accelerator_count`` accelerators, as far as its inputs go (what ``RunCost.training`` holds).
+
+    1. Capacity = count × seconds × price per accelerator-hour / 3600; energy cost = J / 3.6e6 ×
+       PUE × price per kWh, only in the capacity's currency; ``cost_to_train`` is their sum,
+       rounded to 6 places (a JSON number: JSON holds no Decimal), present only with a price.
+    2. Per sample and per iteration: seconds, joules and cost by division, where counted.
+    """
+    out: dict[str, Any] = {"time_to_train_s": duration_s, "accelerator_count": accelerator_count}
+    capacity = (
+        rate.price_per_accelerator_hour * accelerator_count * as_decimal(duration_s) / 3600 if rate else None
     )
+    energy_cost: Decimal | None = None
+    if energy_j is not None:
+        out["energy_to_train_j"] = energy_j
+        if (
+            electricity is not None
+            and electricity.currency
+            and (rate is None or electricity.currency == rate.currency)
+        ):
+            energy_cost = as_decimal(energy_j / J_PER_KWH * electricity.pue) * electricity.price_per_kwh
+    if capacity is not None:
+        out["cost_to_train"] = float(money_round(capacity + (energy_cost or Decimal(0)), RATE_PLACES) or 0)
+        out["currency"] = rate.currency if rate else ""
+    for name, count in (("sample", samples), ("iteration", iterations)):
+        if count:
+            out[f"per_{name}_s"] = duration_s / count
+            if energy_j is not None:
+                out[f"per_{name}_j"] = energy_j / count
+            if "cost_to_train" in out:
+                out[f"per_{name}_cost"] = out["cost_to_train"] / count
+    return out

@@ -1,4 +1,4 @@
-"""Value types of the cost formulas: rates, money, energy, hours, and their errors.
+"""Value types of the cost formulas: rates, exchange rates, money, and their errors.
 
 Units are listed in :mod:`accelboard.costs.formulas`. Every result carries
 ``inputs`` and ``sources`` (:class:`PriceRef`) so a report can cite what a figure came from.
@@ -17,14 +17,8 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
-import pandas as pd
-
 J_PER_KWH = 3_600_000.0
 IDLE_UTIL_BELOW_PCT = 10.0
-# ML.ENERGY's stability rules for a benchmark's energy per inference: a steady window of at
-# least 20 s whose mean batch is at least 85% of the configured one.
-STEADY_STATE_MIN_S = 20.0
-MEAN_BATCH_RATIO_MIN = 0.85
 
 
 class CostInputError(ValueError):
@@ -82,53 +76,3 @@ class Money:
     currency: str
     sources: tuple[PriceRef, ...] = ()
     inputs: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Energy:
-    """Energy over a series. ``method`` is "counter" or "power"; ``segments`` counts counter segments
-    (a reset starts a new one); ``gap_s`` is time between samples not counted as energy."""
-
-    joules: float
-    method: str
-    segments: int
-    covered_s: float
-    gap_s: float
-    inputs: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def kwh(self) -> float:
-        return self.joules / J_PER_KWH
-
-
-@dataclass(frozen=True)
-class EnergyFootprint:
-    """kWh at the device, kWh at the facility (× PUE), carbon, and the electricity row used."""
-
-    kwh: float
-    facility_kwh: float
-    carbon_g: float
-    sources: tuple[PriceRef, ...]
-    inputs: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class AcceleratorHours:
-    """Accelerator-hours held (allocation), weighted by utilisation (usage), idle (< 10 %), and
-    hours held whose utilisation is unknown (counted in allocation, not in usage or idle)."""
-
-    allocation_h: float
-    usage_h: float
-    idle_h: float
-    unknown_util_h: float
-    by_accelerator: pd.DataFrame
-    inputs: Mapping[str, Any] = field(default_factory=dict)
-
-
-def _check_electricity(electricity: ElectricityRate) -> None:
-    if electricity.pue < 1.0:
-        raise CostInputError(
-            f"pue: {electricity.pue} is below 1 (a facility cannot use less than its IT load)"
-        )
-    if electricity.price_per_kwh < 0 or electricity.carbon_g_per_kwh < 0:
-        raise CostInputError("price_per_kwh, carbon_g_per_kwh: negative")

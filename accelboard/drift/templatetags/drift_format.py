@@ -7,6 +7,8 @@ from typing import Any
 
 from django import template
 
+from accelboard.core import numbers
+
 register = template.Library()
 DASH = "—"
 
@@ -23,9 +25,8 @@ def _number(value: Any) -> float | None:
 
 @register.filter
 def pct(value: Any, digits: int = 2) -> str:
-    """0.0123 -> "1.23%"."""
-    number = _number(value)
-    return DASH if number is None else f"{number * 100:.{int(digits)}f}%"
+    """0.0123 -> "1.23%" (``core.numbers.pct``)."""
+    return numbers.pct(value, digits)
 
 
 @register.filter
