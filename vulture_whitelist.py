@@ -38,11 +38,3 @@ _.subscribers
 # Not an entry point: a service only tests call (23 of them set a day's costs up through it).
 # Listed so the check can land; to decide: a product caller, or a helper of the tests'.
 _.cost_day_compute  # costs.services: tests set a day's costs up through it
-
-# Dead, in modules other branches of issue 30 rewrite now (run arrival, fleet ingest, the demo):
-# delete these lines when those branches land.
-_.accelerator_type_resolve  # benchmarks.import_services: the API is to call it
-_.accelerator_type_names  # fleet.selectors
-_.host_data_start  # fleet.selectors
-_.demo_manifest  # demo.loader
-_._counts  # demo.loader

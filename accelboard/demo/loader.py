@@ -92,16 +92,6 @@ def demo_fleet_partial() -> bool:
     return started and not demo_fleet_loaded()
 
 
-def demo_manifest() -> dict[str, Any] | None:
-    """The manifest of the latest successful demo load, or None."""
-    job = (
-        JobRun.objects.filter(name=JOB_NAME, status=JobStatus.SUCCEEDED, detail__has_key="manifest")
-        .order_by("-started_at")
-        .first()
-    )
-    return job.detail["manifest"] if job else None
-
-
 def demo_usernames() -> list[str]:
     names = [f"{team['short']}-{role}" for team in plan.TEAMS for role in plan.TEAM_ROLES]
     return [*names, plan.ADMIN_USERNAME, plan.OUTSIDER_USERNAME]
@@ -447,14 +437,3 @@ def _load(
     _branches(telemetry_chain, history_chain)
     steps.run("costs", _stage(lambda: history_load.serving_costs_write(config)))
     result.manifest = history_load.manifest_with_ids(config, hosts, state["runs"], events, state["series"])
-
-
-def _counts(tables: list[str]) -> dict[str, int]:
-    """Exact row counts of the tables that exist (others' apps may add or drop rollup tables)."""
-    counts = {}
-    with connection.cursor() as cursor:
-        for table in tables:
-            if table in connection.introspection.table_names(cursor):
-                cursor.execute(f"SELECT count(*) FROM {table}")
-                counts[table.removeprefix("fleet_")] = cursor.fetchone()[0]
-    return counts
