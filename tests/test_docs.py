@@ -86,7 +86,7 @@ def test_it_tables_the_figures_of_every_bench() -> None:
     benchmarks = (ROOT / "docs" / "benchmarks.md").read_text()
     scripts = {path.name for path in (ROOT / "bench").glob("*.py")}
     # Helpers of other benches, not benches: the shared module, the old detector kept as a
-    # reference and the realistic series' generator.
-    helpers = {"common.py", "detection_old.py", "detection_realistic.py"}
+    # reference, the realistic series' generator and the run-by-run replay of the detector.
+    helpers = {"common.py", "detection_old.py", "detection_realistic.py", "detection_replay.py"}
     missing = sorted(name for name in scripts - helpers if f"bench/{name}" not in benchmarks)
     assert missing == [], f"docs/benchmarks.md does not mention {missing}"
