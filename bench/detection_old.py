@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import ndimage
 
-from accelboard.alerts.detection import DEFAULT_MIN_EFFECT, DEFAULT_MIN_SIZE, _finite, _relative, _sigma_floor
+from accelboard.alerts.baseline import sigma_floor as _sigma_floor
+from accelboard.alerts.detection import DEFAULT_MIN_EFFECT, DEFAULT_MIN_SIZE, _finite, _relative
 
 _MAD_TO_SIGMA = 1.4826
 

@@ -52,7 +52,7 @@ points share the same noise model:
       standard error of a window mean (the exact AR(1) variance of a k-point mean) and of the
       baseline level, and moves the pair rule's exponent towards 1 (correlated results are one
       tail, not two). A baseline that trends (its slope, the median of differences between
-      results half the baseline apart, at least ``TREND_T`` standard errors from 0, and a line
+      results half the baseline apart, at least ``baseline.TREND_T`` standard errors from 0, and a line
       fitting it better than one step does) is extrapolated to the window, with the
       extrapolation's variance. A wandering level (results a quarter of the baseline apart
       differing by clearly more than steady noise allows, after taking out the best single
@@ -98,6 +98,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from . import segmentation
+from .baseline import MAD_EFFICIENCY, MAD_TO_SIGMA, Baseline, baseline_estimate, robust_sigma
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -111,14 +112,9 @@ DEFAULT_MAX_AFTER = 30
 DEFAULT_MAX_BASELINE = 200
 DEFAULT_MIN_BASELINE = 8
 DEFAULT_MIN_SIZE = 5
-_MAD_TO_SIGMA = 1.4826
-_MAD_EFFICIENCY = 0.37
 PAIR_EXPONENT = 0.6  # the pair rule tests its smaller shift at alpha ** this (0.5: two independent
 # tails; 0.6 leaves room for a noisy sigma, so a 5-sigma outlier plus an ordinary 3-sigma draw fails)
 _SAMPLE_RUNS = 40  # runs whose repeats estimate the within-run spread
-_TAIL_MIN = 40  # baseline results needed before its 2.5/97.5 percentiles mean anything
-_MEDIAN_VAR = math.pi / 2  # variance of a sample median relative to a mean, normal noise
-_DRIFT_MIN = 40  # baseline results needed to read a wandering level (block means of ~6-14)
 SPREAD_MIN_RESULTS = 3  # results a level needs before it has a spread of its own
 
 
@@ -190,20 +186,6 @@ def own_spread_after(spread_after: float | None, results_after: object) -> float
     return spread_after
 
 
-def robust_sigma(values: np.ndarray) -> float:
-    """1.4826 x MAD: the standard deviation for normal noise, unmoved by a minority of outliers."""
-    if len(values) == 0:
-        return 0.0
-    med = segmentation.median(values)
-    return float(_MAD_TO_SIGMA * segmentation.median(np.abs(values - med)))
-
-
-def _sigma_floor(level: float) -> float:
-    # Constant series have MAD 0; a tiny floor keeps the statistics finite and lets any real
-    # step through (the minimum effect still applies).
-    return max(abs(level) * 1e-9, 1e-12)
-
-
 def _finite(values: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(values, dtype=float)
     if x.ndim != 1:
@@ -230,8 +212,8 @@ def _within_run_se(
     if not residuals:
         return 0.0, 0.0, 0.0
     pooled = np.concatenate(residuals)
-    spread = float(_MAD_TO_SIGMA * np.median(np.abs(pooled)))
-    df = _MAD_EFFICIENCY * float(sum(c - 1 for c in counts))
+    spread = float(MAD_TO_SIGMA * np.median(np.abs(pooled)))
+    df = MAD_EFFICIENCY * float(sum(c - 1 for c in counts))
     return spread, spread / math.sqrt(float(np.median(counts))), df
 
 
@@ -371,11 +353,11 @@ def check_latest(
     # Each window k is tested against the results just before it; the baseline statistics are
     # computed at a few cut points (the smallest cut >= k), so a check costs a handful of medians.
     cuts = sorted({c for c in (2, 4, 8, 16) if c < k_max} | {k_max})
-    stats_at: dict[int, _Baseline] = {}
+    stats_at: dict[int, Baseline] = {}
 
-    def baseline_at(cut: int) -> _Baseline:
+    def baseline_at(cut: int) -> Baseline:
         if cut not in stats_at:
-            stats_at[cut] = _baseline(
+            stats_at[cut] = baseline_estimate(
                 y[max(0, m - cut - max_baseline) : m - cut], run_se=run_se, sample_df=sample_df
             )
         return stats_at[cut]
@@ -480,135 +462,6 @@ def check_latest(
         reason=f"{len(after)} results shifted, {ratio:.1f}x the evidence needed, against {n_base} baseline results"
         + (" (level extrapolated along the baseline's trend)" if trend else ""),
     )
-
-
-@dataclass(frozen=True)
-class _Baseline:
-    """The results a window is compared with: level (a line when it trends), noise, dependence."""
-
-    level_end: float  # level at the baseline's last result
-    slope: float  # per result; 0 when the baseline shows no significant trend
-    slope_se: float
-    sigma: float  # marginal noise of one result
-    df: float
-    n: int
-    phi: float  # AR(1) coefficient of the noise (0 for independent noise)
-    walk: float  # variance per result of a wandering level (random walk), over sigma^2; 0 when steady
-
-    def level_at(self, offset: float) -> float:
-        """The baseline's level ``offset`` results after its last one."""
-        return self.level_end + self.slope * offset
-
-    def level_var(self, offset: float) -> float:
-        """Variance of ``level_at(offset)`` in units of sigma^2."""
-        # A wandering level moves between the baseline's middle (n/3 results back on average, for
-        # a random walk) and the window: that variance grows with the distance.
-        var = _MEDIAN_VAR / self.n * _long_run(self.phi) + self.walk * (self.n / 3.0 + max(offset, 0.0))
-        if self.slope:
-            var += ((offset + (self.n - 1) / 2.0) * self.slope_se / self.sigma) ** 2
-        return var
-
-    def mean_factor(self, k: int) -> float:
-        """Variance of the mean of k consecutive results over sigma^2 / k (1 for independent noise)."""
-        phi = self.phi
-        if phi <= 0:
-            return 1.0
-        return (1 + phi) / (1 - phi) - 2 * phi * (1 - phi**k) / (k * (1 - phi) ** 2)
-
-
-def _long_run(phi: float) -> float:
-    return (1 + phi) / (1 - phi)
-
-
-TREND_T = 2.5  # a baseline's slope is used from this many standard errors (a step outruns a trend test)
-
-
-def _best_step(base: np.ndarray) -> tuple[np.ndarray, float]:
-    """The baseline less its best single step (two levels, split where it fits best) and the
-    residual sum of squares of that fit."""
-    n = len(base)
-    centred = base - segmentation.median(base)
-    c = np.cumsum(centred)
-    c2 = np.cumsum(centred**2)
-    k = np.arange(2, n - 1)
-    rss = (c2[k - 1] - c[k - 1] ** 2 / k) + ((c2[-1] - c2[k - 1]) - (c[-1] - c[k - 1]) ** 2 / (n - k))
-    split = int(k[int(np.argmin(rss))])
-    fitted = np.where(np.arange(n) < split, c[split - 1] / split, (c[-1] - c[split - 1]) / (n - split))
-    return centred - fitted, float(np.min(rss))
-
-
-def _steady_slope(base: np.ndarray, slope: float) -> bool:
-    """Whether a line fits the baseline better than one step does: a trend does, a step inside the
-    baseline (a shift creeping into it once it is older than the longest window) does not."""
-    n = len(base)
-    t = np.arange(n) - (n - 1) / 2.0
-    resid = base - slope * t
-    line = float(np.sum((resid - resid.mean()) ** 2))
-    # The step is chosen among n places: it fits noise better by about 2 ln n variances.
-    noise = segmentation.winsorized_scale(np.diff(base)) ** 2 / 2.0
-    return line < _best_step(base)[1] + 2.0 * math.log(n) * noise
-
-
-def _baseline(base: np.ndarray, *, run_se: float, sample_df: float) -> _Baseline:
-    """Level, noise, AR(1) dependence, drift and trend of the baseline results (in order)."""
-    level, slope, slope_se, sigma_series, df, n_base, phi, walk = _baseline_of_results(
-        np.ascontiguousarray(base, dtype=np.float64).tobytes()
-    )
-    sigma = sigma_series
-    if run_se > 0 and sigma_series <= 2 * run_se:
-        # The series spreads no more than twice what its own repeats say: the repeats'
-        # many degrees of freedom carry the noise estimate, at the larger of the two.
-        sigma, df = max(sigma_series, run_se), max(df, sample_df)
-    elif run_se > sigma:
-        sigma = run_se  # a run cannot be more precise than its own samples say
-    return _Baseline(level, slope, slope_se, sigma, df, n_base, phi, walk)
-
-
-@functools.lru_cache(maxsize=8192)
-def _baseline_of_results(key: bytes) -> tuple[float, float, float, float, float, int, float, float]:
-    """``_baseline``'s statistics of the results alone (``key``: their float64 bytes), cached: a
-    history replay (``alerts_history_check``) asks for the same windows at several runs."""
-    base = np.frombuffer(key, dtype=np.float64).copy()
-    n_base = len(base)
-    phi = segmentation.ar_phi(base)
-    level = segmentation.median(base)
-    sigma_series = max(robust_sigma(base), _sigma_floor(level))
-    slope = slope_se = 0.0
-    half = n_base // 2
-    if half >= 10:
-        # Slope as the median of differences between results half the baseline apart, divided by
-        # that distance: robust to outliers, O(n). Its standard error from the median's variance
-        # (pi/2 of a mean's) over n/2 pairs, widened by the long-run variance of AR noise.
-        diffs = base[half : 2 * half] - base[:half]
-        estimate = segmentation.median(diffs) / half
-        se = math.sqrt(_MEDIAN_VAR * 2 * _long_run(phi) / half) * sigma_series / half
-        if se > 0 and abs(estimate) > TREND_T * se and _steady_slope(base, estimate):
-            slope, slope_se = estimate, se
-            t = np.arange(n_base) - (n_base - 1) / 2.0
-            resid = base - slope * t
-            level = segmentation.median(resid) + slope * (n_base - 1) / 2.0
-            sigma_series = max(robust_sigma(resid), _sigma_floor(level))
-            base = resid
-    if n_base >= _TAIL_MIN:
-        # Heavy tails: the MAD sees only the centre. The central 95% of a long baseline,
-        # read as +/- 1.96 sigma, is the same for normal noise and larger for fat tails.
-        lo, hi = segmentation.percentiles(base, (2.5, 97.5))
-        sigma_series = max(sigma_series, float(hi - lo) / (2 * 1.96))
-    # The MAD has about 37% of the standard deviation's efficiency: fewer degrees of freedom.
-    df = max(1.0, _MAD_EFFICIENCY * (n_base - 1))
-    walk = 0.0
-    if n_base >= _DRIFT_MIN:
-        # A wandering level: results k = n/4 apart differ by 2 sigma^2 under steady noise (AR or
-        # not, once k is past its memory) plus k times the walk's variance per result. Only a
-        # spread clearly above the steady one (3 standard errors) is read as a walk.
-        # A step inside the baseline would read as a walk: it is taken out first.
-        lag = n_base // 4
-        rest = _best_step(base)[0]
-        far = segmentation.winsorized_scale(rest[lag:] - rest[:-lag]) ** 2
-        steady = segmentation.winsorized_scale(np.diff(rest)) ** 2 / (1.0 - phi)
-        if steady > 0 and far > steady * (1 + 3 * math.sqrt(2.0 / (n_base - lag))):
-            walk = (far - steady) / lag / sigma_series**2
-    return level, slope, slope_se, sigma_series, df, n_base, phi, walk
 
 
 def _cusum_argmax(y: np.ndarray, *, lo: int, hi: int) -> int:

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from accelboard.alerts.detection import DEFAULT_MIN_EFFECT, ChangePoint, robust_sigma, segment
+from accelboard.alerts.baseline import robust_sigma
+from accelboard.alerts.detection import DEFAULT_MIN_EFFECT, ChangePoint, segment
 
 PALETTE = ["#2563eb", "#9333ea", "#0891b2", "#d97706", "#4b5563", "#db2777", "#65a30d", "#7c3aed"]
 WORSE = "#dc2626"
