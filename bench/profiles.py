@@ -50,7 +50,7 @@ def _write(path: Path, mb: float) -> tuple[int, float]:
 def _child(mode: str, path: str) -> int:
     """Run in a child: parse and analyse (or json.load); print JSON figures."""
     if mode == "stream":
-        from accelboard.importers.registry import profile_parse
+        from accelboard.importers.profile_registry import profile_parse
         from accelboard.profiles.analysis import profile_analyse
 
         started = time.perf_counter()

@@ -11,7 +11,7 @@ measurement JSON and accuracy.txt are one run, not five files asking for a model
    run read from several files keeps them all as its raw file (``run_raw_files``: a .tar.gz of
    them); a run from one file or one archive keeps that file.
 
-Profiler traces (PyTorch profiler JSON, nsys stats CSVs: ``importers.registry.profile_detect``)
+Profiler traces (PyTorch profiler JSON, nsys stats CSVs: ``importers.profile_registry.profile_detect``)
 dropped among the result files are not results: they are stashed with the others, marked
 ``profile`` and not parsed here; ``arrival_services`` attaches them to the run saved with them.
 
@@ -39,7 +39,7 @@ from pathlib import Path, PurePosixPath
 from django.conf import settings
 
 from accelboard.importers import ParsedRun, parse_files
-from accelboard.importers.registry import profile_detect
+from accelboard.importers.profile_registry import profile_detect
 
 MAX_AGE_S = 24 * 3600
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{20,64}$")

@@ -24,7 +24,8 @@ from typing import Any
 
 from .base import ParseError, UnrecognisedFormat
 from .profile_data import ProfileData
-from .registry import FORMATS, ContextError, normalise_context, parse_paths, profile_detect, profile_parse
+from .profile_registry import profile_detect, profile_parse
+from .registry import FORMATS, ContextError, normalise_context, parse_paths
 
 # What ``accelboard parse`` prints for a profile: ``profiles.analysis.profile_analyse``.
 ProfileSummary = Callable[[ProfileData], dict[str, Any]]

@@ -32,12 +32,10 @@ from . import (
     aiperf,
     codecarbon,
     genai_perf,
-    kineto,
     llmperf,
     lm_eval,
     mlperf_inference,
     mlperf_training,
-    nsys,
     nvidia_smi,
     optimum_benchmark,
     pytest_benchmark,
@@ -61,7 +59,6 @@ from .naming import (
     split_model_name,
     variant_name,
 )
-from .profile_data import ProfileData
 from .units import UnitError, to_int
 
 # Order matters twice: detection tries formats in this order, and in a directory the files of an
@@ -80,8 +77,6 @@ _MODULES: list[ModuleType] = [
     nvidia_smi,
 ]
 FORMATS: dict[str, ModuleType] = {module.NAME: module for module in _MODULES}
-# Profiler outputs are not runs: they attach to one (``profile_parse`` -> ProfileData).
-PROFILE_FORMATS: dict[str, ModuleType] = {module.NAME: module for module in (kineto, nsys)}
 
 
 class ContextError(ValueError):
@@ -565,52 +560,3 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         return math.isclose(float(a), float(b))
     return str(a).strip().lower() == str(b).strip().lower()
-
-
-# --- profiler traces ------------------------------------------------------------------------------
-
-
-def _profile_head(source: Any) -> bytes:
-    if isinstance(source, bytes):
-        return source[:65536]
-    if isinstance(source, (str, Path)):
-        try:
-            with open(source, "rb") as handle:
-                return handle.read(65536)
-        except OSError:
-            return b""
-    position = source.tell()
-    head = source.read(65536)
-    source.seek(position)
-    return head
-
-
-def profile_detect(source: Any) -> str | None:
-    """The profile format of a file (path, bytes or seekable binary stream), or None."""
-    head = _profile_head(source)
-    for name, module in PROFILE_FORMATS.items():
-        if module.sniff(head):
-            return name
-    return None
-
-
-def profile_parse(sources: list[tuple[str, Any]]) -> ProfileData:
-    """Read the files of one profile (``(name, path | bytes | binary stream)``): Kineto traces, one
-    per rank, or nsys stats reports. All files must be of one format; raises ParseError or
-    UnrecognisedFormat naming the file."""
-    if not sources:
-        raise ParseError("profile", "no files")
-    found: dict[str, str] = {}
-    for name, source in sources:
-        fmt = profile_detect(source)
-        if fmt is None:
-            raise UnrecognisedFormat(name, list(PROFILE_FORMATS), hint="not a profiler trace or report")
-        found[name] = fmt
-    formats = set(found.values())
-    if len(formats) > 1:
-        first, second = sorted(formats)
-        one = next(n for n, f in found.items() if f == second)
-        raise ParseError(
-            one, f"is {second} while other files are {first}: upload one profile's files together"
-        )
-    return PROFILE_FORMATS[formats.pop()].parse(sources)

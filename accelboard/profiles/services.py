@@ -21,7 +21,7 @@ from django.db import transaction
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.core.services import stored_file_track
 from accelboard.importers.base import ParseError, UnrecognisedFormat
-from accelboard.importers.registry import profile_detect, profile_parse
+from accelboard.importers.profile_registry import profile_detect, profile_parse
 
 from .analysis import profile_analyse
 from .models import Profile, ProfileBreakdown, ProfileKernel, ProfileRank

@@ -12,7 +12,7 @@ import pytest
 
 from accelboard.importers import jsonstream, kineto
 from accelboard.importers.base import ParseError, UnrecognisedFormat
-from accelboard.importers.registry import profile_detect, profile_parse
+from accelboard.importers.profile_registry import profile_detect, profile_parse
 from accelboard.testing.traces import kineto_document, kineto_event, write_document, write_training_trace
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from accelboard.importers import nsys
 from accelboard.importers.base import ParseError
-from accelboard.importers.registry import profile_detect, profile_parse
+from accelboard.importers.profile_registry import profile_detect, profile_parse
 from accelboard.profiles.analysis import profile_analyse
 
 KERN_SUM = """Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from accelboard.importers.registry import profile_parse
+from accelboard.importers.profile_registry import profile_parse
 from accelboard.profiles.analysis import profile_analyse
 from accelboard.profiles.comparison import Side, profiles_compare
 
