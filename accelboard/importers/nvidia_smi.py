@@ -155,9 +155,8 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
         run.put("started_at", run.telemetry[0].time, f"file:{file.name}:{run.telemetry[0].line}")
         run.put("finished_at", run.telemetry[-1].time, f"file:{file.name}:{run.telemetry[-1].line}")
         run.warnings.append("nvidia-smi timestamps are local time without a timezone")
-    # The busy GPUs' names: what this has stored since the busy-GPU count reused the name
-    # ``names``. The header's columns (``names``) look meant; storing them changes runs' context.
-    run.context["columns"] = busy_names
+    # The fields the log was queried for, as its header names them (units dropped).
+    run.context["columns"] = names
     return [run]
 
 

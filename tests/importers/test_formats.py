@@ -173,6 +173,17 @@ def test_it_reads_nvidia_smi_logs_as_telemetry(fixtures: Path):
     # GPU 1 never works (utilisation [N/A], 0, 0 %): the run is GPU 0's, never an average with it
     assert (run.hardware.accelerator, run.hardware.count) == ("NVIDIA H100 80GB HBM3", 1)
     assert run.field_sources["hardware.count"] == "derived:busy GPUs" and run.context["idle_gpus"] == ["1"]
+    # The header's fields, units dropped (it once stored the busy GPUs' names under this key).
+    assert run.context["columns"] == [
+        "timestamp",
+        "name",
+        "index",
+        "utilization.gpu",
+        "memory.used",
+        "power.draw",
+        "temperature.gpu",
+        "clocks.sm",
+    ]
     metrics = _metrics(run)
     # trapezoid of GPU 0 (600, 700, 650 W one second apart) = 650 + 675 = 1325 J
     assert metrics["energy_j"] == pytest.approx(1325.0)
