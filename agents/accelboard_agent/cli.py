@@ -75,6 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
         ("--batch-max-samples", "samples per telemetry batch (default 5000)"),
         ("--backoff-base", "first retry delay, s (default 1)"),
         ("--backoff-max", "longest retry delay, s (default 300)"),
+        ("--attribution-nvml", "on/off: who holds each GPU from NVML's processes (default off)"),
+        ("--attribution-cgroups", "on/off: a process's pod or Slurm job from its cgroup (default off)"),
+        ("--attribution-interval", "seconds between attribution observations (default 5)"),
+        ("--procfs", "procfs root (default /proc)"),
+        ("--kubelet", "on/off: ask the kubelet's pod-resources API (default off)"),
+        (
+            "--kubelet-socket",
+            "pod-resources socket (default unix:///var/lib/kubelet/pod-resources/kubelet.sock)",
+        ),
+        ("--slurm-job-mapping-dir", "dcgm-exporter's Slurm job-mapping directory (default: none)"),
+        ("--slurm-scontrol", "scontrol binary, for a job's user/account/partition (default: none)"),
     ):
         run.add_argument(flag, help=text)
 
@@ -176,6 +187,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     keys = [
         "server", "token", "spool", "hostname", "gpus", "interval", "send_interval", "slow_interval",
         "spool_max_samples", "batch_max_samples", "backoff_base", "backoff_max",
+        "attribution_nvml", "attribution_cgroups", "attribution_interval", "procfs", "kubelet",
+        "kubelet_socket", "slurm_job_mapping_dir", "slurm_scontrol",
     ]  # fmt: skip
     config = _load(args, keys)
     _check_token(config)
@@ -201,8 +214,11 @@ def _run_agent(args: argparse.Namespace, config: Config, hostname: str, stop: th
             backend.devices = gpus_select(backend.devices, config.gpus, mig=backend.facts().get("mig"))
         except SelectionError as exc:
             raise UsageError(str(exc)) from None
+    attributor = _attributor(config)
     agent = Agent(
         backend=backend,
+        attributor=attributor,
+        attribution_interval=config.attribution_interval,
         spool_path=config.spool,
         hostname=hostname,
         interval=config.interval,
@@ -214,6 +230,28 @@ def _run_agent(args: argparse.Namespace, config: Config, hostname: str, stop: th
     )
     log.info("sampling %d GPUs every %.3g s into %s", len(agent.devices), config.interval, config.spool)
     return agent.run()
+
+
+def _attributor(config: Config) -> Any:
+    """The attribution sources the configuration switches on; None when none is."""
+    if not (config.attribution_nvml or config.kubelet or config.slurm_job_mapping_dir):
+        return None
+    from .attribution import Attributor, Sources
+    from .podresources import KubeletError
+
+    sources = Sources(
+        nvml=config.attribution_nvml,
+        cgroups=config.attribution_cgroups,
+        procfs=config.procfs,
+        kubelet_socket=config.kubelet_socket if config.kubelet else "",
+        slurm_job_mapping_dir=config.slurm_job_mapping_dir,
+        slurm_scontrol=config.slurm_scontrol,
+        timeout=min(config.timeout, 5.0),
+    )
+    try:
+        return Attributor(sources)
+    except KubeletError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _bench_gpus(config: Config) -> list[str]:

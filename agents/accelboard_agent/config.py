@@ -16,6 +16,7 @@ from typing import Any, Callable
 from urllib.parse import urlparse
 
 DEFAULT_CONFIG_FILE = "/etc/accelboard-agent.conf"
+DEFAULT_KUBELET_SOCKET = "unix:///var/lib/kubelet/pod-resources/kubelet.sock"
 SECTION = "agent"
 
 
@@ -75,6 +76,32 @@ def _parse_text(value: str) -> str:
     return value.strip()
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _parse_bool(value: str) -> bool:
+    if value.strip().lower() in _TRUE:
+        return True
+    if value.strip().lower() in _FALSE:
+        return False
+    raise ValueError(f"{value!r} is not on/off (true/false, yes/no, 1/0)")
+
+
+def _parse_directory(value: str) -> str:
+    path = _parse_text(value)
+    if not os.path.isdir(path):
+        raise ValueError(f"{path!r} is not a directory")
+    return path
+
+
+def _parse_unix_target(value: str) -> str:
+    target = _parse_text(value)
+    if not target.startswith("unix://") or len(target) <= len("unix://"):
+        raise ValueError(f"{target!r} is not a unix:// socket address (unix:///var/lib/kubelet/...)")
+    return target
+
+
 @dataclass(frozen=True)
 class Key:
     name: str
@@ -102,6 +129,17 @@ KEYS: dict[str, Key] = {
         Key("backoff_base", _parse_positive_float(3600), lambda: 1.0, "first retry delay, seconds"),
         Key("backoff_max", _parse_positive_float(86400), lambda: 300.0, "longest retry delay, seconds"),
         Key("timeout", _parse_positive_float(600), lambda: 10.0, "HTTP timeout, seconds"),
+        # Attribution (docs/attribution.md): every source off by default.
+        Key("attribution_nvml", _parse_bool, lambda: False, "NVML compute processes per GPU/MIG instance"),
+        Key(
+            "attribution_cgroups", _parse_bool, lambda: False, "a process's pod or Slurm job from its cgroup"
+        ),
+        Key("attribution_interval", _parse_positive_float(3600), lambda: 5.0, "seconds between observations"),
+        Key("procfs", _parse_directory, lambda: "/proc", "the procfs root to read processes under"),
+        Key("kubelet", _parse_bool, lambda: False, "ask the kubelet's pod-resources API"),
+        Key("kubelet_socket", _parse_unix_target, lambda: DEFAULT_KUBELET_SOCKET, "pod-resources socket"),
+        Key("slurm_job_mapping_dir", _parse_directory, lambda: "", "dcgm-exporter's Slurm job-mapping dir"),
+        Key("slurm_scontrol", _parse_text, lambda: "", "scontrol binary, for a job's user/account/partition"),
     )
 }
 
@@ -123,6 +161,14 @@ class Config:
     backoff_base: float = 1.0
     backoff_max: float = 300.0
     timeout: float = 10.0
+    attribution_nvml: bool = False
+    attribution_cgroups: bool = False
+    attribution_interval: float = 5.0
+    procfs: str = "/proc"
+    kubelet: bool = False
+    kubelet_socket: str = DEFAULT_KUBELET_SOCKET
+    slurm_job_mapping_dir: str = ""
+    slurm_scontrol: str = ""
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -197,6 +243,11 @@ def config_load(
         raise ConfigError(
             f"backoff_max: {parsed['backoff_max']} is below backoff_base {parsed['backoff_base']} "
             f"(from {sources['backoff_max']})"
+        )
+    if parsed["attribution_cgroups"] and not parsed["attribution_nvml"]:
+        raise ConfigError(
+            "attribution_cgroups: needs attribution_nvml on (the cgroups read are those of NVML's "
+            f"processes) (from {sources['attribution_cgroups']})"
         )
     config = Config(**parsed)
     config.sources = sources

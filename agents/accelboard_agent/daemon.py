@@ -6,6 +6,8 @@ Three loops, so that no slow thing delays the 1 s tick:
 2. the slow scanner (thread) reads PCIe/NVLink counters, processes, retired pages and remapped
    rows every ``slow_interval`` and folds them into the host facts;
 3. the sender (thread) ships the spool (see ``sender``).
+With attribution on (``attribution``), the sampler also asks who holds each GPU and MIG
+instance every ``attribution_interval`` and folds the answer into the spool's open intervals.
 SIGTERM/SIGINT set one event; every wait in the three loops wakes on it, so the daemon returns
 within a second. Each tick is in the spool the moment it is read, so a stop (even SIGKILL)
 loses at most the tick being read.
@@ -21,10 +23,13 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .gpus import Backend, Device
+
+if TYPE_CHECKING:
+    from .attribution import Attributor
 from .sender import Sender
 from .spool import Spool
 
@@ -87,6 +92,8 @@ class Agent:
         spool_max_samples: int,
         no_gpu_reason: str = "",
         stop: threading.Event | None = None,
+        attributor: Attributor | None = None,
+        attribution_interval: float = 5.0,
     ) -> None:
         self.backend = backend
         self.devices: list[Device] = list(backend.devices) if backend else []
@@ -107,6 +114,9 @@ class Agent:
         self._slow_at: float | None = None
         self._segments: dict[str, int] = {}
         self.ticks = 0
+        self.attributor = attributor
+        self.attribution_interval = attribution_interval
+        self._attributed_at: float | None = None
 
     # -- facts ---------------------------------------------------------------------------------
     def _publish_facts(self, spool: Spool) -> None:
@@ -127,7 +137,27 @@ class Agent:
             "facts": facts,
         }
         driver = backend.driver_version if backend else ""
-        spool.facts_set(host=host, accelerators=[device.accelerator(driver) for device in self.devices])
+        slices = self.attributor is not None
+        accelerators = [device.accelerator(driver, slices=slices) for device in self.devices]
+        if slices and backend is not None:
+            # MIG instances are holdable devices of their own: the server needs them registered.
+            for device in self.devices:
+                accelerators += [item.accelerator(driver, slices=True) for item in backend.instances(device)]
+        spool.facts_set(host=host, accelerators=accelerators)
+
+    def _attribute(self, spool: Spool, now: float) -> None:
+        """Every ``attribution_interval``: who holds each device, into the spool's intervals."""
+        if self.attributor is None or self.backend is None:
+            return
+        if self._attributed_at is not None and now - self._attributed_at < self.attribution_interval - 1e-6:
+            return
+        self._attributed_at = now
+        try:
+            holdings = self.attributor.observe(self.backend, self.devices)
+        except Exception:  # one bad source must not stop the sampling
+            log.exception("attribution: reading who holds the GPUs failed")
+            return
+        spool.attribution_observe(at=round(now, 3), holdings=holdings)
 
     # -- loops ---------------------------------------------------------------------------------
     def _sleep_until(self, deadline: float) -> None:
@@ -160,6 +190,7 @@ class Agent:
             dropped = spool.samples_add(samples)
             if dropped:
                 log.warning("spool full: dropped %d oldest raw samples", dropped)
+            self._attribute(spool, now)
             self.ticks += 1
             # A signal found unsupported on this tick changes the accelerators' capability lists.
             changed = any(len(d.unsupported) != unsupported_seen[d.uuid] for d in self.devices)
@@ -200,6 +231,7 @@ class Agent:
 
     def run(self) -> int:
         spool = Spool(self.spool_path, max_samples=self.spool_max_samples)
+        spool.attribution_close_stale()
         self._publish_facts(spool)
         threads = [
             threading.Thread(target=self.send_loop, name="sender", daemon=True),
@@ -222,6 +254,8 @@ class Agent:
             deadline = time.monotonic() + 0.5
             for thread in threads:
                 thread.join(max(0.0, deadline - time.monotonic()))
+            if self.attributor is not None:
+                self.attributor.close()
             if self.backend:
                 self.backend.close()
         return 0

@@ -27,6 +27,7 @@ import random
 import socket
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -63,12 +64,15 @@ class Device:
     handle: Any = None
     # Critical XID events seen since the agent started; None where the GPU cannot report them.
     xid_errors: int | None = None
+    # MIG: a GPU's total compute slices (7 on A100/H100), an instance's own (``1g.10gb`` = 1).
+    compute_slices: int | None = None
     # signal -> why ("not_supported", "no_permission", "function_not_found", "mig", "missing")
     unsupported: dict[str, str] = field(default_factory=dict)
 
-    def accelerator(self, driver_version: str) -> dict[str, Any]:
-        """The ``accelerators[]`` item of the telemetry API."""
-        return {
+    def accelerator(self, driver_version: str, *, slices: bool = False) -> dict[str, Any]:
+        """The ``accelerators[]`` item of the telemetry API; ``slices`` (attribution on) adds
+        ``compute_slices`` where known (docs/attribution.md)."""
+        item = {
             "uuid": self.uuid,
             "index": self.index,
             "name": self.name,
@@ -80,6 +84,9 @@ class Device:
             "parent_uuid": self.parent_uuid,
             "unsupported": self.unsupported_signals(),
         }
+        if slices and self.compute_slices is not None:
+            item["compute_slices"] = self.compute_slices
+        return item
 
     def unsupported_signals(self) -> list[str]:
         # The clocks-event name failing is only news if the older throttle-reasons call failed too.
@@ -99,6 +106,21 @@ def _field_value(item: Any) -> float:
         kind, "uiVal"
     )
     return float(getattr(union, attribute))
+
+
+@dataclass
+class ProcessUse:
+    """A compute process on a GPU or MIG instance."""
+
+    pid: int
+    memory_bytes: int | None = None
+    # Its SM utilisation in %, averaged since the last reading, where the driver measures it.
+    sm_util: float | None = None
+    # The process's ``/proc/<pid>/cgroup`` text and start time, where the backend knows them
+    # itself (simulated GPUs); None: read them from procfs.
+    cgroup: str | None = None
+    start: str | None = None
+    name: str = ""
 
 
 class Backend(abc.ABC):
@@ -136,6 +158,14 @@ class Backend(abc.ABC):
     def facts(self) -> dict[str, Any]:
         return {}
 
+    def instances(self, device: Device) -> list[Device]:
+        """The MIG instances of a GPU in MIG mode (none otherwise)."""
+        return []
+
+    def processes(self, device: Device) -> list[ProcessUse]:
+        """The compute processes on a GPU or MIG instance now."""
+        return []
+
     def close(self) -> None:
         return None
 
@@ -145,6 +175,9 @@ class NvmlBackend(Backend):
         self.devices = []
         self.transient_errors = 0
         self._mig: dict[str, list[dict[str, Any]]] = {}
+        self._instances: dict[str, list[Device]] = {}
+        # Per device, the newest per-process utilisation sample read (NVML timestamps, us).
+        self._util_seen: dict[str, int] = {}
         self._lock = threading.Lock()
         self._event_set: Any = None
 
@@ -257,6 +290,9 @@ class NvmlBackend(Backend):
     def _mig_layout(self, device: Device) -> list[dict[str, Any]]:
         instances = []
         top = self._read(device, "mig_count", "nvmlDeviceGetMaxMigDeviceCount", device.handle) or 0
+        # As many MIG devices as compute slices: 7 on A100 and H100.
+        device.compute_slices = int(top) or None
+        children: list[Device] = []
         for slot in range(int(top)):
             try:
                 handle = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(device.handle, slot)
@@ -264,12 +300,66 @@ class NvmlBackend(Backend):
                 continue  # an empty slot
             try:
                 memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-                instances.append(
-                    {"uuid": _text(pynvml.nvmlDeviceGetUUID(handle)), "memory_bytes": int(memory.total)}
-                )
+                uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
+                instances.append({"uuid": uuid, "memory_bytes": int(memory.total)})
             except pynvml.NVMLError:
                 continue
+            child = Device(
+                uuid=uuid,
+                index=device.index,
+                name=device.name,
+                memory_bytes=int(memory.total),
+                mig_mode=True,
+                parent_uuid=device.uuid,
+                handle=handle,
+            )
+            attributes = self._read(child, "attributes", "nvmlDeviceGetAttributes", handle)
+            child.compute_slices = int(attributes.gpuInstanceSliceCount) if attributes is not None else None
+            children.append(child)
+        self._instances[device.uuid] = children
         return instances
+
+    def instances(self, device: Device) -> list[Device]:
+        return list(self._instances.get(device.uuid, []))
+
+    def _process_utilization(self, device: Device) -> dict[int, float] | None:
+        """pid -> mean SM utilisation (%) of the samples since the last reading; None when the
+        driver does not measure it for this device (a MIG instance, an old driver)."""
+        if "process_utilization" in device.unsupported:
+            return None
+        function = getattr(pynvml, "nvmlDeviceGetProcessUtilization", None)
+        if function is None:
+            device.unsupported["process_utilization"] = "missing"
+            return None
+        try:
+            samples = function(device.handle, self._util_seen.get(device.uuid, 0))
+        except pynvml.NVMLError as exc:
+            if exc.value == pynvml.NVML_ERROR_NOT_FOUND:
+                return {}  # no sample since the last reading: nobody ran a kernel
+            reason = _PERMANENT_ERRORS.get(exc.value)
+            if reason:
+                device.unsupported["process_utilization"] = reason
+            return None
+        sums: dict[int, list[float]] = {}
+        for item in samples:
+            sums.setdefault(int(item.pid), []).append(float(item.smUtil))
+            self._util_seen[device.uuid] = max(self._util_seen.get(device.uuid, 0), int(item.timeStamp))
+        return {pid: sum(values) / len(values) for pid, values in sums.items()}
+
+    def processes(self, device: Device) -> list[ProcessUse]:
+        found = self._read(device, "processes", "nvmlDeviceGetComputeRunningProcesses", device.handle)
+        if not found:
+            return []
+        utilization = self._process_utilization(device)
+        uses = []
+        for proc in found:
+            pid = int(proc.pid)
+            memory = getattr(proc, "usedGpuMemory", None)
+            sm = utilization.get(pid, 0.0) if utilization is not None else None
+            uses.append(
+                ProcessUse(pid=pid, memory_bytes=int(memory) if memory is not None else None, sm_util=sm)
+            )
+        return uses
 
     def close(self) -> None:
         if self._event_set is not None:
@@ -530,3 +620,43 @@ class SimulatedBackend(Backend):
             else [],
             "retired_pages_dbe": 0,
         }
+
+    def processes(self, device: Device) -> list[ProcessUse]:
+        """Plausible holders, by GPU index modulo 4: a serving pod that holds its GPU even idle;
+        two pods of two namespaces time-slicing one GPU (measured 2:1); a Slurm job; a bare
+        process. All but the serving pod leave in the idle phase of the load cycle."""
+        load = self._load(device, time.time())
+        host = self.devices[0].uuid.rsplit("-", 1)[0] if self.devices else "sim"
+        seed = zlib.crc32(host.encode()) % 10_000
+        pid = 40_000 + device.index * 10
+        kind = device.index % 4
+        memory = int(1.0e9 + 6.0e10 * min(1.0, load * 1.5))
+        if kind == 0:
+            pod = f"{seed:04d}aaaa-0000-4000-8000-{device.index:012d}"
+            return [ProcessUse(pid, memory, round(load * 95, 1), _sim_pod_cgroup(pod), "sim", "python3")]
+        if load == 0:
+            return []
+        if kind == 1:
+            first = f"{seed:04d}bbbb-0000-4000-8000-{device.index:012d}"
+            second = f"{seed:04d}cccc-0000-4000-8000-{device.index:012d}"
+            return [
+                ProcessUse(pid, memory // 2, round(load * 60, 1), _sim_pod_cgroup(first), "sim", "python3"),
+                ProcessUse(
+                    pid + 1, memory // 3, round(load * 30, 1), _sim_pod_cgroup(second), "sim", "python3"
+                ),
+            ]
+        if kind == 2:
+            job = str(7000 + device.index)
+            cgroup = f"0::/system.slice/slurmstepd.scope/uid_1000/job_{job}/step_0/user/task_0\n"
+            return [ProcessUse(pid, memory, round(load * 90, 1), cgroup, "sim", "train.py")]
+        return [
+            ProcessUse(pid, memory, round(load * 80, 1), "0::/user.slice/user-1000.slice\n", "sim", "python")
+        ]
+
+
+def _sim_pod_cgroup(uid: str) -> str:
+    pod = uid.replace("-", "_")
+    return (
+        f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{pod}.slice/"
+        f"cri-containerd-{uid.replace('-', '')[:32]}{uid.replace('-', '')[:32]}.scope\n"
+    )

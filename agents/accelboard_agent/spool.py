@@ -13,6 +13,13 @@
    deleted first and counted in ``dropped_samples`` (reported by ``status`` and sent in the host
    facts). Runs and inference intervals are small and never dropped by the cap.
 
+6. Attribution (``intervals``): each observation of who holds each device updates that device's
+   open segment (``attribution_open``) and appends the intervals it closed (``attribution``), in
+   one transaction. Sealing a batch takes the closed intervals that ended by the batch's last
+   sample and cuts the open segments there, in the same transaction as the samples, so an
+   interval rides in exactly one batch under its ``batch_id``. Intervals are small and never
+   dropped by the cap.
+
 Batch ids are ``<hostname>:<spool id>:<sequence>``; the spool id is random per spool file, so a
 deleted and recreated spool never reuses an id the server has already seen.
 """
@@ -26,6 +33,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from .intervals import MAX_PER_BATCH, Holding, segment_close, segment_cut, segment_observe
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -42,6 +51,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     next_try REAL NOT NULL DEFAULT 0,
     last_error TEXT NOT NULL DEFAULT ''
 );
+CREATE TABLE IF NOT EXISTS attribution (seq INTEGER PRIMARY KEY AUTOINCREMENT, end_time REAL NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS attribution_open (gpu TEXT PRIMARY KEY, data TEXT NOT NULL);
 """
 
 # WAL bounds: checkpoint after ~1 MB of writes, truncate the file back to 1 MB afterwards.
@@ -138,6 +149,85 @@ class Spool:
     def samples_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM samples").fetchone()[0])
 
+    # -- attribution ---------------------------------------------------------------------------
+    def _intervals_add(self, intervals: list[dict[str, Any]]) -> None:
+        self.db.executemany(
+            "INSERT INTO attribution (end_time, data) VALUES (?, ?)",
+            [(item["end"], json.dumps(item, separators=(",", ":"))) for item in intervals],
+        )
+
+    def _segment_set(self, gpu: str, segment: dict[str, Any] | None) -> None:
+        if segment is None:
+            self.db.execute("DELETE FROM attribution_open WHERE gpu = ?", (gpu,))
+        else:
+            self.db.execute(
+                "INSERT INTO attribution_open (gpu, data) VALUES (?, ?) "
+                "ON CONFLICT(gpu) DO UPDATE SET data = excluded.data",
+                (gpu, json.dumps(segment, separators=(",", ":"))),
+            )
+
+    def attribution_observe(self, *, at: float, holdings: dict[str, list[Holding]]) -> int:
+        """Fold one observation of every device's holders in; return how many intervals closed.
+        An open device missing from ``holdings`` is held by nobody now."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            segments = {
+                gpu: json.loads(data)
+                for gpu, data in self.db.execute("SELECT gpu, data FROM attribution_open")
+            }
+            closed_count = 0
+            for gpu in sorted(set(segments) | set(holdings)):
+                closed, segment = segment_observe(
+                    segments.get(gpu), gpu=gpu, at=at, holdings=holdings.get(gpu, [])
+                )
+                self._intervals_add(closed)
+                closed_count += len(closed)
+                if segment is not None or gpu in segments:
+                    self._segment_set(gpu, segment)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return closed_count
+
+    def attribution_close_stale(self) -> int:
+        """An agent starting: segments left open by its previous life end at their last
+        observation (what happened after it is unknown); return how many intervals that made."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            count = 0
+            for gpu, data in self.db.execute("SELECT gpu, data FROM attribution_open").fetchall():
+                segment = json.loads(data)
+                closed = segment_close(segment, float(segment["last"]))
+                self._intervals_add(closed)
+                count += len(closed)
+                self._segment_set(gpu, None)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return count
+
+    def _attribution_take(self, until: float) -> list[dict[str, Any]]:
+        """Inside ``telemetry_seal``'s transaction: the intervals ended by ``until`` and the open
+        segments cut there (at most ``MAX_PER_BATCH``; the rest wait for the next batch)."""
+        rows = self.db.execute(
+            "SELECT seq, data FROM attribution WHERE end_time <= ? ORDER BY seq LIMIT ?",
+            (until, MAX_PER_BATCH),
+        ).fetchall()
+        taken = [json.loads(data) for _, data in rows]
+        if rows:
+            self.db.executemany("DELETE FROM attribution WHERE seq = ?", [(seq,) for seq, _ in rows])
+        for gpu, data in self.db.execute("SELECT gpu, data FROM attribution_open ORDER BY gpu").fetchall():
+            segment = json.loads(data)
+            if len(taken) + len(segment["holders"]) > MAX_PER_BATCH:
+                break
+            cut, rest = segment_cut(segment, until)
+            if cut:
+                taken.extend(cut)
+                self._segment_set(gpu, rest)
+        return taken
+
     # -- host facts ----------------------------------------------------------------------------
     def facts_set(self, *, host: dict[str, Any], accelerators: list[dict[str, Any]]) -> bool:
         """Remember the host facts; return True when they changed (they go in the next batch)."""
@@ -190,6 +280,10 @@ class Spool:
                 "accelerators": facts["accelerators"],
                 "samples": [json.loads(data) for _, data in rows],
             }
+            if payload["samples"]:
+                attribution = self._attribution_take(max(float(s["time"]) for s in payload["samples"]))
+                if attribution:
+                    payload["attribution"] = attribution
             self.db.execute(
                 "INSERT INTO outbox (client_id, kind, endpoint, payload, items, created) VALUES (?, ?, ?, ?, ?, ?)",
                 (
