@@ -7,7 +7,7 @@ observations (docs/attribution.md, "Wire format").
 2. A device's consecutive observations with the same holders (the same workloads on the same
    basis) make one open *segment*; its values are integrated over time, so a coalesced
    interval's ``share`` and ``sm_util`` are their time averages (a measured share moves every
-   tick; the set of holders does not) and ``memory_bytes`` the largest seen.
+   tick; the set of holders does not) and ``memory_bytes`` the largest it held for a while.
 3. When the holders change at ``t`` the segment closes at ``t`` into one interval per holder,
    all with the same ``[start, end)``: so the shares held at any instant add up to what each
    observation said, at most 1. A device nobody holds has no segment (idle).
@@ -73,7 +73,7 @@ def segment_open(gpu: str, at: float, holdings: list[Holding]) -> dict[str, Any]
                 "memory_bytes": h.memory_bytes,
                 "share_s": 0.0,
                 "util_s": 0.0 if h.sm_util is not None else None,
-                "memory_max": h.memory_bytes,
+                "memory_max": None,
             }
             for h in sorted(holdings, key=lambda h: h.key)
         ],
@@ -85,6 +85,8 @@ def _advance(segment: dict[str, Any], at: float) -> None:
     elapsed = max(0.0, at - float(segment["last"]))
     for holder in segment["holders"]:
         holder["share_s"] += holder["share"] * elapsed
+        if elapsed > 0 and holder["memory_bytes"] is not None:
+            holder["memory_max"] = max(holder["memory_max"] or 0, holder["memory_bytes"])
         if holder["util_s"] is not None and holder["sm_util"] is not None:
             holder["util_s"] += holder["sm_util"] * elapsed
         else:
@@ -136,8 +138,6 @@ def segment_observe(
                 holder["share"] = now.share
                 holder["sm_util"] = now.sm_util
                 holder["memory_bytes"] = now.memory_bytes
-                if now.memory_bytes is not None:
-                    holder["memory_max"] = max(holder["memory_max"] or 0, now.memory_bytes)
             return [], segment
     closed = segment_close(segment, at) if segment is not None else []
     return closed, (segment_open(gpu, at, holdings) if holdings else None)
@@ -158,7 +158,7 @@ def segment_cut(segment: dict[str, Any], at: float) -> tuple[list[dict[str, Any]
     for holder in rest["holders"]:
         holder["share_s"] = 0.0
         holder["util_s"] = 0.0 if holder["sm_util"] is not None else None
-        holder["memory_max"] = holder["memory_bytes"]
+        holder["memory_max"] = None
     return intervals, rest
 
 

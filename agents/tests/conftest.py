@@ -168,6 +168,7 @@ class FakeGpu:
         errors: dict[str, int] | None = None,
         instant_ret: int = 0,
         mig: bool = False,
+        mig_layout: dict[int, int] | None = None,
     ) -> None:
         self.index = index
         self.uuid = f"GPU-fake-{index:04d}-aaaa"
@@ -180,7 +181,16 @@ class FakeGpu:
         self.born = time.monotonic()
         self.errors = dict(errors or {})
         self.instant_ret = instant_ret
-        self.mig = mig
+        self.mig = mig or bool(mig_layout)
+        # MIG slot -> the instance's compute slices; None: one 1-slice instance in slot 0 of 2.
+        self.mig_layout = mig_layout
+        self.children: dict[int, FakeGpu] = {}
+        self.slices = 1
+        # NVML's compute processes (pid, usedGpuMemory) and per-process utilisation samples
+        # (pid, smUtil), or the NVML error code the utilisation call raises.
+        self.processes: list[Any] = [SimpleNamespace(pid=1, usedGpuMemory=1024)]
+        self.process_util: list[tuple[int, int]] | int = pynvml.NVML_ERROR_NOT_SUPPORTED
+        self.util_since: list[int] = []
         self.calls: Counter = Counter()
 
 
@@ -251,7 +261,12 @@ class FakeNvml:
             ),
             "nvmlDeviceGetEnforcedPowerLimit": simple("nvmlDeviceGetEnforcedPowerLimit", lambda g: 700_000),
             "nvmlDeviceGetMigMode": simple("nvmlDeviceGetMigMode", lambda g: (1, 1) if g.mig else (0, 0)),
-            "nvmlDeviceGetMaxMigDeviceCount": simple("nvmlDeviceGetMaxMigDeviceCount", lambda g: 2),
+            "nvmlDeviceGetMaxMigDeviceCount": simple(
+                "nvmlDeviceGetMaxMigDeviceCount", lambda g: 7 if g.mig_layout else 2
+            ),
+            "nvmlDeviceGetAttributes": simple(
+                "nvmlDeviceGetAttributes", lambda g: SimpleNamespace(gpuInstanceSliceCount=g.slices)
+            ),
             "nvmlDeviceGetTotalEnergyConsumption": energy,
             "nvmlDeviceGetFieldValues": field_values,
             "nvmlDeviceGetPowerUsage": simple("nvmlDeviceGetPowerUsage", lambda g: int(g.power_mw)),
@@ -270,18 +285,38 @@ class FakeNvml:
             "nvmlDeviceGetPcieThroughput": simple("nvmlDeviceGetPcieThroughput", lambda g: 1234),
             "nvmlDeviceGetNvLinkState": simple("nvmlDeviceGetNvLinkState", lambda g: 1),
             "nvmlDeviceGetComputeRunningProcesses": simple(
-                "nvmlDeviceGetComputeRunningProcesses", lambda g: [SimpleNamespace(pid=1, usedGpuMemory=1024)]
+                "nvmlDeviceGetComputeRunningProcesses", lambda g: list(g.processes)
             ),
             "nvmlDeviceGetRetiredPages": simple("nvmlDeviceGetRetiredPages", lambda g: []),
             "nvmlDeviceGetRemappedRows": simple("nvmlDeviceGetRemappedRows", lambda g: (0, 0, 0, 0)),
         }
 
         def mig_handle(handle: FakeGpu, slot: int) -> Any:
-            if slot == 1:
+            layout = handle.mig_layout if handle.mig_layout is not None else {0: 1}
+            if slot not in layout:
                 raise nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
-            child = FakeGpu(100 + handle.index)
-            child.uuid = f"MIG-fake-{handle.index}-{slot}"
-            return child
+            if slot not in handle.children:
+                child = FakeGpu(100 + handle.index)
+                child.uuid = f"MIG-fake-{handle.index}-{slot}"
+                child.slices = layout[slot]
+                child.processes = []
+                handle.children[slot] = child
+            return handle.children[slot]
+
+        def process_utilization(handle: FakeGpu, since: int) -> list[Any]:
+            fake._call(handle, "nvmlDeviceGetProcessUtilization")
+            handle.util_since.append(since)
+            if isinstance(handle.process_util, int):
+                raise nvml_error(handle.process_util)
+            if not handle.process_util:
+                raise nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
+            stamp = max(since, 1_000_000) + 1
+            return [
+                SimpleNamespace(pid=pid, timeStamp=stamp, smUtil=sm, memUtil=0, encUtil=0, decUtil=0)
+                for pid, sm in handle.process_util
+            ]
+
+        functions["nvmlDeviceGetProcessUtilization"] = process_utilization
 
         functions["nvmlDeviceGetMigDeviceHandleByIndex"] = mig_handle
 
@@ -316,3 +351,23 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch):
         return fake
 
     return make
+
+
+# -- a fake /proc -----------------------------------------------------------------------------
+
+
+def fake_process(
+    procfs: Any, pid: int, *, cgroup: str, comm: str = "python3", start: int = 123456, hostname: str = ""
+) -> None:
+    """``<procfs>/<pid>/{cgroup,comm,stat,environ}`` as the kernel writes them."""
+    folder = procfs / str(pid)
+    folder.mkdir(parents=True)
+    (folder / "cgroup").write_text(cgroup)
+    (folder / "comm").write_text(comm + "\n")
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+    # stime cutime cstime priority nice threads itrealvalue starttime ...
+    (folder / "stat").write_text(
+        f"{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 12 0 {start} 1000 2000\n"
+    )
+    environ = [b"PATH=/usr/bin"] + ([f"HOSTNAME={hostname}".encode()] if hostname else [])
+    (folder / "environ").write_bytes(b"\0".join(environ) + b"\0")
