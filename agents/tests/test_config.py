@@ -88,3 +88,48 @@ def test_it_exits_2_without_a_token(tmp_path, capsys, monkeypatch):
 
     assert code == 2
     assert "token: not set" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (
+            {"ACCELBOARD_ATTRIBUTION_NVML": "maybe"},
+            "attribution_nvml: 'maybe' is not on/off (true/false, yes/no, 1/0) (from ACCELBOARD_ATTRIBUTION_NVML)",
+        ),
+        (
+            {"ACCELBOARD_KUBELET_SOCKET": "/var/lib/kubelet/pod-resources/kubelet.sock"},
+            "kubelet_socket: '/var/lib/kubelet/pod-resources/kubelet.sock' is not a unix:// socket address",
+        ),
+        (
+            {"ACCELBOARD_SLURM_JOB_MAPPING_DIR": "/nonexistent/jobs"},
+            "slurm_job_mapping_dir: '/nonexistent/jobs' is not a directory",
+        ),
+        ({"ACCELBOARD_PROCFS": "/nonexistent/proc"}, "procfs: '/nonexistent/proc' is not a directory"),
+        ({"ACCELBOARD_ATTRIBUTION_INTERVAL": "0"}, "attribution_interval: '0' must be > 0"),
+        (
+            {"ACCELBOARD_ATTRIBUTION_CGROUPS": "on"},
+            "attribution_cgroups: needs attribution_nvml on (the cgroups read are those of NVML's processes) "
+            "(from ACCELBOARD_ATTRIBUTION_CGROUPS)",
+        ),
+    ],
+)
+def test_it_rejects_bad_attribution_settings_naming_the_key(environ, message):
+    with pytest.raises(ConfigError) as error:
+        config_load(flags={}, environ=environ, config_path=None)
+
+    assert message in str(error.value)
+
+
+def test_attribution_sources_are_off_by_default_and_switched_on_by_keys(tmp_path):
+    assert config_load(flags={}, environ={}, config_path=None).attribution_nvml is False
+    path = _file(
+        tmp_path,
+        f"[agent]\nattribution_nvml = on\nattribution_cgroups = yes\nkubelet = true\nprocfs = {tmp_path}\n",
+    )
+
+    config = config_load(flags={}, environ={}, config_path=path)
+
+    assert (config.attribution_nvml, config.attribution_cgroups, config.kubelet) == (True, True, True)
+    assert config.kubelet_socket == "unix:///var/lib/kubelet/pod-resources/kubelet.sock"
+    assert config.procfs == str(tmp_path) and config.slurm_job_mapping_dir == ""

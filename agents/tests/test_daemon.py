@@ -220,3 +220,40 @@ def test_status_reports_spool_drops_and_reachability(tmp_path, server, capsys):
     assert status["pending_by_kind"]["telemetry"] >= 1
     assert status["server_reachable"].startswith("no")
     assert status["last_success"] is None
+
+
+def _attribution(server) -> list[dict]:
+    return [item for body in server.stored("/api/v1/telemetry") for item in body.get("attribution", [])]
+
+
+def test_a_simulated_agent_ships_who_holds_its_gpus_and_nothing_when_attribution_is_off(tmp_path, server):
+    agent = _agent(
+        server, str(tmp_path / "on.db"), "--attribution-nvml", "on", "--attribution-interval", "0.2"
+    )
+    try:
+        _wait(
+            lambda: {i["gpu"] for i in _attribution(server)} == {"GPU-SIM-sim-host-0", "GPU-SIM-sim-host-1"}
+        )
+    finally:
+        agent.terminate()
+        agent.wait(timeout=5)
+
+    # GPU 0: one serving pod, the whole GPU; GPU 1: two pods time-slicing it, measured 60:30.
+    intervals = _attribution(server)
+    first = [i for i in intervals if i["gpu"] == "GPU-SIM-sim-host-0"]
+    assert {(i["workload"]["kind"], i["basis"], i["share"]) for i in first} == {("pod", "exclusive", 1.0)}
+    shared = [i for i in intervals if i["gpu"] == "GPU-SIM-sim-host-1"]
+    assert {i["basis"] for i in shared} == {"measured"}
+    assert sorted({round(i["share"], 2) for i in shared}) == [0.33, 0.67]
+    assert all(i["end"] > i["start"] for i in intervals)
+
+    server.accepted.clear()
+    agent = _agent(server, str(tmp_path / "off.db"))
+    try:
+        _wait(lambda: len(server.samples()) >= 10)
+    finally:
+        agent.terminate()
+        agent.wait(timeout=5)
+    batches = server.stored("/api/v1/telemetry")
+    assert not any("attribution" in b for b in batches)
+    assert not any("compute_slices" in a for b in batches for a in b["accelerators"])
