@@ -143,23 +143,15 @@ class Attributor:
         for device in self.devices(backend, devices):
             on_device = pods.get(device.uuid, [])
             holders: dict[str, dict[str, Any]] = {}
-
-            def hold(workload: dict[str, Any], memory: int | None, sm: float | None, holders=holders) -> None:
-                key = workload_key(workload)
-                entry = holders.setdefault(key, {"workload": workload, "memory": None, "sm_util": None})
-                if memory is not None:
-                    entry["memory"] = (entry["memory"] or 0) + memory
-                if sm is not None:
-                    entry["sm_util"] = (entry["sm_util"] or 0.0) + sm
-
             for pod in on_device:
-                hold(_pod(pod), None, None)
+                _hold(holders, _pod(pod))
             if not device.parent_uuid:
                 for job in mapping.get(device.index, []):
-                    hold(self._job(job), None, None)
+                    _hold(holders, self._job(job))
             processes = backend.processes(device) if self.sources.nvml else []
             for process in processes:
-                hold(self._process_workload(process, on_device), process.memory_bytes, process.sm_util)
+                workload = self._process_workload(process, on_device)
+                _hold(holders, workload, memory=process.memory_bytes, sm_util=process.sm_util)
             measured = bool(processes) and all(p.sm_util is not None for p in processes)
             result[device.uuid] = [
                 Holding(
@@ -177,6 +169,23 @@ class Attributor:
     def close(self) -> None:
         if self.kubelet is not None:
             self.kubelet.close()
+
+
+def _hold(
+    holders: dict[str, dict[str, Any]],
+    workload: dict[str, Any],
+    *,
+    memory: int | None = None,
+    sm_util: float | None = None,
+) -> None:
+    """Add a workload to a device's holders; its processes' memory and SM utilisation add up."""
+    entry = holders.setdefault(
+        workload_key(workload), {"workload": workload, "memory": None, "sm_util": None}
+    )
+    if memory is not None:
+        entry["memory"] = (entry["memory"] or 0) + memory
+    if sm_util is not None:
+        entry["sm_util"] = (entry["sm_util"] or 0.0) + sm_util
 
 
 def _pod(item: PodDevice) -> dict[str, Any]:

@@ -18,11 +18,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .config import Config, ConfigError, config_load
 from .gpus import NoGpu, SimulatedBackend, nvml_open
+
+if TYPE_CHECKING:
+    from .attribution import Attributor
 
 PROG = "accelboard-agent"
 # The server's vocabularies (docs/api-contract.md); checked here so a typo fails before a long
@@ -232,7 +235,7 @@ def _run_agent(args: argparse.Namespace, config: Config, hostname: str, stop: th
     return agent.run()
 
 
-def _attributor(config: Config) -> Any:
+def _attributor(config: Config) -> Attributor | None:
     """The attribution sources the configuration switches on; None when none is."""
     if not (config.attribution_nvml or config.kubelet or config.slurm_job_mapping_dir):
         return None

@@ -1,13 +1,14 @@
 """``accelboard-agent run``: the sampling daemon.
 
-Three loops, so that no slow thing delays the 1 s tick:
+Three loops (four with attribution), so that no slow thing delays the 1 s tick:
 1. the sampler (main thread) reads every GPU's hot signals each ``interval`` and appends them
    to the spool: local disk only, never the network;
 2. the slow scanner (thread) reads PCIe/NVLink counters, processes, retired pages and remapped
    rows every ``slow_interval`` and folds them into the host facts;
 3. the sender (thread) ships the spool (see ``sender``).
-With attribution on (``attribution``), the sampler also asks who holds each GPU and MIG
-instance every ``attribution_interval`` and folds the answer into the spool's open intervals.
+4. with an attribution source on, the attribution loop (thread) asks who holds each GPU and MIG
+   instance every ``attribution_interval`` (NVML, /proc, the kubelet, Slurm: any may be slow)
+   and folds the answer into the spool's open intervals (``intervals``).
 SIGTERM/SIGINT set one event; every wait in the three loops wakes on it, so the daemon returns
 within a second. Each tick is in the spool the moment it is read, so a stop (even SIGKILL)
 loses at most the tick being read.
@@ -116,7 +117,6 @@ class Agent:
         self.ticks = 0
         self.attributor = attributor
         self.attribution_interval = attribution_interval
-        self._attributed_at: float | None = None
 
     # -- facts ---------------------------------------------------------------------------------
     def _publish_facts(self, spool: Spool) -> None:
@@ -145,19 +145,24 @@ class Agent:
                 accelerators += [item.accelerator(driver, slices=True) for item in backend.instances(device)]
         spool.facts_set(host=host, accelerators=accelerators)
 
-    def _attribute(self, spool: Spool, now: float) -> None:
+    def attribution_loop(self) -> None:
         """Every ``attribution_interval``: who holds each device, into the spool's intervals."""
-        if self.attributor is None or self.backend is None:
-            return
-        if self._attributed_at is not None and now - self._attributed_at < self.attribution_interval - 1e-6:
-            return
-        self._attributed_at = now
+        assert self.attributor is not None and self.backend is not None
+        spool = Spool(self.spool_path, max_samples=self.spool_max_samples)
         try:
-            holdings = self.attributor.observe(self.backend, self.devices)
-        except Exception:  # one bad source must not stop the sampling
-            log.exception("attribution: reading who holds the GPUs failed")
-            return
-        spool.attribution_observe(at=round(now, 3), holdings=holdings)
+            while not self.stop.is_set():
+                started = time.monotonic()
+                now = time.time()
+                try:
+                    holdings = self.attributor.observe(self.backend, self.devices)
+                except Exception:  # one bad source must not end attribution for good
+                    if not self.stop.is_set():
+                        log.exception("attribution: reading who holds the GPUs failed")
+                else:
+                    spool.attribution_observe(at=round(now, 3), holdings=holdings)
+                self._sleep_until(started + self.attribution_interval)
+        finally:
+            spool.close()
 
     # -- loops ---------------------------------------------------------------------------------
     def _sleep_until(self, deadline: float) -> None:
@@ -190,7 +195,6 @@ class Agent:
             dropped = spool.samples_add(samples)
             if dropped:
                 log.warning("spool full: dropped %d oldest raw samples", dropped)
-            self._attribute(spool, now)
             self.ticks += 1
             # A signal found unsupported on this tick changes the accelerators' capability lists.
             changed = any(len(d.unsupported) != unsupported_seen[d.uuid] for d in self.devices)
@@ -238,6 +242,8 @@ class Agent:
         ]
         if self.devices:
             threads.append(threading.Thread(target=self.slow_loop, name="slow", daemon=True))
+        if self.devices and self.attributor is not None:
+            threads.append(threading.Thread(target=self.attribution_loop, name="attribution", daemon=True))
         for thread in threads:
             thread.start()
         try:

@@ -127,8 +127,9 @@ def segment_observe(
     segment: dict[str, Any] | None, *, gpu: str, at: float, holdings: list[Holding]
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Fold one observation into a device's open segment: (intervals closed, the open segment)."""
-    if segment is not None and at < float(segment["last"]):
-        return [], segment  # an observation older than the segment (a clock step back): ignored
+    if segment is not None:
+        # An observation read while a batch cut the segment (another thread) counts from the cut.
+        at = max(at, float(segment["last"]))
     if holdings and segment is not None:
         if segment["identity"] == _identity(holdings[0].basis, [h.key for h in holdings]):
             _advance(segment, at)
