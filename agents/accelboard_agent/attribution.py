@@ -59,11 +59,9 @@ class Attributor:
 
     def __init__(self, sources: Sources) -> None:
         self.sources = sources
-        self.kubelet = (
-            PodResourcesClient(sources.kubelet_socket, timeout=sources.timeout)
-            if (sources.kubelet_socket)
-            else None
-        )
+        self.kubelet: PodResourcesClient | None = None
+        if sources.kubelet_socket:
+            self.kubelet = PodResourcesClient(sources.kubelet_socket, timeout=sources.timeout)
         self.jobs = SlurmJobs(sources.slurm_scontrol)
         self._kubelet_failing = False
 
@@ -134,11 +132,9 @@ class Attributor:
     def observe(self, backend: Backend, devices: list[Device]) -> dict[str, list[Holding]]:
         """Every holdable device's holders now (an empty list: nobody holds it)."""
         pods = self._pods()
-        mapping = (
-            job_mapping_read(self.sources.slurm_job_mapping_dir)
-            if (self.sources.slurm_job_mapping_dir)
-            else {}
-        )
+        mapping: dict[int, list[str]] = {}
+        if self.sources.slurm_job_mapping_dir:
+            mapping = job_mapping_read(self.sources.slurm_job_mapping_dir)
         result: dict[str, list[Holding]] = {}
         for device in self.devices(backend, devices):
             on_device = pods.get(device.uuid, [])
