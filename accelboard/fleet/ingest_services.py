@@ -69,15 +69,15 @@ def telemetry_batch_ingest(*, team_id: int, payload: object) -> dict[str, Any]:
     # The result is known before the write (the samples it accepts; the intervals, unless some
     # were stored already), so it is stored with the claim, saving the write its own UPDATE.
     known: dict[str, Any] = {"batch_id": batch.batch_id, "accepted": len(batch.gpus)}
-    start, end = batch.start, batch.end
+    # The days the samples need, and those the intervals need (each range bounded on its own:
+    # the days between them, if any, are not made).
+    ranges = [(batch.start, batch.end)] if batch.start is not None and batch.end is not None else []
     if attribution is not None:
         known.update(attribution=len(attribution), attribution_duplicates=0)
         if len(attribution):
-            first, last = attribution_range(attribution)
-            start = first if start is None else min(start, first)
-            end = last if end is None else max(end, last)
+            ranges.append(attribution_range(attribution))
     for attempt in (1, 2):
-        if start is not None and end is not None:
+        for start, end in ranges:
             # Created (and committed) before the batch's transaction: an empty partition is not
             # data, and CREATE TABLE ... PARTITION OF would otherwise lock the parent table for
             # the whole batch.

@@ -446,12 +446,18 @@ def test_a_batch_without_attribution_costs_what_it_cost_before(
     sql = [query["sql"] for query in plain.captured_queries]
     assert not any("gpuattribution" in text or "fleet_workload" in text for text in sql)
     # With attribution: the device check, the host's lock, the stored overlaps, one upsert of the
-    # workloads (the COPY is not a captured query) beside the same statements.
+    # workloads (the COPY is not a captured query) beside the same statements. Partition
+    # catalogue reads are left out: in a test's transaction the days are not remembered, so each
+    # range's ensure reads the catalogue (in a web process, no query).
     payload = _payload(_batch())
     payload["samples"] = telemetry_payload(n=4, start=T + 4)["samples"]
     with CaptureQueriesContext(connection) as attributed:
         assert post_json(client, URL, payload, ingest_token).status_code == 200
-    assert len(attributed.captured_queries) == len(plain.captured_queries) + 4
+
+    def statements(captured: CaptureQueriesContext) -> list[str]:
+        return [q["sql"] for q in captured.captured_queries if "pg_inherits" not in q["sql"]]
+
+    assert len(statements(attributed)) == len(statements(plain)) + 4
     assert sum("INSERT INTO fleet_workload" in q["sql"] for q in attributed.captured_queries) == 1
 
 
@@ -481,11 +487,12 @@ def test_partitions_are_made_for_the_days_of_intervals_without_samples(
 ) -> None:
     day = datetime(2026, 11, 26, 12, tzinfo=UTC)
     assert "fleet_gpuattribution_p20261126" not in _attribution_partitions()
-    # Samples on 11-29, an interval on 11-26: the days between are made too.
+    # Samples on 11-29, an interval on 11-26: the days each needs are made, not those between.
     payload = _payload([_interval(GPU_A, day.timestamp(), day.timestamp() + 60, POD)])
     assert post_json(client, URL, payload, ingest_token).status_code == 200
     partitions = _attribution_partitions()
-    assert {f"fleet_gpuattribution_p202611{d}" for d in range(26, 30)} <= partitions
+    assert {"fleet_gpuattribution_p20261126", "fleet_gpuattribution_p20261129"} <= partitions
+    assert "fleet_gpuattribution_p20261127" not in partitions
     assert _stored()[0][1:3] == (day, day + timedelta(seconds=60))
 
 
