@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
-from annotated_types import Ge, Le
+from annotated_types import Ge, Gt, Le
 from ninja import FilterLookup, FilterSchema, Schema
 from pydantic import (
     AfterValidator,
@@ -260,6 +260,15 @@ class BatchAccepted(BaseModel):
     duplicate: bool
 
 
+class TelemetryAccepted(BatchAccepted):
+    """A telemetry batch's answer; the attribution counts only for a batch that carries some."""
+
+    attribution: int | None = Field(None, description="Attribution intervals stored")
+    attribution_duplicates: int | None = Field(
+        None, description="Attribution intervals identical to stored ones, skipped"
+    )
+
+
 class ErrorBody(BaseModel):
     code: str
     message: str
@@ -300,6 +309,9 @@ class TelemetryAcceleratorIn(StrictModel):
     memory_bytes: Count64 | None = None
     power_limit_w: Annotated[float, Ge(0), Le(100_000)] | None = None
     mig_mode: bool | None = None
+    compute_slices: Annotated[int, Ge(1), Le(64)] | None = Field(
+        None, description="A MIG instance's GPU slices (1g.10gb = 1); a GPU's total (7 on A100 and H100)"
+    )
     unsupported: list[Annotated[str, Length(64)]] | None = None
 
 
@@ -328,13 +340,59 @@ class TelemetrySampleIn(StrictModel):
     xid_errors: Annotated[int, Ge(0), Le(_INT32)] | None = None
 
 
+# Names, ids and labels of workloads hold no control characters (docs/attribution.md).
+_PLAIN = r"^[^\x00-\x1f\x7f-\x9f]*$"
+
+
+def _Plain(max_length: int, min_length: int = 0) -> StringConstraints:  # noqa: N802 (reads like a type)
+    return StringConstraints(min_length=min_length, max_length=max_length, pattern=_PLAIN)
+
+
+class GpuWorkloadIn(StrictModel):
+    """What held the device: a Kubernetes pod, a Slurm job or a process (docs/attribution.md)."""
+
+    kind: Literal["pod", "slurm-job", "process"]
+    uid: Annotated[str, _Plain(253, 1)] = Field(
+        description='Pod UID, Slurm job id, or "<pid>@<start time>" for a process'
+    )
+    namespace: Annotated[str, _Plain(253)] | None = None
+    name: Annotated[str, _Plain(253)] | None = None
+    container: Annotated[str, _Plain(253)] | None = None
+    labels: (
+        Annotated[dict[Annotated[str, _Plain(63, 1)], Annotated[str, _Plain(256)]], Field(max_length=64)]
+        | None
+    ) = None
+    user: Annotated[str, _Plain(253)] | None = None
+    account: Annotated[str, _Plain(253)] | None = None
+    partition: Annotated[str, _Plain(253)] | None = None
+
+
+class AttributionIntervalIn(StrictModel):
+    """One workload's hold on one GPU or MIG instance of the host over [start, end)."""
+
+    gpu: Annotated[str, _Plain(96, 1)] = Field(description="A GPU or MIG instance UUID of this host")
+    start: float | datetime = Field(description="As samples' times")
+    end: float | datetime = Field(description="After start, at most 24 hours later")
+    workload: GpuWorkloadIn
+    share: Annotated[float, Gt(0), Le(1)] = Field(description="The fraction of the device it held")
+    basis: Literal["exclusive", "measured", "even"]
+    memory_bytes: Count64 | None = None
+    sm_util: _Fraction | None = Field(None, description="Its measured SM utilisation, %")
+
+
 class TelemetryBatchIn(StrictModel):
-    """A batch of GPU samples from one host (docs/api-contract.md)."""
+    """A batch of GPU samples from one host (docs/api-contract.md), and who held each GPU when
+    (docs/attribution.md)."""
 
     batch_id: Annotated[str, Length(128, 1)]
     host: TelemetryHostIn
     accelerators: Annotated[list[TelemetryAcceleratorIn], Field(max_length=1_024)] | None = None
     samples: Annotated[list[TelemetrySampleIn], Field(max_length=10_000)] | None = None
+    attribution: Annotated[list[AttributionIntervalIn], Field(max_length=10_000)] | None = Field(
+        None,
+        description="Intervals of workloads holding the host's GPUs; per device no workload overlaps "
+        "itself and the shares at one instant add up to at most 1 (docs/attribution.md)",
+    )
 
 
 # Request bodies are read by hand (``body.request_json``) and documented with ``openapi_extra``;

@@ -45,6 +45,7 @@ from .schemas import (
     RunsUploaded,
     SeriesFilters,
     SeriesOut,
+    TelemetryAccepted,
     TelemetryBatchIn,
     openapi_body,
 )
@@ -93,12 +94,14 @@ def _body_schema(model: type[BaseModel], description: str) -> dict[str, Any]:
 @api.post(
     "/telemetry",
     auth=WRITE_AUTH,
-    response={200: BatchAccepted, **ERRORS},
+    response={200: TelemetryAccepted, **ERRORS},
     openapi_extra=_body_schema(
         TelemetryBatchIn,
-        "A batch of up to 10,000 GPU samples from one host; see docs/api-contract.md (gzip accepted).",
+        "A batch of up to 10,000 GPU samples from one host, and up to 10,000 attribution intervals; "
+        "see docs/api-contract.md and docs/attribution.md (gzip accepted).",
     ),
     tags=["ingest"],
+    exclude_none=True,
 )
 def telemetry_post(request: TokenRequest) -> dict[str, Any]:
     return services.telemetry_batch_ingest(team=request.auth.team, payload=request_json(request))

@@ -55,5 +55,11 @@ def ingest_batch_write(
         if stored is not None:
             return {**stored, "duplicate": True}, True
         result = write()
-        IngestBatch.objects.filter(team_id=team_id, kind=kind, client_id=client_id).update(result=result)
+        ingest_batch_result_set(team_id=team_id, kind=kind, client_id=client_id, result=result)
     return {**result, "duplicate": False}, False
+
+
+def ingest_batch_result_set(*, team_id: int, kind: str, client_id: str, result: dict[str, Any]) -> None:
+    """Store the result of a claimed write (what a retry of it gets back), where the claim did not
+    know it. Call it inside the write's transaction."""
+    IngestBatch.objects.filter(team_id=team_id, kind=kind, client_id=client_id).update(result=result)

@@ -5,7 +5,16 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from .models import Accelerator, AcceleratorType, Host, Site, TelemetryRollup, TelemetrySample
+from .models import (
+    Accelerator,
+    AcceleratorType,
+    GpuAttribution,
+    Host,
+    Site,
+    TelemetryRollup,
+    TelemetrySample,
+    Workload,
+)
 
 
 @admin.register(AcceleratorType)
@@ -89,3 +98,34 @@ class TelemetryRollupAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+class _ReadOnly(admin.ModelAdmin):
+    """Rows that arrive through the API only (telemetry ingest), shown, never edited here."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Workload)
+class WorkloadAdmin(_ReadOnly):
+    list_display = ["kind", "namespace", "name", "uid", "team", "account", "user", "last_seen_at"]
+    list_filter = ["kind", "team"]
+    search_fields = ["uid", "name", "namespace", "account", "user"]
+    list_select_related = ["team"]
+
+
+@admin.register(GpuAttribution)
+class GpuAttributionAdmin(_ReadOnly):
+    """Who held which GPU when (docs/attribution.md); partitioned like raw telemetry."""
+
+    list_display = ["start", "end", "accelerator", "workload", "share", "basis", "sm_util"]
+    list_select_related = ["accelerator__host", "workload"]
+    show_full_result_count = False
+    list_per_page = 100

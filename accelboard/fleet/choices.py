@@ -30,3 +30,19 @@ class Provider(models.TextChoices):
 class RollupWidth(models.IntegerChoices):
     MINUTE = 60, "1 minute"
     HOUR = 3600, "1 hour"
+
+
+class WorkloadKind(models.TextChoices):
+    """What held a GPU (docs/attribution.md): a Kubernetes pod, a Slurm job, a bare process."""
+
+    POD = "pod", "Kubernetes pod"
+    SLURM_JOB = "slurm-job", "Slurm job"
+    PROCESS = "process", "Process"
+
+
+class AttributionBasis(models.TextChoices):
+    """How an interval's share of its device was found (docs/attribution.md)."""
+
+    EXCLUSIVE = "exclusive", "Held alone"
+    MEASURED = "measured", "Measured per process"
+    EVEN = "even", "Split evenly"

@@ -35,7 +35,7 @@ def host_register(
 
     A GPU that moved to another host (re-seated card) follows its UUID. Facts not given are kept.
     ``accelerators`` items: uuid (required), index, name, serial, memory_bytes, power_limit_w,
-    driver_version, mig_mode, parent_uuid, unsupported.
+    driver_version, mig_mode, parent_uuid, compute_slices, unsupported.
     """
     facts = dict(facts or {})
     seen_at = seen_at or datetime.now(UTC)
@@ -76,6 +76,7 @@ def host_register(
                     "driver_version",
                     "mig_mode",
                     "parent_uuid",
+                    "compute_slices",
                     "unsupported",
                 )
                 if key in item and item[key] is not None

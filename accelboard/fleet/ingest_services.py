@@ -12,6 +12,10 @@
    its newest sample and mark the batch's range dirty for the rollups, in one statement.
 4. After the commit, ask for one rollup drain for the whole fleet
    (``rollup_request_services.telemetry_rollups_request``): no task per batch.
+A batch may carry ``attribution`` (docs/attribution.md): its intervals are validated with the
+batch (``attribution_validation``), need partitions for their days too, and are stored in the
+same transaction after the registration (``attribution_services.attribution_store``); a batch
+without them runs exactly the statements it ran before.
 A cached registration that no longer holds (``StaleRegistration``) or a remembered partition that
 is gone rolls the whole transaction back, and the batch is stored once more, the long way.
 """
@@ -31,10 +35,12 @@ import orjson
 from django.db import IntegrityError, connection, transaction
 
 from accelboard.core.choices import BatchKind
-from accelboard.core.idempotency_services import ingest_batch_claim
+from accelboard.core.idempotency_services import ingest_batch_claim, ingest_batch_result_set
 
+from .attribution_services import attribution_range, attribution_store
+from .attribution_validation import Attribution, telemetry_batch_attribution_parse
 from .host_services import HOST_FIELDS, host_register
-from .ingest_validation import SAMPLE_FIELDS, IngestRejected, TelemetryBatch, telemetry_batch_parse
+from .ingest_validation import SAMPLE_FIELDS, IngestRejected, TelemetryBatch
 from .models import Accelerator, Host
 from .partition_services import (
     telemetry_copy,
@@ -50,20 +56,28 @@ COPY_COLUMNS = ("time", "host_id", "accelerator_id", *SAMPLE_FIELDS)
 
 def telemetry_batch_ingest(*, team_id: int, payload: object) -> dict[str, Any]:
     """Validate and store one telemetry batch of ``team_id``'s (docs/api-contract.md); idempotent
-    on its batch_id (``core.idempotency_services``, claimed in the batch's transaction); return ``{"batch_id", "accepted", "duplicate"}``.
+    on its batch_id (``core.idempotency_services``, claimed in the batch's transaction); return ``{"batch_id", "accepted", "duplicate"}``,
+    and ``attribution`` (intervals stored) and ``attribution_duplicates`` (intervals already stored,
+    skipped) when the batch carries attribution.
 
     The batch's time range is marked dirty in its transaction; after the commit one rollup drain
     is asked for (``telemetry_rollups_request``, one per ``ROLLUP_INTERVAL_S`` across every web
     process). Raises ``IngestRejected`` for a batch that cannot be stored.
     """
     received_at = datetime.now(UTC)
-    batch = telemetry_batch_parse(payload, now=received_at)
-    # The result is known before the write (the samples it accepts), so it is stored with the
-    # claim, saving the write its own UPDATE.
-    known = {"batch_id": batch.batch_id, "accepted": len(batch.gpus)}
-    start, end = batch.start, batch.end
+    batch, attribution = telemetry_batch_attribution_parse(payload, now=received_at)
+    # The result is known before the write (the samples it accepts; the intervals, unless some
+    # were stored already), so it is stored with the claim, saving the write its own UPDATE.
+    known: dict[str, Any] = {"batch_id": batch.batch_id, "accepted": len(batch.gpus)}
+    # The days the samples need, and those the intervals need (each range bounded on its own:
+    # the days between them, if any, are not made).
+    ranges = [(batch.start, batch.end)] if batch.start is not None and batch.end is not None else []
+    if attribution is not None:
+        known.update(attribution=len(attribution), attribution_duplicates=0)
+        if len(attribution):
+            ranges.append(attribution_range(attribution))
     for attempt in (1, 2):
-        if start is not None and end is not None:
+        for start, end in ranges:
             # Created (and committed) before the batch's transaction: an empty partition is not
             # data, and CREATE TABLE ... PARTITION OF would otherwise lock the parent table for
             # the whole batch.
@@ -75,12 +89,18 @@ def telemetry_batch_ingest(*, team_id: int, payload: object) -> dict[str, Any]:
                 )
                 if stored is not None:
                     return {**stored, "duplicate": True}
-                accepted = telemetry_batch_store(batch=batch, team_id=team_id, received_at=received_at)
-                if accepted:
+                stored_counts = telemetry_batch_store(
+                    batch=batch, team_id=team_id, received_at=received_at, attribution=attribution
+                )
+                if stored_counts["accepted"]:
                     transaction.on_commit(telemetry_rollups_request, robust=True)
-                result = {"batch_id": batch.batch_id, "accepted": accepted}
-                if result != known:
+                result = {"batch_id": batch.batch_id, **stored_counts}
+                if result["accepted"] != known["accepted"]:
                     raise AssertionError(f"telemetry {batch.batch_id}: wrote {result}, claimed {known}")
+                if result != known:  # some intervals were stored already
+                    ingest_batch_result_set(
+                        team_id=team_id, kind=BatchKind.TELEMETRY, client_id=batch.batch_id, result=result
+                    )
         except StaleRegistration:
             # The cached registration no longer held (dropped by the store): all rolled back;
             # the second attempt registers the long way.
@@ -252,7 +272,7 @@ registrations = RegistrationCache()
 
 _GPU_FIELDS = (
     "index", "name", "serial", "memory_bytes", "power_limit_w", "driver_version", "mig_mode", "parent_uuid",
-    "unsupported",
+    "compute_slices", "unsupported",
 )  # fmt: skip
 _REGISTERED_SQL = f"""
 SELECT h.id, h.team_id, h.facts, {", ".join(f"h.{name}" for name in HOST_FIELDS)},
@@ -333,9 +353,12 @@ def _register(*, batch: TelemetryBatch, team_id: int, received_at: datetime) -> 
     return host.pk, known
 
 
-def telemetry_batch_store(*, batch: TelemetryBatch, team_id: int, received_at: datetime) -> int:
-    """Register host and GPUs, COPY the samples, update live state, mark the range dirty; return
-    the rows copied.
+def telemetry_batch_store(
+    *, batch: TelemetryBatch, team_id: int, received_at: datetime, attribution: Attribution | None = None
+) -> dict[str, int]:
+    """Register host and GPUs, store the attribution intervals, COPY the samples, update live
+    state, mark the range dirty; return ``{"accepted": rows copied}``, with ``attribution`` and
+    ``attribution_duplicates`` (``attribution_services.attribution_store``) when it is given.
 
     Must run inside a transaction (the caller's), after the partitions for the batch's time range
     exist. ``Host.last_seen_at`` is when the agent last reported (``received_at``), whatever the
@@ -356,12 +379,25 @@ def telemetry_batch_store(*, batch: TelemetryBatch, team_id: int, received_at: d
         host_id, known = cached.host_id, cached.accelerators
     else:
         host_id, known = _register(batch=batch, team_id=team_id, received_at=received_at)
+    counts: dict[str, int] = {}
+    if attribution is not None:
+        counts = {"attribution": 0, "attribution_duplicates": 0}
+        if len(attribution):
+            stored = attribution_store(attribution=attribution, team_id=team_id, host_id=host_id)
+            if stored is None:  # the host is no longer the team's
+                registrations.drop(team_id=team_id, hostname=batch.hostname)
+                if cached is not None:
+                    raise StaleRegistration(batch.hostname)
+                raise AssertionError(
+                    "a host registered in this transaction is not the team's"
+                )  # pragma: no cover
+            counts = {"attribution": stored[0], "attribution_duplicates": stored[1]}
     if not batch.gpus:
         if cached is None:
             registrations.put(
                 team_id=team_id, hostname=batch.hostname, digest=digest, host_id=host_id, accelerators=known
             )
-        return 0
+        return {"accepted": 0, **counts}
     missing = set(batch.gpus) - known.keys()
     if missing:
         index = next(i for i, gpu in enumerate(batch.gpus) if gpu in missing)
@@ -402,4 +438,4 @@ def telemetry_batch_store(*, batch: TelemetryBatch, team_id: int, received_at: d
         registrations.put(
             team_id=team_id, hostname=batch.hostname, digest=digest, host_id=host_id, accelerators=known
         )
-    return copied
+    return {"accepted": copied, **counts}

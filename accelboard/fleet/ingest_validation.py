@@ -65,9 +65,20 @@ HOST_KEYS = frozenset({*HOST_STRINGS, "simulated", "facts"})
 FACT_STRINGS = {"region": 40, "instance_type": 60, **HOST_STRINGS}
 ACCELERATOR_STRINGS = {"uuid": 96, "name": 120, "serial": 64, "driver_version": 40, "parent_uuid": 96}
 ACCELERATOR_KEYS = frozenset(
-    {*ACCELERATOR_STRINGS, "index", "memory_bytes", "power_limit_w", "mig_mode", "unsupported"}
+    {
+        *ACCELERATOR_STRINGS,
+        "index",
+        "memory_bytes",
+        "power_limit_w",
+        "mig_mode",
+        "unsupported",
+        "compute_slices",
+    }
 )
-BATCH_KEYS = frozenset({"batch_id", "host", "accelerators", "samples"})
+# A GPU's compute slices (7 on A100 and H100), or a MIG instance's share of them.
+MAX_COMPUTE_SLICES = 64
+# ``attribution`` is read by ``attribution_validation`` (docs/attribution.md).
+BATCH_KEYS = frozenset({"batch_id", "host", "accelerators", "samples", "attribution"})
 
 
 class IngestRejected(Exception):
@@ -289,6 +300,10 @@ def _accelerators_parse(value: object) -> list[dict[str, Any]]:
                     "must be a number between 0 and 100000", path=f"{path}.power_limit_w", code="type"
                 )
             out["power_limit_w"] = float(limit)
+        if gpu.get("compute_slices") is not None:
+            out["compute_slices"] = _integer(
+                gpu["compute_slices"], path=f"{path}.compute_slices", lowest=1, highest=MAX_COMPUTE_SLICES
+            )
         if gpu.get("mig_mode") is not None:
             if not isinstance(gpu["mig_mode"], bool):
                 raise IngestRejected("must be true or false", path=f"{path}.mig_mode", code="type")

@@ -1,8 +1,10 @@
-"""Accelerator types, sites, hosts, accelerators (keyed by UUID), raw telemetry and its rollups.
+"""Accelerator types, sites, hosts, accelerators (keyed by UUID), raw telemetry and its rollups;
+the workloads that held GPUs and their attribution intervals (docs/attribution.md).
 
 Raw telemetry lives in a PostgreSQL table range-partitioned by day (created by migration 0002,
 not by Django): the ORM model below is unmanaged and used only for reads in the admin and in
 tests. Writes go through COPY (``partition_services.telemetry_copy``); charts read the rollups.
+Attribution intervals are kept the same way (migration 0012, ``attribution_services``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from django.db import models
 
 from accelboard.core.access import TeamScopedQuerySet
 
-from .choices import FormFactor, Provider, RollupWidth, Vendor
+from .choices import AttributionBasis, FormFactor, Provider, RollupWidth, Vendor, WorkloadKind
 
 
 class AcceleratorType(models.Model):
@@ -100,6 +102,11 @@ class Accelerator(models.Model):
     driver_version = models.CharField(max_length=40, blank=True)
     mig_mode = models.BooleanField(default=False)
     parent_uuid = models.CharField(max_length=96, blank=True, help_text="The physical GPU of a MIG instance")
+    compute_slices = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="A MIG instance's GPU slices (1g.10gb = 1); a GPU's total (7 on A100 and H100)",
+    )
     # Signals the agent found unsupported on this GPU ("power_instant", "ecc", ...).
     unsupported = models.JSONField(default=list, blank=True)
     # The newest sample as the agent sent it, for the live host grid (no scan of raw telemetry).
@@ -343,3 +350,78 @@ class TelemetryRawRange(models.Model):
 
     def __str__(self) -> str:
         return f"raw {self.start:%Y-%m-%d %H:%M:%S} .. {self.end:%Y-%m-%d %H:%M:%S}"
+
+
+class WorkloadQuerySet(TeamScopedQuerySet["Workload"]):
+    team_field = "team"
+
+
+class Workload(models.Model):
+    """What held a GPU (docs/attribution.md): a pod, a Slurm job or a process, as the agent of a
+    host of ``team`` named it. One row per (team, kind, uid); written by
+    ``attribution_services`` (one upsert per batch), its fields the latest the agent sent."""
+
+    team = models.ForeignKey("core.Team", on_delete=models.CASCADE, related_name="gpu_workloads")
+    kind = models.CharField(max_length=16, choices=WorkloadKind.choices)
+    # Pod UID, Slurm job id, or "<pid>@<start time>" for a process.
+    uid = models.CharField(max_length=253)
+    namespace = models.CharField(max_length=253, blank=True)
+    name = models.CharField(max_length=253, blank=True)
+    container = models.CharField(max_length=253, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    user = models.CharField(max_length=253, blank=True)
+    account = models.CharField(max_length=253, blank=True)
+    partition = models.CharField(max_length=253, blank=True)
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+
+    objects = WorkloadQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "kind", "uid"], name="workload_team_kind_uid")]
+        ordering = ["kind", "namespace", "name"]
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name or self.uid}"
+
+
+ATTRIBUTION_COLUMNS = (
+    "start",
+    "end",
+    "host_id",
+    "accelerator_id",
+    "workload_id",
+    "share",
+    "basis",
+    "memory_bytes",
+    "sm_util",
+)
+
+
+class GpuAttribution(models.Model):
+    """One workload's hold on one GPU or MIG instance over [start, end): its share of the device,
+    how the share was found, and what it used when measured. Partitioned by ``start`` (daily,
+    dropped with telemetry's); an interval crossing midnight UTC is stored as one row per day
+    (migration 0012). Written by COPY (``attribution_services``); this model only reads."""
+
+    id = models.BigIntegerField(primary_key=True)
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    host = models.ForeignKey(Host, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    accelerator = models.ForeignKey(
+        Accelerator, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    workload = models.ForeignKey(Workload, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    share = models.FloatField(help_text="The fraction of the device held, 0 < share <= 1")
+    basis = models.CharField(max_length=16, choices=AttributionBasis.choices)
+    memory_bytes = models.BigIntegerField(null=True)
+    sm_util = models.FloatField(null=True, help_text="%")
+
+    class Meta:
+        managed = False
+        db_table = "fleet_gpuattribution"
+        ordering = ["start"]
+
+    def __str__(self) -> str:
+        return f"GPU {self.accelerator_id} held by workload {self.workload_id} from {self.start:%Y-%m-%d %H:%M:%S}"

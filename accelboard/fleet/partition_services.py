@@ -8,7 +8,8 @@
    writes each batch's partial aggregates (fleet/partials.py: about one row per GPU and minute)
    beside its rows (``telemetry_partials_write``); rows copied without them are recorded as a
    raw-only range (``TelemetryRawRange``), which the rollups then read raw (``rollup_services``).
-3. Retention drops whole partitions older than ``TELEMETRY_RETENTION_DAYS``; no DELETE. Rollups
+3. Retention drops whole partitions older than ``TELEMETRY_RETENTION_DAYS``, the GPU attribution
+   intervals' days (``fleet_gpuattribution``, made with telemetry's) with them; no DELETE. Rollups
    stay; dirty ranges are drained first so late samples reach the rollups before their day goes.
 """
 
@@ -29,6 +30,8 @@ from .partials import PARTIAL_COLUMNS, PARTIAL_TABLE, array_literal, partial_mer
 from .rollup_services import MAX_COUNTER_GAP_S, MAX_INTEGRATION_GAP_S, THROTTLE_MASK, telemetry_rollups_drain
 
 TABLE = "fleet_telemetrysample"
+# Attribution intervals (docs/attribution.md) are partitioned by the same days and kept as long.
+ATTRIBUTION_TABLE = "fleet_gpuattribution"
 _PARTITION_RE = re.compile(r"^fleet_telemetrysample_p(\d{8})$")
 # One partition call may not create more days than this: a sample stamped 1970 must not create
 # twenty thousand tables. Ingest rejects such timestamps before they get here.
@@ -107,6 +110,11 @@ def telemetry_partitions_ensure(*, start: datetime, end: datetime, remembered: b
                 f"CREATE TABLE IF NOT EXISTS {PARTIAL_TABLE}_p{day:%Y%m%d} PARTITION OF {PARTIAL_TABLE} "
                 f"{bounds} WITH (fillfactor = 50)"
             )
+            # So do the day's GPU attribution intervals (migration 0012), dropped with them too.
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {ATTRIBUTION_TABLE}_p{day:%Y%m%d} PARTITION OF {ATTRIBUTION_TABLE} "
+                f"{bounds}"
+            )
             created.append(day)
     _partitions_remember_on_commit(set(wanted))
     return created
@@ -136,8 +144,8 @@ def _partitions_remember(days: set[date]) -> None:
 
 
 def telemetry_partitions_drop_older(*, before: date) -> list[date]:
-    """Drop whole raw partitions (and their partial aggregates) for days before ``before``.
-    Rollups are untouched."""
+    """Drop whole raw partitions (and their partial aggregates and GPU attribution intervals) for
+    days before ``before``. Rollups and workloads are untouched."""
     dropped = []
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_PARTITIONS])
@@ -145,6 +153,7 @@ def telemetry_partitions_drop_older(*, before: date) -> list[date]:
             if day < before:
                 cursor.execute(f"DROP TABLE IF EXISTS {_partition_name(day)}")
                 cursor.execute(f"DROP TABLE IF EXISTS {PARTIAL_TABLE}_p{day:%Y%m%d}")
+                cursor.execute(f"DROP TABLE IF EXISTS {ATTRIBUTION_TABLE}_p{day:%Y%m%d}")
                 dropped.append(day)
                 _partitions_seen.discard(day)
         lower = datetime(before.year, before.month, before.day, tzinfo=UTC)

@@ -25,6 +25,8 @@ COUNTED_TABLES = (
     "fleet_telemetrypartial",
     "fleet_host",
     "fleet_accelerator",
+    "fleet_workload",
+    "fleet_gpuattribution",
     "benchmarks_model",
     "benchmarks_modelvariant",
     "benchmarks_workload",

@@ -1,0 +1,251 @@
+"""Writes of GPU attribution (docs/attribution.md): a telemetry batch's workloads and intervals.
+
+``attribution_store`` runs inside the batch's transaction (``ingest_services.telemetry_batch_store``),
+after the host and its GPUs are registered and the partitions exist:
+1. One query: each device named is this host's (a GPU, or a MIG instance whose parent GPU is).
+2. Under a per-host advisory lock (two batches of one host at once cannot both miss the other's
+   intervals), one query reads the stored intervals that overlap the batch's on its devices.
+   A batch interval whose every part (below) is stored as it is, with the same workload, is a
+   duplicate: skipped and counted. The rest, with the stored ones left, go through the same sweep
+   as the batch alone (``attribution_validation.attribution_conflict``): a conflict with a stored
+   interval is a 409 naming it.
+3. One upsert of the batch's workloads (team, kind, uid), and one binary COPY of the intervals.
+An interval crossing midnight UTC is stored as one row per day, so a day's partition holds that
+day whole and retention drops it whole (``partition_services``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import connection
+
+from .attribution_validation import Attribution, WorkloadKey, attribution_conflict
+from .ingest_validation import IngestRejected
+from .models import ATTRIBUTION_COLUMNS
+from .partition_services import ATTRIBUTION_TABLE
+
+_ADVISORY_ATTRIBUTION = 7_310_002
+_DAY = timedelta(days=1)
+
+_DEVICES_SQL = """
+SELECT a.uuid, a.id, a.host_id, h.team_id, a.parent_uuid, p.host_id
+FROM fleet_accelerator a
+JOIN fleet_host h ON h.id = a.host_id
+LEFT JOIN fleet_accelerator p ON p.uuid = a.parent_uuid AND a.parent_uuid <> ''
+WHERE a.uuid = ANY(%s)
+"""
+
+# Partition pruning: a stored row overlapping [first, last) starts on or after first's day
+# (rows never cross midnight) and before last.
+_STORED_SQL = """
+SELECT g.accelerator_id, g.start, g."end", g.share, w.kind, w.uid
+FROM fleet_gpuattribution g JOIN fleet_workload w ON w.id = g.workload_id
+WHERE g.accelerator_id = ANY(%s) AND g.start >= %s AND g.start < %s AND g."end" > %s
+"""
+
+_WORKLOADS_SQL = """
+INSERT INTO fleet_workload AS o (
+    team_id, kind, uid, namespace, name, container, labels, "user", account, "partition",
+    first_seen_at, last_seen_at
+)
+SELECT %s, w.kind, w.uid, w.namespace, w.name, w.container, w.labels, w."user", w.account, w."partition",
+    w.first_seen, w.last_seen
+FROM jsonb_to_recordset(%s::jsonb) AS w(
+    kind text, uid text, namespace text, name text, container text, labels jsonb, "user" text,
+    account text, "partition" text, first_seen timestamptz, last_seen timestamptz
+)
+ORDER BY w.kind, w.uid
+ON CONFLICT (team_id, kind, uid) DO UPDATE SET
+    namespace = CASE WHEN EXCLUDED.namespace <> '' THEN EXCLUDED.namespace ELSE o.namespace END,
+    name = CASE WHEN EXCLUDED.name <> '' THEN EXCLUDED.name ELSE o.name END,
+    container = CASE WHEN EXCLUDED.container <> '' THEN EXCLUDED.container ELSE o.container END,
+    labels = CASE WHEN EXCLUDED.labels <> '{}'::jsonb THEN EXCLUDED.labels ELSE o.labels END,
+    "user" = CASE WHEN EXCLUDED."user" <> '' THEN EXCLUDED."user" ELSE o."user" END,
+    account = CASE WHEN EXCLUDED.account <> '' THEN EXCLUDED.account ELSE o.account END,
+    "partition" = CASE WHEN EXCLUDED."partition" <> '' THEN EXCLUDED."partition" ELSE o."partition" END,
+    first_seen_at = LEAST(o.first_seen_at, EXCLUDED.first_seen_at),
+    last_seen_at = GREATEST(o.last_seen_at, EXCLUDED.last_seen_at)
+RETURNING id, kind, uid
+"""
+
+_COPY_TYPES = ("timestamptz", "timestamptz", "int8", "int8", "int8", "float8", "text", "int8", "float4")
+
+
+def _moment(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def attribution_day_parts(start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
+    """[start, end) cut at each midnight UTC: the rows it is stored as."""
+    parts = []
+    while True:
+        midnight = datetime(start.year, start.month, start.day, tzinfo=UTC) + _DAY
+        if end <= midnight:
+            parts.append((start, end))
+            return parts
+        parts.append((start, midnight))
+        start = midnight
+
+
+def attribution_range(attribution: Attribution) -> tuple[datetime, datetime]:
+    """The first and last instants the batch's intervals need partitions for."""
+    return _moment(min(attribution.starts)), _moment(max(attribution.ends)) - timedelta(microseconds=1)
+
+
+def _devices(*, attribution: Attribution, team_id: int, host_id: int) -> dict[str, int] | None:
+    """Each named device's id; None when the host is no longer ``team_id``'s (a stale cached
+    registration). Raises ``IngestRejected`` naming the first interval whose device is not this
+    host's (422 unknown; 409 another host's, or a MIG instance of another host's GPU)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_DEVICES_SQL, [sorted(set(attribution.gpus))])
+        rows = {row[0]: row[1:] for row in cursor.fetchall()}
+    ids: dict[str, int] = {}
+    for i, gpu in enumerate(attribution.gpus):
+        if gpu in ids:
+            continue
+        path = f"attribution[{i}].gpu"
+        row = rows.get(gpu)
+        if row is None:
+            raise IngestRejected(
+                f"GPU {gpu!r} is neither in this batch's accelerators nor registered on this host",
+                path=path,
+                code="unknown_accelerator",
+            )
+        device_id, device_host, device_team, parent_uuid, parent_host = row
+        if device_host != host_id:
+            raise IngestRejected(
+                f"GPU {gpu!r} is registered on another host",
+                path=path,
+                code="accelerator_conflict",
+                status=409,
+            )
+        if device_team != team_id:
+            return None
+        if parent_uuid and parent_host is None:
+            raise IngestRejected(
+                f"MIG instance {gpu!r} is on GPU {parent_uuid!r}, which this host does not have",
+                path=path,
+                code="unknown_parent",
+            )
+        if parent_uuid and parent_host != host_id:
+            raise IngestRejected(
+                f"MIG instance {gpu!r} is on GPU {parent_uuid!r}, which is another host's",
+                path=path,
+                code="accelerator_conflict",
+                status=409,
+            )
+        ids[gpu] = device_id
+    return ids
+
+
+def _stored(*, device_ids: list[int], first: datetime, last: datetime) -> list[tuple[Any, ...]]:
+    floor = datetime(first.year, first.month, first.day, tzinfo=UTC)
+    with connection.cursor() as cursor:
+        cursor.execute(_STORED_SQL, [device_ids, floor, last, first])
+        return cursor.fetchall()
+
+
+def _workloads_upsert(
+    *, attribution: Attribution, team_id: int, seen: dict[WorkloadKey, tuple[float, float]]
+) -> dict[WorkloadKey, int]:
+    rows = [
+        {
+            **attribution.workload_fields[key],
+            "first_seen": _moment(first).isoformat(),
+            "last_seen": _moment(last).isoformat(),
+        }
+        for key, (first, last) in seen.items()
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_WORKLOADS_SQL, [team_id, json.dumps(rows)])
+        return {(kind, uid): workload_id for workload_id, kind, uid in cursor.fetchall()}
+
+
+def _copy(rows: list[tuple[Any, ...]]) -> None:
+    connection.ensure_connection()
+    # Django's error classes (a missing partition is an IntegrityError: ingest forgets the
+    # partitions it remembered and stores the batch again).
+    with connection.wrap_database_errors, connection.connection.cursor() as cursor:
+        columns = ", ".join(f'"{name}"' for name in ATTRIBUTION_COLUMNS)
+        with cursor.copy(f"COPY {ATTRIBUTION_TABLE} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(list(_COPY_TYPES))
+            for row in rows:
+                copy.write_row(row)
+
+
+def attribution_store(*, attribution: Attribution, team_id: int, host_id: int) -> tuple[int, int] | None:
+    """Store a batch's intervals and workloads (the module's docstring); return (intervals stored,
+    duplicates skipped), or None when the host is no longer ``team_id``'s (the caller's cached
+    registration is stale: it rolls back). Raises ``IngestRejected``. Run inside the batch's
+    transaction, after its partitions exist."""
+    device_ids = _devices(attribution=attribution, team_id=team_id, host_id=host_id)
+    if device_ids is None:
+        return None
+    count = len(attribution)
+    devices = [device_ids[gpu] for gpu in attribution.gpus]
+    parts = [
+        attribution_day_parts(_moment(start), _moment(end))
+        for start, end in zip(attribution.starts, attribution.ends, strict=True)
+    ]
+    first, last = _moment(min(attribution.starts)), _moment(max(attribution.ends))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_ADVISORY_ATTRIBUTION, host_id])
+    stored = _stored(device_ids=sorted(set(devices)), first=first, last=last)
+    duplicate = [False] * count
+    if stored:
+        by_key = {(row[0], (row[4], row[5]), row[1], row[2]): n for n, row in enumerate(stored)}
+        matched: set[int] = set()
+        for i in range(count):
+            keys = [(devices[i], attribution.workloads[i], start, end) for start, end in parts[i]]
+            if all(key in by_key for key in keys):
+                duplicate[i] = True
+                matched.update(by_key[key] for key in keys)
+        fresh = [i for i in range(count) if not duplicate[i]]
+        left = [row for n, row in enumerate(stored) if n not in matched]
+        conflict = attribution_conflict(
+            gpus=[devices[i] for i in fresh] + [row[0] for row in left],
+            starts=[attribution.starts[i] for i in fresh] + [row[1].timestamp() for row in left],
+            ends=[attribution.ends[i] for i in fresh] + [row[2].timestamp() for row in left],
+            workloads=[attribution.workloads[i] for i in fresh] + [(row[4], row[5]) for row in left],
+            shares=[attribution.shares[i] for i in fresh] + [row[3] for row in left],
+            new=len(fresh),
+        )
+        if conflict is not None:
+            earlier, later, rule = conflict
+            index = fresh[earlier]
+            device, start, end, _, kind, uid = left[later - len(fresh)]
+            raise IngestRejected(
+                f"overlaps the stored interval of {kind} {uid!r} on GPU {attribution.gpus[index]!r} "
+                f"from {start.isoformat()} to {end.isoformat()}: {rule}",
+                path=f"attribution[{index}]",
+                code="attribution_conflict",
+                status=409,
+            )
+    seen: dict[WorkloadKey, tuple[float, float]] = {}
+    for key, start, end in zip(attribution.workloads, attribution.starts, attribution.ends, strict=True):
+        was = seen.get(key)
+        seen[key] = (start, end) if was is None else (min(was[0], start), max(was[1], end))
+    workload_ids = _workloads_upsert(attribution=attribution, team_id=team_id, seen=seen)
+    rows = [
+        (
+            start,
+            end,
+            host_id,
+            devices[i],
+            workload_ids[attribution.workloads[i]],
+            attribution.shares[i],
+            attribution.bases[i],
+            attribution.memory_bytes[i],
+            attribution.sm_utils[i],
+        )
+        for i in range(count)
+        if not duplicate[i]
+        for start, end in parts[i]
+    ]
+    if rows:
+        _copy(rows)
+    duplicates = sum(duplicate)
+    return count - duplicates, duplicates
