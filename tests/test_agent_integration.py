@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -208,3 +209,69 @@ def test_it_ships_scraped_vllm_metrics(live_server, ingest_token, tmp_path):
     # 50 of the 100 new requests under 0.1 s: the median sits at the bucket's edge.
     assert metric.ttft_p50_ms == 100.0
     assert metric.ttft_p99_ms is not None and 100.0 < metric.ttft_p99_ms <= 500.0
+
+
+def test_the_simulated_agents_attribution_lands_beside_its_samples(live_server, ingest_token, tmp_path):
+    """The real agent with attribution on (simulated GPUs: a serving pod, two pods time-slicing a
+    GPU, a Slurm job, a bare process) through the real ingest: every interval is stored once, on
+    this host's GPUs, within the samples' time, and no GPU is held more than whole at any moment."""
+    from accelboard.fleet.models import GpuAttribution, Workload  # noqa: PLC0415
+
+    common = ["--server", live_server.url, "--token", ingest_token, "--spool", str(tmp_path / "spool.db")]
+    common += ["--hostname", "sim-attr-01"]
+    process = subprocess.Popen(
+        _agent(
+            "run",
+            "--simulate",
+            "4",
+            "--interval",
+            "0.5",
+            "--send-interval",
+            "0.5",
+            "--attribution-nvml",
+            "on",
+            "--attribution-cgroups",
+            "on",
+            "--attribution-interval",
+            "0.5",
+            *common,
+        ),
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and GpuAttribution.objects.count() < 8:
+            time.sleep(0.25)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=10)
+    stderr = process.stderr.read() if process.stderr else ""
+    flush = subprocess.run(_agent("flush", *common), env=_env(), capture_output=True, text=True, timeout=60)
+    assert code == 0, stderr
+    assert flush.returncode == 0, flush.stdout + flush.stderr
+
+    host = Host.objects.get(hostname="sim-attr-01")
+    gpus = set(Accelerator.objects.filter(host=host).values_list("pk", flat=True))
+    rows = list(GpuAttribution.objects.select_related("workload").order_by("start"))
+    assert len(rows) >= 8, stderr
+    assert {row.accelerator_id for row in rows} <= gpus
+    assert {row.workload.kind for row in rows} >= {"pod", "slurm-job"}
+    assert all(row.workload.team_id == host.team_id for row in rows)
+    assert Workload.objects.filter(kind="pod").count() >= 3
+    # Stored once: no (device, workload, start) twice, although batches were resent after SIGTERM.
+    assert len({(r.accelerator_id, r.workload_id, r.start) for r in rows}) == len(rows)
+    # The time-sliced GPU's holders never add up to more than the whole device.
+    for gpu in gpus:
+        held = [r for r in rows if r.accelerator_id == gpu]
+        edges = sorted({r.start for r in held} | {r.end for r in held})
+        for moment in edges:
+            assert sum(r.share for r in held if r.start <= moment < r.end) <= 1 + 1e-6
+    samples = TelemetrySample.objects.filter(host=host)
+    first, last = samples.order_by("time").first(), samples.order_by("time").last()
+    assert first is not None and last is not None
+    assert all(
+        first.time - timedelta(seconds=2) <= r.start < r.end <= last.time + timedelta(seconds=2) for r in rows
+    )

@@ -43,7 +43,7 @@ _INT64_MAX = 2**63 - 1
 INTERVAL_KEYS = frozenset({"gpu", "start", "end", "workload", "share", "basis", "memory_bytes", "sm_util"})
 # Names and ids (Kubernetes names are DNS subdomains: at most 253 characters).
 WORKLOAD_STRINGS = {
-    "uid": 253,
+    "uid": 320,  # a pod the kubelet names: "<namespace>/<name>"
     "namespace": 253,
     "name": 253,
     "container": 253,

@@ -364,7 +364,7 @@ class Workload(models.Model):
     team = models.ForeignKey("core.Team", on_delete=models.CASCADE, related_name="gpu_workloads")
     kind = models.CharField(max_length=16, choices=WorkloadKind.choices)
     # Pod UID, Slurm job id, or "<pid>@<start time>" for a process.
-    uid = models.CharField(max_length=253)
+    uid = models.CharField(max_length=320)  # a named pod: "<namespace>/<name>", 63 + 1 + 253
     namespace = models.CharField(max_length=253, blank=True)
     name = models.CharField(max_length=253, blank=True)
     container = models.CharField(max_length=253, blank=True)

@@ -91,7 +91,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('kind', models.CharField(choices=[('pod', 'Kubernetes pod'), ('slurm-job', 'Slurm job'), ('process', 'Process')], max_length=16)),
-                ('uid', models.CharField(max_length=253)),
+                ('uid', models.CharField(max_length=320)),
                 ('namespace', models.CharField(blank=True, max_length=253)),
                 ('name', models.CharField(blank=True, max_length=253)),
                 ('container', models.CharField(blank=True, max_length=253)),
