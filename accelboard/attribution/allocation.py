@@ -1,377 +1,381 @@
-"""A GPU-day's cost and energy split into the workloads that held it, idle and unattributed.
+"""GPU-days' cost and energy split into the workloads that held them, idle and unattributed.
 
-Pure computation on plain data (docs/attribution.md, "Allocation, per GPU and UTC day"); the
-allocation job loads the day's intervals, telemetry minutes and costs and stores what this returns.
+Pure computation on plain arrays (docs/attribution.md, "Allocation, per GPU and UTC day"); the
+allocation job loads a period's intervals, telemetry minutes and costs as columns and stores what
+this returns.
 
 1. **Devices.** A plain GPU is one device of weight 1; a MIG instance carries
    ``compute_slices / total`` of its GPU. Slices no instance holds are idle on both bases.
 2. **Allocation basis** (time held): an interval's part of the GPU-day is
    ``weight × share × (end − start) / S``, for cost and energy alike. What no interval holds is idle.
-3. **Usage basis** (measured): minute ``m`` carries ``secs_m / S`` of the cost and its measured
-   energy's part of the energy (a minute without a reading gets the day's mean power; a day with
-   none is spread by time). Within a minute a holder gets ``weight × share × util`` of what it
+3. **Usage basis** (measured): the day's cost accrues by time, its energy as measured minute by
+   minute (an unread minute gets the day's mean power; a day without a reading, or drawing
+   nothing, is spread by time). Within a minute a holder gets ``weight × share × util`` of what it
    covers (``util`` the GPU's utilisation), or ``weight × min(sm_util, share)`` where its own
    ``sm_util`` was measured. Of each device, ``util`` of the time was busy: busy time no holder
    accounts for is unattributed, the rest (``1 − util``) idle. A minute without a utilisation
    reading is split as on the allocation basis (held = busy). Where the holders' own readings
    exceed the GPU's over a device-day, their readings stand and nothing is left unattributed.
-4. **Unattributed** = the parts of workloads that map to no team (``team is None``), plus, on the
-   usage basis, the busy time no interval covers.
-5. **Rounding.** ``C`` is taken at the cent and ``E`` at the joule; each line (every workload, idle,
-   uncovered busy time) gets the floor of its exact part and the units left go one each to the
-   largest remainders (ties: the earlier line), so the lines add up to ``C`` and ``E`` exactly.
+4. **Unattributed** = the lines of workloads no rule maps to a team, plus, on the usage basis,
+   the busy time no interval covers.
+5. **Rounding.** Each line (every workload of the day, idle, uncovered busy time) gets the floor
+   of its exact part of ``C`` cents (``E`` joules) and the units left go one each to the largest
+   remainders (ties: the earlier line), so the lines add up to ``C`` and ``E`` exactly.
 
 Where utilisation is 100 % and the shares fill the device, both bases give the same costs.
 
-Vectorised: a batch of GPU-days is flattened into arrays; per-minute integrals are differences of
-cumulative sums read at each interval's ends (interpolated inside a minute), so the cost does not
-grow with an interval's length. Rows are processed ``CHUNK`` days at a time to bound memory.
+Cost: per day a few sums over its minutes; integrals over a part of a day are prefix sums read at
+the interval's ends (``np.add.reduceat`` over the minutes, interpolated inside a minute), so the
+work does not grow with the number of intervals and only days with such ends pay for them. Days
+are taken ``CHUNK`` at a time to bound memory.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal
 
 import numpy as np
 
 MINUTE = 60
 CHUNK = 2048
-CENT = Decimal("0.01")
 # Shares held at one instant may exceed 1 by this much (docs/attribution.md's tolerance).
 TOLERANCE = 1e-6
+# The columns of Allocation's amounts.
+COLUMNS = ("cost_allocation_cents", "cost_usage_cents", "energy_allocation_j", "energy_usage_j")
 
 Array = np.ndarray
 
 
 @dataclass(frozen=True)
-class Device:
-    """A GPU (``slices == total == 1``) or one MIG instance of it (``slices`` of ``total``)."""
+class DayBatch:
+    """GPU-days as columns: ``n`` days, ``d`` devices (GPUs and MIG instances), ``k`` intervals,
+    ``w`` workloads. Minutes are the day's from its start; a day of ``S`` seconds has
+    ``ceil(S / 60)`` of them (the row's later columns are ignored). Times are seconds from the
+    day's start; intervals reaching outside ``[0, S)`` are cut to it."""
 
-    key: str
-    slices: int = 1
-    total: int = 1
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A workload held ``share`` of ``device`` over ``[start, end)``, seconds from the day's start."""
-
-    device: str
-    workload: str
-    start: float
-    end: float
-    share: float = 1.0
-    basis: str = "exclusive"
-    sm_util: float | None = None  # its own measured SM utilisation, in %
-
-
-@dataclass(frozen=True)
-class GpuDay:
-    """One GPU and UTC day: its cost, energy and ``seconds``; per-minute utilisation (%) and
-    energy (J), NaN where not read; its devices; who held them; each workload's team (None: no
-    rule maps it)."""
-
-    cost: Decimal
-    energy_j: float
-    util: Sequence[float] | Array
-    energy: Sequence[float] | Array
-    intervals: Sequence[Interval]
-    teams: Mapping[str, str | None]
-    devices: Sequence[Device] = (Device("gpu"),)
-    seconds: int = 86_400
+    cost_cents: Array  # (n,) int: C at the cent
+    energy_j: Array  # (n,) E in J, split at the joule
+    seconds: Array  # (n,) S
+    util: Array  # (n, m) the GPU's utilisation per minute, %, NaN where not read
+    energy: Array  # (n, m) J per minute, NaN where not read
+    device_day: Array  # (d,)
+    device_weight: Array  # (d,) compute slices / total, 1 for a whole GPU
+    interval_device: Array  # (k,)
+    interval_workload: Array  # (k,) index into workload_team
+    interval_start: Array  # (k,)
+    interval_end: Array  # (k,)
+    interval_share: Array  # (k,) in (0, 1]
+    interval_sm_util: Array  # (k,) the workload's own SM utilisation, %, NaN where not measured
+    workload_team: Array  # (w,) a team's index, -1 where no rule maps the workload
 
 
 @dataclass(frozen=True)
-class Amounts:
-    """Cost and energy of one line on both bases."""
+class Allocation:
+    """One line per day and workload that held one of its devices (by day, then first interval);
+    ``amounts``, ``idle`` and ``unattributed`` hold COLUMNS. ``unattributed`` includes the lines
+    of the workloads whose team is -1."""
 
-    cost_allocation: Decimal
-    cost_usage: Decimal
-    energy_allocation_j: int
-    energy_usage_j: int
-
-
-@dataclass(frozen=True)
-class WorkloadPart:
-    workload: str
-    team: str | None
-    amounts: Amounts
+    line_day: Array  # (l,)
+    line_workload: Array  # (l,)
+    amounts: Array  # (l, 4) int64
+    idle: Array  # (n, 4) int64
+    unattributed: Array  # (n, 4) int64
 
 
-@dataclass(frozen=True)
-class DayAllocation:
-    """Workloads in the order they first appear in the day's intervals; ``unattributed`` includes
-    the parts of the workloads whose team is None."""
+def allocate_days(batch: DayBatch) -> Allocation:
+    """Split each GPU-day of ``batch`` (docs/attribution.md); ValueError names the bad field and row."""
+    n = len(batch.seconds)
+    day = _validated(batch)
+    order = np.argsort(day, kind="stable")
+    dev_order = np.argsort(batch.device_day, kind="stable")
+    parts = []
+    for begin in range(0, n, CHUNK):
+        end = min(begin + CHUNK, n)
+        lo, hi = np.searchsorted(day[order], [begin, end])
+        dlo, dhi = np.searchsorted(batch.device_day[dev_order], [begin, end])
+        parts.append(_chunk(batch, begin, end, order[lo:hi], dev_order[dlo:dhi]))
+    if not parts:
+        empty = np.zeros((0, 4), dtype=np.int64)
+        return Allocation(np.zeros(0, np.int64), np.zeros(0, np.int64), empty, empty, empty)
+    return Allocation(*(np.concatenate(columns) for columns in zip(*parts, strict=True)))
 
-    workloads: tuple[WorkloadPart, ...]
-    idle: Amounts
-    unattributed: Amounts
+
+def _refuse(name: str, bad: Array | np.bool_) -> None:
+    flags = np.atleast_1d(bad)
+    if flags.any():
+        raise ValueError(f"{name}[{int(np.flatnonzero(flags)[0])}]: {_RULES[name]}")
 
 
-def allocate_days(days: Sequence[GpuDay]) -> list[DayAllocation]:
-    """Split each GPU-day of ``days`` (docs/attribution.md); ValueError names a bad day and field."""
-    out: list[DayAllocation] = []
-    for begin in range(0, len(days), CHUNK):
-        out.extend(_allocate_chunk(days[begin : begin + CHUNK], offset=begin))
-    return out
+_RULES = {
+    "seconds": "must be above 0",
+    "cost_cents": "must be 0 or above",
+    "energy_j": "must be a number, 0 or above",
+    "util": "must be in [0, 100] or NaN (a row)",
+    "energy": "must be 0 or above or NaN (a row)",
+    "device_weight": "must be in (0, 1]",
+    "device_day": "not a day of the batch",
+    "interval_device": "not a device of the batch",
+    "interval_workload": "not a workload of the batch",
+    "interval_share": "must be in (0, 1]",
+    "interval_end": "must be after interval_start",
+    "interval_sm_util": "must be in [0, 100] or NaN",
+}
+
+
+def _validated(b: DayBatch) -> Array:
+    """Each interval's day, once every column has been checked."""
+    n, d = len(b.seconds), len(b.device_day)
+    minutes = -(-np.asarray(b.seconds) // MINUTE)
+    if b.util.shape != b.energy.shape or b.util.shape[0] != n or (n and b.util.shape[1] < minutes.max()):
+        raise ValueError(
+            f"util: shape {b.util.shape} (and energy {b.energy.shape}): {n} rows of the longest day"
+        )
+    _refuse("seconds", ~(np.asarray(b.seconds) > 0))
+    _refuse("cost_cents", np.asarray(b.cost_cents) < 0)
+    _refuse("energy_j", ~(np.asarray(b.energy_j, dtype=np.float64) >= 0) | ~np.isfinite(b.energy_j))
+    # One reduction over the minutes each (NaN skipped); the row is looked for only on a miss.
+    if b.util.size and not 0 <= np.fmin.reduce(b.util, axis=None) <= np.fmax.reduce(b.util, axis=None) <= 100:
+        _refuse("util", ((b.util < 0) | (b.util > 100)).any(axis=1))
+    if b.energy.size and np.fmin.reduce(b.energy, axis=None) < 0:
+        _refuse("energy", (b.energy < 0).any(axis=1))
+    _refuse("device_weight", ~((b.device_weight > 0) & (b.device_weight <= 1)))
+    _refuse("device_day", (b.device_day < 0) | (b.device_day >= n))
+    slices = np.bincount(b.device_day, weights=b.device_weight, minlength=n)
+    if (slices > 1 + TOLERANCE).any():
+        raise ValueError(f"device_weight: day {int(np.argmax(slices))}'s instances hold more than its GPU")
+    _refuse("interval_device", (b.interval_device < 0) | (b.interval_device >= d))
+    _refuse("interval_workload", (b.interval_workload < 0) | (b.interval_workload >= len(b.workload_team)))
+    _refuse("interval_share", ~((b.interval_share > 0) & (b.interval_share <= 1)))
+    _refuse("interval_end", ~(b.interval_end > b.interval_start))
+    _refuse("interval_sm_util", (b.interval_sm_util < 0) | (b.interval_sm_util > 100))
+    return np.asarray(b.device_day)[b.interval_device]
 
 
 @dataclass
-class _Flat:
-    """A chunk of GPU-days as arrays: days ``n``, minutes ``m``, devices, intervals, lines."""
+class _Integrals:
+    """Per interval, over its time: ∫ busy, ∫ unread in minutes (busy: utilisation as a fraction,
+    1 where unread) and ∫ energy, ∫ busy·energy, ∫ unread·energy in J; per day the same totals."""
 
-    seconds: Array  # (n,)
-    minutes: Array  # (n,) minutes of each day
-    util: Array  # (n, m) fraction, NaN unread
-    energy: Array  # (n, m) J, NaN unread
-    dev_day: Array  # (d,)
-    dev_weight: Array  # (d,)
-    day: Array  # (k,) per interval
-    dev: Array
-    line: Array  # the interval's workload line (global over the chunk)
-    start: Array
-    end: Array
-    share: Array
-    sm_util: Array  # fraction, NaN unmeasured
-    line_day: Array  # (l,) per workload line
-    line_names: list[tuple[str, str | None]]
+    busy: Array
+    unread: Array
+    energy: Array
+    busy_energy: Array
+    unread_energy: Array
+
+    def picked(self, rows: Array) -> _Integrals:
+        return _Integrals(*(values[rows] for values in self.__dict__.values()))
+
+    def update(self, at: Array, values: list[Array]) -> None:
+        for name, new in zip(self.__dict__, values, strict=True):
+            getattr(self, name)[at] = new
 
 
-def _flatten(days: Sequence[GpuDay], offset: int) -> _Flat:
-    n = len(days)
-    seconds = np.array([d.seconds for d in days], dtype=np.float64)
-    if n and seconds.min() <= 0:
-        bad = int(np.argmin(seconds))
-        raise ValueError(f"days[{offset + bad}].seconds: must be above 0")
-    minutes = np.ceil(seconds / MINUTE).astype(np.int64)
-    width = int(minutes.max()) if n else 1
-    util = np.full((n, width), np.nan)
-    energy = np.full((n, width), np.nan)
-    dev_day: list[int] = []
-    dev_weight: list[float] = []
-    day_col: list[int] = []
-    dev_col: list[int] = []
-    line_col: list[int] = []
-    cols: list[tuple[float, float, float, float]] = []
-    line_day: list[int] = []
-    line_names: list[tuple[str, str | None]] = []
-    for g, d in enumerate(days):
-        where = f"days[{offset + g}]"
-        m = int(minutes[g])
-        for name, values, target in (("util", d.util, util), ("energy", d.energy, energy)):
-            row = np.asarray(values, dtype=np.float64)
-            if row.shape != (m,):
-                raise ValueError(f"{where}.{name}: {m} minutes expected, got shape {row.shape}")
-            target[g, :m] = row
-        devices: dict[str, int] = {}
-        slices = 0.0
-        for device in d.devices:
-            if device.key in devices:
-                raise ValueError(f"{where}.devices: {device.key!r} listed twice")
-            if not 0 < device.slices <= device.total:
-                raise ValueError(f"{where}.devices[{device.key!r}].slices: not in (0, total]")
-            devices[device.key] = len(dev_day)
-            dev_day.append(g)
-            dev_weight.append(device.slices / device.total)
-            slices += device.slices / device.total
-        if slices > 1 + TOLERANCE:
-            raise ValueError(f"{where}.devices: the instances hold more slices than the GPU has")
-        lines: dict[str, int] = {}
-        for i, interval in enumerate(d.intervals):
-            at = f"{where}.intervals[{i}]"
-            if interval.device not in devices:
-                raise ValueError(f"{at}.device: {interval.device!r} is not a device of this GPU")
-            if not 0 < interval.share <= 1:
-                raise ValueError(f"{at}.share: must be in (0, 1]")
-            if not interval.end > interval.start:
-                raise ValueError(f"{at}.end: must be after start")
-            if interval.workload not in d.teams:
-                raise ValueError(f"{at}.workload: {interval.workload!r} has no entry in teams")
-            if interval.workload not in lines:
-                lines[interval.workload] = len(line_day)
-                line_day.append(g)
-                line_names.append((interval.workload, d.teams[interval.workload]))
-            sm = math.nan if interval.sm_util is None else interval.sm_util / 100
-            if not (math.isnan(sm) or 0 <= sm <= 1):
-                raise ValueError(f"{at}.sm_util: must be in [0, 100]")
-            day_col.append(g)
-            dev_col.append(devices[interval.device])
-            line_col.append(lines[interval.workload])
-            cols.append((interval.start, interval.end, interval.share, sm))
-    values = np.array(cols, dtype=np.float64).reshape(-1, 4)
-    day = np.array(day_col, dtype=np.int64)
-    return _Flat(
-        seconds=seconds,
-        minutes=minutes,
-        util=np.clip(util / 100, 0, 1),
-        energy=energy,
-        dev_day=np.array(dev_day, dtype=np.int64),
-        dev_weight=np.array(dev_weight, dtype=np.float64),
-        day=day,
-        dev=np.array(dev_col, dtype=np.int64),
-        line=np.array(line_col, dtype=np.int64),
-        start=np.clip(values[:, 0], 0, seconds[day]),
-        end=np.clip(values[:, 1], 0, seconds[day]),
-        share=values[:, 2],
-        sm_util=values[:, 3],
-        line_day=np.array(line_day, dtype=np.int64),
-        line_names=line_names,
-    )
-
-
-def _minute_weights(f: _Flat) -> tuple[Array, Array]:
-    """Per day and minute: its part of the day's time and of the day's energy (rows sum to 1)."""
-    n, width = f.util.shape
-    col = np.arange(width)
-    secs = np.clip(f.seconds[:, None] - col[None, :] * MINUTE, 0, MINUTE)
-    time_w = secs / f.seconds[:, None]
-    read = ~np.isnan(f.energy)
-    energy = np.where(read, np.maximum(f.energy, 0), 0.0)
+def _general(util: Array, energy: Array, seconds: Array) -> list[Array]:
+    """(busy %, unread, energy per whole-minute, and their products) of the rows with a gap in a
+    reading, a day that ends inside a minute or before the row does, or no energy drawn: unread
+    minutes filled, the last partial minute's energy scaled to a whole minute, minutes after the
+    day's end zeroed."""
+    width = util.shape[1]
+    secs = np.clip(seconds[:, None] - np.arange(width)[None, :] * MINUTE, 0, MINUTE)
+    inside = secs > 0
+    missing = np.isnan(util) & inside
+    busy = np.where(missing, 100.0, np.where(inside, np.nan_to_num(util), 0.0))
+    read = ~np.isnan(energy) & inside
     read_secs = (secs * read).sum(axis=1)
-    total = energy.sum(axis=1)
-    power = np.divide(total, read_secs, out=np.zeros(n), where=read_secs > 0)
-    energy = np.where(read, energy, power[:, None] * secs)
-    total = energy.sum(axis=1)
-    energy_w = np.where(total[:, None] > 0, energy / np.where(total > 0, total, 1)[:, None], time_w)
-    return time_w, energy_w
+    drawn = np.where(read, energy, 0.0).sum(axis=1)
+    power = np.divide(drawn, read_secs, out=np.zeros(len(util)), where=read_secs > 0)
+    power = np.where(power > 0, power, 1.0)  # nothing read or drawn: spread by time
+    whole_minute = np.where(
+        read & (drawn[:, None] > 0), energy * MINUTE / np.maximum(secs, 1), power[:, None] * MINUTE
+    )
+    per_minute = np.where(inside, whole_minute, 0.0)
+    unread = missing.astype(np.float64)
+    return [busy, unread, per_minute, busy * per_minute, unread * per_minute]
 
 
-def _integrals(f: _Flat, weights: Array, busy: Array, unread: Array) -> tuple[Array, Array, Array, Array]:
-    """For each interval: ∫ weight, ∫ busy·weight and ∫ unread·weight over [start, end), and per
-    day the busy weight of the read minutes (``weights`` per minute, interpolated within one)."""
-    cum = [np.zeros((weights.shape[0], weights.shape[1] + 1)) for _ in range(3)]
-    for out, values in zip(cum, (weights, busy * weights, unread * weights), strict=True):
-        np.cumsum(values, axis=1, out=out[:, 1:])
+def _integrals(
+    util: Array, energy: Array, seconds: Array, day: Array, start: Array, end: Array
+) -> tuple[_Integrals, _Integrals]:
+    """Per interval and per day (``day``: each interval's row, ``start``/``end`` cut to the day).
 
-    def read(c: Array, t: Array) -> Array:
-        last = f.minutes[f.day] - 1
-        k = np.minimum((t // MINUTE).astype(np.int64), last)
-        secs = np.minimum(f.seconds[f.day] - k * MINUTE, MINUTE)
-        frac = np.clip((t - k * MINUTE) / secs, 0, 1)
-        lo = c[f.day, k]
-        return lo + frac * (c[f.day, k + 1] - lo)
+    A plain row (whole minutes, every minute read) is read as given: its totals are sums and the
+    partial intervals' integrals prefix sums over the chunk's arrays; the other rows are prepared
+    apart (``_general``) and their totals read at the day's end."""
+    n, width = util.shape
+    product = util * energy
+    totals = _Integrals(
+        busy=util.sum(axis=1),
+        unread=np.zeros(n),
+        energy=energy.sum(axis=1),
+        busy_energy=product.sum(axis=1),
+        unread_energy=np.zeros(n),
+    )
+    is_general = np.isnan(totals.busy_energy) | (seconds != width * MINUTE) | ~(totals.energy > 0)
+    general = np.flatnonzero(is_general)
+    whole = (start <= 0) & (end >= seconds[day])
+    if len(general):
+        arrays = _general(util[general], energy[general], seconds[general])
+        totals.update(general, _prefix(arrays, np.arange(len(general)), seconds[general], width))
+    parts = totals.picked(day)
+    plain = np.flatnonzero(~whole & ~is_general[day])
+    if len(plain):
+        full = [util, energy, product]
+        at_end = _prefix(full, day[plain], end[plain], width)
+        at_start = _prefix(full, day[plain], start[plain], width)
+        busy, energy_, busy_energy = (e - s for e, s in zip(at_end, at_start, strict=True))
+        zeros = np.zeros(len(plain))
+        parts.update(plain, [busy, zeros, energy_, busy_energy, zeros])
+    odd = np.flatnonzero(~whole & is_general[day])
+    if len(odd):
+        local = np.full(n, -1)
+        local[general] = np.arange(len(general))
+        rows = local[day[odd]]
+        at_end = _prefix(arrays, rows, end[odd], width)
+        at_start = _prefix(arrays, rows, start[odd], width)
+        parts.update(odd, [e - s for e, s in zip(at_end, at_start, strict=True)])
+    for values in (parts, totals):  # utilisation from % to a fraction
+        values.busy /= 100
+        values.busy_energy /= 100
+    return parts, totals
 
-    whole, busy_cum, unread_cum = (read(c, f.end) - read(c, f.start) for c in cum)
-    day_busy_read = cum[1][:, -1] - cum[2][:, -1]
-    return whole, busy_cum, unread_cum, day_busy_read
 
-
-def _usage(f: _Flat, weights: Array, busy: Array, unread: Array) -> tuple[Array, Array, Array]:
-    """Usage-basis fractions of the day: per interval, per day idle, per day uncovered busy."""
-    whole, busy_int, unread_int, day_busy_read = _integrals(f, weights, busy, unread)
-    measured = ~np.isnan(f.sm_util)
-    own = np.minimum(np.nan_to_num(f.sm_util), f.share)
-    w = f.dev_weight[f.dev]
-    part = w * np.where(measured, own * whole, f.share * busy_int)
-    part_read = w * np.where(measured, own * (whole - unread_int), f.share * (busy_int - unread_int))
-    d = len(f.dev_day)
-    held_read = np.bincount(f.dev, weights=part_read, minlength=d)
-    dev_busy = f.dev_weight * day_busy_read[f.dev_day]
-    uncovered_dev = np.maximum(dev_busy - held_read, 0)
-    n = len(f.seconds)
-    uncovered = np.bincount(f.dev_day, weights=uncovered_dev, minlength=n)
-    held = np.bincount(f.day, weights=part, minlength=n)
-    return part, 1 - held - uncovered, uncovered
+def _prefix(arrays: list[Array], row: Array, t: Array, width: int) -> list[Array]:
+    """Each array's integral from the start of its row ``row`` to time ``t`` (seconds), in minute
+    units: the minutes before ``t``'s by one reduceat over the array, then ``t``'s minute in part."""
+    position = np.clip(t / MINUTE, 0, width)
+    k = np.minimum(position.astype(np.int64), width - 1)
+    frac = position - k
+    points = row * width + k
+    starts = row * width
+    marks = np.unique(np.concatenate([starts, points]))
+    at_point, at_start = np.searchsorted(marks, points), np.searchsorted(marks, starts)
+    out = []
+    for values in arrays:
+        segments = np.add.reduceat(values.ravel(), marks)
+        # A segment past a row's last point may run over rows that are not read here (and may
+        # hold NaN); no prefix sums it, as every prefix is taken from its own row's start.
+        segments[np.isnan(segments)] = 0
+        before = np.concatenate([[0.0], np.cumsum(segments)])
+        out.append(before[at_point] - before[at_start] + frac * values[row, k])
+    return out
 
 
 def _largest_remainder(line_day: Array, fractions: Array, totals: Array) -> Array:
-    """Integer units of each line: ``totals`` of each day split by ``fractions`` (lines of one day
-    sum to 1), floors plus one unit each to the largest remainders, ties to the earlier line."""
+    """Integer units of each line: ``totals`` of each day split by ``fractions`` (normalised per
+    day), floors plus one unit each to the largest remainders, ties to the earlier line."""
     n = len(totals)
     fractions = np.maximum(fractions, 0)
     norm = np.bincount(line_day, weights=fractions, minlength=n)
     fractions = fractions / np.where(norm > 0, norm, 1)[line_day]
     exact = totals[line_day].astype(np.float64) * fractions
     floors = np.floor(exact).astype(np.int64)
-    remainders = exact - floors
     given = np.bincount(line_day, weights=floors, minlength=n).astype(np.int64)
-    left = totals - given
-    order = np.lexsort((np.arange(len(line_day)), -remainders, line_day))
+    order = np.lexsort((np.arange(len(line_day)), floors - exact, line_day))
     first = np.searchsorted(line_day[order], np.arange(n))
     rank = np.empty(len(line_day), dtype=np.int64)
     rank[order] = np.arange(len(line_day)) - first[line_day[order]]
-    units = floors + (rank < left[line_day])
+    units = floors + (rank < (totals - given)[line_day])
     if not np.array_equal(np.bincount(line_day, weights=units, minlength=n).astype(np.int64), totals):
-        raise ArithmeticError("largest remainder: lines do not add up to their day's total")
+        raise ArithmeticError("largest remainder: the lines do not add up to their day's total")
     return units
 
 
-def _allocate_chunk(days: Sequence[GpuDay], offset: int) -> list[DayAllocation]:
-    if not days:
-        return []
-    f = _flatten(days, offset)
-    n = len(days)
-    cents = []
-    for g, d in enumerate(days):
-        c = Decimal(d.cost).quantize(CENT, rounding=ROUND_HALF_EVEN)
-        if c < 0 or not math.isfinite(d.energy_j) or d.energy_j < 0:
-            raise ValueError(f"days[{offset + g}].{'cost' if c < 0 else 'energy_j'}: must be 0 or above")
-        cents.append(int(c / CENT))
-    cost_units = np.array(cents, dtype=np.int64)
-    energy_units = np.round(np.array([d.energy_j for d in days], dtype=np.float64)).astype(np.int64)
+def _chunk(b: DayBatch, begin: int, end: int, intervals: Array, devices: Array) -> tuple[Array, ...]:
+    n = end - begin
+    seconds = np.asarray(b.seconds[begin:end], dtype=np.float64)
+    width = int(-(-seconds.max() // MINUTE))
+    util = np.asarray(b.util[begin:end, :width], dtype=np.float64)
+    energy = np.asarray(b.energy[begin:end, :width], dtype=np.float64)
+    # Devices and intervals, renumbered within the chunk.
+    dev_local = np.full(len(b.device_day), -1, dtype=np.int64)
+    dev_local[devices] = np.arange(len(devices))
+    dev_day = b.device_day[devices] - begin
+    dev_weight = np.asarray(b.device_weight[devices], dtype=np.float64)
+    dev = dev_local[b.interval_device[intervals]]
+    day = dev_day[dev]
+    start = np.clip(b.interval_start[intervals], 0, seconds[day])
+    stop = np.clip(b.interval_end[intervals], 0, seconds[day])
+    share = np.asarray(b.interval_share[intervals], dtype=np.float64)
+    sm = np.asarray(b.interval_sm_util[intervals], dtype=np.float64) / 100
+    w = dev_weight[dev]
 
-    time_w, energy_w = _minute_weights(f)
-    unread = np.isnan(f.util)
-    busy = np.where(unread, 1.0, f.util)
-    unread_f = unread.astype(np.float64)
-    held = f.dev_weight[f.dev] * f.share * (f.end - f.start) / f.seconds[f.day]
-    usage_cost, idle_uc, unc_cost = _usage(f, time_w, busy, unread_f)
-    usage_energy, idle_ue, unc_energy = _usage(f, energy_w, busy, unread_f)
-    alloc_idle = 1 - np.bincount(f.day, weights=held, minlength=n)
-    for name, idle in (("intervals", alloc_idle), ("intervals", idle_uc), ("intervals", idle_ue)):
-        if (idle < -TOLERANCE).any():
-            bad = int(np.argmin(idle))
-            raise ValueError(f"days[{offset + bad}].{name}: shares held at one instant add up to more than 1")
-
-    # Lines: the workloads (summed over their intervals), then idle, then uncovered busy time.
-    lines = len(f.line_day)
-    line_day = np.concatenate([f.line_day, np.arange(n), np.arange(n)])
-
-    def split(per_interval: Array, idle: Array, uncovered: Array, totals: Array) -> Array:
-        work = np.bincount(f.line, weights=per_interval, minlength=lines)
-        return _largest_remainder(line_day, np.concatenate([work, idle, uncovered]), totals)
-
-    zeros = np.zeros(n)
-    columns = [
-        split(held, alloc_idle, zeros, cost_units),
-        split(usage_cost, idle_uc, unc_cost, cost_units),
-        split(held, alloc_idle, zeros, energy_units),
-        split(usage_energy, idle_ue, unc_energy, energy_units),
-    ]
-    return _results(f, n, lines, columns)
-
-
-def _results(f: _Flat, n: int, lines: int, columns: list[Array]) -> list[DayAllocation]:
-    ca, cu, ea, eu = (c.tolist() for c in columns)
-    work: list[list[WorkloadPart]] = [[] for _ in range(n)]
-    unmapped = [[0, 0, 0, 0] for _ in range(n)]
-    for i, (name, team) in enumerate(f.line_names):
-        g = int(f.line_day[i])
-        work[g].append(WorkloadPart(name, team, _amounts(ca[i], cu[i], ea[i], eu[i])))
-        if team is None:
-            totals = unmapped[g]
-            totals[0] += ca[i]
-            totals[1] += cu[i]
-            totals[2] += ea[i]
-            totals[3] += eu[i]
-    out = []
-    for g in range(n):
-        i, u = lines + g, lines + n + g
-        a = unmapped[g]
-        out.append(
-            DayAllocation(
-                workloads=tuple(work[g]),
-                idle=_amounts(ca[i], cu[i], ea[i], eu[i]),
-                unattributed=_amounts(a[0] + ca[u], a[1] + cu[u], a[2] + ea[u], a[3] + eu[u]),
-            )
-        )
-    return out
-
-
-def _amounts(cost_allocation: int, cost_usage: int, energy_allocation: int, energy_usage: int) -> Amounts:
-    return Amounts(
-        Decimal(cost_allocation).scaleb(-2), Decimal(cost_usage).scaleb(-2), energy_allocation, energy_usage
+    parts, totals = _integrals(util, energy, seconds, day, start, stop)
+    held = w * share * (stop - start) / seconds[day]
+    measured = ~np.isnan(sm)
+    own = np.minimum(np.nan_to_num(sm), share)
+    minutes_of_day = seconds / MINUTE
+    # Usage basis, as fractions of the day's cost (by time) and energy.
+    cost_part = (
+        w * np.where(measured, own * (stop - start) / MINUTE, share * parts.busy) / minutes_of_day[day]
     )
+    cost_read = (
+        w
+        * np.where(
+            measured, own * ((stop - start) / MINUTE - parts.unread), share * (parts.busy - parts.unread)
+        )
+        / minutes_of_day[day]
+    )
+    energy_part = w * np.where(measured, own * parts.energy, share * parts.busy_energy) / totals.energy[day]
+    energy_read = (
+        w
+        * np.where(
+            measured,
+            own * (parts.energy - parts.unread_energy),
+            share * (parts.busy_energy - parts.unread_energy),
+        )
+        / totals.energy[day]
+    )
+    busy_read = [
+        (totals.busy - totals.unread) / minutes_of_day,
+        (totals.busy_energy - totals.unread_energy) / totals.energy,
+    ]
+    usage = []
+    for part, read, day_busy in (
+        (cost_part, cost_read, busy_read[0]),
+        (energy_part, energy_read, busy_read[1]),
+    ):
+        held_read = np.bincount(dev, weights=read, minlength=len(devices))
+        uncovered_dev = np.maximum(dev_weight * day_busy[dev_day] - held_read, 0)
+        uncovered = np.bincount(dev_day, weights=uncovered_dev, minlength=n)
+        idle = 1 - np.bincount(day, weights=part, minlength=n) - uncovered
+        usage.append((part, idle, uncovered))
+    alloc_idle = 1 - np.bincount(day, weights=held, minlength=n)
+    for idle in (alloc_idle, usage[0][1], usage[1][1]):
+        if (idle < -TOLERANCE).any():
+            raise ValueError(
+                f"interval_share: day {begin + int(np.argmin(idle))}'s holders hold more than the device at once"
+            )
+
+    # Lines: (day, workload) in order of first interval; then each day's idle, then its uncovered.
+    workload = np.asarray(b.interval_workload[intervals], dtype=np.int64)
+    key = day * (int(workload.max(initial=0)) + 1) + workload
+    keys, first, line = np.unique(key, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty_like(by_first)
+    rank[by_first] = np.arange(len(by_first))
+    line = rank[line]
+    line_day = day[first[by_first]]
+    line_workload = workload[first[by_first]]
+    lines = len(keys)
+    all_days = np.concatenate([line_day, np.arange(n), np.arange(n)])
+    cents = np.asarray(b.cost_cents[begin:end], dtype=np.int64)
+    joules = np.round(np.asarray(b.energy_j[begin:end], dtype=np.float64)).astype(np.int64)
+    zeros = np.zeros(n)
+
+    def split(per_interval: Array, idle: Array, uncovered: Array, totals_: Array) -> Array:
+        work = np.bincount(line, weights=per_interval, minlength=lines)
+        return _largest_remainder(all_days, np.concatenate([work, idle, uncovered]), totals_)
+
+    columns = np.stack(
+        [
+            split(held, alloc_idle, zeros, cents),
+            split(*usage[0], cents),
+            split(held, alloc_idle, zeros, joules),
+            split(*usage[1], joules),
+        ],
+        axis=1,
+    )
+    unmapped = np.asarray(b.workload_team)[line_workload] < 0
+    unattributed = columns[lines + n :].copy()
+    np.add.at(unattributed, line_day[unmapped], columns[:lines][unmapped])
+    return line_day + begin, line_workload, columns[:lines], columns[lines : lines + n], unattributed

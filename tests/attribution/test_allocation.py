@@ -13,14 +13,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from accelboard.attribution.allocation import (
-    Amounts,
-    DayAllocation,
-    Device,
-    GpuDay,
-    Interval,
-    allocate_days,
-)
+from tests.attribution.builders import Amounts, DayAllocation, Device, GpuDay, Interval, allocate
 
 DAY = 86_400
 H = 3_600
@@ -49,7 +42,7 @@ def gpu_day(
 
 
 def one(day: GpuDay) -> DayAllocation:
-    [result] = allocate_days([day])
+    [result] = allocate([day])
     return result
 
 
@@ -261,33 +254,49 @@ def test_both_bases_agree_where_the_device_is_full_and_busy() -> None:
 
 
 @pytest.mark.parametrize(
-    ("interval", "field"),
+    ("interval", "message"),
     [
-        (Interval("gpu", "a", 0, DAY, 0.0), "intervals[0].share"),
-        (Interval("gpu", "a", 0, DAY, 1.5), "intervals[0].share"),
-        (Interval("gpu", "a", 10, 10), "intervals[0].end"),
-        (Interval("mig-9", "a", 0, DAY), "intervals[0].device"),
-        (Interval("gpu", "nobody", 0, DAY), "intervals[0].workload"),
-        (Interval("gpu", "a", 0, DAY, 1.0, "measured", sm_util=140.0), "intervals[0].sm_util"),
+        (Interval("gpu", "a", 0, DAY, 0.0), "interval_share[0]: must be in (0, 1]"),
+        (Interval("gpu", "a", 0, DAY, 1.5), "interval_share[0]: must be in (0, 1]"),
+        (Interval("gpu", "a", 10, 10), "interval_end[0]: must be after interval_start"),
+        (Interval("mig-9", "a", 0, DAY), "interval_device[0]: not a device of the batch"),
+        (
+            Interval("gpu", "a", 0, DAY, 1.0, "measured", sm_util=140.0),
+            "interval_sm_util[0]: must be in [0, 100]",
+        ),
     ],
 )
-def test_it_refuses_a_bad_interval_naming_the_field(interval: Interval, field: str) -> None:
-    with pytest.raises(ValueError, match=re.escape(f"days[1].{field}:")):
-        allocate_days([gpu_day([], {}), gpu_day([interval], {"a": "t"})])
+def test_it_refuses_a_bad_interval_naming_the_field(interval: Interval, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        allocate([gpu_day([], {}), gpu_day([interval], {"a": "t"})])
 
 
 def test_it_refuses_shares_above_the_whole_device() -> None:
     day = gpu_day(
         [Interval("gpu", "a", 0, DAY, 0.8), Interval("gpu", "b", 0, DAY, 0.8)], {"a": "t", "b": "t"}
     )
-    with pytest.raises(ValueError, match=r"days\[0\]\.intervals: shares held at one instant"):
-        allocate_days([day])
+    with pytest.raises(
+        ValueError, match=r"interval_share: day 0's holders hold more than the device at once"
+    ):
+        allocate([day])
 
 
-def test_it_refuses_a_utilisation_row_of_the_wrong_length() -> None:
-    day = gpu_day([], {}, util=[50.0] * 10)
-    with pytest.raises(ValueError, match=r"days\[0\]\.util: 1440 minutes expected"):
-        allocate_days([day])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"util": [50.0] * 1439 + [101.0]}, "util[1]: must be in [0, 100]"),
+        ({"energy": [1.0] * 1439 + [-1.0]}, "energy[1]: must be 0 or above"),
+        ({"energy_j": -5.0}, "energy_j[1]: must be a number"),
+        ({"energy_j": math.nan}, "energy_j[1]: must be a number"),
+        ({"seconds": 0}, "seconds[1]: must be above 0"),
+        ({"devices": (Device("m1", 4, 7), Device("m2", 4, 7))}, "device_weight: day 1's instances hold more"),
+    ],
+)
+def test_it_refuses_a_bad_day_naming_the_field(change: dict[str, object], message: str) -> None:
+    good = gpu_day([], {})
+    bad = GpuDay(**{**good.__dict__, **change})  # type: ignore[arg-type]  # the fields' types vary by key
+    with pytest.raises(ValueError, match=re.escape(message)):
+        allocate([good, bad])
 
 
 # --- invariants over random days ---------------------------------------------------------------
@@ -337,7 +346,7 @@ def random_day(rng: np.random.Generator, *, seconds: int = DAY, cost: str | None
 def test_lines_add_up_to_the_cent_and_the_joule_on_every_random_day() -> None:
     rng = np.random.default_rng(31)
     days = [random_day(rng) for _ in range(300)]
-    results = allocate_days(days)
+    results = allocate(days)
     assert len(results) == 300
     for day, result in zip(days, results, strict=True):
         assert_adds_up(day, result)
@@ -349,7 +358,7 @@ def test_lines_add_up_to_the_cent_and_the_joule_on_every_random_day() -> None:
 def test_it_allocates_days_of_different_lengths_in_one_batch() -> None:
     rng = np.random.default_rng(5)
     days = [random_day(rng, seconds=int(s)) for s in (DAY, 3_630, 90_000 - 3 * H, 61)]
-    for day, result in zip(days, allocate_days(days), strict=True):
+    for day, result in zip(days, allocate(days), strict=True):
         assert_adds_up(day, result)
 
 
@@ -421,7 +430,7 @@ def reference(day: GpuDay) -> dict[str, list[float]]:
 def test_it_matches_a_per_second_loop_on_random_days() -> None:
     rng = np.random.default_rng(2026)
     days = [random_day(rng, seconds=int(rng.integers(300, 2_000)), cost="1000000.03") for _ in range(25)]
-    for day, result in zip(days, allocate_days(days), strict=True):
+    for day, result in zip(days, allocate(days), strict=True):
         expected = reference(day)
         got = {p.workload: p.amounts for p in result.workloads}
         for name, amounts_ in got.items():
