@@ -171,11 +171,20 @@ class _Integrals:
 
 
 def _general(util: Array, energy: Array, seconds: Array) -> list[Array]:
-    """(busy %, unread, energy per whole-minute, and their products) of the rows with a gap in a
-    reading, a day that ends inside a minute or before the row does, or no energy drawn: unread
-    minutes filled, the last partial minute's energy scaled to a whole minute, minutes after the
-    day's end zeroed."""
+    """(busy %, unread, energy per whole minute) of the rows with a gap in a reading, a day that
+    ends inside a minute or before the row does, or no energy drawn: unread minutes filled, the
+    last partial minute's energy scaled to a whole minute, minutes after the day's end zeroed."""
     width = util.shape[1]
+    if (seconds == width * MINUTE).all():  # whole days: every minute is 60 s and inside
+        missing = np.isnan(util)
+        read = ~np.isnan(energy)
+        read_secs = read.sum(axis=1) * float(MINUTE)
+        drawn = np.where(read, energy, 0.0).sum(axis=1)
+        power = np.divide(drawn, read_secs, out=np.zeros(len(util)), where=read_secs > 0)
+        power = np.where(power > 0, power, 1.0)  # nothing read or drawn: spread by time
+        per_minute = np.where(read & (drawn[:, None] > 0), energy, power[:, None] * MINUTE)
+        busy = np.where(missing, 100.0, util)
+        return [busy, missing.astype(np.float64), per_minute]
     secs = np.clip(seconds[:, None] - np.arange(width)[None, :] * MINUTE, 0, MINUTE)
     inside = secs > 0
     missing = np.isnan(util) & inside
@@ -184,13 +193,11 @@ def _general(util: Array, energy: Array, seconds: Array) -> list[Array]:
     read_secs = (secs * read).sum(axis=1)
     drawn = np.where(read, energy, 0.0).sum(axis=1)
     power = np.divide(drawn, read_secs, out=np.zeros(len(util)), where=read_secs > 0)
-    power = np.where(power > 0, power, 1.0)  # nothing read or drawn: spread by time
+    power = np.where(power > 0, power, 1.0)
     whole_minute = np.where(
         read & (drawn[:, None] > 0), energy * MINUTE / np.maximum(secs, 1), power[:, None] * MINUTE
     )
-    per_minute = np.where(inside, whole_minute, 0.0)
-    unread = missing.astype(np.float64)
-    return [busy, unread, per_minute, busy * per_minute, unread * per_minute]
+    return [busy, missing.astype(np.float64), np.where(inside, whole_minute, 0.0)]
 
 
 def _integrals(
@@ -199,49 +206,78 @@ def _integrals(
     """Per interval and per day (``day``: each interval's row, ``start``/``end`` cut to the day).
 
     A plain row (whole minutes, every minute read) is read as given: its totals are sums and the
-    partial intervals' integrals prefix sums over the chunk's arrays; the other rows are prepared
-    apart (``_general``) and their totals read at the day's end."""
+    partial intervals' integrals prefix sums over its minutes; the other rows are prepared apart
+    (``_general``), their totals read at the day's end."""
     n, width = util.shape
-    product = util * energy
+    zeros = np.zeros(n)
     totals = _Integrals(
         busy=util.sum(axis=1),
-        unread=np.zeros(n),
+        unread=zeros,
         energy=energy.sum(axis=1),
-        busy_energy=product.sum(axis=1),
-        unread_energy=np.zeros(n),
+        busy_energy=np.einsum("ij,ij->i", util, energy),
+        unread_energy=zeros.copy(),
     )
     is_general = np.isnan(totals.busy_energy) | (seconds != width * MINUTE) | ~(totals.energy > 0)
     general = np.flatnonzero(is_general)
     whole = (start <= 0) & (end >= seconds[day])
     if len(general):
-        arrays = _general(util[general], energy[general], seconds[general])
-        totals.update(general, _prefix(arrays, np.arange(len(general)), seconds[general], width))
+        busy, unread, per_minute = _general(util[general], energy[general], seconds[general])
+        sums = [
+            busy.sum(axis=1),
+            unread.sum(axis=1),
+            per_minute.sum(axis=1),
+            np.einsum("ij,ij->i", busy, per_minute),
+            np.einsum("ij,ij->i", unread, per_minute),
+        ]
+        short = np.flatnonzero(seconds[general] != width * MINUTE)
+        if len(short):
+            at_end = _prefix(
+                _with_products([busy[short], unread[short], per_minute[short]]), seconds[general][short]
+            )
+            for values, new in zip(sums, at_end, strict=True):
+                values[short] = new
+        totals.update(general, sums)
     parts = totals.picked(day)
     plain = np.flatnonzero(~whole & ~is_general[day])
     if len(plain):
-        full = [util, energy, product]
-        at_end = _prefix(full, day[plain], end[plain], width)
-        at_start = _prefix(full, day[plain], start[plain], width)
-        busy, energy_, busy_energy = (e - s for e, s in zip(at_end, at_start, strict=True))
-        zeros = np.zeros(len(plain))
-        parts.update(plain, [busy, zeros, energy_, busy_energy, zeros])
+        rows, local = np.unique(day[plain], return_inverse=True)
+        arrays = [util[rows], energy[rows]]
+        held = _between([arrays[0], arrays[1], arrays[0] * arrays[1]], local, start[plain], end[plain])
+        no = np.zeros(len(plain))
+        parts.update(plain, [held[0], no, held[1], held[2], no])
     odd = np.flatnonzero(~whole & is_general[day])
     if len(odd):
-        local = np.full(n, -1)
-        local[general] = np.arange(len(general))
-        rows = local[day[odd]]
-        at_end = _prefix(arrays, rows, end[odd], width)
-        at_start = _prefix(arrays, rows, start[odd], width)
-        parts.update(odd, [e - s for e, s in zip(at_end, at_start, strict=True)])
+        at = np.full(n, -1)
+        at[general] = np.arange(len(general))
+        rows, local = np.unique(at[day[odd]], return_inverse=True)
+        arrays = _with_products([busy[rows], unread[rows], per_minute[rows]])
+        parts.update(odd, _between(arrays, local, start[odd], end[odd]))
     for values in (parts, totals):  # utilisation from % to a fraction
         values.busy /= 100
         values.busy_energy /= 100
     return parts, totals
 
 
-def _prefix(arrays: list[Array], row: Array, t: Array, width: int) -> list[Array]:
-    """Each array's integral from the start of its row ``row`` to time ``t`` (seconds), in minute
-    units: the minutes before ``t``'s by one reduceat over the array, then ``t``'s minute in part."""
+def _with_products(arrays: list[Array]) -> list[Array]:
+    """busy, unread, energy → the five integrands of _Integrals."""
+    busy, unread, per_minute = arrays
+    return [busy, unread, per_minute, busy * per_minute, unread * per_minute]
+
+
+def _between(arrays: list[Array], row: Array, start: Array, end: Array) -> list[Array]:
+    """Each array's integral over [start, end) of row ``row`` (one reduceat for both ends)."""
+    width = arrays[0].shape[1]
+    both = _prefix(arrays, np.concatenate([end, start]), np.concatenate([row, row]), width)
+    half = len(row)
+    return [values[:half] - values[half:] for values in both]
+
+
+def _prefix(arrays: list[Array], t: Array, row: Array | None = None, width: int | None = None) -> list[Array]:
+    """Each array's integral from the start of its row ``row`` (default: one a time) to time
+    ``t`` (seconds), in minute units: the minutes before ``t``'s by one reduceat over the array,
+    then ``t``'s minute in part."""
+    width = width or arrays[0].shape[1]
+    row = np.arange(len(t)) if row is None else row
     position = np.clip(t / MINUTE, 0, width)
     k = np.minimum(position.astype(np.int64), width - 1)
     frac = position - k
@@ -252,9 +288,6 @@ def _prefix(arrays: list[Array], row: Array, t: Array, width: int) -> list[Array
     out = []
     for values in arrays:
         segments = np.add.reduceat(values.ravel(), marks)
-        # A segment past a row's last point may run over rows that are not read here (and may
-        # hold NaN); no prefix sums it, as every prefix is taken from its own row's start.
-        segments[np.isnan(segments)] = 0
         before = np.concatenate([[0.0], np.cumsum(segments)])
         out.append(before[at_point] - before[at_start] + frac * values[row, k])
     return out
