@@ -77,6 +77,7 @@ class Allocation:
 
     line_day: Array  # (l,)
     line_workload: Array  # (l,)
+    line_team: Array  # (l,) the workload's team, -1 for none
     amounts: Array  # (l, 4) int64
     idle: Array  # (n, 4) int64
     unattributed: Array  # (n, 4) int64
@@ -96,7 +97,8 @@ def allocate_days(batch: DayBatch) -> Allocation:
         parts.append(_chunk(batch, begin, end, order[lo:hi], dev_order[dlo:dhi]))
     if not parts:
         empty = np.zeros((0, 4), dtype=np.int64)
-        return Allocation(np.zeros(0, np.int64), np.zeros(0, np.int64), empty, empty, empty)
+        none = np.zeros(0, np.int64)
+        return Allocation(none, none, none, empty, empty, empty)
     return Allocation(*(np.concatenate(columns) for columns in zip(*parts, strict=True)))
 
 
@@ -303,7 +305,9 @@ def _largest_remainder(line_day: Array, fractions: Array, totals: Array) -> Arra
     exact = totals[line_day].astype(np.float64) * fractions
     floors = np.floor(exact).astype(np.int64)
     given = np.bincount(line_day, weights=floors, minlength=n).astype(np.int64)
-    order = np.lexsort((np.arange(len(line_day)), floors - exact, line_day))
+    # By day, then largest remainder first, ties in line order (one stable sort of a float key:
+    # the remainder, in [0, 1), moves a line at most half a day's place ahead).
+    order = np.argsort(line_day - (exact - floors) / 2, kind="stable")
     first = np.searchsorted(line_day[order], np.arange(n))
     rank = np.empty(len(line_day), dtype=np.int64)
     rank[order] = np.arange(len(line_day)) - first[line_day[order]]
@@ -408,7 +412,15 @@ def _chunk(b: DayBatch, begin: int, end: int, intervals: Array, devices: Array) 
         ],
         axis=1,
     )
-    unmapped = np.asarray(b.workload_team)[line_workload] < 0
+    line_team = np.asarray(b.workload_team, dtype=np.int64)[line_workload]
+    unmapped = line_team < 0
     unattributed = columns[lines + n :].copy()
     np.add.at(unattributed, line_day[unmapped], columns[:lines][unmapped])
-    return line_day + begin, line_workload, columns[:lines], columns[lines : lines + n], unattributed
+    return (
+        line_day + begin,
+        line_workload,
+        line_team,
+        columns[:lines],
+        columns[lines : lines + n],
+        unattributed,
+    )

@@ -13,7 +13,8 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from tests.attribution.builders import Amounts, DayAllocation, Device, GpuDay, Interval, allocate
+from accelboard.attribution import allocation
+from tests.attribution.builders import Amounts, DayAllocation, Device, GpuDay, Interval, allocate, day_batch
 
 DAY = 86_400
 H = 3_600
@@ -360,6 +361,46 @@ def test_it_allocates_days_of_different_lengths_in_one_batch() -> None:
     days = [random_day(rng, seconds=int(s)) for s in (DAY, 3_630, 90_000 - 3 * H, 61)]
     for day, result in zip(days, allocate(days), strict=True):
         assert_adds_up(day, result)
+
+
+def test_it_gives_the_same_lines_whatever_the_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(11)
+    days = [random_day(rng, seconds=int(rng.integers(600, 4_000))) for _ in range(40)]
+    batch, _ = day_batch(days)
+    whole = allocation.allocate_days(batch)
+    monkeypatch.setattr(allocation, "CHUNK", 7)  # 40 days in 6 chunks, the last one short
+    chunked = allocation.allocate_days(batch)
+    for name in ("line_day", "line_workload", "line_team", "amounts", "idle", "unattributed"):
+        assert np.array_equal(getattr(whole, name), getattr(chunked, name)), name
+    assert len(whole.line_day) == sum(
+        len({p.workload for p in d.intervals}) for d in days
+    )  # a line a day and workload
+
+
+def test_it_cuts_intervals_to_the_day_and_names_each_lines_team() -> None:
+    day = gpu_day([Interval("gpu", "pod", -600, DAY + 600)], {"pod": "llm"})
+    batch, workloads = day_batch([day])
+    out = allocation.allocate_days(batch)
+    assert out.amounts.tolist() == [[2_400, 2_400, 86_400, 86_400]]
+    assert workloads[int(out.line_workload[0])] == ("pod", "llm") and out.line_team.tolist() == [0]
+
+
+def test_it_allocates_an_empty_batch() -> None:
+    batch, _ = day_batch([gpu_day([], {})])
+    empty = allocation.DayBatch(
+        **{
+            **batch.__dict__,
+            "seconds": batch.seconds[:0],
+            "util": batch.util[:0],
+            "energy": batch.energy[:0],
+            "cost_cents": batch.cost_cents[:0],
+            "energy_j": batch.energy_j[:0],
+            "device_day": batch.device_day[:0],
+            "device_weight": batch.device_weight[:0],
+        }
+    )
+    out = allocation.allocate_days(empty)
+    assert out.amounts.shape == (0, 4) and out.idle.shape == (0, 4)
 
 
 # --- against a per-second loop -------------------------------------------------------------------
