@@ -38,8 +38,3 @@ _.subscribers
 # Not an entry point: a service only tests call (23 of them set a day's costs up through it).
 # Listed so the check can land; to decide: a product caller, or a helper of the tests'.
 _.cost_day_compute  # costs.services: tests set a day's costs up through it
-
-# attribution (issue 31): the allocation job that calls these lands next
-_.allocate_days
-_.rules_check
-_.workload_match

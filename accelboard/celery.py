@@ -118,6 +118,9 @@ BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
     # Costs: yesterday (UTC) once its last minute rollups have settled, plus any of the last 7 days
     # whose telemetry arrived late. Price corrections enqueue their own recompute.
     "costs-daily": ("accelboard.costs.tasks.cost_daily_compute", "40 0 * * *", 3600),
+    # Attribution: yesterday's GPU-days split into workloads, idle and unattributed, once the
+    # cost pass (00:40) has written their cost rows; plus any day whose costs were recomputed since.
+    "allocation-daily": ("accelboard.attribution.tasks.allocation_daily_compute", "20 1 * * *", 3600),
     # Alert emails: failed sends whose backoff has passed, and any delivery whose task was lost
     # (also plans immediate emails if an alerts_dispatch enqueue was lost). Every 5 minutes keeps
     # a lost email at most minutes late without hammering a broken SMTP server.

@@ -106,6 +106,7 @@ INSTALLED_APPS = [
     "accelboard.profiles",
     "accelboard.alerts",
     "accelboard.drift",
+    "accelboard.attribution",
     "accelboard.notifications",
     "accelboard.planning",
     "accelboard.dashboard",

@@ -424,3 +424,16 @@ def _chunk(b: DayBatch, begin: int, end: int, intervals: Array, devices: Array) 
         columns[lines : lines + n],
         unattributed,
     )
+
+
+def units_split(total: int, weights: list[float]) -> list[int]:
+    """``total`` integer units (cents, joules) split by ``weights`` with the largest-remainder
+    rule: floors, then one unit each to the largest remainders, ties to the earlier weight.
+    All weights 0 (or none positive): split evenly. The parts add up to ``total`` exactly."""
+    if not weights:
+        return []
+    clean = [max(float(w), 0.0) for w in weights]
+    if sum(clean) <= 0:
+        clean = [1.0] * len(weights)
+    units = _largest_remainder(np.zeros(len(clean), dtype=np.int64), np.asarray(clean), np.asarray([total]))
+    return [int(u) for u in units]

@@ -1,0 +1,177 @@
+"""Reads of attribution: the current rules, the days whose allocation is behind their costs, and
+the allocation report (``GET /api/v1/allocation``) grouped and scoped under the cost pages' rule."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Max, Sum
+
+from accelboard.core.access import Scope
+from accelboard.costs.models import CostDaily
+
+from . import rules as pure
+from .allocation import units_split
+from .choices import AllocationBasis, AllocationGroup, AllocationKind, IdleMode
+from .models import AllocationDaily, RuleSet
+
+
+def rule_set_current() -> RuleSet | None:
+    """The newest version of the rules (None before any was saved: every workload unattributed)."""
+    return RuleSet.objects.order_by("-version").first()
+
+
+def rule_set_rules(*, rule_set: RuleSet) -> list[pure.Rule]:
+    """A version's rules as ``rules.Rule`` (ids: their positions, so the older wins a tie)."""
+    return [
+        pure.Rule(
+            id=rule.position,
+            selector=rule.selector,
+            value=rule.value,
+            team=str(rule.team_id) if rule.team_id is not None else None,
+            model=rule.model or None,
+            variant=rule.variant or None,
+        )
+        for rule in rule_set.rules.order_by("position")
+    ]
+
+
+def allocation_days_stale(*, since: date, until: date) -> list[date]:
+    """Days in [since, until] whose cost rows were computed after their allocation (or that have
+    cost rows and no allocation, or allocation rows and no cost rows left)."""
+    costed = dict(
+        CostDaily.objects.filter(day__gte=since, day__lte=until)
+        .values("day")
+        .annotate(at=Max("computed_at"))
+        .values_list("day", "at")
+    )
+    allocated = dict(
+        AllocationDaily.objects.filter(day__gte=since, day__lte=until)
+        .values("day")
+        .annotate(at=Max("computed_at"))
+        .values_list("day", "at")
+    )
+    return sorted(
+        d
+        for d in set(costed) | set(allocated)
+        if d not in allocated or d not in costed or costed[d] > allocated[d]
+    )
+
+
+# What a row is grouped by: the AllocationDaily fields behind each ``group_by``.
+GROUP_FIELDS: dict[str, tuple[str, ...]] = {
+    AllocationGroup.TEAM: ("team__slug",),
+    AllocationGroup.NAMESPACE: ("workload__namespace",),
+    AllocationGroup.WORKLOAD: ("workload__kind", "workload__uid"),
+    AllocationGroup.MODEL: ("model", "variant"),
+    AllocationGroup.GPU: ("accelerator__uuid",),
+    AllocationGroup.HOST: ("host__hostname",),
+}
+_KIND_ORDER: dict[str, int] = {
+    AllocationKind.WORKLOAD: 0,
+    AllocationKind.UNATTRIBUTED: 1,
+    AllocationKind.IDLE: 2,
+}
+
+
+@dataclass(frozen=True)
+class AllocationRow:
+    kind: str
+    key: str | None
+    cost: Decimal
+    currency: str
+    energy_j: int
+
+
+@dataclass(frozen=True)
+class AllocationTotal:
+    currency: str
+    cost: Decimal
+    energy_j: int
+
+
+@dataclass(frozen=True)
+class AllocationReport:
+    rows: list[AllocationRow]
+    totals: list[AllocationTotal]
+
+
+def _key(values: dict[str, Any], fields: tuple[str, ...]) -> str | None:
+    parts = [str(values[f]) for f in fields if values[f] not in (None, "")]
+    if not parts or (fields[0].startswith("workload__") and values[fields[0]] is None):
+        return None
+    return (":" if fields[0] == "workload__kind" else " ").join(parts)
+
+
+def _idle_shared(rows: list[AllocationRow]) -> list[AllocationRow]:
+    """Each currency's idle row spread over its other rows in proportion to their cost (energy:
+    their energy), at the cent and the joule by the largest remainder; kept where nothing else."""
+    out: list[AllocationRow] = []
+    by_currency: dict[str, list[AllocationRow]] = defaultdict(list)
+    for row in rows:
+        by_currency[row.currency].append(row)
+    for currency, group in by_currency.items():
+        idle = [r for r in group if r.kind == AllocationKind.IDLE]
+        others = [r for r in group if r.kind != AllocationKind.IDLE]
+        if not idle or not others:
+            out.extend(group)
+            continue
+        cents = int(sum(r.cost for r in idle) * 100)
+        joules = sum(r.energy_j for r in idle)
+        cost_parts = units_split(cents, [float(r.cost) for r in others])
+        energy_parts = units_split(joules, [float(r.energy_j) for r in others])
+        for row, c, e in zip(others, cost_parts, energy_parts, strict=True):
+            out.append(
+                AllocationRow(
+                    kind=row.kind,
+                    key=row.key,
+                    cost=row.cost + Decimal(c).scaleb(-2),
+                    currency=currency,
+                    energy_j=row.energy_j + e,
+                )
+            )
+    return out
+
+
+def allocation_report(
+    *, scope: Scope, start: date, end: date, group_by: str, basis: str, idle: str
+) -> AllocationReport:
+    """The allocation of [start, end] (days, inclusive) that ``scope`` may see (``VIEW_COSTS``),
+    per (kind, key, currency): workload lines by ``group_by``, unattributed and idle as their own
+    rows (``idle=share``: idle spread over the others). Totals per currency equal the rows'."""
+    fields = GROUP_FIELDS[group_by]
+    cost = "cost_allocation" if basis == AllocationBasis.ALLOCATION else "cost_usage"
+    energy = "energy_allocation_j" if basis == AllocationBasis.ALLOCATION else "energy_usage_j"
+    grouped = (
+        AllocationDaily.objects.visible_to(scope)
+        .filter(day__gte=start, day__lte=end)
+        .values("kind", *fields, "currency")
+        .annotate(cost=Sum(cost), energy=Sum(energy))
+        .order_by()
+    )
+    merged: dict[tuple[str, str | None, str], list[Any]] = {}
+    for values in grouped:
+        key = (values["kind"], _key(values, fields), values["currency"])
+        amounts = merged.setdefault(key, [Decimal(0), 0])
+        amounts[0] += values["cost"] or Decimal(0)
+        amounts[1] += int(values["energy"] or 0)
+    rows = [
+        AllocationRow(kind=kind, key=key, cost=amounts[0], currency=currency, energy_j=amounts[1])
+        for (kind, key, currency), amounts in merged.items()
+    ]
+    if idle == IdleMode.SHARE:
+        rows = _idle_shared(rows)
+    rows.sort(key=lambda r: (r.currency, _KIND_ORDER.get(r.kind, 3), r.key or ""))
+    totals: dict[str, list[Any]] = {}
+    for row in rows:
+        total = totals.setdefault(row.currency, [Decimal(0), 0])
+        total[0] += row.cost
+        total[1] += row.energy_j
+    return AllocationReport(
+        rows=rows,
+        totals=[AllocationTotal(currency=c, cost=t[0], energy_j=t[1]) for c, t in sorted(totals.items())],
+    )
