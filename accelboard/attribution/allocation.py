@@ -307,7 +307,10 @@ def _largest_remainder(line_day: Array, fractions: Array, totals: Array) -> Arra
     given = np.bincount(line_day, weights=floors, minlength=n).astype(np.int64)
     # By day, then largest remainder first, ties in line order (one stable sort of a float key:
     # the remainder, in [0, 1), moves a line at most half a day's place ahead).
-    order = np.argsort(line_day - (exact - floors) / 2, kind="stable")
+    # Remainders are compared at 1e-6 of a unit: parts equal on paper (3/7 and 1 - 3/7 - 1/7)
+    # differ in their last bits, and the tie must go to the earlier line, not to float noise.
+    remainder = np.round(exact - floors, 6)
+    order = np.argsort(line_day - remainder / 2, kind="stable")
     first = np.searchsorted(line_day[order], np.arange(n))
     rank = np.empty(len(line_day), dtype=np.int64)
     rank[order] = np.arange(len(line_day)) - first[line_day[order]]
