@@ -243,6 +243,8 @@ API_READS: list[tuple[str, str | None, tuple[int, ...]]] = [
     ("api-v1:series_list", None, (401, 200, 403, 200, 200)),
     ("api-v1:series_points", "series", (401, 200, 403, 200, 404)),
     ("api-v1:alert_list", None, (401, 200, 403, 200, 200)),
+    # The token's team's GPU cost (its read of money, like its runs'): rows only of that team.
+    ("api-v1:allocation", None, (401, 200, 403, 200, 200)),
 ]
 
 
