@@ -264,7 +264,9 @@ def _devices(*, gpu_days: _GpuDays, start: datetime, end: datetime) -> tuple[_De
     devices = _Devices([], [], [])
     for n, gpu in enumerate(gpu_days.gpus):
         if held_instances[n]:
-            total = gpus[gpu].compute_slices or sum(s for _, s in held_instances[n])
+            # Instances of one day's configurations cannot hold more than their GPU: where the
+            # held ones' slices pass its total (reconfigured in the day), they share it.
+            total = max(gpus[gpu].compute_slices or 0, sum(s for _, s in held_instances[n]))
             for instance, slices in held_instances[n]:
                 devices.ids.append(instance)
                 devices.day.append(n)
