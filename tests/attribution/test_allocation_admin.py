@@ -94,3 +94,12 @@ def test_the_nightly_task_allocates_yesterday(world: dict[str, Any]) -> None:
     result = allocation_daily_compute.apply(kwargs={"today_iso": "2026-11-11"}).get()
     assert result["days"] == [DAY.isoformat()]
     assert AllocationDaily.objects.aggregate(c=Sum("cost_usage"))["c"] == Decimal("1032.36")
+
+
+def test_the_lists_and_a_saved_version_open_read_only(admin_client: Any, world: dict[str, Any]) -> None:
+    saved = RuleSet.objects.get(version=1)
+    assert admin_client.get("/admin/attribution/allocationdaily/").status_code == 200
+    assert admin_client.get("/admin/attribution/ruleset/").status_code == 200
+    page = admin_client.get(f"/admin/attribution/ruleset/{saved.pk}/change/")
+    assert page.status_code == 200
+    assert "ns-b" in page.content.decode() and 'name="_save"' not in page.content.decode()
