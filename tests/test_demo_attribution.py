@@ -226,6 +226,14 @@ def test_it_loads_each_interval_once_and_the_live_fleets_batches_carry_it_throug
             )
             assert response.status_code in (200, 201), response.content
             sent += len(intervals)
+    # The same batch again (a retry from the spool): accepted, nothing stored twice.
+    response = client.post(
+        "/api/v1/telemetry",
+        data=json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {tokens[host.team_id]}",
+    )
+    assert response.status_code == 200, response.content
     mig_host = next(h for h in hosts_live if h.hostname == plan.MIG["host"])
     assert {i.uuid for i in mig_host.instances} == {i.uuid for cut in instances.values() for i in cut}
     assert sent > 0 and GpuAttribution.objects.count() == before + sent

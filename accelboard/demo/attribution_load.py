@@ -108,4 +108,4 @@ def attribution_write(
             for row in rows:
                 copy.write_row(row)
         cursor.execute(f"ANALYZE {ATTRIBUTION_TABLE}")
-    return {"workloads": len(seen), "gpu_attribution_intervals": len(rows)}
+    return {"gpu_workloads": len(seen), "gpu_attribution_intervals": len(rows)}
