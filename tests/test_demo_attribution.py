@@ -165,7 +165,7 @@ def test_it_leaves_under_5_percent_of_the_months_gpu_time_unattributed_under_the
 
 @pytest.mark.django_db(transaction=True)
 def test_it_loads_each_interval_once_and_the_live_fleets_batches_carry_it_through_ingest(
-    tmp_path: Path,
+    tmp_path: Path, live_server: Any
 ) -> None:
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE fleet_telemetrysample, fleet_gpuattribution")
@@ -235,10 +235,16 @@ def test_it_loads_each_interval_once_and_the_live_fleets_batches_carry_it_throug
     )
     assert response.status_code == 200, response.content
     mig_host = next(h for h in hosts_live if h.hostname == plan.MIG["host"])
-    assert {i.uuid for i in mig_host.instances} == {i.uuid for cut in instances.values() for i in cut}
+    # The live fleet reads the MIG instances back in the history's order: the same pod on each.
+    assert mig_host.node().instances == {parent: [i.uuid for i in cut] for parent, cut in instances.items()}
     assert sent > 0 and GpuAttribution.objects.count() == before + sent
     stored = GpuAttribution.objects.filter(start__gte=datetime.fromtimestamp(now - 21, UTC))
     assert stored.filter(basis="measured").count() == 2
     assert stored.filter(accelerator__parent_uuid__gt="").exists()
     assert stored.filter(workload__kind="slurm-job").exists()
+
+    # The live fleet's own loop, over HTTP: its second round's batches carry attribution, accepted.
+    before = GpuAttribution.objects.count()
+    assert live.run(server=live_server.url, interval_s=1, ticks=2) == 0
+    assert GpuAttribution.objects.count() > before
     assert loader.demo_fleet_reset() and not GpuAttribution.objects.exists()

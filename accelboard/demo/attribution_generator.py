@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from . import plan
+from . import generator, plan
 
-DAY = 86400
+DAY = generator.DAY
 HOUR = 3600
 # Shares are rounded down, as the agent does, so two of them never add up to more than 1.
 SHARE_STEP = 1e-6
@@ -110,14 +110,15 @@ def _fraction(*parts: object) -> float:
 
 
 def mig_instances(seed: int, hostname: str, gpus: list[tuple[int, str, int]]) -> dict[str, list[MigInstance]]:
-    """``plan.MIG``'s instances on ``hostname``, whose GPUs are (index, UUID, memory bytes)."""
+    """``plan.MIG``'s instances on ``hostname``, whose GPUs are (index, UUID, memory bytes), by
+    parent UUID."""
     if hostname != plan.MIG["host"]:
         return {}
     result = {}
     for index, parent, memory in gpus:
         if index not in plan.MIG["gpus"]:
             continue
-        result[parent] = [
+        cut = [
             MigInstance(
                 uuid=f"MIG-{uuid.UUID(bytes=bytes.fromhex(_digest(seed, hostname, index, 'mig', slot)[:32]), version=4)}",
                 parent_uuid=parent,
@@ -127,6 +128,9 @@ def mig_instances(seed: int, hostname: str, gpus: list[tuple[int, str, int]]) ->
             )
             for slot, instance in enumerate(plan.MIG["instances"])
         ]
+        # Largest first, then by UUID: the order the live fleet reads them back in, so that each
+        # instance's pod (``plan.MIG``'s by position) is the same in the history and live.
+        result[parent] = sorted(cut, key=lambda instance: (-instance.slices, instance.uuid))
     return result
 
 
@@ -279,8 +283,8 @@ def host_intervals(
     return intervals
 
 
-def fleet_instances(seed: int, hosts: list[Any]) -> dict[str, list[MigInstance]]:
-    """The fleet's MIG instances by parent GPU UUID (``hosts``: ``generator.HostPlan``)."""
+def fleet_instances(seed: int, hosts: list[generator.HostPlan]) -> dict[str, list[MigInstance]]:
+    """The fleet's MIG instances by parent GPU UUID."""
     result: dict[str, list[MigInstance]] = {}
     for host in hosts:
         gpus = [(gpu.index, gpu.uuid, gpu.memory_bytes) for gpu in host.gpus]
@@ -289,10 +293,13 @@ def fleet_instances(seed: int, hosts: list[Any]) -> dict[str, list[MigInstance]]
 
 
 def attribution_history(
-    *, hosts: list[Any], telemetry: list[Any], instances: dict[str, list[MigInstance]], interval_s: int
+    *,
+    hosts: list[generator.HostPlan],
+    telemetry: list[generator.HostTelemetry],
+    instances: dict[str, list[MigInstance]],
+    interval_s: int,
 ) -> dict[str, list[Interval]]:
-    """Each host's intervals (``hosts``: ``generator.HostPlan``; ``telemetry``: their
-    ``generator.HostTelemetry``, the samples the load stores)."""
+    """Each host's intervals by hostname, from the samples the load stores (``telemetry``)."""
     result = {}
     for host, data in zip(hosts, telemetry, strict=True):
         node = Node(

@@ -171,7 +171,7 @@ def attribution(host: LiveHost, start: float, end: float, utils: dict[str, float
         for hold in attribution_generator.holds(
             node=node, gpu_index=gpu.index, gpu_uuid=gpu.uuid, run_start=run_start
         ):
-            if not attribution_generator.held_on(hold.workload, moment // 86400):
+            if not attribution_generator.held_on(hold.workload, moment // attribution_generator.DAY):
                 continue
             interval: dict[str, Any] = {
                 "gpu": hold.device,
