@@ -192,7 +192,7 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
     admin = assert_login_works(url, "admin", "demo-admin")
     first.wait_for(re.compile(r"demo data loaded in \d+\.\d s"), timeout=120)
     steps = [line for line in first.lines if re.fullmatch(r"  [a-z][\w ,]+: \d+\.\d s", line)]
-    assert len(steps) == 10, first.output
+    assert len(steps) == 11, first.output
     assert first.output.count(url) == 1 and first.output.count("demo-admin") == 1
     assert len(first.lines) <= 25, first.output
     # The product's own error page (DEBUG is off in the demo), and static files still served.
