@@ -20,7 +20,7 @@ from accelboard.costs.models import AcceleratorPrice, ElectricityPrice
 from accelboard.fleet.host_services import host_register
 from accelboard.fleet.models import Accelerator, AcceleratorType, Host, Site
 
-from . import generator, plan
+from . import attribution_generator, generator, plan
 
 
 def password_hashes(usernames: list[str]) -> dict[str, str]:
@@ -159,6 +159,7 @@ def hosts_create(
     gpus: dict[str, Accelerator] = {}
     host_ids: dict[str, int] = {}
     for host_plan in hosts:
+        mig = {item["parent_uuid"] for item in _mig_registration(config, host_plan)}
         host, registered = host_register(
             hostname=host_plan.hostname,
             team_id=teams[host_plan.team].pk,
@@ -183,9 +184,15 @@ def hosts_create(
                     "memory_bytes": gpu.memory_bytes,
                     "power_limit_w": gpu.power_limit_w,
                     "driver_version": host_plan.driver_version,
+                    **(
+                        {"mig_mode": True, "compute_slices": plan.MIG["total_slices"]}
+                        if gpu.uuid in mig
+                        else {}
+                    ),
                 }
                 for gpu in host_plan.gpus
-            ],
+            ]
+            + _mig_registration(config, host_plan),
             seen_at=seen,
         )
         Host.objects.filter(pk=host.pk).update(
@@ -193,4 +200,33 @@ def hosts_create(
         )
         gpus.update(registered)
         host_ids[host_plan.hostname] = host.pk
+    # A MIG instance is named as its GPU (as the agent names it), so it would match the GPU's
+    # accelerator type and count as one more GPU of it (a benchmark run's GPUs, a host's price).
+    Accelerator.objects.filter(host_id__in=host_ids.values()).exclude(parent_uuid="").update(
+        accelerator_type=None
+    )
     return gpus, host_ids
+
+
+def _mig_registration(config: generator.DemoConfig, host_plan: generator.HostPlan) -> list[dict[str, Any]]:
+    """The host's MIG GPUs (``plan.MIG``): the GPU with its total slices, and its instances, as an
+    agent with an attribution source on lists them."""
+    instances = attribution_generator.mig_instances(
+        config.seed, host_plan.hostname, [(gpu.index, gpu.uuid, gpu.memory_bytes) for gpu in host_plan.gpus]
+    )
+    items: list[dict[str, Any]] = []
+    for gpu in host_plan.gpus:
+        for instance in instances.get(gpu.uuid, []):
+            items.append(
+                {
+                    "uuid": instance.uuid,
+                    "index": gpu.index,
+                    "name": gpu.name,
+                    "memory_bytes": instance.memory_bytes,
+                    "driver_version": host_plan.driver_version,
+                    "mig_mode": True,
+                    "parent_uuid": gpu.uuid,
+                    "compute_slices": instance.slices,
+                }
+            )
+    return items

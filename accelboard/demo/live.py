@@ -10,7 +10,10 @@ The numbers follow each host's profile (serving follows the local day, training 
 comes in waves, office is mostly idle), and continue from the loaded telemetry: each GPU's energy
 counter goes on from its last loaded value. A few GPUs are unhealthy on purpose (``UNHEALTHY``):
 one runs hot and slows down for heat, one is held back by a hardware slowdown, one reports XID and
-ECC errors. What is made here is plain data; the server's ingest checks it like any agent's.
+ECC errors. Each batch also carries who held each GPU since the previous round (``attribution``,
+docs/attribution.md): the same pods, MIG instances, time-sliced pods and Slurm jobs as the
+loaded history (``accelboard.demo.attribution_generator``), cut at each batch. What is made here
+is plain data; the server's ingest checks it like any agent's.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from . import attribution_generator
 
 # NVML clocks-event reasons (the bits of ``accelboard.demo.generator``'s THROTTLE_*): idle, SW power cap, HW slowdown,
 # SW thermal, HW thermal, HW power brake.
@@ -44,9 +49,14 @@ class Gpu:
     power_limit_w: float
     energy_mj: float
     problem: str = ""
+    mig_mode: bool = False
+    parent_uuid: str = ""
+    compute_slices: int | None = None
 
     def registration(self, driver_version: str) -> dict[str, Any]:
+        slices = {} if self.compute_slices is None else {"compute_slices": self.compute_slices}
         return {
+            **slices,
             "uuid": self.uuid,
             "index": self.index,
             "name": self.name,
@@ -54,8 +64,8 @@ class Gpu:
             "memory_bytes": self.memory_bytes,
             "power_limit_w": self.power_limit_w,
             "driver_version": driver_version,
-            "mig_mode": False,
-            "parent_uuid": "",
+            "mig_mode": self.mig_mode,
+            "parent_uuid": self.parent_uuid,
             "unsupported": [],
         }
 
@@ -71,6 +81,19 @@ class LiveHost:
     facts: dict[str, Any]
     gpus: list[Gpu] = field(default_factory=list)
     sequence: int = 0
+    team: str = ""  # the team's slug
+    # MIG instances: registered with the host and held by pods, never sampled (NVML reads none).
+    instances: list[Gpu] = field(default_factory=list)
+    # The previous round's sample time and each GPU's utilisation then: who held what since.
+    previous: tuple[float, dict[str, float]] | None = None
+
+    def node(self) -> attribution_generator.Node:
+        by_parent: dict[str, list[str]] = {}
+        for instance in self.instances:
+            by_parent.setdefault(instance.parent_uuid, []).append(instance.uuid)
+        return attribution_generator.Node(
+            hostname=self.hostname, team=self.team, profile=self.profile, instances=by_parent
+        )
 
 
 def load(now: float, t0: float, host: LiveHost, gpu: Gpu, rng: random.Random) -> float:
@@ -132,7 +155,49 @@ def sample(now: float, t0: float, dt: float, host: LiveHost, gpu: Gpu, rng: rand
     }
 
 
-def batch(host: LiveHost, samples: list[dict[str, Any]], *, run_id: str, interval_s: float) -> dict[str, Any]:
+def attribution(host: LiveHost, start: float, end: float, utils: dict[str, float]) -> list[dict[str, Any]]:
+    """The intervals [start, end) of the GPUs that were busy at ``start`` (their utilisation
+    then in ``utils``), held as ``attribution_generator.holds`` says: pods, MIG instances' pods,
+    the time-sliced GPU's two pods by their measured shares, Slurm jobs. Pure."""
+    node = host.node()
+    moment = int(start)
+    # The live fleet's runs: a training job for six hours, a batch or notebook pod for an hour.
+    run_start = moment - moment % (6 * 3600 if host.profile == "training" else 3600)
+    intervals = []
+    for gpu in host.gpus:
+        util = utils.get(gpu.uuid, 0.0)
+        if util <= 0:
+            continue
+        for hold in attribution_generator.holds(
+            node=node, gpu_index=gpu.index, gpu_uuid=gpu.uuid, run_start=run_start
+        ):
+            if not attribution_generator.held_on(hold.workload, moment // attribution_generator.DAY):
+                continue
+            interval: dict[str, Any] = {
+                "gpu": hold.device,
+                "start": round(start, 3),
+                "end": round(end, 3),
+                "workload": hold.workload.wire(),
+                "share": 1.0,
+                "basis": "exclusive",
+            }
+            if hold.sliced is not None:
+                share = attribution_generator.sliced_shares(host.hostname, moment - moment % 3600)[
+                    hold.sliced
+                ]
+                interval.update(share=share, basis="measured", sm_util=round(share * util, 2))
+            intervals.append(interval)
+    return intervals
+
+
+def batch(
+    host: LiveHost,
+    samples: list[dict[str, Any]],
+    *,
+    run_id: str,
+    interval_s: float,
+    intervals: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """A telemetry batch as the agent's spool seals it (``accelboard_agent.spool.telemetry_seal``)."""
     host.sequence += 1
     return {
@@ -145,8 +210,9 @@ def batch(host: LiveHost, samples: list[dict[str, Any]], *, run_id: str, interva
             "simulated": True,
             "facts": {**host.facts, "interval_s": interval_s, "live": True},
         },
-        "accelerators": [gpu.registration(host.driver_version) for gpu in host.gpus],
+        "accelerators": [gpu.registration(host.driver_version) for gpu in [*host.gpus, *host.instances]],
         "samples": samples,
+        **({"attribution": intervals} if intervals else {}),
     }
 
 
@@ -168,12 +234,15 @@ def fleet_read() -> tuple[list[LiveHost], dict[int, str]]:
 
     zones = {site["name"]: site["tz_hours"] for site in plan.SITES}
     hosts = []
-    demo_hosts = Host.objects.filter(facts__demo=True).select_related("site").prefetch_related("accelerators")
+    demo_hosts = (
+        Host.objects.filter(facts__demo=True).select_related("site", "team").prefetch_related("accelerators")
+    )
     for host in demo_hosts.order_by("hostname"):
-        if host.team_id is None:
+        if host.team is None:
             continue
-        gpus = []
-        for gpu in sorted(host.accelerators.all(), key=lambda g: g.index):
+        gpus, instances = [], []
+        # A MIG GPU's instances in the plan's order: largest first, then by UUID.
+        for gpu in sorted(host.accelerators.all(), key=lambda g: (g.index, -(g.compute_slices or 0), g.uuid)):
             state = gpu.last_state or {}
             gpus.append(
                 Gpu(
@@ -184,19 +253,26 @@ def fleet_read() -> tuple[list[LiveHost], dict[int, str]]:
                     memory_bytes=int(gpu.memory_bytes or 80 * 2**30),
                     power_limit_w=float(gpu.power_limit_w or 700.0),
                     energy_mj=float(state.get("energy_mj") or 1.0e9),
+                    mig_mode=gpu.mig_mode,
+                    parent_uuid=gpu.parent_uuid,
+                    compute_slices=gpu.compute_slices,
                 )
             )
+            if gpu.parent_uuid:
+                instances.append(gpus.pop())
         facts = {key: value for key, value in (host.facts or {}).items() if key not in ("interval_s", "live")}
         hosts.append(
             LiveHost(
                 hostname=host.hostname,
-                team_id=host.team_id,
+                team_id=host.team.pk,
                 profile=str(facts.get("profile", "")),
                 tz_hours=float(zones.get(host.site.name if host.site else "", 0)),
                 driver_version=host.driver_version,
                 cuda_version=host.cuda_version,
                 facts=facts,
                 gpus=gpus,
+                team=host.team.slug,
+                instances=instances,
             )
         )
     for position, index, problem in UNHEALTHY:
@@ -241,8 +317,11 @@ def run(
         last = now
         for host in hosts:
             samples = [sample(now, t0, dt, host, gpu, rng) for gpu in host.gpus]
+            intervals = attribution(host, host.previous[0], now, host.previous[1]) if host.previous else []
+            host.previous = (now, {s["gpu"]: float(s["gpu_util"]) for s in samples})
             payload = json.dumps(
-                batch(host, samples, run_id=run_id, interval_s=interval_s), separators=(",", ":")
+                batch(host, samples, run_id=run_id, interval_s=interval_s, intervals=intervals),
+                separators=(",", ":"),
             )
             try:
                 status, body = http_post(

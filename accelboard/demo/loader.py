@@ -49,7 +49,17 @@ from accelboard.costs.models import AcceleratorPrice, ElectricityPrice
 from accelboard.fleet.catalogue_services import accelerator_types_sync
 from accelboard.fleet.models import AcceleratorType, Host
 
-from . import fleet_load, forked, generator, history_generator, history_load, plan, swap, telemetry_load
+from . import (
+    attribution_load,
+    fleet_load,
+    forked,
+    generator,
+    history_generator,
+    history_load,
+    plan,
+    swap,
+    telemetry_load,
+)
 from .progress import STEPS, Progress
 
 JOB_NAME = "demo_fleet"
@@ -99,7 +109,7 @@ def demo_usernames() -> list[str]:
 
 def demo_fleet_reset() -> list[str]:
     """Truncate the tables the demo fills and delete the demo users; return the tables truncated."""
-    tables = ["fleet_telemetrysample", "fleet_telemetrypartial"]
+    tables = ["fleet_telemetrysample", "fleet_telemetrypartial", "fleet_gpuattribution"]
     for label in _RESET_APPS:
         for model in django_apps.get_app_config(label).get_models():
             if model is AcceleratorType or not model._meta.managed:
@@ -427,7 +437,20 @@ def _load(
         steps.run("telemetry_older", older)
         state.pop("telemetry", None)
 
+    # The telemetry chain lets go of the samples when it is done; who held each GPU needs them.
+    telemetry = state["telemetry"]
+
+    def attribution() -> dict[str, int]:
+        return attribution_load.attribution_write(
+            config=config,
+            hosts=hosts,
+            telemetry=telemetry,
+            team_ids={slug: team.pk for slug, team in state["teams"].items()},
+            host_ids=state["host_ids"],
+        )
+
     def history_chain() -> None:
+        steps.run("attribution", _stage(attribution))
         steps.run("benchmarks", _stage(benchmarks))
         steps.run("serving", _stage(serving))
         steps.run("drift", _stage(lambda: history_load.drift_write(config, state["teams"])))

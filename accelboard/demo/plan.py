@@ -480,3 +480,109 @@ PRICES: list[dict[str, Any]] = [
         "valid_from": date(2024, 1, 1),
     },
 ]
+
+# --- Who runs on each GPU (docs/attribution.md) -------------------------------------------------
+# Every demo GPU is held by a Kubernetes pod or a Slurm job while its telemetry shows it busy
+# (``accelboard.demo.attribution_generator``). Pod templates: namespace, app (label and container)
+# and model label ("" for none); ``labels: False`` pods carry no labels at all.
+POD_TEMPLATES: dict[str, dict[str, Any]] = {
+    "llama8b-fp8": {"namespace": "llm-serving", "app": "vllm", "model": "llama-3.1-8b-fp8"},
+    "llama8b-bf16": {"namespace": "llm-serving", "app": "vllm", "model": "llama-3.1-8b-bf16"},
+    "llama8b-int4": {"namespace": "llm-serving", "app": "vllm", "model": "llama-3.1-8b-int4-awq"},
+    "llama70b-fp8": {"namespace": "llm-serving", "app": "vllm", "model": "llama-2-70b-fp8"},
+    "mixtral-fp8": {"namespace": "llm-serving", "app": "vllm", "model": "mixtral-8x7b-fp8"},
+    "resnet-train": {"namespace": "vision-train", "app": "trainer", "model": "resnet-50-fp16"},
+    "sdxl-tune": {"namespace": "vision-train", "app": "sdxl-finetune", "model": "sdxl-fp16"},
+    "whisper-batch": {"namespace": "speech-batch", "app": "transcribe", "model": "whisper-large-fp16"},
+    "whisper-int8": {"namespace": "speech-batch", "app": "transcribe", "model": "whisper-large-int8"},
+    "notebook": {"namespace": "research-notebooks", "app": "jupyter", "model": ""},
+    "bert-eval": {"namespace": "research-notebooks", "app": "eval", "model": "bert-large-fp16"},
+    # Nobody maps these namespaces: what they hold is the unattributed part.
+    "scratch": {"namespace": "sandbox", "app": "", "model": "", "labels": False},
+    "debug": {"namespace": "default", "app": "", "model": "", "labels": False},
+}
+
+# The shared Kubernetes cluster: its nodes (hosts of several teams' agents) and, per GPU index,
+# the pod template that runs there: pods of several teams' namespaces on the same node. "mig":
+# the GPU is cut into MIG instances (``MIG``); "shared": it is time-sliced (``TIME_SLICED``).
+KUBERNETES_CLUSTER: dict[str, Any] = {
+    "name": "reno-k8s",
+    "nodes": {
+        "reno-h100-01": [*["llama8b-fp8"] * 4, "whisper-int8", "bert-eval", "mig", "mig"],
+        "reno-h200-01": [*["llama70b-fp8"] * 4, "sdxl-tune", "sdxl-tune", "notebook", "shared"],
+        "reno-h100-02": [*["mixtral-fp8"] * 4, *["llama8b-bf16"] * 3, "resnet-train"],
+        "reno-a100-01": [*["whisper-batch"] * 5, "resnet-train", "resnet-train", "notebook"],
+        "reno-l40s-01": ["resnet-train", "whisper-batch"],
+    },
+}
+# Batch and notebook pods (one per busy run): this share of them are someone's unlabelled
+# scratch pods in ``sandbox`` instead, chosen by a hash of the run.
+SCRATCH_SHARE = 0.08
+
+# MIG: these GPUs of the node are cut 3g+2g+1g+1g of 7 slices; one pod per instance. The last
+# 1g instance holds a debug pod in ``default`` every other day and is free the others.
+MIG: dict[str, Any] = {
+    "host": "reno-h100-01",
+    "gpus": [6, 7],
+    "total_slices": 7,
+    "instances": [
+        {"profile": "3g.40gb", "slices": 3, "pod": "llama8b-int4"},
+        {"profile": "2g.20gb", "slices": 2, "pod": "whisper-int8"},
+        {"profile": "1g.10gb", "slices": 1, "pod": "bert-eval"},
+        {"profile": "1g.10gb", "slices": 1, "pod": "debug"},
+    ],
+}
+
+# One GPU time-sliced between two pods; each one's measured share of the SM time changes by hour.
+TIME_SLICED: dict[str, Any] = {"host": "reno-h200-01", "gpu": 7, "pods": ["notebook", "sdxl-tune"]}
+
+# The Slurm cluster: its nodes run one job at a time on all GPUs; users and their accounts.
+SLURM_CLUSTER: dict[str, Any] = {
+    "name": "reno-hpc",
+    "nodes": ["reno-mi300x-01", "reno-h100-03"],
+    "partition": "gpu",
+    "users": [
+        {"user": "alice", "account": "nlp", "job": "pretrain-llama"},
+        {"user": "bob", "account": "nlp", "job": "sft-mixtral"},
+        {"user": "chen", "account": "vision", "job": "sdxl-distill"},
+        {"user": "dana", "account": "speech", "job": "whisper-ft"},
+        {"user": "erik", "account": "research", "job": "bert-sweep"},
+    ],
+}
+
+# Hosts in neither cluster are nodes of their team's own managed cluster: pods in its namespace.
+TEAM_PODS: dict[str, dict[str, str]] = {
+    "llm-serving": {"serving": "llama8b-int4", "other": "llama8b-fp8"},
+    "vision": {"serving": "resnet-train", "other": "resnet-train"},
+    "speech-audio": {"serving": "whisper-int8", "other": "whisper-batch"},
+    "research-platform": {"serving": "bert-eval", "other": "notebook"},
+}
+
+# The rules the demo intends (the rules app loads them; nothing here writes rule rows): namespace
+# and Slurm account to team, the ``model`` label to a model and variant. ``sandbox`` and
+# ``default`` stay unmapped on purpose: their GPU-time is shown as unattributed.
+ATTRIBUTION_RULES: list[dict[str, str]] = [
+    {"selector": "namespace", "value": "llm-serving", "team": "llm-serving"},
+    {"selector": "namespace", "value": "vision-train", "team": "vision"},
+    {"selector": "namespace", "value": "speech-batch", "team": "speech-audio"},
+    {"selector": "namespace", "value": "research-notebooks", "team": "research-platform"},
+    {"selector": "account", "value": "nlp", "team": "llm-serving"},
+    {"selector": "account", "value": "vision", "team": "vision"},
+    {"selector": "account", "value": "speech", "team": "speech-audio"},
+    {"selector": "account", "value": "research", "team": "research-platform"},
+    {"selector": "label", "value": "model=llama-3.1-8b-fp8", "model": "Llama-3.1-8B", "variant": "fp8"},
+    {"selector": "label", "value": "model=llama-3.1-8b-bf16", "model": "Llama-3.1-8B", "variant": "bf16"},
+    {
+        "selector": "label",
+        "value": "model=llama-3.1-8b-int4-awq",
+        "model": "Llama-3.1-8B",
+        "variant": "int4-awq",
+    },
+    {"selector": "label", "value": "model=llama-2-70b-fp8", "model": "Llama-2-70B", "variant": "fp8"},
+    {"selector": "label", "value": "model=mixtral-8x7b-fp8", "model": "Mixtral-8x7B", "variant": "fp8"},
+    {"selector": "label", "value": "model=resnet-50-fp16", "model": "ResNet-50", "variant": "fp16"},
+    {"selector": "label", "value": "model=sdxl-fp16", "model": "SDXL", "variant": "fp16"},
+    {"selector": "label", "value": "model=whisper-large-fp16", "model": "Whisper-large", "variant": "fp16"},
+    {"selector": "label", "value": "model=whisper-large-int8", "model": "Whisper-large", "variant": "int8"},
+    {"selector": "label", "value": "model=bert-large-fp16", "model": "BERT-large", "variant": "fp16"},
+]

@@ -35,6 +35,7 @@ STEPS = {
     "telemetry_recent": "telemetry, last 2 days",
     "costs_recent": "costs, last 2 days",
     "telemetry_older": "telemetry and its costs, older days",
+    "attribution": "who ran on each GPU",
     "benchmarks": "benchmark runs and their costs",
     "serving": "serving metrics",
     "drift": "quantization drift",

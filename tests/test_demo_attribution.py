@@ -1,0 +1,250 @@
+"""The demo's shared fleet (docs/attribution.md): who ran on each GPU in the plan, the loaded
+history and the live fleet's batches, and the planned rules' unattributed share."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from datetime import UTC, datetime
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test import Client
+
+from accelboard.attribution.rules import Rule, Workload, rules_check, workload_match
+from accelboard.demo import attribution_generator, generator, live, loader, plan
+from accelboard.fleet.ingest_services import registrations
+from accelboard.fleet.models import Accelerator, GpuAttribution
+from accelboard.fleet.models import Workload as WorkloadRow
+
+NOW = datetime(2026, 11, 29, 22, 0, tzinfo=UTC)
+SMALL_FLAGS = [
+    "--hosts=6",
+    "--days-runs=20",
+    "--days-telemetry=2",
+    "--telemetry-interval=300",
+    "--serving-interval=900",
+    "--now=2026-11-29T22:00:00Z",
+]
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def _world(**changes: Any) -> tuple[Any, ...]:
+    config = generator.DemoConfig(now=NOW, **changes)
+    hosts = generator.fleet_plan(config)
+    events = generator.telemetry_events(config, hosts)
+    telemetry = [generator.host_telemetry(config, host, events) for host in hosts]
+    instances = attribution_generator.fleet_instances(config.seed, hosts)
+    history = attribution_generator.attribution_history(
+        hosts=hosts, telemetry=telemetry, instances=instances, interval_s=config.telemetry_interval_s
+    )
+    return config, hosts, telemetry, instances, history
+
+
+def _rule_set() -> Any:
+    return rules_check([Rule(id=n, **rule) for n, rule in enumerate(plan.ATTRIBUTION_RULES, start=1)])
+
+
+def _match(workload: attribution_generator.WorkloadPlan) -> Any:
+    return workload_match(
+        rule_set=_rule_set(),
+        workload=Workload(
+            namespace=workload.namespace or None,
+            labels=dict(workload.labels),
+            account=workload.account or None,
+            user=workload.user or None,
+        ),
+    )
+
+
+# --- The plan, pure ------------------------------------------------------------------------------
+
+
+def test_it_finds_busy_runs_ending_at_an_idle_sample_or_a_gap() -> None:
+    epochs = np.array([0, 60, 120, 180, 300, 360])
+    util = np.array([5.0, 5.0, 0.0, 7.0, 8.0, 9.0])
+    # 180 is busy but 240 is missing: that run ends where the next sample would have been.
+    assert attribution_generator.busy_runs(epochs, util, 60) == [(0, 120), (180, 240), (300, 420)]
+    assert attribution_generator.busy_runs(epochs[:0], util[:0], 60) == []
+
+
+def test_it_plans_a_shared_cluster_mig_a_time_sliced_gpu_and_slurm_within_each_device() -> None:
+    config, hosts, telemetry, instances, history = _world(days_telemetry=2, telemetry_interval_s=300)
+    by_host = {host.hostname: host for host in hosts}
+
+    # MIG: 3g + 2g + 1g + 1g of 7 on each cut GPU of the node, each instance its parent's.
+    mig_host = by_host[plan.MIG["host"]]
+    assert set(instances) == {mig_host.gpus[i].uuid for i in plan.MIG["gpus"]}
+    for parent, cut in instances.items():
+        assert [i.slices for i in cut] == [3, 2, 1, 1] and sum(i.slices for i in cut) <= 7
+        assert {i.parent_uuid for i in cut} == {parent}
+
+    kinds: dict[str, set[str]] = defaultdict(set)
+    for host, data in zip(hosts, telemetry, strict=True):
+        gpus = {gpu.uuid: row for row, gpu in enumerate(host.gpus)}
+        parent_of = {i.uuid: p for p in gpus if p in instances for i in instances[p]}
+        per_device: dict[str, list[attribution_generator.Interval]] = defaultdict(list)
+        for interval in history[host.hostname]:
+            # On a GPU of its host (or a MIG instance of one), within one UTC day of the samples.
+            assert interval.device in gpus or interval.device in parent_of
+            assert config.telemetry_start <= interval.start < interval.end <= config.telemetry_end
+            assert interval.start // 86400 == (interval.end - 1) // 86400
+            assert 0 < interval.share <= 1
+            # Held means busy: every sample of the interval shows the GPU at work.
+            row = gpus[parent_of.get(interval.device, interval.device)]
+            inside = (data.epochs >= interval.start) & (data.epochs < interval.end)
+            assert inside.any() and (data.columns["gpu_util"][row, inside] > 0).all()
+            per_device[interval.device].append(interval)
+            kinds[host.hostname].add(interval.workload.kind)
+        # At every moment a device's shares add up to at most 1, and no workload holds it twice.
+        for device, intervals in per_device.items():
+            edges = sorted({t for i in intervals for t in (i.start, i.end)})
+            for moment in edges[:-1]:
+                held = [i for i in intervals if i.start <= moment < i.end]
+                assert sum(i.share for i in held) <= 1 + 1e-6, (device, moment)
+                assert len({i.workload for i in held}) == len(held)
+
+    # Several teams' namespaces on one node of the shared cluster; the time-sliced GPU's two pods
+    # measured, their shares below 1 together; Slurm jobs of several users on its nodes.
+    node = history["reno-h200-01"]
+    assert {i.workload.namespace for i in node} >= {"llm-serving", "vision-train", "research-notebooks"}
+    sliced_uuid = by_host[plan.TIME_SLICED["host"]].gpus[plan.TIME_SLICED["gpu"]].uuid
+    sliced = [i for i in node if i.device == sliced_uuid]
+    assert {i.basis for i in sliced} == {"measured"} and len({i.workload.uid for i in sliced}) == 2
+    assert all(i.sm_util is not None and 0 < i.sm_util <= 100 * i.share for i in sliced)
+    jobs = [i.workload for h in plan.SLURM_CLUSTER["nodes"] for i in history.get(h, [])]
+    assert jobs and {w.kind for w in jobs} == {"slurm-job"} and len({w.user for w in jobs}) >= 3
+    assert all(w.account and w.partition == "gpu" for w in jobs)
+    assert kinds["reno-h100-01"] == {"pod"}
+
+
+def test_it_splits_a_time_sliced_hour_into_shares_below_one() -> None:
+    for hour in range(0, 48 * 3600, 3600):
+        first, second = attribution_generator.sliced_shares("reno-h200-01", hour)
+        assert 0.35 <= first < 0.65 and second > 0 and first + second <= 1
+
+
+def test_it_leaves_under_5_percent_of_the_months_gpu_time_unattributed_under_the_planned_rules() -> None:
+    config, hosts, telemetry, instances, history = _world()
+    slices = {i.uuid: i.slices / plan.MIG["total_slices"] for cut in instances.values() for i in cut}
+    total = unattributed = 0.0
+    namespaces = set()
+    for intervals in history.values():
+        for interval in intervals:
+            gpu_seconds = (interval.end - interval.start) * interval.share * slices.get(interval.device, 1.0)
+            total += gpu_seconds
+            if _match(interval.workload).team is None:
+                unattributed += gpu_seconds
+                namespaces.add(interval.workload.namespace)
+    # Shown, not hidden: the unlabelled pods in namespaces nobody maps, and nothing else.
+    assert 0 < unattributed / total < 0.05
+    assert namespaces == {"sandbox", "default"}
+    # Every mapped pod of a model label gets its model; a Slurm job its team by its account.
+    pod = attribution_generator.holds(
+        node=attribution_generator.Node("reno-h100-01", "llm-serving", "serving"),
+        gpu_index=0,
+        gpu_uuid="GPU-x",
+        run_start=0,
+    )[0]
+    match = _match(pod.workload)
+    assert (match.team, match.model, match.variant) == ("llm-serving", "Llama-3.1-8B", "fp8")
+
+
+# --- The load and the live fleet, on the real database ---------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_loads_each_interval_once_and_the_live_fleets_batches_carry_it_through_ingest(
+    tmp_path: Path, live_server: Any
+) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE fleet_telemetrysample, fleet_gpuattribution")
+    call_command("demo_fleet", *SMALL_FLAGS, f"--manifest={tmp_path / 'm.json'}", stdout=StringIO())
+    config, hosts, _, instances, history = _world(
+        hosts=6, days_runs=20, days_telemetry=2, telemetry_interval_s=300, serving_interval_s=900
+    )
+    planned = [i for intervals in history.values() for i in intervals]
+
+    # The MIG instances are registered under their GPU, which says its total slices.
+    physical = Accelerator.objects.filter(parent_uuid="")
+    assert physical.count() == sum(len(h.gpus) for h in hosts)
+    for parent, cut in instances.items():
+        assert physical.get(uuid=parent).compute_slices == 7
+        rows = Accelerator.objects.filter(parent_uuid=parent).order_by("-compute_slices", "uuid")
+        assert sorted(rows.values_list("compute_slices", flat=True)) == [1, 1, 2, 3]
+        assert not rows.filter(accelerator_type__isnull=False).exists()
+        assert set(rows.values_list("uuid", flat=True)) == {i.uuid for i in cut}
+
+    # Each planned interval stored once, within the telemetry days.
+    assert GpuAttribution.objects.count() == len(planned)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            'SELECT count(DISTINCT (accelerator_id, workload_id, start)), min(start), max("end") '
+            "FROM fleet_gpuattribution"
+        )
+        distinct, first, last = cursor.fetchone()
+    assert distinct == len(planned)
+    assert first >= datetime.fromtimestamp(config.telemetry_start, UTC)
+    assert last <= datetime.fromtimestamp(config.telemetry_end, UTC)
+    assert WorkloadRow.objects.count() == len(
+        {(h.team, i.workload.uid) for h in hosts for i in history[h.hostname]}
+    )
+    job = WorkloadRow.objects.filter(kind="slurm-job").first()
+    assert job is not None and job.account and job.partition == "gpu"
+
+    # The live fleet: two rounds; the second round's batches carry who held each GPU since the first.
+    hosts_live, tokens = live.fleet_read()
+    registrations.clear()
+    client = Client()
+    rng = random.Random(1)
+    now = datetime.now(UTC).timestamp()
+    before = GpuAttribution.objects.count()
+    sent = 0
+    for round_time in (now - 20, now - 10):
+        for host in hosts_live:
+            samples = [live.sample(round_time, now - 30, 10, host, gpu, rng) for gpu in host.gpus]
+            intervals = []
+            if host.previous:
+                intervals = live.attribution(host, host.previous[0], round_time, host.previous[1])
+            host.previous = (round_time, {s["gpu"]: float(s["gpu_util"]) for s in samples})
+            body = live.batch(host, samples, run_id="test", interval_s=10, intervals=intervals)
+            response = client.post(
+                "/api/v1/telemetry",
+                data=json.dumps(body),
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {tokens[host.team_id]}",
+            )
+            assert response.status_code in (200, 201), response.content
+            sent += len(intervals)
+    # The same batch again (a retry from the spool): accepted, nothing stored twice.
+    response = client.post(
+        "/api/v1/telemetry",
+        data=json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {tokens[host.team_id]}",
+    )
+    assert response.status_code == 200, response.content
+    mig_host = next(h for h in hosts_live if h.hostname == plan.MIG["host"])
+    # The live fleet reads the MIG instances back in the history's order: the same pod on each.
+    assert mig_host.node().instances == {parent: [i.uuid for i in cut] for parent, cut in instances.items()}
+    assert sent > 0 and GpuAttribution.objects.count() == before + sent
+    stored = GpuAttribution.objects.filter(start__gte=datetime.fromtimestamp(now - 21, UTC))
+    assert stored.filter(basis="measured").count() == 2
+    assert stored.filter(accelerator__parent_uuid__gt="").exists()
+    assert stored.filter(workload__kind="slurm-job").exists()
+
+    # The live fleet's own loop, over HTTP: its second round's batches carry attribution, accepted.
+    before = GpuAttribution.objects.count()
+    assert live.run(server=live_server.url, interval_s=1, ticks=2) == 0
+    assert GpuAttribution.objects.count() > before
+    assert loader.demo_fleet_reset() and not GpuAttribution.objects.exists()
