@@ -27,7 +27,7 @@ from accelboard.fleet.selectors import fleet_throttling, fleet_utilisation_hourl
 def overview_summary(*, scope: Scope, now: datetime | None = None) -> dict[str, Any]:
     now = now or timezone.now()
     hosts = Host.objects.visible_to(scope)
-    gpus = Accelerator.objects.visible_to(scope)
+    gpus = Accelerator.objects.visible_to(scope).physical()
     runs = BenchmarkRun.objects.visible_to(scope)
     alerts = Alert.objects.visible_to(scope).filter(state__in=[AlertState.OPEN, AlertState.ACKNOWLEDGED])
     by_severity = alerts.aggregate(

@@ -83,6 +83,11 @@ class Host(models.Model):
 class AcceleratorQuerySet(TeamScopedQuerySet["Accelerator"]):
     team_field = "host__team"
 
+    def physical(self) -> AcceleratorQuerySet:
+        """The GPUs themselves, not their MIG instances (registered beside them, with
+        ``parent_uuid``, for attribution): what a GPU count or a host's grid shows."""
+        return self.filter(parent_uuid="")
+
 
 class Accelerator(models.Model):
     """One physical GPU (or MIG instance), keyed by its UUID: never by index."""

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 from django.conf import settings
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 
 from accelboard.core.access import Scope
 from accelboard.core.pipeline_selectors import Check
@@ -33,7 +33,10 @@ def host_list(*, scope: Scope) -> QuerySet[Host]:
     return (
         Host.objects.visible_to(scope)
         .select_related("team", "site")
-        .prefetch_related("accelerators__accelerator_type")
+        .prefetch_related(
+            # The GPUs, not their MIG instances: a host's grid and GPU count are physical devices.
+            Prefetch("accelerators", queryset=Accelerator.objects.physical().select_related("accelerator_type"))
+        )
     )
 
 

@@ -507,3 +507,39 @@ def test_staff_read_intervals_and_workloads_in_the_admin(
         and b"train-7b" in workloads.content
     )
     assert admin_client.get("/admin/fleet/workload/add/").status_code == 403
+
+
+def test_mig_instances_are_no_extra_gpus(client: Client, team: Any, ingest_token: str) -> None:
+    """A MIG instance registered beside its GPU (named as that GPU, as NVML names it) gets no
+    accelerator type, and the overview's GPU count and the hosts grid show the two GPUs, not four."""
+    from django.utils import timezone  # noqa: PLC0415
+
+    from accelboard.core.access import scope_for_team  # noqa: PLC0415
+    from accelboard.dashboard.selectors import overview_summary  # noqa: PLC0415
+    from accelboard.fleet.catalogue_services import accelerator_types_sync  # noqa: PLC0415
+    from accelboard.fleet.selectors import host_grid  # noqa: PLC0415
+
+    accelerator_types_sync()
+    payload = _payload([_interval(MIG_1, T, T + 60, POD, share=1.0)])
+    for gpu in payload["accelerators"]:
+        gpu["name"] = "NVIDIA H100 80GB HBM3"
+    payload["accelerators"][0].update(mig_mode=True, compute_slices=7)
+    payload["accelerators"] += [
+        {
+            "uuid": uuid,
+            "name": "NVIDIA H100 80GB HBM3 MIG 3g.40gb",
+            "parent_uuid": GPU_A,
+            "mig_mode": True,
+            "compute_slices": 3,
+        }
+        for uuid in (MIG_1, MIG_2)
+    ]
+    response = post_json(client, URL, payload, ingest_token)
+    assert response.status_code == 200, response.content
+    types = dict(Accelerator.objects.values_list("uuid", "accelerator_type__name"))
+    assert types[GPU_A] is not None and types[GPU_A] == types[GPU_B]
+    assert (types[MIG_1], types[MIG_2]) == (None, None)
+    scope = scope_for_team(team)
+    assert overview_summary(scope=scope)["gpus"] == 2
+    [host] = host_grid(scope=scope, now=timezone.now())
+    assert len(host["gpus"]) == 2
