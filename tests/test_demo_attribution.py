@@ -202,6 +202,33 @@ def test_it_loads_each_interval_once_and_the_live_fleets_batches_carry_it_throug
     job = WorkloadRow.objects.filter(kind="slurm-job").first()
     assert job is not None and job.account and job.partition == "gpu"
 
+    # Cost by workload under the demo's rules: each host-day's cost split to the cent on both
+    # bases, and under 5 % of the spend unattributed.
+    from decimal import Decimal  # noqa: PLC0415
+
+    from django.db.models import Sum  # noqa: PLC0415
+
+    from accelboard.attribution.models import AllocationDaily  # noqa: PLC0415
+    from accelboard.costs.models import CostDaily  # noqa: PLC0415
+
+    billed: dict[tuple[Any, int], Decimal] = {}
+    for row in CostDaily.objects.exclude(total_cost=None):
+        key = (row.day, row.host_id)
+        billed[key] = billed.get(key, Decimal(0)) + row.total_cost.quantize(Decimal("0.01"))
+    split = {
+        (r["day"], r["host_id"]): (r["a"], r["u"])
+        for r in AllocationDaily.objects.values("day", "host_id").annotate(
+            a=Sum("cost_allocation"), u=Sum("cost_usage")
+        )
+    }
+    assert billed and set(split) == set(billed)
+    assert all(split[key] == (amount, amount) for key, amount in billed.items())
+    total = sum(billed.values())
+    unattributed = AllocationDaily.objects.filter(kind="unattributed").aggregate(a=Sum("cost_allocation"))[
+        "a"
+    ]
+    assert unattributed is not None and 0 < unattributed < total * Decimal("0.05")
+
     # The live fleet: two rounds; the second round's batches carry who held each GPU since the first.
     hosts_live, tokens = live.fleet_read()
     registrations.clear()

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from accelboard.attribution.services import RuleInput, allocation_days_compute, rule_set_save
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue, ModelVariant, Series
 from accelboard.benchmarks.services import (
     WorkloadSpec,
@@ -48,6 +49,27 @@ def older_day_costs_write(*, low: int, high: int) -> dict[str, int]:
     """The daily costs of the older days (a day split with the recent ones is computed again, whole)."""
     results = cost_days_compute(days=_days(low, high), record=False)
     return {"cost_daily_older": sum(r.rows for r in results)}
+
+
+def allocation_write(config: generator.DemoConfig, teams: dict[str, Team], admin: Any) -> dict[str, int]:
+    """The demo's attribution rules (``plan.ATTRIBUTION_RULES``) saved as an admin saves them,
+    then every telemetry day's cost split by workload, as the nightly pass does."""
+    rule_set_save(
+        user=admin,
+        rules=[
+            RuleInput(
+                selector=rule["selector"],
+                value=rule["value"],
+                team=teams[rule["team"]] if rule.get("team") else None,
+                model=rule.get("model", ""),
+                variant=rule.get("variant", ""),
+            )
+            for rule in plan.ATTRIBUTION_RULES
+        ],
+        note="the demo's rules",
+    )
+    results = allocation_days_compute(days=_days(config.telemetry_start, config.telemetry_end))
+    return {"allocation_daily": sum(r.rows for r in results), "gpu_days": sum(r.gpu_days for r in results)}
 
 
 def serving_costs_write(config: generator.DemoConfig) -> dict[str, int]:

@@ -459,4 +459,6 @@ def _load(
 
     _branches(telemetry_chain, history_chain)
     steps.run("costs", _stage(lambda: history_load.serving_costs_write(config)))
+    admin = get_user_model().objects.get(username=plan.ADMIN_USERNAME)
+    steps.run("allocation", _stage(lambda: history_load.allocation_write(config, state["teams"], admin)))
     result.manifest = history_load.manifest_with_ids(config, hosts, state["runs"], events, state["series"])

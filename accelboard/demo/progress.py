@@ -41,6 +41,7 @@ STEPS = {
     "drift": "quantization drift",
     "alerts": "regression alerts",
     "costs": "costs of serving",
+    "allocation": "cost by workload",
 }
 # The site is served once these are in: the overview has logins, hosts and the current figures.
 SERVE_AFTER = ("people", "fleet", "telemetry_recent", "costs_recent")
