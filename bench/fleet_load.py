@@ -509,11 +509,15 @@ class Load:
         heapq.heapify(self.heap)
         return len(dues), time.perf_counter() - began
 
-    def reference(self, agents: list[Agent], stack: dict[str, subprocess.Popen]) -> tuple[float, float, int]:
+    def reference(
+        self, agents: list[Agent], stack: dict[str, subprocess.Popen], backends: BackendCpu
+    ) -> tuple[float, float, int]:
         """Each of ``agents`` (registered by ``warm``) posts ``REFERENCE_BATCHES`` batches, one
         post at a time across them all: the web's and PostgreSQL's CPU ms per request with nothing
         queued (how fast this box is now, which moves between machines and hours), and the
-        samples stored. Its batches follow the agents' first ones in time."""
+        samples stored. Its batches follow the agents' first ones in time. PostgreSQL's is that
+        of the bench database's backends (``backends``): other databases' work on a shared
+        server is not this request's."""
         end = time.time() - 60 + self.seconds
         bodies = [
             agent.batch(end + k * self.seconds, self.seconds)
@@ -521,6 +525,7 @@ class Load:
             for agent in agents
         ]
         before = cpu_by_part(stack)
+        pg_before = backends.sample()
         for sealed in bodies:
             status, text = self._post(sealed.body)
             if status != 200:
@@ -528,7 +533,7 @@ class Load:
             self._acknowledged(sealed, text)
         after = cpu_by_part(stack)
         web_ms = (after["web"] - before["web"]) / len(bodies) * 1000
-        pg_ms = (after["postgres"] - before["postgres"]) / len(bodies) * 1000
+        pg_ms = (backends.sample() - pg_before) / len(bodies) * 1000
         return web_ms, pg_ms, sum(sealed.samples for sealed in bodies)
 
     def burst(self, bodies: list[Sealed], web: subprocess.Popen) -> threading.Thread:
@@ -847,7 +852,7 @@ def fleet_run(args: argparse.Namespace, *, attribution: bool) -> dict[str, Any]:
                 f" on {workers} gunicorn workers"
                 f"{f', {failures} failed and retried' if failures else ''}"
             )
-            ref_web, ref_pg, _samples = load.reference(agents[args.hosts + args.burst :], stack)
+            ref_web, ref_pg, _samples = load.reference(agents[args.hosts + args.burst :], stack, backends)
             print(
                 f"reference: {REFERENCE_HOSTS * REFERENCE_BATCHES} posts one at a time: web {ref_web:.1f} ms, "
                 f"PostgreSQL {ref_pg:.1f} ms of CPU per request (this box's speed now, nothing queued)"
@@ -966,16 +971,16 @@ def fleet_run(args: argparse.Namespace, *, attribution: bool) -> dict[str, Any]:
         + f"; all {sum(cpu_parts.values()) / max(requests, 1) * 1000:.1f} ({sum(cpu_parts.values()) / elapsed:.2f} cores)"
     )
     under_load = sum(cpu_parts[name] for name in ("web", "postgres")) / max(requests, 1) * 1000
-    print(
-        f"against the reference: web {cpu_parts['web'] / max(requests, 1) * 1000 / max(ref_web, 1e-9):.2f}x, "
-        f"PostgreSQL {cpu_parts['postgres'] / max(requests, 1) * 1000 / max(ref_pg, 1e-9):.2f}x, "
-        f"both {under_load / max(ref_web + ref_pg, 1e-9):.2f}x the CPU of a request posted alone"
-    )
     own_ms = (cpu_parts["web"] + own_pg) / max(requests, 1) * 1000
     print(
         f"web and this run's database's PostgreSQL backends: {own_ms:.2f} ms of CPU per request "
         f"(web {cpu_parts['web'] / max(requests, 1) * 1000:.2f}, PostgreSQL {own_pg / max(requests, 1) * 1000:.2f}; "
         f"every PostgreSQL process on the box: {cpu_parts['postgres'] / max(requests, 1) * 1000:.2f})"
+    )
+    print(
+        f"against the reference: web {cpu_parts['web'] / max(requests, 1) * 1000 / max(ref_web, 1e-9):.2f}x, "
+        f"PostgreSQL {own_pg / max(requests, 1) * 1000 / max(ref_pg, 1e-9):.2f}x, "
+        f"both {own_ms / max(ref_web + ref_pg, 1e-9):.2f}x the CPU of a request posted alone"
     )
     if attribution:
         print(
@@ -1036,7 +1041,13 @@ def fleet_run(args: argparse.Namespace, *, attribution: bool) -> dict[str, Any]:
         + (f" intervals_lost={intervals_lost}" if attribution else "")
         + f" ref_cpu_ms={ref_web + ref_pg:.1f} cpu_ms={own_ms:.2f}"
     )
-    return {"exit": 1 if missed else 0, "cpu_ms": own_ms, "ref_ms": ref_web + ref_pg, "all_ms": under_load}
+    return {
+        "exit": 1 if missed else 0,
+        "lost": errors + rows_lost + intervals_lost + len(load.miscounted),
+        "cpu_ms": own_ms,
+        "ref_ms": ref_web + ref_pg,
+        "all_ms": under_load,
+    }
 
 
 def main() -> int:
@@ -1060,7 +1071,9 @@ def main() -> int:
         f"the reference moved {speed:.3f}x between the runs, so {ratio / speed:.3f}x at the first run's speed; "
         f"with every PostgreSQL process on the box: {on['all_ms'] / max(off['all_ms'], 1e-9):.3f}x"
     )
-    missed = ratio > TARGETS["attribution_cpu_ratio"] or off["exit"] or on["exit"]
+    # The latency targets are each run's own (a shared box misses them by the hour); what this
+    # mode is for: the ratio, and nothing lost or refused in either run.
+    missed = ratio > TARGETS["attribution_cpu_ratio"] or off["lost"] or on["lost"]
     print(
         f"hosts={args.hosts} cpu_off_ms={off['cpu_ms']:.2f} cpu_on_ms={on['cpu_ms']:.2f} ratio={ratio:.3f} "
         f"ref_ratio={speed:.3f} exit_off={off['exit']} exit_on={on['exit']}"
