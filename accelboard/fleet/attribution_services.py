@@ -2,7 +2,9 @@
 
 ``attribution_store`` runs inside the batch's transaction (``ingest_services.telemetry_batch_store``),
 after the host and its GPUs are registered and the partitions exist:
-1. One query: each device named is this host's (a GPU, or a MIG instance whose parent GPU is).
+1. Each device named is this host's (a GPU, or a MIG instance whose parent GPU is): vouched for
+   by the batch's registration (``registered``: the devices it lists, with their parents) or,
+   for any other, one query.
 2. Under a per-host advisory lock (two batches of one host at once cannot both miss the other's
    intervals), one query reads the stored intervals that overlap the batch's on its devices.
    A batch interval whose every part (below) is stored as it is, with the same workload, is a
@@ -10,6 +12,11 @@ after the host and its GPUs are registered and the partitions exist:
    as the batch alone (``attribution_validation.attribution_conflict``): a conflict with a stored
    interval is a 409 naming it.
 3. One upsert of the batch's workloads (team, kind, uid), and one binary COPY of the intervals.
+   The upsert leaves out the workloads this process wrote lately as they are (``WorkloadCache``:
+   the same fields, seen within what was written, or at most ``WORKLOAD_SEEN_S`` after it); an
+   agent repeats every holder in every batch, and rewriting each one's row every 10 s was a
+   third of attribution's server CPU (bench/fleet_load.py --compare). So ``last_seen_at`` lags
+   the newest interval by at most ``WORKLOAD_SEEN_S``.
 An interval crossing midnight UTC is stored as one row per day, so a day's partition holds that
 day whole and retention drops it whole (``partition_services``).
 """
@@ -17,10 +24,13 @@ day whole and retention drops it whole (``partition_services``).
 from __future__ import annotations
 
 import json
+import threading
+import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 
 from .attribution_validation import Attribution, WorkloadKey, attribution_conflict
 from .ingest_validation import IngestRejected
@@ -70,6 +80,65 @@ ON CONFLICT (team_id, kind, uid) DO UPDATE SET
     last_seen_at = GREATEST(o.last_seen_at, EXCLUDED.last_seen_at)
 RETURNING id, kind, uid
 """
+
+# A workload's ``last_seen_at`` is rewritten when a batch sees it this much later than written.
+WORKLOAD_SEEN_S = 60.0
+
+
+@dataclass(frozen=True)
+class _Written:
+    workload_id: int
+    fields: dict[str, Any]
+    first_seen: float
+    last_seen: float
+    expires: float
+
+
+class WorkloadCache:
+    """Per process: the workloads this process's committed upserts wrote, by (team, kind, uid),
+    with their fields and seen span as written. Entries are put after the commit (a rolled-back
+    insert leaves no id behind) and live ``ttl`` seconds."""
+
+    def __init__(self, *, ttl: float = 300.0, size: int = 200_000) -> None:
+        self.ttl = ttl
+        self.size = size
+        self._entries: dict[tuple[int, str, str], _Written] = {}
+        self._lock = threading.Lock()
+
+    def get(
+        self, *, team_id: int, key: WorkloadKey, fields: dict[str, Any], first: float, last: float
+    ) -> int | None:
+        """The workload's id when its row already says all this batch would write, else None."""
+        entry = self._entries.get((team_id, *key))
+        if (
+            entry is None
+            or entry.expires < time.monotonic()
+            or entry.fields != fields
+            or first < entry.first_seen
+            or last > entry.last_seen + WORKLOAD_SEEN_S
+        ):
+            return None
+        return entry.workload_id
+
+    def put(
+        self, *, team_id: int, written: dict[WorkloadKey, tuple[int, dict[str, Any], float, float]]
+    ) -> None:
+        expires = time.monotonic() + self.ttl
+        with self._lock:
+            if len(self._entries) + len(written) > self.size:
+                self._entries.clear()
+            for key, (workload_id, fields, first, last) in written.items():
+                was = self._entries.get((team_id, *key))
+                if was is not None and was.workload_id == workload_id and was.fields == fields:
+                    first, last = min(first, was.first_seen), max(last, was.last_seen)
+                self._entries[(team_id, *key)] = _Written(workload_id, fields, first, last, expires)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+workloads_written = WorkloadCache()
 
 _COPY_TYPES = ("timestamptz", "timestamptz", "int8", "int8", "int8", "float8", "text", "int8", "float4")
 
@@ -151,17 +220,38 @@ def _stored(*, device_ids: list[int], first: datetime, last: datetime) -> list[t
 def _workloads_upsert(
     *, attribution: Attribution, team_id: int, seen: dict[WorkloadKey, tuple[float, float]]
 ) -> dict[WorkloadKey, int]:
+    """Each workload's id: those this process wrote as they are from ``workloads_written``, the
+    rest by one upsert (remembered once the batch commits)."""
+    ids: dict[WorkloadKey, int] = {}
+    stale: dict[WorkloadKey, tuple[float, float]] = {}
+    for key, (first, last) in seen.items():
+        known = workloads_written.get(
+            team_id=team_id, key=key, fields=attribution.workload_fields[key], first=first, last=last
+        )
+        if known is None:
+            stale[key] = (first, last)
+        else:
+            ids[key] = known
+    if not stale:
+        return ids
     rows = [
         {
             **attribution.workload_fields[key],
             "first_seen": _moment(first).isoformat(),
             "last_seen": _moment(last).isoformat(),
         }
-        for key, (first, last) in seen.items()
+        for key, (first, last) in stale.items()
     ]
     with connection.cursor() as cursor:
         cursor.execute(_WORKLOADS_SQL, [team_id, json.dumps(rows)])
-        return {(kind, uid): workload_id for workload_id, kind, uid in cursor.fetchall()}
+        written = {(kind, uid): workload_id for workload_id, kind, uid in cursor.fetchall()}
+    ids.update(written)
+    remember = {
+        key: (written[key], attribution.workload_fields[key], first, last)
+        for key, (first, last) in stale.items()
+    }
+    transaction.on_commit(lambda: workloads_written.put(team_id=team_id, written=remember))
+    return ids
 
 
 def _copy(rows: list[tuple[Any, ...]]) -> None:
@@ -176,12 +266,21 @@ def _copy(rows: list[tuple[Any, ...]]) -> None:
                 copy.write_row(row)
 
 
-def attribution_store(*, attribution: Attribution, team_id: int, host_id: int) -> tuple[int, int] | None:
+def attribution_store(
+    *, attribution: Attribution, team_id: int, host_id: int, registered: dict[str, int] | None = None
+) -> tuple[int, int] | None:
     """Store a batch's intervals and workloads (the module's docstring); return (intervals stored,
     duplicates skipped), or None when the host is no longer ``team_id``'s (the caller's cached
     registration is stale: it rolls back). Raises ``IngestRejected``. Run inside the batch's
-    transaction, after its partitions exist."""
-    device_ids = _devices(attribution=attribution, team_id=team_id, host_id=host_id)
+    transaction, after its partitions exist. ``registered``: ids of devices the caller's
+    registration has checked are this host's, the team's, and (MIG instances) on this host's
+    GPUs, in this transaction or confirmed before it commits; the others are read."""
+    vouched = registered or {}
+    device_ids: dict[str, int] | None
+    if all(gpu in vouched for gpu in attribution.gpus):
+        device_ids = {gpu: vouched[gpu] for gpu in attribution.gpus}
+    else:
+        device_ids = _devices(attribution=attribution, team_id=team_id, host_id=host_id)
     if device_ids is None:
         return None
     count = len(attribution)

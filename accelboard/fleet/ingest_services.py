@@ -175,9 +175,16 @@ SELECT
 
 
 def _final_write(
-    *, batch: TelemetryBatch, host_id: int, team_id: int, accelerator_ids: list[int], received_at: datetime
+    *,
+    batch: TelemetryBatch,
+    host_id: int,
+    team_id: int,
+    accelerator_ids: list[int],
+    received_at: datetime,
+    also: list[int],
 ) -> bool:
-    """Run ``_FINAL_SQL``; True when the host is the team's and every GPU is on it."""
+    """Run ``_FINAL_SQL``; True when the host is the team's and every GPU is on it (those of the
+    samples, and ``also``: devices without samples the batch relied on)."""
     codes = np.fromiter(accelerator_ids, dtype=np.int64, count=len(accelerator_ids))
     epochs = np.fromiter(batch.epochs, dtype=np.float64, count=len(batch.epochs))
     order = np.lexsort((epochs, codes))
@@ -189,7 +196,7 @@ def _final_write(
         state = {**batch.samples[index], "time": seen.isoformat()}
         values.append("(%s::bigint, %s, %s::timestamptz)")
         params.extend([accelerator_ids[index], orjson.dumps(state).decode(), seen])
-    distinct = sorted(set(accelerator_ids))
+    distinct = sorted({*accelerator_ids, *also})
     with connection.cursor() as cursor:
         cursor.execute(
             _FINAL_SQL.format(values=", ".join(values)),
@@ -380,10 +387,23 @@ def telemetry_batch_store(
     else:
         host_id, known = _register(batch=batch, team_id=team_id, received_at=received_at)
     counts: dict[str, int] = {}
+    # The devices the batch lists (and, for a MIG instance, its parent) whose registration this
+    # transaction checked (``_register``) or, from the cache, ``_FINAL_SQL`` confirms below: the
+    # attribution's device check needs no query for them. A cached registration without samples
+    # has no final statement: its devices are read.
+    vouched: dict[str, int] = {}
+    if batch.gpus or cached is None:
+        vouched = {
+            gpu["uuid"]: known[gpu["uuid"]]
+            for gpu in batch.accelerators
+            if gpu["uuid"] in known and (not gpu.get("parent_uuid") or gpu["parent_uuid"] in known)
+        }
     if attribution is not None:
         counts = {"attribution": 0, "attribution_duplicates": 0}
         if len(attribution):
-            stored = attribution_store(attribution=attribution, team_id=team_id, host_id=host_id)
+            stored = attribution_store(
+                attribution=attribution, team_id=team_id, host_id=host_id, registered=vouched
+            )
             if stored is None:  # the host is no longer the team's
                 registrations.drop(team_id=team_id, hostname=batch.hostname)
                 if cached is not None:
@@ -428,6 +448,7 @@ def telemetry_batch_store(
         team_id=team_id,
         accelerator_ids=accelerator_ids,
         received_at=received_at,
+        also=list(vouched.values()) if attribution is not None and cached is not None else [],
     )
     if not confirmed:
         registrations.drop(team_id=team_id, hostname=batch.hostname)
