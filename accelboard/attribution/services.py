@@ -42,7 +42,7 @@ from django.utils import timezone
 
 from accelboard.core.access import Action, scope_for_user
 from accelboard.core.models import Team
-from accelboard.core.services import job_run_record
+from accelboard.core.services import job_run_record, job_run_record_unless_caller
 from accelboard.costs.models import CostDaily
 from accelboard.fleet.models import Accelerator, GpuAttribution, Workload
 
@@ -415,12 +415,13 @@ def allocation_day_compute(*, day: date) -> AllocationDayResult:
     return result
 
 
-def allocation_days_compute(*, days: Iterable[date]) -> list[AllocationDayResult]:
+def allocation_days_compute(*, days: Iterable[date], record: bool = True) -> list[AllocationDayResult]:
     """Re-apply the current rules to ``days`` (the nightly pass, or an admin's explicit
-    recompute of a past period): each day's rows replaced; one ``JobRun`` for the pass."""
+    recompute of a past period): each day's rows replaced; one ``JobRun`` for the pass (none with
+    ``record=False``, for a caller that records its own: the demo load)."""
     ordered = sorted(set(days))
     results = []
-    with job_run_record(name="allocation_days_compute") as job:
+    with job_run_record_unless_caller(name="allocation_days_compute", record=record) as job:
         rule_set = rule_set_current()
         for day in ordered:
             results.append(_allocation_day_write(day=day, rule_set=rule_set))

@@ -180,3 +180,14 @@ def stored_file_track(*, storage: Storage, name: str) -> None:
     written = _files_written.get()
     if written is not None:
         written.append((storage, name))
+
+
+@contextmanager
+def job_run_record_unless_caller(*, name: str, record: bool) -> Iterator[JobHandle]:
+    """``job_run_record``, unless the caller is itself a recorded job (``record=False``: the demo
+    load): then a handle only, and no ``JobRun`` of the pass's own."""
+    if not record:
+        yield JobHandle()
+        return
+    with job_run_record(name=name) as job:
+        yield job

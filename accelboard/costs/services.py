@@ -12,8 +12,7 @@ imports in ``pricebook_services``.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -23,7 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Count, F, FloatField, IntegerField, Sum, Value, When
 from django.utils import timezone
 
-from accelboard.core.services import JobHandle, job_run_record
+from accelboard.core.services import job_run_record, job_run_record_unless_caller
 from accelboard.fleet.models import Host, TelemetryRollup
 
 from .formulas.daily import IDLE_UTIL_BELOW_PCT, host_day_cost
@@ -176,16 +175,6 @@ def month_days(*, month: date, until: date | None = None) -> list[date]:
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
 
 
-@contextmanager
-def _job(name: str, record: bool) -> Iterator[JobHandle]:
-    """A JobRun for the pass, unless the caller is itself a recorded job (the demo load)."""
-    if not record:
-        yield JobHandle()
-        return
-    with job_run_record(name=name) as job:
-        yield job
-
-
 def cost_days_compute(
     *, days: Iterable[date], team_id: int | None = None, record: bool = True
 ) -> list[DayResult]:
@@ -193,7 +182,7 @@ def cost_days_compute(
     (none with ``record=False``, for a caller that records its own)."""
     days = sorted(set(days))
     results: list[DayResult] = []
-    with _job("cost_days_compute", record) as job:
+    with job_run_record_unless_caller(name="cost_days_compute", record=record) as job:
         book = price_book_load(today=timezone.now().date())
         for day in days:
             results.append(_cost_day_write(day=day, team_id=team_id, book=book))

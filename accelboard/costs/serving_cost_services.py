@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from accelboard.core.services import job_run_record_unless_caller
 from accelboard.fleet.models import Accelerator, Host, TelemetryRollup
 from accelboard.serving.models import InferenceMetric
 
@@ -29,7 +30,7 @@ from .formulas.daily import host_day_cost
 from .formulas.money import RATE_PLACES, money_round
 from .models import ServingCostDaily
 from .pricebook_selectors import PriceBook, accelerator_rate_value, electricity_rate_value, price_book_load
-from .services import ROLLUP_WIDTH_S, _day_bounds, _day_lock, _job, _money
+from .services import ROLLUP_WIDTH_S, _day_bounds, _day_lock, _money
 
 
 def _serving_rows(*, day: date, book: PriceBook) -> list[ServingCostDaily]:
@@ -134,7 +135,7 @@ def _serving_rows(*, day: date, book: PriceBook) -> list[ServingCostDaily]:
 def serving_cost_day_compute(*, day: date, book: PriceBook | None = None, record: bool = True) -> int:
     """Compute (or replace) the day's ``ServingCostDaily`` rows; returns how many were written.
     Records a JobRun unless ``record=False`` (a caller that records its own)."""
-    with _job("serving_cost_day_compute", record) as job:
+    with job_run_record_unless_caller(name="serving_cost_day_compute", record=record) as job:
         book = book or price_book_load(today=timezone.now().date())
         with transaction.atomic():
             _day_lock(day)

@@ -68,7 +68,7 @@ def allocation_write(config: generator.DemoConfig, teams: dict[str, Team], admin
         ],
         note="the demo's rules",
     )
-    results = allocation_days_compute(days=_days(config.telemetry_start, config.telemetry_end))
+    results = allocation_days_compute(days=_days(config.telemetry_start, config.telemetry_end), record=False)
     return {"allocation_daily": sum(r.rows for r in results), "gpu_days": sum(r.gpu_days for r in results)}
 
 

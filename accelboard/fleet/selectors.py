@@ -35,7 +35,9 @@ def host_list(*, scope: Scope) -> QuerySet[Host]:
         .select_related("team", "site")
         .prefetch_related(
             # The GPUs, not their MIG instances: a host's grid and GPU count are physical devices.
-            Prefetch("accelerators", queryset=Accelerator.objects.physical().select_related("accelerator_type"))
+            Prefetch(
+                "accelerators", queryset=Accelerator.objects.physical().select_related("accelerator_type")
+            )
         )
     )
 
