@@ -576,7 +576,8 @@ def _device_holders(
 
 def host_gpu_holders(*, host: Host, start: datetime, end: datetime) -> list[GpuHolders]:
     """Per physical GPU of ``host`` (by index), the workloads that held it in [start, end) with
-    their share of the time, and the idle rest; MIG instances under their GPU. Two queries."""
+    their share of the time, and the idle rest; MIG instances under their GPU. One query, and one
+    each for the workloads and the MIG instances where any held a device."""
     seconds = (end - start).total_seconds()
     with connection.cursor() as cursor:
         cursor.execute(_HELD_SQL, {"host_id": host.pk, "start": start, "end": end})
@@ -584,16 +585,18 @@ def host_gpu_holders(*, host: Host, start: datetime, end: datetime) -> list[GpuH
     held: dict[int, dict[int, float]] = {}
     for accelerator_id, workload_id, value in rows:
         held.setdefault(accelerator_id, {})[workload_id] = float(value)
-    workloads = Workload.objects.in_bulk({w for by in held.values() for w in by})
-    devices = list(Accelerator.objects.filter(host=host).order_by("index", "uuid"))
+    workloads = Workload.objects.in_bulk({w for by in held.values() for w in by}) if held else {}
+    gpus = sorted(host_accelerators(host=host), key=lambda a: (a.index, a.uuid))
+    # MIG instances are read only where one was held (the GPUs come prefetched with the host).
+    others = set(held) - {gpu.pk for gpu in gpus}
     instances: dict[str, list[Accelerator]] = {}
-    for device in devices:
-        if device.parent_uuid:
+    if others:
+        for device in (
+            Accelerator.objects.filter(pk__in=others).exclude(parent_uuid="").order_by("index", "uuid")
+        ):
             instances.setdefault(device.parent_uuid, []).append(device)
     out = []
-    for gpu in devices:
-        if gpu.parent_uuid:
-            continue
+    for gpu in gpus:
         parts = []
         total = gpu.compute_slices or 0
         for instance in instances.get(gpu.uuid, []):
