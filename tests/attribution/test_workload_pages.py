@@ -22,9 +22,12 @@ from django.test import Client
 
 from accelboard.api.services import token_create
 from accelboard.attribution.models import AllocationDaily
+from accelboard.attribution.services import RuleInput, allocation_day_compute, rule_set_save
+from accelboard.fleet.ingest_services import telemetry_batch_ingest
 from accelboard.fleet.models import GpuAttribution, Host, Workload
+from accelboard.serving.services import IntervalInput, inference_metrics_store
 
-from .conftest import DAY, FULL, IDLE, MIG, MIG_2, MIG_3, T0, TS
+from .conftest import DAY, FULL, IDLE, MIG, MIG_2, MIG_3, T0, TS, rules_v1
 
 pytestmark = pytest.mark.django_db
 PERIOD = {"start": DAY.isoformat(), "end": DAY.isoformat()}
@@ -41,10 +44,13 @@ def _workload(namespace: str) -> Workload:
 
 
 def test_it_shows_the_workloads_cost_as_the_sum_of_its_rows_and_the_apis_row(
-    world: dict[str, Any], lead: Any, client: Client
+    world: dict[str, Any], lead: Any, client: Client, django_assert_max_num_queries: Any
 ) -> None:
     pod_a = _workload("ns-a")
-    response = _client(lead).get(f"/workloads/{pod_a.pk}/", PERIOD)
+    client = _client(lead)
+    # Session, user, teams, the workload, its intervals, MIG parents, utilisation, money (3).
+    with django_assert_max_num_queries(10):
+        response = client.get(f"/workloads/{pod_a.pk}/", PERIOD)
     assert response.status_code == 200
     [money] = response.context["money"].totals
     rows = AllocationDaily.objects.filter(workload=pod_a)
@@ -205,3 +211,54 @@ def test_the_host_page_shows_who_ran_on_each_gpu_with_idle_making_up_the_rest(
     body = response.content.decode()
     assert f'href="/workloads/{_workload("ns-a").pk}/"' in body
     assert 'id="gpu-holders"' in body
+
+
+def test_it_gives_j_and_cost_per_1m_tokens_where_its_model_served_tokens(
+    world: dict[str, Any], lead: Any, staff: Any
+) -> None:
+    """A labelled pod holds the idle GPU (147.48 USD: 12 h of minutes at 60 W, 0 %) for 12 of the
+    day's 24 h: 73.74 USD and 1,296,000 J on the allocation basis, nothing on the usage basis (the
+    GPU ran nothing). A rule maps its label to llama-3-8b bf16, whose serving metrics counted
+    2,000,000 generated tokens on the host: 36.8700 USD and 648,000 J per 1M tokens (allocation)."""
+    llm = {"kind": "pod", "uid": "ns-a/llm", "namespace": "ns-a", "name": "llm", "labels": {"app": "llm"}}
+    telemetry_batch_ingest(
+        team_id=world["team"].pk,
+        payload={
+            "batch_id": "shared-node:2",
+            "host": {"hostname": "shared-node", "agent_version": "0.1.0", "simulated": True},
+            "samples": [],
+            "attribution": [
+                {
+                    "gpu": IDLE,
+                    "start": T0.timestamp(),
+                    "end": T0.timestamp() + 12 * 3600,
+                    "workload": llm,
+                    "share": 1.0,
+                    "basis": "exclusive",
+                }
+            ],
+        },
+    )
+    rules = [
+        RuleInput(selector="label", value="app=llm", team=world["team"], model="llama-3-8b", variant="bf16"),
+        *rules_v1(world["team"], world["other_team"]),
+    ]
+    rule_set_save(user=staff, rules=rules, note="v2")
+    allocation_day_compute(day=DAY)
+    host = Host.objects.get(hostname="shared-node")
+    interval = IntervalInput(
+        model="llama-3-8b", variant="bf16", interval_start=T0, interval_s=3600, generated_tokens=2_000_000
+    )
+    inference_metrics_store(team=world["team"], host=host, batch_id="s1", intervals=[interval])
+
+    pod = Workload.objects.get(uid="ns-a/llm")
+    response = _client(lead).get(f"/workloads/{pod.pk}/", PERIOD)
+    [money] = response.context["money"].totals
+    assert (money.cost_allocation, money.cost_usage) == (Decimal("73.74"), Decimal("0.00"))
+    assert (money.energy_allocation_j, money.energy_usage_j) == (1_296_000, 0)
+    token_cost = response.context["token_cost"]
+    assert (token_cost.model, token_cost.tokens, token_cost.workloads) == ("llama-3-8b", 2_000_000, 1)
+    [row] = response.context["token_rows"]
+    assert (row.cost_allocation, row.cost_usage) == (Decimal("36.8700"), Decimal("0.0000"))
+    assert (row.j_allocation, row.j_usage) == (Decimal(648_000), Decimal(0))
+    assert 'id="token-costs"' in response.content.decode()
