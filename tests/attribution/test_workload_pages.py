@@ -262,3 +262,15 @@ def test_it_gives_j_and_cost_per_1m_tokens_where_its_model_served_tokens(
     assert (row.cost_allocation, row.cost_usage) == (Decimal("36.8700"), Decimal("0.0000"))
     assert (row.j_allocation, row.j_usage) == (Decimal(648_000), Decimal(0))
     assert 'id="token-costs"' in response.content.decode()
+
+
+def test_the_list_pages_keeping_its_filters(world: dict[str, Any], lead: Any) -> None:
+    client = _client(lead)
+    with mock.patch("accelboard.attribution.workload_views.PAGE_SIZE", 2):
+        first = client.get("/workloads/", {"kind": "pod"})
+        second = client.get("/workloads/", {"kind": "pod", "page": "2"})
+        beyond = client.get("/workloads/", {"kind": "pod", "page": "9"})
+    assert len(first.context["page"].object_list) == 2
+    assert 'href="?kind=pod&amp;page=2"' in first.content.decode()
+    assert [w.namespace for w in second.context["page"].object_list] == ["ns-b"]  # the oldest seen
+    assert beyond.context["page"].number == 2
