@@ -4,8 +4,6 @@ by Plotly with one row per device held, the cost as allocated, and no console er
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,13 +12,6 @@ from accelboard.fleet.models import Host, Workload
 from tests.attribution.conftest import DAY, world  # noqa: F401 (the fixture, shared)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _keep(path: Path) -> None:
-    """A copy of a screenshot under /tmp/shots/ (looked at by hand; not in the repository)."""
-    shots = Path("/tmp/shots")
-    shots.mkdir(exist_ok=True)
-    shutil.copy(path, shots / path.name)
 
 
 def test_it_draws_a_workloads_gpus_and_cost_and_the_hosts_holders(
@@ -35,7 +26,7 @@ def test_it_draws_a_workloads_gpus_and_cost_and_the_hosts_holders(
     page.goto("/workloads/")
     rows = page.locator("#workloads-table tbody tr[data-workload]")
     assert rows.count() == 3
-    _keep(screenshot(page, "workload-list"))
+    screenshot(page, "workload-list")
     with page.expect_navigation():
         page.click(f"tr[data-workload='{pod_a.pk}'] a")
     assert page.url.endswith(f"/workloads/{pod_a.pk}/")
@@ -52,7 +43,7 @@ def test_it_draws_a_workloads_gpus_and_cost_and_the_hosts_holders(
     money = page.locator("#workload-money tbody tr")
     assert money.get_attribute("data-cost-allocation") == "495.11"
     assert "n/a" in page.inner_text("#workload-tokens")
-    _keep(screenshot(page, "workload-detail"))
+    screenshot(page, "workload-detail")
 
     host = Host.objects.get(hostname="shared-node")
     page.goto(f"/hosts/{host.pk}/?range=30d")
@@ -60,6 +51,6 @@ def test_it_draws_a_workloads_gpus_and_cost_and_the_hosts_holders(
     assert section.locator("tbody[data-gpu]").count() == 4
     assert section.locator("tr.mig-row").count() == 2
     section.locator(f"a[href='/workloads/{pod_a.pk}/']").first.scroll_into_view_if_needed()
-    _keep(screenshot(page, "host-who-ran"))
+    screenshot(page, "host-who-ran")
     assert page.js_errors == []
     assert page.console == []
