@@ -86,7 +86,9 @@ def host_register(
                 # A MIG instance is a slice of its GPU, not a GPU of the type its name carries: it
                 # gets no type, so nothing that counts or prices GPUs by type counts it twice.
                 accel_type = (
-                    None if item.get("parent_uuid") else accelerator_type_match(name=str(item.get("name", "")))
+                    None
+                    if item.get("parent_uuid")
+                    else accelerator_type_match(name=str(item.get("name", "")))
                 )
                 gpu = Accelerator.objects.create(
                     uuid=gpu_uuid, host=host, accelerator_type=accel_type, last_seen_at=seen_at, **fields
