@@ -19,6 +19,7 @@ urlpatterns = [
     path("alerts/", include("accelboard.dashboard.alert_urls")),
     path("quantization/", include("accelboard.drift.urls")),
     path("hosts/", include("accelboard.fleet.urls")),
+    path("workloads/", include("accelboard.attribution.workload_urls")),
     path("notifications/", include("accelboard.notifications.urls")),
     path("teams/", include("accelboard.dashboard.team_urls")),
     path("", include("accelboard.dashboard.urls")),

@@ -30,6 +30,8 @@ from django.utils import timezone
 
 from accelboard.api.services import token_create
 from accelboard.benchmarks.import_services import run_import
+from accelboard.fleet.ingest_services import telemetry_batch_ingest
+from accelboard.fleet.models import Workload
 from accelboard.importers import parse_bytes
 from accelboard.notifications.backends import OutboxBackend
 from accelboard.notifications.models import OutboxMessage
@@ -69,6 +71,9 @@ PAGES: list[tuple[str, str | None, str, tuple[int, ...]]] = [
     ("fleet:hosts", None, "GET", ALL_200),
     ("fleet:host_detail", "host", "GET", TEAM_ONLY),
     ("fleet:host_telemetry", "host", "GET", TEAM_ONLY),
+    ("workloads:list", None, "GET", ALL_200),
+    # A workload on the team's host that no rule gives to another team: the team's alone.
+    ("workloads:detail", "workload", "GET", TEAM_ONLY),
     ("core:team_list", None, "GET", ALL_200),
     ("core:team_detail", "team", "GET", TEAM_ONLY),
     ("notifications:subscriptions", None, "GET", ALL_200),
@@ -119,6 +124,27 @@ def world(team: Any, other_team: Any, settings: Any, tmp_path: Path) -> dict[str
     host, gpus = factories.host_create(team=team, gpus=1)
     factories.telemetry_days_load(gpus=gpus, days=1, interval_s=900)
     run = factories.run_create(team=team, accelerator_type=h100, host=host)
+    # A pod that held the GPU for an hour, reported as the agent reports it.
+    held_from = timezone.now() - timedelta(hours=2)
+    telemetry_batch_ingest(
+        team_id=team.pk,
+        payload={
+            "batch_id": "matrix:1",
+            "host": {"hostname": host.hostname},
+            "accelerators": [{"uuid": gpus[0].uuid, "index": 0, "name": gpus[0].name}],
+            "samples": [{"time": held_from.timestamp(), "gpu": gpus[0].uuid, "power_w": 300.0}],
+            "attribution": [
+                {
+                    "gpu": gpus[0].uuid,
+                    "start": held_from.timestamp(),
+                    "end": held_from.timestamp() + 3600,
+                    "workload": {"kind": "pod", "uid": "ns/p", "namespace": "ns", "name": "p"},
+                    "share": 1.0,
+                    "basis": "exclusive",
+                }
+            ],
+        },
+    )
     alert = factories.alert_create(team=team)
     # A run stored from a result file, which keeps the file (the raw-file route serves it).
     data = (FIXTURES / "vllm_2025.json").read_bytes()
@@ -154,6 +180,7 @@ def world(team: Any, other_team: Any, settings: Any, tmp_path: Path) -> dict[str
         "host": host,
         "model": run.workload.variant.model,
         "scenario": scenario,
+        "workload": Workload.objects.get(),
     }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,7 +20,7 @@ from django.db.models import Prefetch, QuerySet
 from accelboard.core.access import Scope
 from accelboard.core.pipeline_selectors import Check
 
-from .models import Accelerator, Host
+from .models import Accelerator, Host, Workload
 from .rollup_services import THROTTLE_MASK
 
 RAW_MAX_SPAN = timedelta(hours=2)
@@ -506,3 +507,111 @@ def rollup_lag_checks() -> list[Check]:
             detail={"hour_ranges": hour_ranges},
         ),
     ]
+
+
+# --- The host page: who ran on each GPU -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuHolder:
+    """One workload's hold on a device over a period: ``seconds`` is its ∫ share dt (device-seconds
+    held), ``share`` that over the period's seconds (the fraction of the device's time)."""
+
+    workload: Workload
+    seconds: float
+    share: float
+
+    @property
+    def share_pct(self) -> float:
+        return self.share * 100
+
+    @property
+    def hours(self) -> float:
+        return self.seconds / 3600
+
+
+@dataclass(frozen=True)
+class GpuHolders:
+    """Who held one GPU or MIG instance over a period. ``held`` is the holders' shares added up (at
+    most 1: shares held at any instant add up to at most 1, and one workload never overlaps itself on
+    a device), ``idle`` the rest. A MIG GPU whose instances held anything lists them in
+    ``instances`` (each carrying ``weight`` = its slices of the GPU's); its own ``held`` is then the
+    instances' weighted sum, as the allocation splits it (docs/attribution.md)."""
+
+    accelerator: Accelerator
+    holders: list[GpuHolder]
+    held: float
+    idle: float
+    weight: float = 1.0
+    instances: list[GpuHolders] = field(default_factory=list)
+
+    @property
+    def idle_pct(self) -> float:
+        return self.idle * 100
+
+    @property
+    def held_pct(self) -> float:
+        return self.held * 100
+
+
+_HELD_SQL = """
+SELECT a.accelerator_id, a.workload_id,
+       SUM(a.share * EXTRACT(EPOCH FROM LEAST(a."end", %(end)s) - GREATEST(a.start, %(start)s))) AS held
+FROM fleet_gpuattribution a
+WHERE a.host_id = %(host_id)s AND a.start < %(end)s AND a."end" > %(start)s
+GROUP BY a.accelerator_id, a.workload_id
+"""
+
+
+def _device_holders(
+    accelerator: Accelerator, held: dict[int, float], workloads: dict[int, Workload], seconds: float
+) -> GpuHolders:
+    holders = sorted(
+        (GpuHolder(workload=workloads[w], seconds=s, share=s / seconds) for w, s in held.items()),
+        key=lambda h: (-h.seconds, h.workload.pk),
+    )
+    total = min(1.0, sum(h.share for h in holders))
+    return GpuHolders(accelerator=accelerator, holders=holders, held=total, idle=1.0 - total)
+
+
+def host_gpu_holders(*, host: Host, start: datetime, end: datetime) -> list[GpuHolders]:
+    """Per physical GPU of ``host`` (by index), the workloads that held it in [start, end) with
+    their share of the time, and the idle rest; MIG instances under their GPU. One query, and one
+    each for the workloads and the MIG instances where any held a device."""
+    seconds = (end - start).total_seconds()
+    with connection.cursor() as cursor:
+        cursor.execute(_HELD_SQL, {"host_id": host.pk, "start": start, "end": end})
+        rows = cursor.fetchall()
+    held: dict[int, dict[int, float]] = {}
+    for accelerator_id, workload_id, value in rows:
+        held.setdefault(accelerator_id, {})[workload_id] = float(value)
+    workloads = Workload.objects.in_bulk({w for by in held.values() for w in by}) if held else {}
+    gpus = sorted(host_accelerators(host=host), key=lambda a: (a.index, a.uuid))
+    # MIG instances are read only where one was held (the GPUs come prefetched with the host).
+    others = set(held) - {gpu.pk for gpu in gpus}
+    instances: dict[str, list[Accelerator]] = {}
+    if others:
+        for device in (
+            Accelerator.objects.filter(pk__in=others).exclude(parent_uuid="").order_by("index", "uuid")
+        ):
+            instances.setdefault(device.parent_uuid, []).append(device)
+    out = []
+    for gpu in gpus:
+        parts = []
+        total = gpu.compute_slices or 0
+        for instance in instances.get(gpu.uuid, []):
+            if instance.pk not in held:
+                continue
+            weight = (instance.compute_slices or 0) / total if total else 0.0
+            part = _device_holders(instance, held[instance.pk], workloads, seconds)
+            parts.append(
+                GpuHolders(
+                    accelerator=instance, holders=part.holders, held=part.held, idle=part.idle, weight=weight
+                )
+            )
+        if parts:
+            busy = min(1.0, sum(p.weight * p.held for p in parts))
+            out.append(GpuHolders(accelerator=gpu, holders=[], held=busy, idle=1.0 - busy, instances=parts))
+        else:
+            out.append(_device_holders(gpu, held.get(gpu.pk, {}), workloads, seconds))
+    return out

@@ -111,6 +111,11 @@ def host_detail(request: HttpRequest, host_id: int) -> HttpResponse:
     telemetry = _telemetry(host, range_key, now)
     interval = selectors.host_interval_s(host=host)
     context = {
+        # Who held each GPU over the same range: fleet's own intervals (fleet sits below
+        # attribution, so no cost here; the workload pages it links to carry the money).
+        "holders": selectors.host_gpu_holders(
+            host=host, start=now - selectors.HOST_RANGES[range_key], end=now
+        ),
         "host": host,
         "telemetry": telemetry,
         "figures": telemetry["figures"],

@@ -235,8 +235,8 @@ def test_it_charts_each_gpu_from_hour_rollups_over_a_week(
 ) -> None:
     host, gpus, batch = host_with_telemetry["host"], host_with_telemetry["gpus"], host_with_telemetry["batch"]
     client = login_client(lead)
-    # Session, user, teams, host, GPUs, their types, rollups, health rollups.
-    with django_assert_max_num_queries(8):
+    # Session, user, teams, host, GPUs, their types, rollups, health rollups, who held the GPUs.
+    with django_assert_max_num_queries(9):
         response = client.get(reverse("fleet:host_detail", args=[host.pk]) + "?range=7d")
     assert response.status_code == 200
     telemetry = response.context["telemetry"]
