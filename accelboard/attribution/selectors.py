@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Max, Sum
+from django.db.models import F, Max, Sum
 
-from accelboard.core.access import Scope
+from accelboard.core.access import Action, Scope
 from accelboard.costs.models import CostDaily
+from accelboard.serving.models import InferenceMetric
 
 from . import rules as pure
 from .allocation import units_split
@@ -175,3 +176,30 @@ def allocation_report(
         rows=rows,
         totals=[AllocationTotal(currency=c, cost=t[0], energy_j=t[1]) for c, t in sorted(totals.items())],
     )
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=UTC)
+
+
+def allocation_tokens(*, scope: Scope, start: date, end: date) -> dict[str, int]:
+    """Tokens served (prompt + generated) in [start, end] by the serving metrics ``scope`` may
+    view, keyed as the model grouping's rows are: ``"<model> <variant>"`` for a variant, and
+    ``"<model>"`` for a model's every variant. One query."""
+    served = (
+        InferenceMetric.objects.visible_to(scope, Action.VIEW)
+        .filter(interval_start__gte=_midnight(start), interval_start__lt=_midnight(end + timedelta(days=1)))
+        .values("variant__model__name", "variant__name")
+        .annotate(tokens=Sum(F("prompt_tokens") + F("generated_tokens")))
+        .order_by()
+    )
+    tokens: dict[str, int] = defaultdict(int)
+    for values in served:
+        model, variant, count = (
+            values["variant__model__name"],
+            values["variant__name"],
+            int(values["tokens"] or 0),
+        )
+        tokens[f"{model} {variant}"] += count
+        tokens[model] += count
+    return dict(tokens)
