@@ -50,7 +50,8 @@ def allocation_figure(*, rows: list[dict[str, Any]], currency: str, group_label:
                 "hovertemplate": "%{y}: %{x:,.2f} " + currency + "<extra></extra>",
             }
         )
-    height = max(240, 90 + 26 * len(drawn))
+    # At least the page's plot box (340 px), so no blank band under a short chart.
+    height = max(340, 90 + 26 * len(drawn))
     layout = {
         "title": {
             "text": f"Cost by {group_label.lower()} ({currency})",

@@ -71,11 +71,18 @@ def _table(report: AllocationReport, *, group_by: str, tokens: dict[str, int] | 
             exports.Column("cost_per_mtok", "Cost per 1M tokens", kind="rate"),
         ]
     rows = []
-    for row in report.rows:
+    # Largest first within each kind, as the chart draws them; workloads, unattributed, idle.
+    order: dict[str, int] = {
+        AllocationKind.WORKLOAD: 0,
+        AllocationKind.UNATTRIBUTED: 1,
+        AllocationKind.IDLE: 2,
+    }
+    for row in sorted(report.rows, key=lambda r: (r.currency, order[r.kind], -r.cost, r.key or "")):
         values: dict[str, Any] = {
             "label": _label(row.kind, row.key, group_label),
             "kind": _KIND_LABELS[row.kind],
             "_kind": row.kind,
+            "_named": row.kind == AllocationKind.WORKLOAD and row.key is not None,
             "currency": row.currency,
             "cost": row.cost,
             "energy_kwh": Decimal(row.energy_j) / _J_PER_KWH,
@@ -90,13 +97,13 @@ def _table(report: AllocationReport, *, group_by: str, tokens: dict[str, int] | 
 
 
 def _page_rows(table: exports.ExportTable) -> list[dict[str, Any]]:
-    """The table's page rows, each with its kind; a cost per 1M tokens without serving metrics
-    says n/a (the exports leave the cell empty: a gap stays a gap)."""
+    """The table's page rows, each with its kind; a model's cost per 1M tokens without serving
+    metrics says n/a (the exports leave the cell empty: a gap stays a gap)."""
     keys = [column.key for column in table.page_columns()]
     page_rows = table.page_rows()
     for row, values in zip(page_rows, table.rows, strict=True):
         row["kind"] = values["_kind"]
-        if "cost_per_mtok" in keys and values["cost_per_mtok"] is None:
+        if "cost_per_mtok" in keys and values["cost_per_mtok"] is None and values["_named"]:
             row["cells"][keys.index("cost_per_mtok")]["text"] = "n/a"
     return page_rows
 

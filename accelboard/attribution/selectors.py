@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db.models import F, Max, Sum
+from django.db.models.functions import TruncDate
 
 from accelboard.core.access import Action, Scope
 from accelboard.costs.models import CostDaily
@@ -183,23 +184,34 @@ def _midnight(day: date) -> datetime:
 
 
 def allocation_tokens(*, scope: Scope, start: date, end: date) -> dict[str, int]:
-    """Tokens served (prompt + generated) in [start, end] by the serving metrics ``scope`` may
-    view, keyed as the model grouping's rows are: ``"<model> <variant>"`` for a variant, and
-    ``"<model>"`` for a model's every variant. One query."""
+    """Tokens served (prompt + generated) by the serving metrics ``scope`` may view, on the days
+    of [start, end] when the model held GPUs in the allocation ``scope`` may see (so that a row's
+    cost and its tokens cover the same days), keyed as the model grouping's rows are:
+    ``"<model> <variant>"``, or ``"<model>"`` where the rules name no variant. Two queries."""
+    held: dict[tuple[str, date], set[str]] = defaultdict(set)
+    for model, variant, day in (
+        AllocationDaily.objects.visible_to(scope)
+        .filter(day__gte=start, day__lte=end, kind=AllocationKind.WORKLOAD)
+        .exclude(model="")
+        .values_list("model", "variant", "day")
+        .distinct()
+    ):
+        held[(model, day)].add(variant)
     served = (
         InferenceMetric.objects.visible_to(scope, Action.VIEW)
         .filter(interval_start__gte=_midnight(start), interval_start__lt=_midnight(end + timedelta(days=1)))
-        .values("variant__model__name", "variant__name")
+        .annotate(day=TruncDate("interval_start", tzinfo=UTC))
+        .values("variant__model__name", "variant__name", "day")
         .annotate(tokens=Sum(F("prompt_tokens") + F("generated_tokens")))
         .order_by()
     )
     tokens: dict[str, int] = defaultdict(int)
     for values in served:
-        model, variant, count = (
-            values["variant__model__name"],
-            values["variant__name"],
-            int(values["tokens"] or 0),
-        )
-        tokens[f"{model} {variant}"] += count
-        tokens[model] += count
+        model, variant = values["variant__model__name"], values["variant__name"]
+        variants = held.get((model, values["day"]), set())
+        count = int(values["tokens"] or 0)
+        if variant in variants:
+            tokens[f"{model} {variant}"] += count
+        if "" in variants:
+            tokens[model] += count
     return dict(tokens)
