@@ -231,3 +231,15 @@ def test_it_refuses_bad_params_naming_the_field(
     response = client.get(URL, {"month": MONTH, **params})
     assert response.status_code == 400
     assert f"{field}:" in response.content.decode()
+
+
+@pytest.mark.parametrize(("group_by", "queries"), [("workload", 5), ("model", 7)])
+def test_it_reads_the_month_in_a_fixed_number_of_queries(
+    client: Client, world: Any, finance: Any, django_assert_max_num_queries: Any, group_by: str, queries: int
+) -> None:
+    client.force_login(finance)
+    # The session, the user, their teams, the month's default, one grouped read (model: and the
+    # days each model held GPUs, and the tokens served), whatever the number of rows.
+    with django_assert_max_num_queries(queries):
+        response = client.get(URL, {"group_by": group_by})
+    assert response.status_code == 200
