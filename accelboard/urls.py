@@ -14,6 +14,7 @@ urlpatterns = [
     path("api/v1/", include("accelboard.api.urls")),
     path("runs/", include("accelboard.dashboard.run_urls")),
     path("runs/", include("accelboard.profiles.urls")),
+    path("costs/allocation/", include("accelboard.attribution.allocation_urls")),
     path("costs/", include("accelboard.costs.urls")),
     path("plan/", include("accelboard.planning.urls")),
     path("alerts/", include("accelboard.dashboard.alert_urls")),

@@ -170,7 +170,9 @@ _VALUE_KEYS = ("y", "z", "values")
 
 
 def _points(trace: Mapping[str, Any]) -> list[float]:
-    for key in _VALUE_KEYS:
+    # A horizontal bar chart carries its values on x.
+    keys = ("x",) if trace.get("orientation") == "h" else _VALUE_KEYS
+    for key in keys:
         values = trace.get(key)
         if isinstance(values, Sequence) and not isinstance(values, str) and len(values):
             flat: list[Any] = []

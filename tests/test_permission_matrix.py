@@ -66,6 +66,7 @@ PAGES: list[tuple[str, str | None, str, tuple[int, ...]]] = [
     ("drift:model", "model", "GET", TEAM_ONLY),
     ("costs:report", None, "GET", ALL_200),
     ("costs:drill", None, "GET", ALL_200),
+    ("allocation:page", None, "GET", ALL_200),
     ("alerts:list", None, "GET", ALL_200),
     ("alerts:detail", "alert", "GET", TEAM_ONLY),
     ("fleet:hosts", None, "GET", ALL_200),

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Max, Sum
+from django.db.models import F, Max, Sum
+from django.db.models.functions import TruncDate
 
-from accelboard.core.access import Scope
+from accelboard.core.access import Action, Scope
 from accelboard.costs.models import CostDaily
+from accelboard.serving.models import InferenceMetric
 
 from . import rules as pure
 from .allocation import units_split
@@ -175,3 +177,41 @@ def allocation_report(
         rows=rows,
         totals=[AllocationTotal(currency=c, cost=t[0], energy_j=t[1]) for c, t in sorted(totals.items())],
     )
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=UTC)
+
+
+def allocation_tokens(*, scope: Scope, start: date, end: date) -> dict[str, int]:
+    """Tokens served (prompt + generated) by the serving metrics ``scope`` may view, on the days
+    of [start, end] when the model held GPUs in the allocation ``scope`` may see (so that a row's
+    cost and its tokens cover the same days), keyed as the model grouping's rows are:
+    ``"<model> <variant>"``, or ``"<model>"`` where the rules name no variant. Two queries."""
+    held: dict[tuple[str, date], set[str]] = defaultdict(set)
+    for model, variant, day in (
+        AllocationDaily.objects.visible_to(scope)
+        .filter(day__gte=start, day__lte=end, kind=AllocationKind.WORKLOAD)
+        .exclude(model="")
+        .values_list("model", "variant", "day")
+        .distinct()
+    ):
+        held[(model, day)].add(variant)
+    served = (
+        InferenceMetric.objects.visible_to(scope, Action.VIEW)
+        .filter(interval_start__gte=_midnight(start), interval_start__lt=_midnight(end + timedelta(days=1)))
+        .annotate(day=TruncDate("interval_start", tzinfo=UTC))
+        .values("variant__model__name", "variant__name", "day")
+        .annotate(tokens=Sum(F("prompt_tokens") + F("generated_tokens")))
+        .order_by()
+    )
+    tokens: dict[str, int] = defaultdict(int)
+    for values in served:
+        model, variant = values["variant__model__name"], values["variant__name"]
+        variants = held.get((model, values["day"]), set())
+        count = int(values["tokens"] or 0)
+        if variant in variants:
+            tokens[f"{model} {variant}"] += count
+        if "" in variants:
+            tokens[model] += count
+    return dict(tokens)

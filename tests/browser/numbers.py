@@ -49,7 +49,7 @@ READ_JS = """() => {
     // Traces as Plotly drew them (_fullData: typed arrays decoded), the fields the checks read.
     data: (el._fullData || []).map(t => {
       const keep = {};
-      ['type', 'name', 'visible', 'meta', 'branchvalues', 'y', 'z', 'values', 'labels', 'ids', 'parents'].forEach(k => {
+      ['type', 'name', 'visible', 'meta', 'branchvalues', 'orientation', 'x', 'y', 'z', 'values', 'labels', 'ids', 'parents'].forEach(k => {
         const v = t[k];
         if (v === undefined) return;
         keep[k] = ArrayBuffer.isView(v) ? Array.from(v) : (Array.isArray(v) ? Array.from(v, x => ArrayBuffer.isView(x) ? Array.from(x) : x) : v);

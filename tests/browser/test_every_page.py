@@ -64,6 +64,7 @@ PAGES = [
     Page("quantization-model", lambda w: f"/quantization/{w.model_id}/", TEAM_ONLY),
     Page("costs", lambda w: f"/costs/?month={w.month:%Y-%m}", ALL, costs=True),
     Page("costs-drill", lambda w: f"/costs/drill/?month={w.month:%Y-%m}", ALL, costs=True),
+    Page("costs-allocation", lambda w: f"/costs/allocation/?month={w.month:%Y-%m}", ALL, costs=True),
     # The plan is a cost figure: finance plans every team's traffic (this world serves none).
     Page("plan", lambda w: "/plan/", ALL, costs=True),
     Page("alerts", lambda w: "/alerts/", ALL),
