@@ -184,31 +184,33 @@ def _midnight(day: date) -> datetime:
 
 
 def allocation_tokens(*, scope: Scope, start: date, end: date) -> dict[str, int]:
-    """Tokens served (prompt + generated) by the serving metrics ``scope`` may view, on the days
-    of [start, end] when the model held GPUs in the allocation ``scope`` may see (so that a row's
-    cost and its tokens cover the same days), keyed as the model grouping's rows are:
-    ``"<model> <variant>"``, or ``"<model>"`` where the rules name no variant. Two queries."""
-    held: dict[tuple[str, date], set[str]] = defaultdict(set)
-    for model, variant, day in (
+    """Generated tokens (the serving costs' per-1M basis) counted by the serving metrics ``scope``
+    may view, on the hosts and days of [start, end] where the model held GPUs in the allocation
+    ``scope`` may see, so that a row's cost and its tokens cover the same GPUs' days (tokens a
+    model served on hosts no rule maps to it are not set against its attributed cost); keyed as
+    the model grouping's rows are: ``"<model> <variant>"``, or ``"<model>"`` where the rules name
+    no variant. Two queries."""
+    held: dict[tuple[str, date, int], set[str]] = defaultdict(set)
+    for model, variant, day, host_id in (
         AllocationDaily.objects.visible_to(scope)
         .filter(day__gte=start, day__lte=end, kind=AllocationKind.WORKLOAD)
         .exclude(model="")
-        .values_list("model", "variant", "day")
+        .values_list("model", "variant", "day", "host_id")
         .distinct()
     ):
-        held[(model, day)].add(variant)
+        held[(model, day, host_id)].add(variant)
     served = (
         InferenceMetric.objects.visible_to(scope, Action.VIEW)
         .filter(interval_start__gte=_midnight(start), interval_start__lt=_midnight(end + timedelta(days=1)))
         .annotate(day=TruncDate("interval_start", tzinfo=UTC))
-        .values("variant__model__name", "variant__name", "day")
-        .annotate(tokens=Sum(F("prompt_tokens") + F("generated_tokens")))
+        .values("variant__model__name", "variant__name", "day", "host_id")
+        .annotate(tokens=Sum("generated_tokens"))
         .order_by()
     )
     tokens: dict[str, int] = defaultdict(int)
     for values in served:
         model, variant = values["variant__model__name"], values["variant__name"]
-        variants = held.get((model, values["day"]), set())
+        variants = held.get((model, values["day"], values["host_id"]), set())
         count = int(values["tokens"] or 0)
         if variant in variants:
             tokens[f"{model} {variant}"] += count

@@ -25,7 +25,7 @@ from openpyxl import load_workbook
 from accelboard.attribution.services import RuleInput, allocation_day_compute, rule_set_save
 from accelboard.benchmarks.services import model_variant_get_or_create
 from accelboard.costs.models import CostDaily
-from accelboard.fleet.models import Workload
+from accelboard.fleet.models import Host, Workload
 from accelboard.serving.models import InferenceMetric
 
 from .conftest import DAY, T0, rules_v1
@@ -199,17 +199,31 @@ def test_the_model_grouping_prices_a_million_tokens_where_the_model_served(
         prompt_tokens=500_000,
         generated_tokens=1_500_000,
     )
+    # The same model served on a host where no workload of it held a GPU: its tokens are not set
+    # against the cost attributed on shared-node (cost and tokens cover the same GPUs' days).
+    elsewhere = Host.objects.create(hostname="elsewhere-01", team=team)
+    InferenceMetric.objects.create(
+        team=team,
+        host=elsewhere,
+        variant=variant,
+        interval_start=T0,
+        interval_s=300,
+        requests=10,
+        prompt_tokens=100_000,
+        generated_tokens=4_000_000,
+    )
     response = _page(client, finance, group_by="model")
     table = response.context["table"]
     by_label = {row["label"]: row for row in table.rows if row["_kind"] == "workload"}
     assert set(by_label) == {"Qwen3-8B bf16", "(no model)"}
     qwen, other = by_label["Qwen3-8B bf16"], by_label["(no model)"]
-    assert (qwen["label"], qwen["cost"], qwen["tokens"]) == ("Qwen3-8B bf16", Decimal("495.11"), 2_000_000)
-    # 495.11 USD for 2M tokens: 247.555 USD per 1M.
-    assert qwen["cost_per_mtok"] == Decimal("247.555")
+    # Per 1M generated tokens, as the serving costs count them (prompt tokens are not output).
+    assert (qwen["label"], qwen["cost"], qwen["tokens"]) == ("Qwen3-8B bf16", Decimal("495.11"), 1_500_000)
+    # 495.11 USD for 1.5M tokens: 330.0733 USD per 1M.
+    assert qwen["cost_per_mtok"].quantize(Decimal("0.0001")) == Decimal("330.0733")
     assert other["label"] == "(no model)" and other["cost_per_mtok"] is None
     body = response.content.decode()
-    assert "247.5550" in body and "n/a" in body
+    assert "330.0733" in body and "n/a" in body
 
 
 @pytest.mark.parametrize(
