@@ -517,7 +517,7 @@ KUBERNETES_CLUSTER: dict[str, Any] = {
 }
 # Batch and notebook pods (one per busy run): this share of them are someone's unlabelled
 # scratch pods in ``sandbox`` instead, chosen by a hash of the run.
-SCRATCH_SHARE = 0.08
+SCRATCH_SHARE = 0.04
 
 # MIG: these GPUs of the node are cut 3g+2g+1g+1g of 7 slices; one pod per instance. The last
 # 1g instance holds a debug pod in ``default`` every other day and is free the others.
