@@ -186,7 +186,10 @@ def allocation_page(request: HttpRequest) -> HttpResponse:
         group_label=group_label,
     )
     context = {
-        "form": form,
+        # The filters as applied, defaults included (the month field shows the month drawn).
+        "form": AllocationPageForm(
+            {"month": f"{month:%Y-%m}", **{key: data[key] for key in ("group_by", "basis", "idle")}}
+        ),
         "month": month,
         "data": data,
         "table": table,
