@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import F, Max, Sum
+from django.db.models import Max, Sum
 from django.db.models.functions import TruncDate
 
 from accelboard.core.access import Action, Scope
