@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,6 +40,27 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _run_until(args: list[str], common: list[str], *, done: Callable[[], bool], timeout: float) -> str:
+    """Run the agent until ``done()`` (or ``timeout``), stop it with SIGTERM, then flush its spool;
+    both must exit 0. Returns the run's stderr."""
+    process = subprocess.Popen(
+        _agent("run", *args, *common), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not done():
+            time.sleep(0.25)
+        time.sleep(1.0)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=10)
+    stderr = process.stderr.read() if process.stderr else ""
+    flush = subprocess.run(_agent("flush", *common), env=_env(), capture_output=True, text=True, timeout=60)
+    assert code == 0, stderr
+    assert flush.returncode == 0, flush.stdout + flush.stderr
+    return stderr
+
+
 @pytest.fixture
 def ingest_token(team) -> str:
     return token_create(team=team, kind="ingest", name="agent")[1]
@@ -56,26 +78,12 @@ def test_it_stores_the_simulated_agents_samples_in_postgresql(live_server, inges
         "--hostname",
         "sim-node-01",
     ]
-    process = subprocess.Popen(
-        _agent("run", "--simulate", "2", "--interval", "0.5", "--send-interval", "0.5", *common),
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    _run_until(
+        ["--simulate", "2", "--interval", "0.5", "--send-interval", "0.5"],
+        common,
+        done=lambda: TelemetrySample.objects.count() >= 8,
+        timeout=30,
     )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and TelemetrySample.objects.count() < 8:
-            time.sleep(0.25)
-        time.sleep(1.0)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=10)
-    stderr = process.stderr.read() if process.stderr else ""
-    flush = subprocess.run(_agent("flush", *common), env=_env(), capture_output=True, text=True, timeout=60)
-
-    assert code == 0, stderr
-    assert flush.returncode == 0, flush.stdout + flush.stderr
     host = Host.objects.get(hostname="sim-node-01")
     assert host.simulated is True
     assert host.agent_version == "0.1.0"
@@ -219,39 +227,13 @@ def test_the_simulated_agents_attribution_lands_beside_its_samples(live_server, 
 
     common = ["--server", live_server.url, "--token", ingest_token, "--spool", str(tmp_path / "spool.db")]
     common += ["--hostname", "sim-attr-01"]
-    process = subprocess.Popen(
-        _agent(
-            "run",
-            "--simulate",
-            "4",
-            "--interval",
-            "0.5",
-            "--send-interval",
-            "0.5",
-            "--attribution-nvml",
-            "on",
-            "--attribution-cgroups",
-            "on",
-            "--attribution-interval",
-            "0.5",
-            *common,
-        ),
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    stderr = _run_until(
+        ["--simulate", "4", "--interval", "0.5", "--send-interval", "0.5"]
+        + ["--attribution-nvml", "on", "--attribution-cgroups", "on", "--attribution-interval", "0.5"],
+        common,
+        done=lambda: GpuAttribution.objects.count() >= 8,
+        timeout=40,
     )
-    try:
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline and GpuAttribution.objects.count() < 8:
-            time.sleep(0.25)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=10)
-    stderr = process.stderr.read() if process.stderr else ""
-    flush = subprocess.run(_agent("flush", *common), env=_env(), capture_output=True, text=True, timeout=60)
-    assert code == 0, stderr
-    assert flush.returncode == 0, flush.stdout + flush.stderr
 
     host = Host.objects.get(hostname="sim-attr-01")
     gpus = set(Accelerator.objects.filter(host=host).values_list("pk", flat=True))
