@@ -7,25 +7,18 @@ from __future__ import annotations
 from datetime import timedelta
 
 from celery import Task, shared_task
-from django.db import OperationalError
 from django.utils import timezone
 
 from accelboard.benchmarks.models import Series
 from accelboard.core.services import job_run_record
+from accelboard.core.tasks import RETRY_ON_LOST_DATABASE
 
 from .production_services import production_check
 from .regression_services import run_check as _run_check
 from .regression_services import series_rescore
 
-_RETRY = {
-    "autoretry_for": (OperationalError,),
-    "retry_backoff": True,
-    "retry_jitter": True,
-    "max_retries": 3,
-}
 
-
-@shared_task(bind=True, **_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def run_check(self: Task, run_id: int) -> dict[str, list[int]]:
     """Check every series of a newly recorded run; enqueued by run_record after commit."""
     with job_run_record(name="alerts_run_check", task_id=self.request.id or "") as job:
@@ -37,7 +30,7 @@ def run_check(self: Task, run_id: int) -> dict[str, list[int]]:
     return {"raised": raised, "resolved": resolved}
 
 
-@shared_task(bind=True, **_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def production_signals_check(self: Task, window_minutes: int = 15) -> dict[str, int]:
     """The beat pass over the last window of serving metrics and GPU rollups."""
     with job_run_record(name="alerts_production_check", task_id=self.request.id or "") as job:
@@ -47,7 +40,7 @@ def production_signals_check(self: Task, window_minutes: int = 15) -> dict[str, 
     return {"findings": summary.findings, "raised": len(summary.raised), "resolved": len(summary.resolved)}
 
 
-@shared_task(bind=True, **_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def series_rescore_task(self: Task, series_id: int) -> list[dict[str, object]]:
     """Re-segment one series' history with the thresholds now in force (after a settings change)."""
     series = Series.objects.filter(pk=int(series_id)).first()

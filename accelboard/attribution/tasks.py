@@ -10,34 +10,23 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 
 from celery import Task, shared_task
-from django.db import OperationalError, transaction
+from django.db import transaction
+
+from accelboard.core.tasks import RETRY_ON_LOST_DATABASE, day_parse
 
 from . import services
 from .selectors import allocation_days_stale
 
-_RETRY = {
-    "autoretry_for": (OperationalError,),
-    "retry_backoff": True,
-    "retry_jitter": True,
-    "max_retries": 3,
-}
 # How far back the nightly pass looks for days whose costs were recomputed after their allocation
 # (the cost pass re-costs late telemetry up to 7 days back; price corrections reach further).
 STALE_DAYS = 31
 
 
-def _parse_day(value: str) -> date:
-    try:
-        return date.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"day={value!r} is not an ISO date (YYYY-MM-DD)") from None
-
-
-@shared_task(bind=True, **_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def allocation_daily_compute(self: Task, today_iso: str = "") -> dict[str, object]:
     """Nightly, after the cost pass: allocate yesterday (UTC), and any day of the last month
     whose costs were recomputed since it was allocated."""
-    today = _parse_day(today_iso) if today_iso else datetime.now(UTC).date()
+    today = day_parse(today_iso) if today_iso else datetime.now(UTC).date()
     yesterday = today - timedelta(days=1)
     results = [services.allocation_day_compute(day=yesterday)]
     stale = allocation_days_stale(since=today - timedelta(days=STALE_DAYS), until=yesterday)
@@ -46,10 +35,10 @@ def allocation_daily_compute(self: Task, today_iso: str = "") -> dict[str, objec
     return {"days": [r.day.isoformat() for r in results], "rows": sum(r.rows for r in results)}
 
 
-@shared_task(bind=True, **_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def allocation_days_recompute(self: Task, day_isos: list[str]) -> dict[str, object]:
     """Re-apply the current rules to the given days (an admin's explicit action)."""
-    results = services.allocation_days_compute(days=[_parse_day(d) for d in day_isos])
+    results = services.allocation_days_compute(days=[day_parse(d) for d in day_isos])
     return {"days": len(results), "rows": sum(r.rows for r in results)}
 
 

@@ -10,36 +10,24 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 
 from celery import Task, shared_task
-from django.db import OperationalError, transaction
+from django.db import transaction
 
 from accelboard.benchmarks.models import BenchmarkRun
+from accelboard.core.tasks import RETRY_ON_LOST_DATABASE, day_parse
 
 from . import services
 from .run_cost_services import run_cost_compute
 from .serving_cost_services import serving_cost_day_compute
 
-_RETRY = {
-    "autoretry_for": (OperationalError,),
-    "retry_backoff": True,
-    "retry_jitter": True,
-    "max_retries": 3,
-}
 # How far back the nightly pass looks for days whose telemetry changed after they were costed.
 LATE_DATA_DAYS = 7
 
 
-def _parse_day(value: str) -> date:
-    try:
-        return date.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"day={value!r} is not an ISO date (YYYY-MM-DD)") from None
-
-
-@shared_task(bind=True, **_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def cost_daily_compute(self: Task, today_iso: str = "") -> dict[str, object]:
     """Nightly: cost yesterday (UTC), and re-cost any of the last 7 days whose rollups changed
     since (late telemetry); serving costs for the same days."""
-    today = _parse_day(today_iso) if today_iso else datetime.now(UTC).date()
+    today = day_parse(today_iso) if today_iso else datetime.now(UTC).date()
     yesterday = today - timedelta(days=1)
     late = services.cost_days_with_late_data(since=today - timedelta(days=LATE_DATA_DAYS), until=yesterday)
     days = sorted({yesterday, *late})
@@ -49,17 +37,17 @@ def cost_daily_compute(self: Task, today_iso: str = "") -> dict[str, object]:
     return {"days": [d.isoformat() for d in days], "rows": sum(r.rows for r in results)}
 
 
-@shared_task(bind=True, **_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def cost_days_recompute(self: Task, day_isos: list[str]) -> dict[str, object]:
     """Re-cost the given days (a price correction, an operator's request): replaces their rows."""
-    days = [_parse_day(d) for d in day_isos]
+    days = [day_parse(d) for d in day_isos]
     results = services.cost_days_compute(days=days)
     for day in sorted(set(days)):
         serving_cost_day_compute(day=day)
     return {"days": len(set(days)), "rows": sum(r.rows for r in results)}
 
 
-@shared_task(bind=True, **_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def run_cost(self: Task, run_id: int) -> dict[str, object]:
     """Enqueued after a benchmark run is recorded: its energy and cost per unit of work."""
     run = (

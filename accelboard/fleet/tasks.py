@@ -17,9 +17,10 @@ from datetime import UTC, datetime, timedelta
 
 from celery import shared_task
 from django.conf import settings
-from django.db import OperationalError, transaction
+from django.db import transaction
 
 from accelboard.core.services import job_run_record
+from accelboard.core.tasks import RETRY_ON_LOST_DATABASE
 
 from . import partition_services, rollup_services
 
@@ -28,13 +29,6 @@ log = logging.getLogger(__name__)
 # Those drains redo the hour rollups (an hour row sums every minute row of its hour so far) at
 # most this often; the per-minute pass redoes them whenever it runs. Hour rows lag by up to this.
 ROLLUP_HOUR_INTERVAL_S = 60.0
-
-_RETRY = {
-    "autoretry_for": (OperationalError,),
-    "retry_backoff": True,
-    "retry_jitter": True,
-    "max_retries": 3,
-}
 
 
 def _parse_iso(name: str, value: str) -> datetime:
@@ -47,7 +41,7 @@ def _parse_iso(name: str, value: str) -> datetime:
     return moment.astimezone(UTC)
 
 
-@shared_task(bind=True, **_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def telemetry_partitions_maintain(self) -> dict[str, int]:
     """Create today's and the next days' partitions, then apply retention."""
     now = datetime.now(UTC)
@@ -61,7 +55,7 @@ def telemetry_partitions_maintain(self) -> dict[str, int]:
     return {"created": len(created), "dropped": len(dropped)}
 
 
-@shared_task(bind=True, **_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def telemetry_rollups_refresh(self, minutes: int = 0) -> dict[str, int]:
     """The periodic pass: drain the dirty ranges (a batch whose drain request was lost still
     reaches the rollups within a minute: its mark committed with its samples), and recompute
@@ -88,7 +82,7 @@ def telemetry_rollups_refresh(self, minutes: int = 0) -> dict[str, int]:
     return {"rows": result.rows, "ranges": result.ranges}
 
 
-@shared_task(bind=True, **_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def telemetry_rollups_refresh_range(self, start_iso: str, end_iso: str) -> dict[str, int]:
     """Enqueued by ingest after a batch commits: roll up [start, end] of sample times.
 
@@ -106,7 +100,7 @@ def telemetry_rollups_refresh_range(self, start_iso: str, end_iso: str) -> dict[
     return {"rows": result.rows, "ranges": result.ranges}
 
 
-@shared_task(bind=True, expires=300, **_RETRY)
+@shared_task(bind=True, expires=300, **RETRY_ON_LOST_DATABASE)
 def telemetry_rollups_drain(self) -> dict[str, int]:
     """Refresh every dirty range at once (``rollup_request_services.telemetry_rollups_request``
     asks for it)."""

@@ -12,9 +12,9 @@ worker killed, a broker flushed) is not lost with it.
 from __future__ import annotations
 
 from celery import Task, shared_task
-from django.db import OperationalError
 
 from accelboard.core.services import job_run_record
+from accelboard.core.tasks import RETRY_ON_LOST_DATABASE
 
 from . import services
 from .choices import DeliveryMode
@@ -38,15 +38,7 @@ def delivery_send(self: Task, delivery_id: int) -> str:
     return services.delivery_send(delivery_id=int(delivery_id), force=self.request.retries > 0)
 
 
-_DB_RETRY = {
-    "autoretry_for": (OperationalError,),
-    "retry_backoff": True,
-    "retry_jitter": True,
-    "max_retries": 3,
-}
-
-
-@shared_task(bind=True, **_DB_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def alerts_dispatch(self: Task) -> dict[str, int]:
     """Mail subscribers the alerts they have not had yet (immediate mode), once each commit's
     alerts have settled; if some are still fresh, run again when they will have."""
@@ -62,7 +54,7 @@ def alerts_dispatch(self: Task) -> dict[str, int]:
     return {"deliveries": len(ids)}
 
 
-@shared_task(bind=True, **_DB_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def digests_send(self: Task) -> dict[str, int]:
     """Once a day: one email per digest subscriber with the open alerts not mailed yet."""
     with job_run_record(name="digests_send", task_id=self.request.id or "") as job:
@@ -73,7 +65,7 @@ def digests_send(self: Task) -> dict[str, int]:
     return {"deliveries": len(ids)}
 
 
-@shared_task(bind=True, **_DB_RETRY)
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
 def deliveries_retry(self: Task) -> dict[str, int]:
     """Resend failed deliveries whose backoff has passed, and any whose task was lost; also
     plans immediate deliveries in case an ``alerts_dispatch`` enqueue was lost."""
