@@ -20,6 +20,7 @@ from django.db import connection
 from django.db.models import OuterRef, Q, QuerySet, Subquery, Sum
 
 from accelboard.core.access import Action, Scope
+from accelboard.core.models import Team
 from accelboard.fleet.models import Accelerator, GpuAttribution, Workload
 from accelboard.serving.models import InferenceMetric
 
@@ -399,3 +400,9 @@ def workload_namespaces(*, scope: Scope) -> list[str]:
     if visible is not None:
         queryset = queryset.filter(visible)
     return list(queryset.values_list("namespace", flat=True).distinct().order_by("namespace"))
+
+
+def workload_filter_team(*, slug: str) -> Team | None:
+    """The team a workload list is filtered by (the host's team or the team a rule gives it; the
+    list itself is scoped, so a team shows only the workloads the caller may see)."""
+    return Team.objects.filter(slug=slug).first()

@@ -13,6 +13,7 @@ from django.shortcuts import render
 
 from accelboard.core.access import Action, request_scope
 from accelboard.core.models import Team
+from accelboard.core.selectors import team_list_visible
 from accelboard.fleet.choices import WorkloadKind
 from accelboard.fleet.models import Workload
 
@@ -66,7 +67,7 @@ def workload_list(request: HttpRequest) -> HttpResponse:
         if len(namespace) > 253 or any(ord(c) < 32 for c in namespace):
             raise BadParam("namespace: at most 253 characters, no control characters")
         if team_slug:
-            team = Team.objects.filter(slug=team_slug).first()
+            team = selectors.workload_filter_team(slug=team_slug)
             if team is None:
                 raise BadParam(f"team: no team {team_slug!r}")
         page_value = request.GET.get("page", "1")
@@ -87,7 +88,7 @@ def workload_list(request: HttpRequest) -> HttpResponse:
     context = {
         "page": page,
         "kinds": WorkloadKind.choices,
-        "teams": Team.objects.visible_to(scope).order_by("name"),
+        "teams": team_list_visible(scope=scope),
         "namespaces": selectors.workload_namespaces(scope=scope),
         "picked": {"team": team_slug, "kind": kind, "namespace": namespace},
         "filtered": bool(team_slug or kind or namespace),
