@@ -219,10 +219,6 @@ def test_it_ships_scraped_vllm_metrics(live_server, ingest_token, tmp_path):
     assert metric.ttft_p99_ms is not None and 100.0 < metric.ttft_p99_ms <= 500.0
 
 
-@pytest.mark.skip(
-    reason="fails in the whole suite beside another xdist worker (passes alone on 3.11 and 3.12): "
-    "the agent's attribution under load is being investigated (issue 31, closing note of stop 28)"
-)
 def test_the_simulated_agents_attribution_lands_beside_its_samples(live_server, ingest_token, tmp_path):
     """The real agent with attribution on (simulated GPUs: a serving pod, two pods time-slicing a
     GPU, a Slurm job, a bare process) through the real ingest: every interval is stored once, on
@@ -233,7 +229,8 @@ def test_the_simulated_agents_attribution_lands_beside_its_samples(live_server, 
     common += ["--hostname", "sim-attr-01"]
     stderr = _run_until(
         ["--simulate", "4", "--interval", "0.5", "--send-interval", "0.5"]
-        + ["--attribution-nvml", "on", "--attribution-cgroups", "on", "--attribution-interval", "0.5"],
+        + ["--attribution-nvml", "on", "--attribution-cgroups", "on", "--attribution-interval", "0.5"]
+        + ["--attribution-cut-interval", "1"],
         common,
         done=lambda: GpuAttribution.objects.count() >= 8,
         # Generous: the Python 3.12 stage of CI, under the other worker's load, stored none in 40 s

@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
         ("--attribution-nvml", "on/off: who holds each GPU from NVML's processes (default off)"),
         ("--attribution-cgroups", "on/off: a process's pod or Slurm job from its cgroup (default off)"),
         ("--attribution-interval", "seconds between attribution observations (default 5)"),
+        (
+            "--attribution-cut-interval",
+            "seconds a GPU's holding runs before a batch sends its part so far (default 300)",
+        ),
         ("--procfs", "procfs root (default /proc)"),
         ("--kubelet", "on/off: ask the kubelet's pod-resources API (default off)"),
         (
@@ -155,6 +159,7 @@ def _sender_options(config: Config) -> dict[str, Any]:
         "backoff_base": config.backoff_base,
         "backoff_max": config.backoff_max,
         "timeout": config.timeout,
+        "attribution_cut_interval": config.attribution_cut_interval,
     }
 
 
@@ -190,7 +195,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     keys = [
         "server", "token", "spool", "hostname", "gpus", "interval", "send_interval", "slow_interval",
         "spool_max_samples", "batch_max_samples", "backoff_base", "backoff_max",
-        "attribution_nvml", "attribution_cgroups", "attribution_interval", "procfs", "kubelet",
+        "attribution_nvml", "attribution_cgroups", "attribution_interval", "attribution_cut_interval",
+        "procfs", "kubelet",
         "kubelet_socket", "slurm_job_mapping_dir", "slurm_scontrol",
     ]  # fmt: skip
     config = _load(args, keys)

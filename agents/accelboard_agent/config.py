@@ -135,6 +135,12 @@ KEYS: dict[str, Key] = {
             "attribution_cgroups", _parse_bool, lambda: False, "a process's pod or Slurm job from its cgroup"
         ),
         Key("attribution_interval", _parse_positive_float(3600), lambda: 5.0, "seconds between observations"),
+        Key(
+            "attribution_cut_interval",
+            _parse_positive_float(3600),
+            lambda: 300.0,
+            "seconds a holding runs before a batch sends its part so far",
+        ),
         Key("procfs", _parse_directory, lambda: "/proc", "the procfs root to read processes under"),
         Key("kubelet", _parse_bool, lambda: False, "ask the kubelet's pod-resources API"),
         Key("kubelet_socket", _parse_unix_target, lambda: DEFAULT_KUBELET_SOCKET, "pod-resources socket"),
@@ -164,6 +170,7 @@ class Config:
     attribution_nvml: bool = False
     attribution_cgroups: bool = False
     attribution_interval: float = 5.0
+    attribution_cut_interval: float = 300.0
     procfs: str = "/proc"
     kubelet: bool = False
     kubelet_socket: str = DEFAULT_KUBELET_SOCKET

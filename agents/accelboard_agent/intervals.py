@@ -11,8 +11,8 @@ observations (docs/attribution.md, "Wire format").
 3. When the holders change at ``t`` the segment closes at ``t`` into one interval per holder,
    all with the same ``[start, end)``: so the shares held at any instant add up to what each
    observation said, at most 1. A device nobody holds has no segment (idle).
-4. A batch boundary at ``t`` (the time of the last sample sealed into a batch) cuts the open
-   segment: ``[start, t)`` rides in that batch, ``[t, ...)`` stays open for the next; nothing
+4. A batch boundary at ``t`` (the time of the last sample sealed into a batch) cuts an open
+   segment that has run long enough (``spool``): ``[start, t)`` rides in that batch, ``[t, ...)`` stays open for the next; nothing
    lost, nothing twice.
 5. Shares are rounded *down* to 1e-6, so rounding never lifts a device's sum above 1; a share
    that rounds to 0 is left out.
@@ -136,6 +136,9 @@ def segment_observe(
             current = {h.key: h for h in holdings}
             for holder in segment["holders"]:
                 now = current[workload_key(holder["workload"])]
+                # The latest word on the workload: its labels and names as last read (a pod
+                # first seen before the kubelet answered gets them on a later observation).
+                holder["workload"] = now.workload
                 holder["share"] = now.share
                 holder["sm_util"] = now.sm_util
                 holder["memory_bytes"] = now.memory_bytes

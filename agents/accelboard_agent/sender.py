@@ -143,6 +143,7 @@ class Sender:
         backoff_max: float = 300.0,
         timeout: float = 10.0,
         stop: threading.Event | None = None,
+        attribution_cut_interval: float = 300.0,
     ) -> None:
         self.spool = spool
         self.server = server.rstrip("/")
@@ -153,14 +154,21 @@ class Sender:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.timeout = timeout
+        self.attribution_cut_interval = attribution_cut_interval
         self.stop = stop or threading.Event()
         # After a failed send the whole server is presumed away until then (monotonic seconds).
         self.pause_until = 0.0
 
     def seal(self, *, everything: bool = False) -> int:
+        """Seal batches of the spooled samples; ``everything`` (``flush``): all of them, and every
+        open attribution interval's part so far, however short."""
         sealed = 0
+        cut_after = 0.0 if everything else self.attribution_cut_interval
         while everything or self.spool.outbox_pending("telemetry") < MAX_SEALED_AHEAD:
-            if self.spool.telemetry_seal(hostname=self.hostname, max_samples=self.batch_max_samples) is None:
+            sealed_id = self.spool.telemetry_seal(
+                hostname=self.hostname, max_samples=self.batch_max_samples, cut_after=cut_after
+            )
+            if sealed_id is None:
                 break
             sealed += 1
         return sealed

@@ -228,7 +228,14 @@ def _attribution(server) -> list[dict]:
 
 def test_a_simulated_agent_ships_who_holds_its_gpus_and_nothing_when_attribution_is_off(tmp_path, server):
     agent = _agent(
-        server, str(tmp_path / "on.db"), "--attribution-nvml", "on", "--attribution-interval", "0.2"
+        server,
+        str(tmp_path / "on.db"),
+        "--attribution-nvml",
+        "on",
+        "--attribution-interval",
+        "0.2",
+        "--attribution-cut-interval",
+        "0.5",
     )
     try:
         _wait(

@@ -134,6 +134,56 @@ def test_it_cuts_open_intervals_at_each_batch_and_loses_or_repeats_nothing(tmp_p
     assert spool.telemetry_seal(hostname="h1", max_samples=100) is None
 
 
+def test_a_steady_holding_is_cut_only_once_it_has_run_the_cut_interval(tmp_path):
+    """A GPU held by one pod for 20 min, a batch every 5 s: with the 300 s cut interval the pod's
+    holding travels in four intervals (not 240), each in one batch, adding up to the 20 min."""
+    spool = Spool(str(tmp_path / "spool.db"))
+    spool.facts_set(host={"hostname": "h1", "facts": {}}, accelerators=[{"uuid": GPU}])
+    intervals = []
+    for tick in range(241):
+        at = 1_000.0 + 5.0 * tick
+        spool.samples_add([{"gpu": GPU, "time": at}])
+        spool.attribution_observe(at=at, holdings={GPU: [Holding(A, 1.0, EXCLUSIVE)]})
+        batch_id = spool.telemetry_seal(hostname="h1", max_samples=100, cut_after=300.0)
+        intervals += json.loads(spool.outbox_get(batch_id)["payload"]).get("attribution", [])
+
+    assert [(i["start"], i["end"]) for i in intervals] == [
+        (1_000.0, 1_300.0),
+        (1_300.0, 1_600.0),
+        (1_600.0, 1_900.0),
+        (1_900.0, 2_200.0),
+    ]
+    # A change of holders is sent at once, however short the holding; ``flush`` (cut_after 0)
+    # sends the open part too.
+    spool.samples_add([{"gpu": GPU, "time": 2_205.0}])
+    spool.attribution_observe(at=2_205.0, holdings={GPU: [Holding(B, 1.0, EXCLUSIVE)]})
+    spool.samples_add([{"gpu": GPU, "time": 2_210.0}])
+    spool.attribution_observe(at=2_210.0, holdings={GPU: [Holding(B, 1.0, EXCLUSIVE)]})
+    batch_id = spool.telemetry_seal(hostname="h1", max_samples=100, cut_after=300.0)
+    changed = json.loads(spool.outbox_get(batch_id)["payload"])["attribution"]
+    assert [(i["workload"]["uid"], i["start"], i["end"]) for i in changed] == [
+        ("llm/vllm-0", 2_200.0, 2_205.0)
+    ]
+    spool.samples_add([{"gpu": GPU, "time": 2_215.0}])
+    batch_id = spool.telemetry_seal(hostname="h1", max_samples=100, cut_after=0.0)
+    flushed = json.loads(spool.outbox_get(batch_id)["payload"])["attribution"]
+    assert [(i["workload"]["uid"], i["start"], i["end"]) for i in flushed] == [("4242", 2_205.0, 2_215.0)]
+
+
+def test_an_interval_carries_the_workloads_latest_labels():
+    """A pod first seen before its labels were read keeps one interval, sent with the labels."""
+    bare = {"kind": "pod", "uid": "llm/vllm-0", "namespace": "llm", "name": "vllm-0", "container": "vllm"}
+    labelled = {**bare, "labels": {"team": "llm"}}
+    closed, segment = segment_observe(None, gpu=GPU, at=100.0, holdings=[Holding(bare, 1.0, EXCLUSIVE)])
+    closed, segment = segment_observe(
+        segment, gpu=GPU, at=105.0, holdings=[Holding(labelled, 1.0, EXCLUSIVE)]
+    )
+    assert closed == []
+    closed, segment = segment_observe(segment, gpu=GPU, at=110.0, holdings=[])
+    assert segment is None
+    assert [(i["start"], i["end"], i["workload"]) for i in closed] == [(100.0, 110.0, labelled)]
+
+
 def test_a_restarted_agent_ends_what_it_left_open_at_its_last_observation(tmp_path):
     spool = Spool(str(tmp_path / "spool.db"))
     spool.facts_set(host={"hostname": "h1", "facts": {}}, accelerators=[{"uuid": GPU}])
