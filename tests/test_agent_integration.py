@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -59,6 +60,19 @@ def _run_until(args: list[str], common: list[str], *, done: Callable[[], bool], 
     assert code == 0, stderr
     assert flush.returncode == 0, flush.stdout + flush.stderr
     return stderr
+
+
+def _spool_state(path: Path) -> dict[str, object]:
+    """What an agent's spool holds, for a failure's message."""
+    db = sqlite3.connect(path)
+    try:
+        tables = ["samples", "outbox", "attribution", "attribution_open", "meta"]
+        state: dict[str, object] = {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+        state["meta_rows"] = db.execute("SELECT * FROM meta").fetchall()
+        state["open"] = [row[0][:300] for row in db.execute("SELECT data FROM attribution_open")]
+        return state
+    finally:
+        db.close()
 
 
 @pytest.fixture
@@ -241,7 +255,7 @@ def test_the_simulated_agents_attribution_lands_beside_its_samples(live_server, 
     host = Host.objects.get(hostname="sim-attr-01")
     gpus = set(Accelerator.objects.filter(host=host).values_list("pk", flat=True))
     rows = list(GpuAttribution.objects.select_related("workload").order_by("start"))
-    assert len(rows) >= 8, stderr
+    assert len(rows) >= 8, (stderr, _spool_state(tmp_path / "spool.db"))
     assert {row.accelerator_id for row in rows} <= gpus
     # The serving pod holds its GPU all the time; the others come and go with the load cycle.
     assert "pod" in {row.workload.kind for row in rows}
