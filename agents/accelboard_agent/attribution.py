@@ -16,7 +16,15 @@
    (``measured``), else evenly (``even``) (``intervals.shares_split``).
 4. A MIG-mode GPU is not a holder's device: its instances are; the kubelet's ``nvidia.com/mig-*``
    ids are instance UUIDs. The job-mapping files name whole GPUs by index.
-5. A source that fails (the kubelet away) is logged once per outage; the others still answer.
+5. The kubelet's pod list (``kubelet_pods_url``, ``kubelet_pods.py``) adds to a pod what
+   pod-resources and cgroups do not say: its labels (those the ``pod_labels`` allowlist lets
+   through) and, for a pod known only by its cgroup's UID, its namespace and name (its ``uid``
+   then ``<namespace>/<name>`` like a pod-resources pod, the container its name) and whether it is
+   one of the pods pod-resources lists on the device (then it is that pod).
+6. One device holds a workload (kind and uid, the server's key) once: the holdings of two
+   containers of one pod (two time-slicing replicas, or a process in a container pod-resources
+   did not assign the device to) add up into one, without ``container`` where they differ.
+7. A source that fails (the kubelet away) is logged once per outage; the others still answer.
 """
 
 from __future__ import annotations
@@ -34,7 +42,8 @@ from .cgroups import (
     process_start,
 )
 from .gpus import Backend, Device, ProcessUse
-from .intervals import Holding, shares_split, workload_key
+from .intervals import Holding, shares_split
+from .kubelet_pods import KubeletPods, PodInfo
 from .podresources import KubeletError, PodDevice, PodResourcesClient
 from .slurm import SlurmJobs, job_mapping_read, user_name
 
@@ -52,6 +61,11 @@ class Sources:
     slurm_job_mapping_dir: str = ""
     slurm_scontrol: str = ""
     timeout: float = 5.0
+    kubelet_pods_url: str = ""
+    kubelet_token_file: str = ""
+    kubelet_ca_file: str = ""
+    kubelet_insecure: bool = False
+    pod_labels: tuple[str, ...] = ()
 
 
 class Attributor:
@@ -62,6 +76,15 @@ class Attributor:
         self.kubelet: PodResourcesClient | None = None
         if sources.kubelet_socket:
             self.kubelet = PodResourcesClient(sources.kubelet_socket, timeout=sources.timeout)
+        self.pod_list: KubeletPods | None = None
+        if sources.kubelet_pods_url:
+            self.pod_list = KubeletPods(
+                sources.kubelet_pods_url,
+                token_file=sources.kubelet_token_file,
+                ca_file=sources.kubelet_ca_file,
+                insecure=sources.kubelet_insecure,
+                timeout=sources.timeout,
+            )
         self.jobs = SlurmJobs(sources.slurm_scontrol)
         self._kubelet_failing = False
 
@@ -108,21 +131,57 @@ class Attributor:
             return None
         return process_cgroup(self.sources.procfs, process.pid)
 
+    def _pod(self, item: PodDevice) -> dict[str, Any]:
+        """A pod pod-resources names, with its allowlisted labels."""
+        workload = _pod(item)
+        if self.pod_list is not None and self.sources.pod_labels:
+            info = self.pod_list.by_name(item.namespace, item.pod)
+            if info is not None:
+                self._label(workload, info)
+        return workload
+
+    def _label(self, workload: dict[str, Any], info: PodInfo) -> None:
+        if self.pod_list is not None and self.sources.pod_labels:
+            labels = self.pod_list.labels_allowed(info.labels, self.sources.pod_labels)
+            if labels:
+                workload["labels"] = labels
+
+    def _cgroup_pod(self, identity: CgroupIdentity, pid: int, pods: list[PodDevice]) -> dict[str, Any]:
+        """The pod a process's cgroup names: one pod-resources lists on the device when it is
+        that pod, else the pod as the pod list (or only its UID) says."""
+        candidates = {(p.namespace, p.pod): p for p in pods}
+        info = self.pod_list.by_uid(identity.pod_uid) if self.pod_list is not None else None
+        if info is not None:
+            listed = candidates.get((info.namespace, info.name))
+            if listed is not None:
+                return self._pod(listed)
+            workload: dict[str, Any] = {
+                "kind": "pod",
+                "uid": f"{info.namespace}/{info.name}",
+                "namespace": info.namespace,
+                "name": info.name,
+            }
+            container = info.containers.get(identity.container_id) or identity.container_id[:12]
+            if container:
+                workload["container"] = container
+            self._label(workload, info)
+            return workload
+        match = next(iter(candidates.values())) if len(candidates) == 1 else None
+        if match is None and candidates:
+            hostname = process_hostname(self.sources.procfs, pid)
+            match = next((p for (_, name), p in candidates.items() if name == hostname), None)
+        if match is not None:
+            return self._pod(match)
+        workload = {"kind": "pod", "uid": identity.pod_uid}
+        if identity.container_id:
+            workload["container"] = identity.container_id[:12]
+        return workload
+
     def _process_workload(self, process: ProcessUse, pods: list[PodDevice]) -> dict[str, Any]:
         procfs = self.sources.procfs
         identity = self._identity(process)
         if identity is not None and identity.pod_uid:
-            candidates = {(p.namespace, p.pod): p for p in pods}
-            match = next(iter(candidates.values())) if len(candidates) == 1 else None
-            if match is None and candidates:
-                hostname = process_hostname(procfs, process.pid)
-                match = next((p for (_, name), p in candidates.items() if name == hostname), None)
-            if match is not None:
-                return _pod(match)
-            workload: dict[str, Any] = {"kind": "pod", "uid": identity.pod_uid}
-            if identity.container_id:
-                workload["container"] = identity.container_id[:12]
-            return workload
+            return self._cgroup_pod(identity, process.pid, pods)
         if identity is not None and identity.slurm_job:
             return self._job(identity.slurm_job, identity.slurm_uid)
         start = process.start if process.start is not None else process_start(procfs, process.pid)
@@ -140,7 +199,7 @@ class Attributor:
             on_device = pods.get(device.uuid, [])
             holders: dict[str, dict[str, Any]] = {}
             for pod in on_device:
-                _hold(holders, _pod(pod))
+                _hold(holders, self._pod(pod))
             if not device.parent_uuid:
                 for job in mapping.get(device.index, []):
                     _hold(holders, self._job(job))
@@ -156,7 +215,6 @@ class Attributor:
                     basis=basis,
                     memory_bytes=holders[key]["memory"],
                     sm_util=holders[key]["sm_util"] if measured else None,
-                    key=key,
                 )
                 for key, share, basis in shares_split(holders, measured=measured)
             ]
@@ -174,10 +232,18 @@ def _hold(
     memory: int | None = None,
     sm_util: float | None = None,
 ) -> None:
-    """Add a workload to a device's holders; its processes' memory and SM utilisation add up."""
-    entry = holders.setdefault(
-        workload_key(workload), {"workload": workload, "memory": None, "sm_util": None}
-    )
+    """Add a workload to a device's holders; its processes' memory and SM utilisation add up.
+
+    Holders are told apart by kind and uid, as the server tells workloads apart: two containers
+    of one pod on one device are one holder (the server refuses one workload's intervals that
+    overlap on a device), named without a container where theirs differ.
+    """
+    key = f"{workload.get('kind', '')}|{workload.get('uid', '')}"
+    entry = holders.get(key)
+    if entry is None:
+        entry = holders[key] = {"workload": dict(workload), "memory": None, "sm_util": None}
+    elif entry["workload"].get("container") != workload.get("container"):
+        entry["workload"].pop("container", None)
     if memory is not None:
         entry["memory"] = (entry["memory"] or 0) + memory
     if sm_util is not None:

@@ -93,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         ("--slurm-job-mapping-dir", "dcgm-exporter's Slurm job-mapping directory (default: none)"),
         ("--slurm-scontrol", "scontrol binary, for a job's user/account/partition (default: none)"),
+        ("--kubelet-pods-url", "the kubelet's /pods, for pod names and labels (https://NODE:10250/pods)"),
+        ("--kubelet-token-file", "bearer token file for --kubelet-pods-url (read again when it changes)"),
+        ("--kubelet-ca-file", "CA bundle that verifies the kubelet's TLS certificate"),
+        ("--kubelet-insecure", "on/off: do not verify the kubelet's TLS certificate (default off)"),
+        ("--pod-labels", "pod label keys or globs to send, comma-separated (default: none)"),
     ):
         run.add_argument(flag, help=text)
 
@@ -196,8 +201,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         "server", "token", "spool", "hostname", "gpus", "interval", "send_interval", "slow_interval",
         "spool_max_samples", "batch_max_samples", "backoff_base", "backoff_max",
         "attribution_nvml", "attribution_cgroups", "attribution_interval", "attribution_cut_interval",
-        "procfs", "kubelet",
-        "kubelet_socket", "slurm_job_mapping_dir", "slurm_scontrol",
+        "procfs", "kubelet", "kubelet_socket", "slurm_job_mapping_dir", "slurm_scontrol",
+        "kubelet_pods_url", "kubelet_token_file", "kubelet_ca_file", "kubelet_insecure", "pod_labels",
     ]  # fmt: skip
     config = _load(args, keys)
     _check_token(config)
@@ -256,6 +261,11 @@ def _attributor(config: Config) -> Attributor | None:
         slurm_job_mapping_dir=config.slurm_job_mapping_dir,
         slurm_scontrol=config.slurm_scontrol,
         timeout=min(config.timeout, 5.0),
+        kubelet_pods_url=config.kubelet_pods_url,
+        kubelet_token_file=config.kubelet_token_file,
+        kubelet_ca_file=config.kubelet_ca_file,
+        kubelet_insecure=config.kubelet_insecure,
+        pod_labels=tuple(config.pod_labels),
     )
     try:
         return Attributor(sources)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import configparser
 import os
+import re
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +104,47 @@ def _parse_unix_target(value: str) -> str:
     return target
 
 
+def _parse_pods_url(value: str) -> str:
+    url = _parse_url(value.strip())
+    # The bare port (https://node:10250) means its pod list.
+    return url + "/pods" if not urlparse(url).path else url
+
+
+def _parse_file(value: str) -> str:
+    path = _parse_text(value)
+    if not os.path.isfile(path):
+        raise ValueError(f"{path!r} is not a file")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"{path!r} cannot be read")
+    return path
+
+
+def _parse_ca_file(value: str) -> str:
+    path = _parse_file(value)
+    try:
+        ssl.create_default_context(cafile=path)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"{path!r} holds no PEM certificate ({exc})") from None
+    return path
+
+
+# A Kubernetes label key ([prefix/]name) or a shell-style glob of one (*, ?, [...]).
+_LABEL_PATTERN = re.compile(r"^[A-Za-z0-9*?\[\]!]([A-Za-z0-9._/*?\[\]!-]*)$")
+
+
+def _parse_label_patterns(value: str) -> list[str]:
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    for item in items:
+        if not _LABEL_PATTERN.match(item):
+            raise ValueError(f"{item!r} is neither a label key nor a glob of one (app, app.kubernetes.io/*)")
+    return items
+
+
+def _loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
 @dataclass(frozen=True)
 class Key:
     name: str
@@ -146,6 +189,11 @@ KEYS: dict[str, Key] = {
         Key("kubelet_socket", _parse_unix_target, lambda: DEFAULT_KUBELET_SOCKET, "pod-resources socket"),
         Key("slurm_job_mapping_dir", _parse_directory, lambda: "", "dcgm-exporter's Slurm job-mapping dir"),
         Key("slurm_scontrol", _parse_text, lambda: "", "scontrol binary, for a job's user/account/partition"),
+        Key("kubelet_pods_url", _parse_pods_url, lambda: "", "the kubelet's /pods, for pod names and labels"),
+        Key("kubelet_token_file", _parse_file, lambda: "", "bearer token for kubelet_pods_url (re-read)"),
+        Key("kubelet_ca_file", _parse_ca_file, lambda: "", "CA bundle verifying the kubelet's TLS"),
+        Key("kubelet_insecure", _parse_bool, lambda: False, "do not verify the kubelet's TLS"),
+        Key("pod_labels", _parse_label_patterns, lambda: [], "pod label keys or globs to send"),
     )
 }
 
@@ -176,6 +224,11 @@ class Config:
     kubelet_socket: str = DEFAULT_KUBELET_SOCKET
     slurm_job_mapping_dir: str = ""
     slurm_scontrol: str = ""
+    kubelet_pods_url: str = ""
+    kubelet_token_file: str = ""
+    kubelet_ca_file: str = ""
+    kubelet_insecure: bool = False
+    pod_labels: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -256,6 +309,35 @@ def config_load(
             "attribution_cgroups: needs attribution_nvml on (the cgroups read are those of NVML's "
             f"processes) (from {sources['attribution_cgroups']})"
         )
+    _kubelet_pods_check(parsed, sources)
     config = Config(**parsed)
     config.sources = sources
     return config
+
+
+def _kubelet_pods_check(parsed: dict[str, Any], sources: dict[str, str]) -> None:
+    """The pod list's keys make sense together (each refusal names the key that cannot stand)."""
+    url = str(parsed["kubelet_pods_url"])
+
+    def refuse(name: str, why: str) -> None:
+        raise ConfigError(f"{name}: {why} (from {sources[name]})")
+
+    for name in ("kubelet_token_file", "kubelet_ca_file", "kubelet_insecure", "pod_labels"):
+        if parsed[name] and not url:
+            refuse(name, "needs kubelet_pods_url (the kubelet's /pods)")
+    if not url:
+        return
+    if not (parsed["kubelet"] or parsed["attribution_cgroups"]):
+        refuse(
+            "kubelet_pods_url",
+            "names and labels the pods that kubelet (pod-resources) or attribution_cgroups finds; "
+            "switch one on",
+        )
+    if url.startswith("http:"):
+        if parsed["kubelet_token_file"] and not _loopback(url):
+            refuse("kubelet_token_file", f"a token is sent over https only ({url} is http)")
+        for name in ("kubelet_ca_file", "kubelet_insecure"):
+            if parsed[name]:
+                refuse(name, f"is for an https kubelet_pods_url ({url} is http)")
+    if parsed["kubelet_insecure"] and parsed["kubelet_ca_file"]:
+        refuse("kubelet_insecure", "verifies nothing; with kubelet_ca_file set, drop one of them")

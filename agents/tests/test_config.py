@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from accelboard_agent.cli import main
@@ -133,3 +135,110 @@ def test_attribution_sources_are_off_by_default_and_switched_on_by_keys(tmp_path
     assert (config.attribution_nvml, config.attribution_cgroups, config.kubelet) == (True, True, True)
     assert config.kubelet_socket == "unix:///var/lib/kubelet/pod-resources/kubelet.sock"
     assert config.procfs == str(tmp_path) and config.slurm_job_mapping_dir == ""
+
+
+def _kubelet_files(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("sa-token\n")
+    not_pem = tmp_path / "ca.pem"
+    not_pem.write_text("not a certificate\n")
+    return str(token), str(not_pem)
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (
+            {"ACCELBOARD_KUBELET_PODS_URL": "127.0.0.1:10250/pods"},
+            "kubelet_pods_url: '127.0.0.1:10250/pods' is not an http(s) URL (from ACCELBOARD_KUBELET_PODS_URL)",
+        ),
+        (
+            {"ACCELBOARD_KUBELET_TOKEN_FILE": "/nonexistent/token"},
+            "kubelet_token_file: '/nonexistent/token' is not a file (from ACCELBOARD_KUBELET_TOKEN_FILE)",
+        ),
+        ({"ACCELBOARD_KUBELET_CA_FILE": "{ca}"}, "kubelet_ca_file: '{ca}' holds no PEM certificate"),
+        (
+            {"ACCELBOARD_KUBELET_INSECURE": "sure"},
+            "kubelet_insecure: 'sure' is not on/off (true/false, yes/no, 1/0) (from ACCELBOARD_KUBELET_INSECURE)",
+        ),
+        (
+            {"ACCELBOARD_POD_LABELS": "app, team name"},
+            "pod_labels: 'team name' is neither a label key nor a glob of one (app, app.kubernetes.io/*)",
+        ),
+        (
+            {"ACCELBOARD_POD_LABELS": "app"},
+            "pod_labels: needs kubelet_pods_url (the kubelet's /pods) (from ACCELBOARD_POD_LABELS)",
+        ),
+        (
+            {"ACCELBOARD_KUBELET_TOKEN_FILE": "{token}"},
+            "kubelet_token_file: needs kubelet_pods_url (the kubelet's /pods)",
+        ),
+        (
+            {"ACCELBOARD_KUBELET_PODS_URL": "https://10.0.0.7:10250/pods"},
+            "kubelet_pods_url: names and labels the pods that kubelet (pod-resources) or attribution_cgroups "
+            "finds; switch one on (from ACCELBOARD_KUBELET_PODS_URL)",
+        ),
+        (
+            {
+                "ACCELBOARD_KUBELET": "on",
+                "ACCELBOARD_KUBELET_PODS_URL": "http://10.0.0.7:10255/pods",
+                "ACCELBOARD_KUBELET_TOKEN_FILE": "{token}",
+            },
+            "kubelet_token_file: a token is sent over https only (http://10.0.0.7:10255/pods is http)",
+        ),
+        (
+            {
+                "ACCELBOARD_KUBELET": "on",
+                "ACCELBOARD_KUBELET_PODS_URL": "http://127.0.0.1:10255/pods",
+                "ACCELBOARD_KUBELET_INSECURE": "on",
+            },
+            "kubelet_insecure: is for an https kubelet_pods_url (http://127.0.0.1:10255/pods is http)",
+        ),
+        (
+            {
+                "ACCELBOARD_KUBELET": "on",
+                "ACCELBOARD_KUBELET_PODS_URL": "https://10.0.0.7:10250/pods",
+                "ACCELBOARD_KUBELET_INSECURE": "on",
+                "ACCELBOARD_KUBELET_CA_FILE": "/etc/ssl/certs/ca-certificates.crt",
+            },
+            "kubelet_insecure: verifies nothing; with kubelet_ca_file set, drop one of them",
+        ),
+    ],
+)
+def test_it_rejects_bad_pod_list_settings_naming_the_key(environ, message, tmp_path):
+    token, not_pem = _kubelet_files(tmp_path)
+    environ = {k: v.format(token=token, ca=not_pem) for k, v in environ.items()}
+    if environ.get("ACCELBOARD_KUBELET_CA_FILE", "").startswith("/etc/") and not os.path.isfile(
+        environ["ACCELBOARD_KUBELET_CA_FILE"]
+    ):
+        pytest.skip("no system CA bundle at /etc/ssl/certs/ca-certificates.crt")
+
+    with pytest.raises(ConfigError) as error:
+        config_load(flags={}, environ=environ, config_path=None)
+
+    assert message.format(token=token, ca=not_pem) in str(error.value)
+
+
+def test_the_pod_list_is_off_by_default_and_its_keys_read_from_the_file(tmp_path):
+    default = config_load(flags={}, environ={}, config_path=None)
+    assert (default.kubelet_pods_url, default.pod_labels, default.kubelet_insecure) == ("", [], False)
+    token, _ = _kubelet_files(tmp_path)
+    path = _file(
+        tmp_path,
+        "[agent]\nkubelet = on\nkubelet_pods_url = https://10.0.0.7:10250\n"
+        f"kubelet_token_file = {token}\nkubelet_insecure = on\n"
+        "pod_labels = app, app.kubernetes.io/*,team.example.com/cost-?enter\n",
+    )
+
+    config = config_load(flags={}, environ={}, config_path=path)
+
+    assert config.kubelet_pods_url == "https://10.0.0.7:10250/pods"  # the bare port: its /pods
+    assert (config.kubelet_token_file, config.kubelet_insecure) == (token, True)
+    assert config.pod_labels == ["app", "app.kubernetes.io/*", "team.example.com/cost-?enter"]
+    # A token over plain http only to this host (a local proxy), never across the network.
+    local = config_load(
+        flags={"kubelet_pods_url": "http://127.0.0.1:8001/pods", "kubelet_insecure": "off"},
+        environ={},
+        config_path=path,
+    )
+    assert local.kubelet_pods_url == "http://127.0.0.1:8001/pods"

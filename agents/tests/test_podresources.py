@@ -17,6 +17,8 @@ from conftest import (
     FakeGpu,
     fake_process,
 )  # this folder (no __init__.py): the root tests package must not shadow it
+from kubelet_http import KubeletHttp
+from kubelet_http import pod as listed_pod
 
 try:
     import grpc
@@ -248,6 +250,61 @@ def test_without_the_kubelet_pods_are_named_by_their_cgroups_uid_and_a_kubelet_a
     assert sum("kubelet" in r.getMessage() for r in caplog.records) == 1
 
 
+DUAL_POD = {"name": "dual", "namespace": "team-d", "containers": [{"name": "left", "devices": [("nvidia.com/gpu", ["GPU-fake-0001-aaaa::1"])]}, {"name": "right", "devices": [("nvidia.com/gpu", ["GPU-fake-0001-aaaa::2"])]}]}  # fmt: skip
+
+
+def test_the_pod_list_labels_pods_and_tells_time_sliced_pods_apart_by_their_uid(fake_nvml, kubelet, tmp_path):
+    """Two pods time-slice GPU 0, their processes without HOSTNAME: their cgroups' UIDs, named by
+    the pod list, say which is which. One pod holds two replicas of GPU 1 (two containers): one
+    holder, as the server keys workloads (kind, uid)."""
+    kubelet.pods = [CHAT_A, CHAT_B, DUAL_POD]
+    gpus = [FakeGpu(0), FakeGpu(1)]
+    fake_nvml(gpus)
+    procfs = tmp_path / "proc"
+    cgroup = "0::/kubepods/burstable/pod{}/{}\n"  # the cgroupfs driver's shape
+    fake_process(procfs, 701, cgroup=cgroup.format("33333333-3333-3333-3333-333333333333", "c" * 64))
+    fake_process(procfs, 702, cgroup=cgroup.format("44444444-4444-4444-4444-444444444444", "d" * 64))
+    gpus[0].processes = [
+        SimpleNamespace(pid=701, usedGpuMemory=8 << 30),
+        SimpleNamespace(pid=702, usedGpuMemory=4 << 30),
+    ]
+    gpus[0].process_util = [(701, 30), (702, 10)]
+    gpus[1].processes = []
+    pod_list = KubeletHttp()  # the read-only port: no token
+    pod_list.pods = [
+        listed_pod("team-a", "chat-a", "33333333-3333-3333-3333-333333333333", labels={"app": "chat", "team": "a"},
+            containers={"app": "c" * 64}),
+        listed_pod("team-c", "chat-b", "44444444-4444-4444-4444-444444444444", labels={"app": "chat", "team": "c"},
+            containers={"app": "d" * 64}),
+        listed_pod("team-d", "dual", "dddddddd-dddd-dddd-dddd-dddddddddddd", labels={"app": "dual"},
+            containers={"left": "1" * 64, "right": "2" * 64}),
+    ]  # fmt: skip
+    pod_list.start()
+    try:
+        attributor = Attributor(
+            Sources(
+                nvml=True, cgroups=True, procfs=str(procfs), kubelet_socket=kubelet.target,
+                kubelet_pods_url=pod_list.url, pod_labels=("app", "team"), timeout=2.0,
+            )
+        )  # fmt: skip
+        holdings = attributor.observe(nvml_open(), nvml_open().devices)
+        attributor.close()
+    finally:
+        pod_list.stop()
+
+    assert [(h.workload, h.share, h.basis, h.memory_bytes) for h in holdings["GPU-fake-0000-aaaa"]] == [
+        ({"kind": "pod", "uid": "team-a/chat-a", "namespace": "team-a", "name": "chat-a", "container": "app",
+          "labels": {"app": "chat", "team": "a"}}, 0.75, "measured", 8 << 30),
+        ({"kind": "pod", "uid": "team-c/chat-b", "namespace": "team-c", "name": "chat-b", "container": "app",
+          "labels": {"app": "chat", "team": "c"}}, 0.25, "measured", 4 << 30),
+    ]  # fmt: skip
+    assert [(h.workload, h.share, h.basis, h.key) for h in holdings["GPU-fake-0001-aaaa"]] == [
+        ({"kind": "pod", "uid": "team-d/dual", "namespace": "team-d", "name": "dual", "labels": {"app": "dual"}},
+         1.0, "exclusive", "pod|team-d/dual|"),
+    ]  # fmt: skip
+    assert len(pod_list.requests) == 1
+
+
 def test_the_agent_ships_intervals_and_mig_instances_with_its_batches(fake_nvml, kubelet, tmp_path, server):
     kubelet.pods = [MIG_POD, VLLM_POD, CHAT_A, CHAT_B]
     _, backend, procfs = _host(fake_nvml, tmp_path)
@@ -263,6 +320,7 @@ def test_the_agent_ships_intervals_and_mig_instances_with_its_batches(fake_nvml,
             "token": "test-token",
             "send_interval": 0.1,
             "batch_max_samples": 12,
+            "attribution_cut_interval": 0.2,
         },
         spool_max_samples=10_000,
         attributor=attributor,
