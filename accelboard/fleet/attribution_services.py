@@ -16,7 +16,11 @@ after the host and its GPUs are registered and the partitions exist:
    the same fields, seen within what was written, or at most ``WORKLOAD_SEEN_S`` after it); an
    agent repeats every holder in every batch, and rewriting each one's row every 10 s was a
    third of attribution's server CPU (bench/fleet_load.py --compare). So ``last_seen_at`` lags
-   the newest interval by at most ``WORKLOAD_SEEN_S``.
+   the newest interval by at most ``WORKLOAD_SEEN_S``. The lock's statement (2) also counts the
+   cached workloads still stored under their ids as they were; a shortfall (a workload deleted,
+   or ids handed out again after a database reset) empties the cache and they are upserted:
+   an interval never lands under a dead or another workload's id (the intervals' table has no
+   foreign keys, for COPY and partition drops).
 An interval crossing midnight UTC is stored as one row per day, so a day's partition holds that
 day whole and retention drops it whole (``partition_services``).
 """
@@ -79,6 +83,15 @@ ON CONFLICT (team_id, kind, uid) DO UPDATE SET
     first_seen_at = LEAST(o.first_seen_at, EXCLUDED.first_seen_at),
     last_seen_at = GREATEST(o.last_seen_at, EXCLUDED.last_seen_at)
 RETURNING id, kind, uid
+"""
+
+_LOCK_SQL = """
+SELECT pg_advisory_xact_lock(%s, %s), (
+    SELECT count(*) FROM fleet_workload w
+    JOIN unnest(%s::bigint[], %s::text[], %s::text[]) AS c(id, kind, uid)
+      ON w.id = c.id AND w.kind = c.kind AND w.uid = c.uid
+    WHERE w.team_id = %s
+)
 """
 
 # A workload's ``last_seen_at`` is rewritten when a batch sees it this much later than written.
@@ -217,21 +230,31 @@ def _stored(*, device_ids: list[int], first: datetime, last: datetime) -> list[t
         return cursor.fetchall()
 
 
-def _workloads_upsert(
+def _workloads_cached(
     *, attribution: Attribution, team_id: int, seen: dict[WorkloadKey, tuple[float, float]]
 ) -> dict[WorkloadKey, int]:
-    """Each workload's id: those this process wrote as they are from ``workloads_written``, the
-    rest by one upsert (remembered once the batch commits)."""
+    """The workloads this process wrote as they are (``workloads_written``): their ids."""
     ids: dict[WorkloadKey, int] = {}
-    stale: dict[WorkloadKey, tuple[float, float]] = {}
     for key, (first, last) in seen.items():
         known = workloads_written.get(
             team_id=team_id, key=key, fields=attribution.workload_fields[key], first=first, last=last
         )
-        if known is None:
-            stale[key] = (first, last)
-        else:
+        if known is not None:
             ids[key] = known
+    return ids
+
+
+def _workloads_upsert(
+    *,
+    attribution: Attribution,
+    team_id: int,
+    seen: dict[WorkloadKey, tuple[float, float]],
+    cached: dict[WorkloadKey, int],
+) -> dict[WorkloadKey, int]:
+    """Each workload's id: ``cached`` (checked still stored as they are), the rest by one upsert
+    (remembered once the batch commits)."""
+    ids = dict(cached)
+    stale = {key: span for key, span in seen.items() if key not in cached}
     if not stale:
         return ids
     rows = [
@@ -290,8 +313,30 @@ def attribution_store(
         for start, end in zip(attribution.starts, attribution.ends, strict=True)
     ]
     first, last = _moment(min(attribution.starts)), _moment(max(attribution.ends))
+    seen: dict[WorkloadKey, tuple[float, float]] = {}
+    for key, start, end in zip(attribution.workloads, attribution.starts, attribution.ends, strict=True):
+        was = seen.get(key)
+        seen[key] = (start, end) if was is None else (min(was[0], start), max(was[1], end))
+    cached = _workloads_cached(attribution=attribution, team_id=team_id, seen=seen)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_ADVISORY_ATTRIBUTION, host_id])
+        # The lock's statement also counts the cached workloads still stored as they were: a row
+        # deleted, or ids handed out again after the database was reset (the demo's reset
+        # restarts them), must not take a batch's intervals. No extra round trip.
+        cursor.execute(
+            _LOCK_SQL,
+            [
+                _ADVISORY_ATTRIBUTION,
+                host_id,
+                list(cached.values()),
+                [key[0] for key in cached],
+                [key[1] for key in cached],
+                team_id,
+            ],
+        )
+        alive = cursor.fetchone()[1]
+    if alive != len(cached):
+        workloads_written.clear()
+        cached = {}
     stored = _stored(device_ids=sorted(set(devices)), first=first, last=last)
     duplicate = [False] * count
     if stored:
@@ -323,11 +368,7 @@ def attribution_store(
                 code="attribution_conflict",
                 status=409,
             )
-    seen: dict[WorkloadKey, tuple[float, float]] = {}
-    for key, start, end in zip(attribution.workloads, attribution.starts, attribution.ends, strict=True):
-        was = seen.get(key)
-        seen[key] = (start, end) if was is None else (min(was[0], start), max(was[1], end))
-    workload_ids = _workloads_upsert(attribution=attribution, team_id=team_id, seen=seen)
+    workload_ids = _workloads_upsert(attribution=attribution, team_id=team_id, seen=seen, cached=cached)
     rows = [
         (
             start,

@@ -193,11 +193,13 @@ def _is_transactional(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture(autouse=True)
 def _raw_telemetry_reset(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Drop raw telemetry partitions after a transactional test.
+    """Drop raw telemetry and attribution partitions after a transactional test.
 
-    Django's flush truncates only managed tables, and the raw telemetry table is created by SQL
-    (unmanaged), so its rows would outlive the test and point at GPUs the flush deleted: the next
-    test's rollups would fail on a foreign key or count foreign samples. Dropping the partitions
+    Django's flush truncates only managed tables, and the raw telemetry and attribution tables are
+    created by SQL (unmanaged), so their rows would outlive the test and point at GPUs and
+    workloads the flush deleted: the next test's rollups would fail on a foreign key or count
+    foreign samples, and its attribution counts would include another test's intervals (a demo's
+    intervals once let the agent integration test stop before its own arrived). Dropping the partitions
     also restores the "no partitions yet" state the partition-maintenance tests start from.
     """
     yield
@@ -212,7 +214,7 @@ def _raw_telemetry_reset(request: pytest.FixtureRequest) -> Iterator[None]:
             SELECT c.relname FROM pg_inherits i
             JOIN pg_class c ON c.oid = i.inhrelid
             JOIN pg_class p ON p.oid = i.inhparent
-            WHERE p.relname IN ('fleet_telemetrysample', 'fleet_telemetrypartial')
+            WHERE p.relname IN ('fleet_telemetrysample', 'fleet_telemetrypartial', 'fleet_gpuattribution')
             """
         )
         for (name,) in cursor.fetchall():

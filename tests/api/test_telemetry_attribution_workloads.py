@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 
 from accelboard.fleet.attribution_services import WORKLOAD_SEEN_S, workloads_written
 from accelboard.fleet.ingest_services import registrations
-from accelboard.fleet.models import Workload
+from accelboard.fleet.models import GpuAttribution, Workload
 
 from .conftest import GPU_A, post_json, telemetry_payload
 
@@ -116,3 +116,30 @@ def test_a_batch_without_samples_on_a_cached_registration_reads_its_devices(
     # With samples, the batch's final statement confirms the cached devices; without, nothing
     # would: they are read.
     assert (device_checks(vouched), device_checks(read)) == (0, 1)
+
+
+def test_a_remembered_workload_no_longer_stored_as_it_was_is_written_again(
+    client: Client, team: Any, ingest_token: str, django_capture_on_commit_callbacks: Any
+) -> None:
+    """The cache outlives its rows when a workload is deleted or the database is reset (the
+    demo's reset restarts the ids, so an id may come back as another workload): the next batch
+    finds out in its lock statement and writes the workload, never an interval under a dead or
+    foreign id."""
+    capture = django_capture_on_commit_callbacks
+    assert _post(client, ingest_token, _batch(1, T, T + 10, POD), capture) == 1
+    was = Workload.objects.get(uid=POD["uid"])
+    # Its id now names another workload (as after a reset that restarted the ids).
+    Workload.objects.filter(pk=was.pk).update(uid="other/pod", name="other")
+    assert _post(client, ingest_token, _batch(2, T + 10, T + 20, POD), capture) == 1
+    pod = Workload.objects.get(uid=POD["uid"])
+    assert pod.pk != was.pk
+    held = dict(
+        GpuAttribution.objects.filter(start__gte=datetime.fromtimestamp(T, UTC)).values_list(
+            "start", "workload_id"
+        )
+    )
+    assert held[datetime.fromtimestamp(T + 10, UTC)] == pod.pk
+    # Deleted: written again too.
+    Workload.objects.filter(pk=pod.pk).delete()
+    assert _post(client, ingest_token, _batch(3, T + 20, T + 30, POD), capture) == 1
+    assert Workload.objects.filter(uid=POD["uid"]).count() == 1
