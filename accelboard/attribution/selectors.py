@@ -69,24 +69,33 @@ def allocation_days_stale(*, since: date, until: date) -> list[date]:
 # The serving metrics on the devices each workload held, while it held them: a metric counts where
 # its host is the device's and its ``accelerator_uuids`` name the device (the GPU, or the MIG
 # instance the workload held), for the part of its interval inside the workload's; its tokens are
-# weighted by that part. A metric's interval is at most a day (the API's limit), hence the lookback.
+# weighted by that part. The day's holds and the metrics' (host, UUID) pairs are read apart and
+# hash-joined on (host, UUID): the work grows with each device's holds times its metrics, not
+# with the fleet's. A metric's interval is at most a day (the API's limit), hence the lookback.
 _SERVED_SQL = """
-SELECT g.workload_id, mo.name, v.name,
-       sum(m.generated_tokens * extract(epoch FROM
-           least(g."end", m.interval_start + make_interval(secs => m.interval_s))
-           - greatest(g.start, m.interval_start)) / m.interval_s)
-FROM fleet_gpuattribution g
-JOIN fleet_accelerator a ON a.id = g.accelerator_id
-JOIN serving_inferencemetric m
-  ON m.host_id = a.host_id
- AND m.interval_start < g."end"
- AND m.interval_start + make_interval(secs => m.interval_s) > g.start
- AND m.accelerator_uuids @> jsonb_build_array(a.uuid)
-JOIN benchmarks_modelvariant v ON v.id = m.variant_id
+WITH held AS MATERIALIZED (
+    SELECT g.workload_id, g.start, g."end", a.host_id, a.uuid
+    FROM fleet_gpuattribution g JOIN fleet_accelerator a ON a.id = g.accelerator_id
+    WHERE g.start >= %(start)s AND g.start < %(end)s AND g.accelerator_id = ANY(%(devices)s)
+), served AS MATERIALIZED (
+    SELECT m.host_id, u.uuid, m.variant_id, m.interval_start AS start,
+           m.interval_start + make_interval(secs => m.interval_s) AS "end", m.interval_s,
+           m.generated_tokens
+    FROM serving_inferencemetric m
+    CROSS JOIN LATERAL jsonb_array_elements_text(
+        CASE WHEN jsonb_typeof(m.accelerator_uuids) = 'array' THEN m.accelerator_uuids ELSE '[]' END
+    ) AS u(uuid)
+    WHERE m.interval_start >= %(start)s - interval '1 day' AND m.interval_start < %(end)s
+      AND m.host_id IN (SELECT host_id FROM held)
+)
+SELECT h.workload_id, mo.name, v.name,
+       sum(s.generated_tokens
+           * extract(epoch FROM least(h."end", s."end") - greatest(h.start, s.start)) / s.interval_s)
+FROM held h
+JOIN served s ON s.host_id = h.host_id AND s.uuid = h.uuid AND s.start < h."end" AND s."end" > h.start
+JOIN benchmarks_modelvariant v ON v.id = s.variant_id
 JOIN benchmarks_model mo ON mo.id = v.model_id
-WHERE g.start >= %(start)s AND g.start < %(end)s AND g.accelerator_id = ANY(%(devices)s)
-  AND m.interval_start >= %(start)s - interval '1 day' AND m.interval_start < %(end)s
-GROUP BY g.workload_id, mo.name, v.name
+GROUP BY h.workload_id, mo.name, v.name
 """
 
 
