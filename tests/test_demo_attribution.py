@@ -1,42 +1,49 @@
 """The demo's shared fleet (docs/attribution.md): who ran on each GPU in the plan, the loaded
-history and the live fleet's batches, and the planned rules' unattributed share."""
+history and the live fleet's batches, the planned rules' unattributed share, and the cost per 1M
+tokens by model agreeing with the serving costs (the served models' pods hold the GPUs their
+serving metrics name)."""
 
 from __future__ import annotations
 
 import json
 import random
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
+from django.db.models import Sum
 from django.test import Client
 
+from accelboard.attribution.models import AllocationDaily
 from accelboard.attribution.rules import Rule, Workload, rules_check, workload_match
-from accelboard.demo import attribution_generator, generator, live, loader, plan
+from accelboard.costs.models import CostDaily
+from accelboard.demo import attribution_generator, generator, live, loader, plan, serving_plan
 from accelboard.fleet.ingest_services import registrations
 from accelboard.fleet.models import Accelerator, GpuAttribution
 from accelboard.fleet.models import Workload as WorkloadRow
-
-NOW = datetime(2026, 11, 29, 22, 0, tzinfo=UTC)
-SMALL_FLAGS = [
-    "--hosts=6",
-    "--days-runs=20",
-    "--days-telemetry=2",
-    "--telemetry-interval=300",
-    "--serving-interval=900",
-    "--now=2026-11-29T22:00:00Z",
-]
+from tests.test_demo_fleet import NOW, SMALL, SMALL_FLAGS
 
 
 @pytest.fixture(autouse=True)
 def fast_passwords(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def small_demo(transactional_db: None, tmp_path: Path) -> None:
+    """tests/test_demo_fleet.py's small demo, loaded by the command (the raw tables are unmanaged:
+    the flush between tests does not empty them)."""
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE fleet_telemetrysample, fleet_gpuattribution")
+    call_command("demo_fleet", *SMALL_FLAGS, f"--manifest={tmp_path / 'm.json'}", stdout=StringIO())
 
 
 def _world(**changes: Any) -> tuple[Any, ...]:
@@ -116,8 +123,13 @@ def test_it_plans_a_shared_cluster_mig_a_time_sliced_gpu_and_slurm_within_each_d
 
     # Several teams' namespaces on one node of the shared cluster; the time-sliced GPU's two pods
     # measured, their shares below 1 together; Slurm jobs of several users on its nodes.
-    node = history["reno-h200-01"]
-    assert {i.workload.namespace for i in node} >= {"llm-serving", "vision-train", "research-notebooks"}
+    node = history["reno-h100-01"]
+    assert {i.workload.namespace for i in node} >= {
+        "llm-serving",
+        "speech-batch",
+        "vision-train",
+        "research-notebooks",
+    }
     sliced_uuid = by_host[plan.TIME_SLICED["host"]].gpus[plan.TIME_SLICED["gpu"]].uuid
     sliced = [i for i in node if i.device == sliced_uuid]
     assert {i.basis for i in sliced} == {"measured"} and len({i.workload.uid for i in sliced}) == 2
@@ -165,14 +177,9 @@ def test_it_leaves_under_5_percent_of_the_months_gpu_time_unattributed_under_the
 
 @pytest.mark.django_db(transaction=True)
 def test_it_loads_each_interval_once_and_the_live_fleets_batches_carry_it_through_ingest(
-    tmp_path: Path, live_server: Any
+    small_demo: None, live_server: Any
 ) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE fleet_telemetrysample, fleet_gpuattribution")
-    call_command("demo_fleet", *SMALL_FLAGS, f"--manifest={tmp_path / 'm.json'}", stdout=StringIO())
-    config, hosts, _, instances, history = _world(
-        hosts=6, days_runs=20, days_telemetry=2, telemetry_interval_s=300, serving_interval_s=900
-    )
+    config, hosts, _, instances, history = _world(**SMALL)
     planned = [i for intervals in history.values() for i in intervals]
 
     # The MIG instances are registered under their GPU, which says its total slices.
@@ -204,13 +211,6 @@ def test_it_loads_each_interval_once_and_the_live_fleets_batches_carry_it_throug
 
     # Cost by workload under the demo's rules: each host-day's cost split to the cent on both
     # bases, and under 5 % of the spend unattributed.
-    from decimal import Decimal  # noqa: PLC0415
-
-    from django.db.models import Sum  # noqa: PLC0415
-
-    from accelboard.attribution.models import AllocationDaily  # noqa: PLC0415
-    from accelboard.costs.models import CostDaily  # noqa: PLC0415
-
     billed: dict[tuple[Any, int], Decimal] = {}
     for row in CostDaily.objects.exclude(total_cost=None):
         key = (row.day, row.host_id)
@@ -275,3 +275,66 @@ def test_it_loads_each_interval_once_and_the_live_fleets_batches_carry_it_throug
     assert live.run(server=live_server.url, interval_s=1, ticks=2) == 0
     assert GpuAttribution.objects.count() > before
     assert loader.demo_fleet_reset() and not GpuAttribution.objects.exists()
+
+
+def _covered(config: generator.DemoConfig, day: date) -> Decimal:
+    """The part of ``day`` (UTC) inside the demo's telemetry window: 1 but for its first and last."""
+    start = int(datetime.combine(day, time.min, tzinfo=UTC).timestamp())
+    inside = min(start + 86_400, config.telemetry_end) - max(start, config.telemetry_start)
+    return Decimal(max(inside, 0)) / 86_400
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cost_per_1m_tokens_by_model_agrees_with_the_serving_costs(
+    small_demo: None, client: Client
+) -> None:
+    """The pods serving a model hold the GPUs its serving metrics name (plan.KUBERNETES_CLUSTER,
+    serving_plan.SERVING), so both pages count one model's tokens against the same GPUs' cost.
+
+    What the two bases may still differ by: the allocation spreads a GPU-day's cost (that of the
+    minutes it reported) over the day's 86,400 s, so on the window's partial first and last days
+    the hours outside it are idle (the serving costs count the reported hours only): the
+    allocation's month is the serving one's with each day weighted by the part of it inside the
+    window (0.92 in the small demo: 2 h, 24 h, 22 h). Beyond that, 1 %: a host-day's cost is split
+    across its GPUs by their reporting minutes (energy included, where the serving costs take
+    each GPU's own energy), each GPU-day taken at the cent."""
+    config = generator.DemoConfig(now=NOW, **SMALL)
+    month = f"{NOW:%Y-%m}"
+    client.force_login(get_user_model().objects.get(username=plan.ADMIN_USERNAME))
+    page = client.get("/costs/allocation/", {"month": month, "group_by": "model"})
+    assert page.status_code == 200
+    by_model = {row["label"]: row for row in page.context["table"].rows if row["_kind"] == "workload"}
+
+    served: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0), Decimal(0)])
+    for model in {d["model"] for d in serving_plan.SERVING}:
+        drill = client.get("/costs/drill/", {"month": month, "model": model})
+        assert drill.status_code == 200
+        for row in drill.context["tables"][0].rows:
+            sums = served[f"{row['variant__model__name']} {row['variant__name']}"]
+            sums[0] += row["total_cost"]
+            sums[1] += row["generated_tokens"]
+            sums[2] += row["total_cost"] * _covered(config, row["day"])
+    # The small demo's served models (the first two serving hosts), each by one source.
+    assert set(served) == {"Llama-3.1-8B fp8", "Llama-2-70B fp8"}
+    sources: dict[str, set[str]] = defaultdict(set)
+    for model, variant, source in AllocationDaily.objects.filter(model__startswith="Llama").values_list(
+        "model", "variant", "model_source"
+    ):
+        sources[f"{model} {variant}"].add(source)
+    # The 70B's pods are unlabelled: their model is the one their metrics name; the 8B's by label.
+    assert sources == {"Llama-2-70B fp8": {"serving"}, "Llama-3.1-8B fp8": {"label"}}
+    for key, (cost, tokens, weighted) in served.items():
+        row = by_model[key]
+        assert row["tokens"] == tokens > 0
+        serving_per_1m = cost * 1_000_000 / tokens
+        assert Decimal("0.01") < serving_per_1m < Decimal("0.5")  # USD: cents per 1M tokens
+        expected = serving_per_1m * weighted / cost
+        assert abs(row["cost_per_mtok"] / expected - 1) < Decimal("0.01"), (
+            key,
+            row["cost_per_mtok"],
+            expected,
+        )
+        assert Decimal("0.9") < weighted / cost < Decimal("0.95")
+    # What no rule maps stays under 5 % of the month's spend, and is shown.
+    card = page.context["cards"][0]
+    assert 0 < card["unattributed_pct"] < 5

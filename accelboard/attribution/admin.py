@@ -26,7 +26,8 @@ RULE_KEYS = {"selector", "value", "team", "model", "variant"}
 HELP = (
     'A JSON list, one object a rule: {"selector": "namespace", "value": "llm-serving", "team": '
     '"<team slug>"}; selectors: label (value key=value), namespace, account, user (a team), '
-    'model_name (a model); a label rule may name "model" and "variant" too. Earlier rules are older.'
+    "model_name (value: the model name of the serving metrics on the GPUs a workload held; a model); "
+    'a label rule may name "model" and "variant" too. Earlier rules are older.'
 )
 
 
@@ -162,12 +163,14 @@ class AllocationDailyAdmin(admin.ModelAdmin):
         "workload",
         "team",
         "model",
+        "variant",
+        "model_source",
         "cost_allocation",
         "cost_usage",
         "currency",
         "rule_set",
     ]
-    list_filter = ["kind", "day"]
+    list_filter = ["kind", "model_source", "day"]
     list_select_related = ["accelerator__host", "workload", "team", "rule_set"]
     actions = ["reapply_rules"]
 

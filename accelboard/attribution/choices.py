@@ -13,6 +13,15 @@ class RuleSelector(models.TextChoices):
     MODEL_NAME = "model_name", "Serving model name"
 
 
+class ModelSource(models.TextChoices):
+    """Where a workload's model came from (rules.SOURCE_*): a label rule, a serving-model-name
+    rule matching the model it served, or the serving metrics on its GPUs themselves."""
+
+    LABEL = "label", "Label rule"
+    MODEL_NAME = "model_name", "Serving model name rule"
+    SERVING = "serving", "Serving metrics"
+
+
 class AllocationKind(models.TextChoices):
     """A line of a GPU-day: a workload a rule maps to a team, the device's idle time, or what no
     rule maps (a workload of no team, or busy time no interval covers)."""

@@ -14,7 +14,7 @@ from django.db.models import Q
 
 from accelboard.core.access import Action, Scope
 
-from .choices import AllocationKind, RuleSelector
+from .choices import AllocationKind, ModelSource, RuleSelector
 
 
 class RuleSet(models.Model):
@@ -88,6 +88,8 @@ class AllocationDaily(models.Model):
     team = models.ForeignKey("core.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     model = models.CharField(max_length=120, blank=True)
     variant = models.CharField(max_length=120, blank=True)
+    # Which gave the model: a label rule, a serving-model-name rule, the serving metrics; blank: none.
+    model_source = models.CharField(max_length=16, choices=ModelSource.choices, blank=True)
     cost_allocation = models.DecimalField(max_digits=14, decimal_places=2)
     cost_usage = models.DecimalField(max_digits=14, decimal_places=2)
     energy_allocation_j = models.BigIntegerField()

@@ -7,23 +7,33 @@ Pure computation on plain data; the admin's pages and the allocation job load an
    or both.
 2. **Specificity.** The team comes from the most specific rule that matches and names a team:
    label, then namespace, then account, then user. The model comes from a label rule, then a
-   serving-model-name rule. Two label rules of one level that both match (a workload with two
-   mapped labels): the rule of the lowest id (the older) wins, and ``why`` names the other.
+   serving-model-name rule matching the model the workload served (``served_model``), then that
+   served model and variant themselves; ``Match.model_source`` says which. Two label rules of one
+   level that both match (a workload with two mapped labels): the rule of the lowest id (the
+   older) wins, and ``why`` names the other.
 3. **Conflicts.** Two rules of one selector and value with different targets (teams, or models
    and variants) make the rule set invalid: ``rules_check`` raises ``RuleConflict`` carrying
    both rules' ids. The same target twice is no conflict.
 4. No rule naming a team matches: the team is None (the workload is unattributed).
+5. **Served model** (``served_model``): the serving metrics on the devices a workload held, while
+   it held them, name model variants; the one with the most generated tokens is the workload's
+   (ties: the first by name), its model name what ``model_name`` rules select.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 TEAM_SELECTORS = ("label", "namespace", "account", "user")  # most specific first
 MODEL_SELECTORS = ("label", "model_name")
 SELECTORS = frozenset(TEAM_SELECTORS + MODEL_SELECTORS)
+# Where a workload's model came from (``Match.model_source``; choices.ModelSource mirrors them).
+SOURCE_LABEL = "label"
+SOURCE_MODEL_NAME = "model_name"
+SOURCE_SERVING = "serving"
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -47,7 +57,8 @@ class Workload:
     labels: Mapping[str, str] = field(default_factory=dict)
     account: str | None = None
     user: str | None = None
-    model_name: str | None = None  # the serving model name its metrics carry
+    model_name: str | None = None  # the serving model name its metrics carry (``served_model``)
+    served_variant: str | None = None  # and the variant they carry
 
 
 class RuleConflict(ValueError):
@@ -77,6 +88,7 @@ class Match:
     variant: str | None
     model_rule: int | None
     why: str
+    model_source: str | None = None  # SOURCE_LABEL, SOURCE_MODEL_NAME, SOURCE_SERVING; None: no model
 
 
 def rules_check(rules: Sequence[Rule]) -> RuleSet:
@@ -99,17 +111,40 @@ def rules_check(rules: Sequence[Rule]) -> RuleSet:
 
 
 def workload_match(*, rule_set: RuleSet, workload: Workload) -> Match:
-    """The team and the model of ``workload`` under ``rule_set``, and why."""
+    """The team and the model of ``workload`` under ``rule_set``, and why (the module's
+    docstring, 2): the model of a label rule, else of a ``model_name`` rule, else the model and
+    variant the workload served."""
     team_rule, team_why = _best(rule_set.team, TEAM_SELECTORS, workload)
     model_rule, model_why = _best(rule_set.model, MODEL_SELECTORS, workload)
+    model, variant, source = None, None, None
+    if model_rule is not None:
+        model, variant = model_rule.model, model_rule.variant
+        source = SOURCE_LABEL if model_rule.selector == "label" else SOURCE_MODEL_NAME
+    elif workload.model_name:
+        model, variant, source = workload.model_name, workload.served_variant, SOURCE_SERVING
+        served = f"{model} {variant or ''}".rstrip()
+        model_why = f"no rule matches; served {served} (serving metrics)"
     return Match(
         team=team_rule.team if team_rule else None,
         team_rule=team_rule.id if team_rule else None,
-        model=model_rule.model if model_rule else None,
-        variant=model_rule.variant if model_rule else None,
+        model=model,
+        variant=variant,
         model_rule=model_rule.id if model_rule else None,
         why=f"team: {team_why}; model: {model_why}",
+        model_source=source,
     )
+
+
+def served_model(served: Iterable[tuple[str, str, float]]) -> tuple[str, str] | None:
+    """The (model, variant) a workload served, from the serving metrics on the devices it held
+    while it held them, as (model, variant, generated tokens) (several per variant allowed): the
+    variant with the most tokens, ties to the first by (model, variant); None without metrics."""
+    tokens: dict[tuple[str, str], float] = defaultdict(float)
+    for model, variant, count in served:
+        tokens[(model, variant)] += count
+    if not tokens:
+        return None
+    return min(tokens, key=lambda key: (-tokens[key], key))
 
 
 def _validate(rule: Rule) -> None:

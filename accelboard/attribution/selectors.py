@@ -1,5 +1,6 @@
-"""Reads of attribution: the current rules, the days whose allocation is behind their costs, and
-the allocation report (``GET /api/v1/allocation``) grouped and scoped under the cost pages' rule."""
+"""Reads of attribution: the current rules, the days whose allocation is behind their costs, the
+models each workload served (the serving metrics on the devices it held), and the allocation report
+(``GET /api/v1/allocation``) grouped and scoped under the cost pages' rule."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.db import connection
 from django.db.models import Max, Sum
 from django.db.models.functions import TruncDate
 
@@ -62,6 +64,56 @@ def allocation_days_stale(*, since: date, until: date) -> list[date]:
         for d in set(costed) | set(allocated)
         if d not in allocated or d not in costed or costed[d] > allocated[d]
     )
+
+
+# The serving metrics on the devices each workload held, while it held them: a metric counts where
+# its host is the device's and its ``accelerator_uuids`` name the device (the GPU, or the MIG
+# instance the workload held), for the part of its interval inside the workload's; its tokens are
+# weighted by that part. The day's holds and the metrics' (host, UUID) pairs are read apart and
+# hash-joined on (host, UUID): the work grows with each device's holds times its metrics, not
+# with the fleet's. A metric's interval is at most a day (the API's limit), hence the lookback.
+_SERVED_SQL = """
+WITH held AS MATERIALIZED (
+    SELECT g.workload_id, g.start, g."end", a.host_id, a.uuid
+    FROM fleet_gpuattribution g JOIN fleet_accelerator a ON a.id = g.accelerator_id
+    WHERE g.start >= %(start)s AND g.start < %(end)s AND g.accelerator_id = ANY(%(devices)s)
+), served AS MATERIALIZED (
+    SELECT m.host_id, u.uuid, m.variant_id, m.interval_start AS start,
+           m.interval_start + make_interval(secs => m.interval_s) AS "end", m.interval_s,
+           m.generated_tokens
+    FROM serving_inferencemetric m
+    CROSS JOIN LATERAL jsonb_array_elements_text(
+        CASE WHEN jsonb_typeof(m.accelerator_uuids) = 'array' THEN m.accelerator_uuids ELSE '[]' END
+    ) AS u(uuid)
+    WHERE m.interval_start >= %(start)s - interval '1 day' AND m.interval_start < %(end)s
+      AND m.host_id IN (SELECT host_id FROM held)
+)
+SELECT h.workload_id, mo.name, v.name,
+       sum(s.generated_tokens
+           * extract(epoch FROM least(h."end", s."end") - greatest(h.start, s.start)) / s.interval_s)
+FROM held h
+JOIN served s ON s.host_id = h.host_id AND s.uuid = h.uuid AND s.start < h."end" AND s."end" > h.start
+JOIN benchmarks_modelvariant v ON v.id = s.variant_id
+JOIN benchmarks_model mo ON mo.id = v.model_id
+GROUP BY h.workload_id, mo.name, v.name
+"""
+
+
+def workload_served_models(
+    *, start: datetime, end: datetime, device_ids: list[int]
+) -> dict[int, list[tuple[str, str, float]]]:
+    """Per workload holding one of ``device_ids`` in [start, end) (one UTC day's intervals, as
+    the allocation reads them): the model variants the serving metrics on those devices count
+    while it held them, as (model name, variant name, generated tokens in its held time); for
+    ``rules.served_model``. One query."""
+    if not device_ids:
+        return {}
+    served: dict[int, list[tuple[str, str, float]]] = defaultdict(list)
+    with connection.cursor() as cursor:
+        cursor.execute(_SERVED_SQL, {"start": start, "end": end, "devices": list(device_ids)})
+        for workload_id, model, variant, tokens in cursor.fetchall():
+            served[workload_id].append((model, variant, float(tokens or 0)))
+    return dict(served)
 
 
 # What a row is grouped by: the AllocationDaily fields behind each ``group_by``.

@@ -17,7 +17,10 @@ energy to the workloads that held the GPUs (docs/attribution.md).
    - its devices are the GPU itself, or, where MIG instances of it held workloads that day, those
      instances at ``compute_slices / total`` of the GPU;
    - its intervals are the day's ``GpuAttribution`` rows of those devices, each workload's team
-     (and model) that of the current rule set (``rules.workload_match``; no match: unattributed).
+     (and model) that of the current rule set (``rules.workload_match``; no match: unattributed);
+     the model it served is the serving metrics' on the devices it held that day, while it held
+     them (``selectors.workload_served_models``, ``rules.served_model``): a ``model_name`` rule
+     selects it, and without a rule it is the workload's model (``model_source`` says which).
    The day's ``AllocationDaily`` rows are replaced in one transaction under a per-day advisory
    lock: safe to re-run, and in parallel.
 3. **Re-applying rules** to a past period is an explicit action (``accelboard allocation
@@ -50,7 +53,7 @@ from . import rules as pure
 from .allocation import DayBatch, allocate_days, units_split
 from .choices import AllocationKind
 from .models import AllocationDaily, AttributionRule, RuleSet
-from .selectors import rule_set_current, rule_set_rules
+from .selectors import rule_set_current, rule_set_rules, workload_served_models
 
 DAY_S = 86_400
 MINUTES = DAY_S // 60
@@ -284,12 +287,18 @@ class _Match:
     team: int | None
     model: str
     variant: str
+    model_source: str = ""
 
 
-def _matches(workload_ids: list[int], rule_set: RuleSet | None) -> dict[int, _Match]:
+def _matches(
+    workload_ids: list[int], rule_set: RuleSet | None, served: dict[int, list[tuple[str, str, float]]]
+) -> dict[int, _Match]:
+    """Each workload's team and model under ``rule_set``, ``served`` the serving metrics' model
+    variants on the devices it held (``selectors.workload_served_models``)."""
     checked = pure.rules_check(rule_set_rules(rule_set=rule_set) if rule_set else [])
     out = {}
     for w in Workload.objects.filter(id__in=workload_ids):
+        model_name, served_variant = pure.served_model(served.get(w.pk, ())) or (None, None)
         match = pure.workload_match(
             rule_set=checked,
             workload=pure.Workload(
@@ -297,12 +306,15 @@ def _matches(workload_ids: list[int], rule_set: RuleSet | None) -> dict[int, _Ma
                 labels=w.labels if isinstance(w.labels, dict) else {},
                 account=w.account or None,
                 user=w.user or None,
+                model_name=model_name,
+                served_variant=served_variant,
             ),
         )
         out[w.pk] = _Match(
             team=int(match.team) if match.team is not None else None,
             model=match.model or "",
             variant=match.variant or "",
+            model_source=match.model_source or "",
         )
     return out
 
@@ -321,7 +333,8 @@ def _day_rows(*, day: date, rule_set: RuleSet | None) -> tuple[list[AllocationDa
     n = len(gpu_days.gpus)
     devices, intervals = _devices(gpu_days=gpu_days, start=start, end=end)
     workload_ids = sorted({row[1] for row in intervals})
-    matches = _matches(workload_ids, rule_set)
+    served = workload_served_models(start=start, end=end, device_ids=sorted(set(devices.ids)))
+    matches = _matches(workload_ids, rule_set, served)
     # Workloads no longer stored (deleted): unattributed, under no id.
     position = {w: i for i, w in enumerate(workload_ids)}
     team_ids = sorted({m.team for m in matches.values() if m.team is not None})
@@ -384,6 +397,7 @@ def _day_rows(*, day: date, rule_set: RuleSet | None) -> tuple[list[AllocationDa
                 team_id=team_ids[int(team)] if team >= 0 else None,
                 model=match.model,
                 variant=match.variant,
+                model_source=match.model_source,
             )
         )
     for d in range(n):

@@ -489,7 +489,8 @@ POD_TEMPLATES: dict[str, dict[str, Any]] = {
     "llama8b-fp8": {"namespace": "llm-serving", "app": "vllm", "model": "llama-3.1-8b-fp8"},
     "llama8b-bf16": {"namespace": "llm-serving", "app": "vllm", "model": "llama-3.1-8b-bf16"},
     "llama8b-int4": {"namespace": "llm-serving", "app": "vllm", "model": "llama-3.1-8b-int4-awq"},
-    "llama70b-fp8": {"namespace": "llm-serving", "app": "vllm", "model": "llama-2-70b-fp8"},
+    # TensorRT-LLM pods carry no model label: their model is the one their serving metrics name.
+    "llama70b-fp8": {"namespace": "llm-serving", "app": "trtllm", "model": ""},
     "mixtral-fp8": {"namespace": "llm-serving", "app": "vllm", "model": "mixtral-8x7b-fp8"},
     "resnet-train": {"namespace": "vision-train", "app": "trainer", "model": "resnet-50-fp16"},
     "sdxl-tune": {"namespace": "vision-train", "app": "sdxl-finetune", "model": "sdxl-fp16"},
@@ -505,12 +506,15 @@ POD_TEMPLATES: dict[str, dict[str, Any]] = {
 # The shared Kubernetes cluster: its nodes (hosts of several teams' agents) and, per GPU index,
 # the pod template that runs there: pods of several teams' namespaces on the same node. "mig":
 # the GPU is cut into MIG instances (``MIG``); "shared": it is time-sliced (``TIME_SLICED``).
+# A served model's pods hold exactly the GPUs its serving metrics name
+# (``serving_plan.SERVING``'s ``gpus``), so the cost by model and the serving costs count the
+# same GPUs (tests/test_demo_attribution.py checks it); the other GPUs run no served model.
 KUBERNETES_CLUSTER: dict[str, Any] = {
     "name": "reno-k8s",
     "nodes": {
-        "reno-h100-01": [*["llama8b-fp8"] * 4, "whisper-int8", "bert-eval", "mig", "mig"],
-        "reno-h200-01": [*["llama70b-fp8"] * 4, "sdxl-tune", "sdxl-tune", "notebook", "shared"],
-        "reno-h100-02": [*["mixtral-fp8"] * 4, *["llama8b-bf16"] * 3, "resnet-train"],
+        "reno-h100-01": [*["llama8b-fp8"] * 4, "whisper-int8", "shared", "mig", "mig"],
+        "reno-h200-01": ["llama70b-fp8"] * 8,
+        "reno-h100-02": [*["mixtral-fp8"] * 4, *["llama8b-bf16"] * 4],
         "reno-a100-01": [*["whisper-batch"] * 5, "resnet-train", "resnet-train", "notebook"],
         "reno-l40s-01": ["resnet-train", "whisper-batch"],
     },
@@ -526,15 +530,15 @@ MIG: dict[str, Any] = {
     "gpus": [6, 7],
     "total_slices": 7,
     "instances": [
-        {"profile": "3g.40gb", "slices": 3, "pod": "llama8b-int4"},
-        {"profile": "2g.20gb", "slices": 2, "pod": "whisper-int8"},
-        {"profile": "1g.10gb", "slices": 1, "pod": "bert-eval"},
+        {"profile": "3g.40gb", "slices": 3, "pod": "whisper-int8"},
+        {"profile": "2g.20gb", "slices": 2, "pod": "bert-eval"},
+        {"profile": "1g.10gb", "slices": 1, "pod": "notebook"},
         {"profile": "1g.10gb", "slices": 1, "pod": "debug"},
     ],
 }
 
 # One GPU time-sliced between two pods; each one's measured share of the SM time changes by hour.
-TIME_SLICED: dict[str, Any] = {"host": "reno-h200-01", "gpu": 7, "pods": ["notebook", "sdxl-tune"]}
+TIME_SLICED: dict[str, Any] = {"host": "reno-h100-01", "gpu": 5, "pods": ["notebook", "sdxl-tune"]}
 
 # The Slurm cluster: its nodes run one job at a time on all GPUs; users and their accounts.
 SLURM_CLUSTER: dict[str, Any] = {
@@ -560,7 +564,8 @@ TEAM_PODS: dict[str, dict[str, str]] = {
 
 # The rules the demo intends (the rules app loads them; nothing here writes rule rows): namespace
 # and Slurm account to team, the ``model`` label to a model and variant. ``sandbox`` and
-# ``default`` stay unmapped on purpose: their GPU-time is shown as unattributed.
+# ``default`` stay unmapped on purpose: their GPU-time is shown as unattributed. The Llama-2-70B
+# pods, unlabelled, get the model and variant of the serving metrics on their GPUs.
 ATTRIBUTION_RULES: list[dict[str, str]] = [
     {"selector": "namespace", "value": "llm-serving", "team": "llm-serving"},
     {"selector": "namespace", "value": "vision-train", "team": "vision"},
@@ -578,7 +583,6 @@ ATTRIBUTION_RULES: list[dict[str, str]] = [
         "model": "Llama-3.1-8B",
         "variant": "int4-awq",
     },
-    {"selector": "label", "value": "model=llama-2-70b-fp8", "model": "Llama-2-70B", "variant": "fp8"},
     {"selector": "label", "value": "model=mixtral-8x7b-fp8", "model": "Mixtral-8x7B", "variant": "fp8"},
     {"selector": "label", "value": "model=resnet-50-fp16", "model": "ResNet-50", "variant": "fp16"},
     {"selector": "label", "value": "model=sdxl-fp16", "model": "SDXL", "variant": "fp16"},

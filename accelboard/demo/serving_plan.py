@@ -22,14 +22,17 @@ PRODUCTION_AGREEMENT: list[tuple[str, str, str, float, float, int]] = [
     ("Mixtral-8x7B", "fp8", "chat", 0.979, 0.009, 3000),
 ]
 
-# Served LLMs (InferenceMetric), on the named host. ``peak_rps`` at the top of the daily cycle.
+# Served LLMs (InferenceMetric), on the named host's ``gpus`` (by index): the GPUs the model's pods
+# hold (``plan.KUBERNETES_CLUSTER``, ``plan.TEAM_PODS``), so that its serving costs and its cost by
+# model on the allocation page count the same GPUs. ``peak_rps`` at the top of the daily cycle.
 SERVING: list[dict[str, Any]] = [
     {
         "host": "reno-h100-01",
         "model": "Llama-3.1-8B",
         "variant": "fp8",
         "engine": "vllm",
-        "gpus": list(range(8)),
+        # GPUs 4-7 run other teams' pods, a time-sliced GPU and MIG instances.
+        "gpus": [0, 1, 2, 3],
         "peak_rps": 60.0,
         "prompt": 900,
         "output": 220,

@@ -7,7 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from accelboard.attribution.rules import Match, Rule, RuleConflict, Workload, rules_check, workload_match
+from accelboard.attribution.rules import (
+    Match,
+    Rule,
+    RuleConflict,
+    Workload,
+    rules_check,
+    served_model,
+    workload_match,
+)
 
 RULES = [
     Rule(1, "user", "alice", team="research"),
@@ -39,8 +47,35 @@ def test_it_prefers_the_namespace_to_the_account_and_the_account_to_the_user() -
 def test_it_maps_the_model_by_label_before_the_serving_model_name() -> None:
     found = match(Workload(labels={"model": "llama-fp8"}, model_name="meta-llama/Llama-3.1-8B"))
     assert (found.model, found.variant, found.model_rule) == ("Llama-3.1-8B", "fp8", 6)
-    found = match(Workload(model_name="meta-llama/Llama-3.1-8B"))
+    assert found.model_source == "label"
+    found = match(Workload(model_name="meta-llama/Llama-3.1-8B", served_variant="fp8"))
     assert (found.model, found.variant, found.model_rule) == ("Llama-3.1-8B", "bf16", 5)
+    assert found.model_source == "model_name"
+
+
+def test_without_a_model_rule_the_served_model_and_variant_are_the_workloads() -> None:
+    found = match(Workload(namespace="llm-serving", model_name="Qwen3-8B", served_variant="int4-awq"))
+    assert (found.model, found.variant, found.model_rule, found.model_source) == (
+        "Qwen3-8B",
+        "int4-awq",
+        None,
+        "serving",
+    )
+    assert (
+        found.why
+        == "team: rule 3 (namespace llm-serving); model: no rule matches; served Qwen3-8B int4-awq (serving metrics)"
+    )
+    assert match(Workload(namespace="llm-serving")).model_source is None
+
+
+def test_the_served_variant_is_the_one_with_the_most_tokens() -> None:
+    assert served_model([]) is None
+    # Several rows of one variant add up: fp8 2.5M beats bf16 2M, though bf16 has the largest row.
+    served = [("M", "fp8", 1_500_000.0), ("M", "bf16", 2_000_000.0), ("M", "fp8", 1_000_000.0)]
+    assert served_model(served) == ("M", "fp8")
+    # A tie goes to the first by (model, variant); a variant that served nothing still names one.
+    assert served_model([("B", "x", 5.0), ("A", "y", 5.0)]) == ("A", "y")
+    assert served_model([("A", "fp8", 0.0)]) == ("A", "fp8")
 
 
 def test_it_says_so_when_no_rule_matches() -> None:
