@@ -29,9 +29,11 @@ Usage::
    in three the last GPU time-sliced by two pods of two namespaces (``measured`` shares, each
    one's ``sm_util``); one host in eight a MIG node (each GPU ``mig_mode`` with 7
    ``compute_slices``, cut into 3g + 2g + 1g + 1g instances listed in ``accelerators``, three of
-   them held). Each batch cuts every holder's interval at its end, so a device's intervals
-   follow each other from batch to batch. The reference's hosts send none (the same gauge in
-   both kinds of run).
+   them held). A batch cuts a holder's open interval at its end once it has run
+   ``--attribution-cut`` seconds (300, the agent's default; each host's agent began observing at
+   a random phase before the run, so the fleet's cuts are spread); ``--attribution-cut 0`` cuts
+   at every batch (the agent before it had a cut interval: the worst case). A device's intervals
+   follow each other. The reference's hosts send none (the same gauge in both kinds of run).
    ``--compare``: two whole runs in one process, without attribution and then with it (each on
    a fresh database and stack), and the ratio of their CPU per request (gunicorn and the
    PostgreSQL backends of the bench's database; target at most 1.10).
@@ -121,6 +123,13 @@ def parse_args() -> argparse.Namespace:
         help="batches carry attribution intervals: a pod per GPU, some GPUs time-sliced by two, MIG nodes",
     )
     parser.add_argument(
+        "--attribution-cut",
+        type=float,
+        default=300.0,
+        help="seconds a holding runs before a batch carries its part, as the agent's "
+        "attribution_cut_interval (default 300); 0: every batch carries every holder's interval",
+    )
+    parser.add_argument(
         "--compare",
         action="store_true",
         help="run twice, without attribution then with it, and compare CPU per request (target <= 1.10x)",
@@ -183,7 +192,9 @@ class Agent:
     ``attribution``, who holds each GPU or MIG instance (``holders``), sent as intervals cut at
     each batch's end, one per holder and device, each starting where the last one ended."""
 
-    def __init__(self, index: int, gpus: int, rng: random.Random, *, attribution: bool = False) -> None:
+    def __init__(
+        self, index: int, gpus: int, rng: random.Random, *, attribution: bool = False, cut: float = 0.0
+    ) -> None:
         self.hostname = f"fleet-{index:05d}"
         self.spool_id = uuid.uuid4().hex[:8]
         self.seq = 0
@@ -197,10 +208,15 @@ class Agent:
         self.holders: dict[str, list[tuple[dict[str, Any], int]]] = {}
         self.instances: list[dict[str, Any]] = []  # MIG instances, as ``accelerators`` items
         self.held_until: dict[str, float] = {}
+        self.cut = cut
+        self.since = 0.0
+        self.sent: set[str] = set()
         if not attribution:
             return
         # Its own generator: the samples are those of the run without attribution.
         own = self.own_rng = random.Random(index)
+        # The agent has observed since before the bench's first batch: the fleet's cuts are spread.
+        self.since = own.uniform(0.0, cut)
         namespace = NAMESPACES[index % len(NAMESPACES)]
         for g, gpu in enumerate(self.uuids):
             if self.mig:
@@ -229,17 +245,21 @@ class Agent:
 
     @property
     def workloads(self) -> int:
-        return len({w["uid"] for held in self.holders.values() for w, _memory in held})
+        """The workloads its sealed batches named (with a cut interval, a holding not yet cut
+        has not been sent)."""
+        return len(self.sent)
 
     def _intervals(self, first: float, end: float) -> list[dict[str, Any]]:
         """Each holder's interval over [its device's last end, ``end``): what the agent sends
-        when a batch cuts its open intervals at the batch's end."""
+        when a batch cuts its open intervals at the batch's end, once they have run ``cut``
+        seconds (the agent's ``attribution_cut_interval``; 0: at every batch)."""
         intervals = []
         for device, held in self.holders.items():
-            start = max(first, self.held_until.get(device, first))
-            if start >= end:
+            start = self.held_until.setdefault(device, first - self.since)
+            if start >= end or end - start < self.cut:
                 continue
             self.held_until[device] = end
+            self.sent.update(workload["uid"] for workload, _memory in held)
             if len(held) == 1:
                 workload, memory = held[0]
                 intervals.append(
@@ -494,7 +514,13 @@ class Load:
         have (the figure is the server's, not this process's JSON and gzip); returns the batches
         and the seconds it took. The clock starts once they are sealed."""
         began = time.perf_counter()
-        probe = Agent(-1, len(self.agents[0].uuids), random.Random(0), attribution=self.attribution)
+        probe = Agent(
+            -1,
+            len(self.agents[0].uuids),
+            random.Random(0),
+            attribution=self.attribution,
+            cut=self.agents[0].cut,
+        )
         for _ in range(50):
             probe.batch(time.time(), self.seconds)
         per_batch = (time.perf_counter() - began) / 50
@@ -797,7 +823,13 @@ def fleet_run(args: argparse.Namespace, *, attribution: bool) -> dict[str, Any]:
         rng = random.Random(16)
         # The reference's hosts send no attribution in either run: the same gauge of the box.
         agents = [
-            Agent(i, args.gpus, rng, attribution=attribution and i < args.hosts + args.burst)
+            Agent(
+                i,
+                args.gpus,
+                rng,
+                attribution=attribution and i < args.hosts + args.burst,
+                cut=args.attribution_cut,
+            )
             for i in range(args.hosts + args.burst + REFERENCE_HOSTS)
         ]
         backends = BackendCpu(args.database)
