@@ -177,9 +177,7 @@ def _series_decode(data: bytes) -> Series:
 def write_request_decode(data: bytes) -> list[Series]:
     """The WriteRequest's time series; 400 when ``data`` is not one."""
     try:
-        return [
-            _series_decode(value) for number, wire, value in _fields(data) if number == 1 and wire == 2
-        ]
+        return [_series_decode(value) for number, wire, value in _fields(data) if number == 1 and wire == 2]
     except (ValueError, UnicodeDecodeError) as exc:
         raise WriteRejected(
             f"body is not a protobuf prometheus.WriteRequest: {exc}", code="bad_protobuf"
@@ -222,7 +220,9 @@ DCGM_FIELDS: dict[str, tuple[str, float]] = {
 }
 # The framebuffer's parts (MiB): their sum is the memory's total, once used and free are both there.
 FB_PARTS = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED")
-INTEGER_FIELDS = frozenset({"energy_mj", "mem_used_bytes", "mem_total_bytes", "throttle_reasons", "ecc_errors"})
+INTEGER_FIELDS = frozenset(
+    {"energy_mj", "mem_used_bytes", "mem_total_bytes", "throttle_reasons", "ecc_errors"}
+)
 KNOWN = frozenset({*DCGM_FIELDS, *FB_PARTS})
 
 

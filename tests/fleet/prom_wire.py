@@ -35,7 +35,9 @@ def _sample(value: float, ms: int) -> bytes:
     return _varint(1 << 3 | 1) + bits + _varint(2 << 3 | 0) + _varint(ms)
 
 
-def write_request(series: list[tuple[dict[str, str], list[tuple[int, float]]]], *, extras: bool = False) -> bytes:
+def write_request(
+    series: list[tuple[dict[str, str], list[tuple[int, float]]]], *, extras: bool = False
+) -> bytes:
     """``series``: (labels, [(ms, value)]). ``extras``: add an exemplar, a histogram field and
     metadata, which the reader must skip."""
     out = bytearray()
