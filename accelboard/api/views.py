@@ -116,8 +116,9 @@ def telemetry_post(request: TokenRequest) -> dict[str, Any]:
         "requestBody": {
             "required": True,
             "description": "Prometheus remote-write 1.0: a snappy-compressed protobuf WriteRequest "
-            "(Content-Encoding: snappy); dcgm-exporter's series become telemetry (docs/api.md).",
-            "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}}},
+            "(Content-Encoding: snappy; Prometheus labels it application/x-protobuf, and the "
+            "Content-Type is not read); dcgm-exporter's series become telemetry (docs/api.md).",
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
         }
     },
     tags=["ingest"],

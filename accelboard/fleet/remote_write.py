@@ -99,6 +99,7 @@ def _fields(data: bytes) -> list[tuple[int, int, Any]]:
     while position < end:
         key, position = _uvarint(data, position)
         number, wire = key >> 3, key & 7
+        value: Any
         if number == 0:
             raise ValueError("field number 0")
         if wire == 0:
@@ -276,6 +277,8 @@ def _device(series: Series, names: LabelNames) -> tuple[str, str, dict[str, Any]
         uuid = mig["uuid"]
     if len(uuid) > 96 or len(hostname) > 255:
         raise WriteRejected(f"series {labels_text(labels)}: host or GPU name too long")
+    if any("\x00" in value for value in labels.values()):
+        raise WriteRejected(f"series {labels_text(labels)}: a label holds the NUL character")
     return hostname, uuid, registrations
 
 

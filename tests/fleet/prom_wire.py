@@ -28,10 +28,7 @@ def _delimited(number: int, payload: bytes) -> bytes:
 
 
 def _sample(value: float, ms: int) -> bytes:
-    if value != value:  # NaN: keep its exact bits (the stale marker is one NaN among many)
-        bits = struct.pack("<d", value)
-    else:
-        bits = struct.pack("<d", float(value))
+    bits = struct.pack("<d", value)  # a NaN keeps its payload: the stale marker is one NaN among many
     return _varint(1 << 3 | 1) + bits + _varint(2 << 3 | 0) + _varint(ms)
 
 
