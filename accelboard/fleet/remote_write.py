@@ -97,7 +97,11 @@ def _fields(data: bytes) -> list[tuple[int, int, Any]]:
     out: list[tuple[int, int, Any]] = []
     position, end = 0, len(data)
     while position < end:
-        key, position = _uvarint(data, position)
+        key = data[position]
+        if key < 0x80:  # field numbers below 16: one byte
+            position += 1
+        else:
+            key, position = _uvarint(data, position)
         number, wire = key >> 3, key & 7
         value: Any
         if number == 0:
@@ -146,32 +150,90 @@ def labels_text(labels: dict[str, str]) -> str:
     return f"{labels.get('__name__', '')}{{{rest}}}"
 
 
+class LabelCache:
+    """Decoded label sets by their bytes: Prometheus sends the same series in every request, and
+    reading a dozen labels field by field costs more than all the rest of a series. Bounded: the
+    whole cache is dropped when full. The dicts it returns are shared, never to be changed."""
+
+    def __init__(self, size: int = 200_000) -> None:
+        self.size = size
+        self._entries: dict[bytes, dict[str, str]] = {}
+
+    def get(self, key: bytes) -> dict[str, str]:
+        labels = self._entries.get(key)
+        if labels is None:
+            labels = _labels_decode(key)
+            if len(self._entries) >= self.size:
+                self._entries = {}
+            self._entries[key] = labels
+        return labels
+
+
+def _label_decode(data: bytes) -> tuple[str, str]:
+    name = text = ""
+    for number, wire, part in _fields(data):
+        if wire != 2:
+            continue
+        if number == 1:
+            name = part.decode()
+        elif number == 2:
+            text = part.decode()
+    return name, text
+
+
+def _labels_decode(data: bytes) -> dict[str, str]:
+    return dict(_label_decode(value) for number, wire, value in _fields(data) if number == 1 and wire == 2)
+
+
+label_cache = LabelCache()
+
+
+def _sample_append(series: Series, data: bytes) -> None:
+    bits: int | None = None
+    stamp = 0
+    # The usual encoding first: the value (tag 0x09, 8 bytes), then the timestamp (tag 0x10, a
+    # varint), nothing else; any other layout is read field by field.
+    if len(data) >= 10 and data[0] == 0x09 and data[9] == 0x10:
+        stamp, position = _uvarint(data, 10)
+        if position == len(data):
+            bits = _UINT64.unpack_from(data, 1)[0]
+    if bits is None:
+        stamp = 0
+        for number, wire, part in _fields(data):
+            if number == 1 and wire == 1:
+                bits = part
+            elif number == 2 and wire == 0:
+                stamp = part
+    if stamp >= 1 << 63:  # int64 on the wire: two's complement
+        stamp -= 1 << 64
+    if bits == STALE_NAN_BITS:
+        series.stale += 1
+        return
+    series.samples.append((stamp, _DOUBLE.unpack(_UINT64.pack(bits or 0))[0]))
+
+
 def _series_decode(data: bytes) -> Series:
-    labels: dict[str, str] = {}
-    series = Series(labels)
-    for number, wire, value in _fields(data):
-        if number == 1 and wire == 2:
-            name = text = ""
-            for inner, inner_wire, part in _fields(value):
-                if inner_wire != 2:
-                    continue
-                if inner == 1:
-                    name = part.decode()
-                elif inner == 2:
-                    text = part.decode()
-            labels[name] = text
-        elif number == 2 and wire == 2:
-            bits, stamp = None, 0
-            for inner, inner_wire, part in _fields(value):
-                if inner == 1 and inner_wire == 1:
-                    bits = part
-                elif inner == 2 and inner_wire == 0:
-                    stamp = part - (1 << 64) if part >= 1 << 63 else part
-            if bits == STALE_NAN_BITS:
-                series.stale += 1
-                continue
-            series.samples.append((stamp, _DOUBLE.unpack(_UINT64.pack(bits or 0))[0]))
+    # The labels (field 1) come first as senders write them: their bytes are the cache's key.
+    position, end = 0, len(data)
+    while position < end and data[position] == 0x0A:
+        if position + 1 < end and data[position + 1] < 0x80:  # a one-byte length: the usual label
+            position += 2 + data[position + 1]
+            continue
+        length, position = _uvarint(data, position + 1)
+        position += length
+    if position > end:
+        raise ValueError("truncated label")
+    series = Series(label_cache.get(data[:position]))
+    late: dict[str, str] = {}
+    for number, wire, value in _fields(data[position:]):
+        if number == 2 and wire == 2:
+            _sample_append(series, value)
+        elif number == 1 and wire == 2:  # a label after the samples: legal, if unusual
+            name, text = _label_decode(value)
+            late[name] = text
         # 3 exemplars, 4 native histograms: not read.
+    if late:
+        series.labels = {**series.labels, **late}
     return series
 
 

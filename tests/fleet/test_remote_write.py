@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 
 import pytest
 
@@ -174,3 +175,26 @@ def test_it_refuses_a_series_without_a_gpu_or_a_host_naming_its_labels() -> None
 
 def test_labels_text_reads_like_prometheus() -> None:
     assert labels_text({"b": "2", "__name__": "m", "a": "1"}) == 'm{a="1", b="2"}'
+
+
+def test_it_reads_fields_in_any_order_and_negative_timestamps() -> None:
+    from tests.fleet.prom_wire import _delimited, _varint
+
+    # A sample with its timestamp first and an unknown field; a label after the samples.
+    sample = _varint(2 << 3 | 0) + _varint(-2000) + _varint(1 << 3 | 1) + struct.pack("<d", 2.5)
+    sample += _varint(7 << 3 | 0) + _varint(1)
+    label = _delimited(1, _delimited(1, b"__name__") + _delimited(2, b"DCGM_FI_DEV_GPU_TEMP"))
+    late = _delimited(1, _delimited(1, b"Hostname") + _delimited(2, b"node-late"))
+    body = _delimited(1, label + _delimited(2, sample) + late)
+    (decoded,) = write_request_decode(body)
+    assert decoded.labels == {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "node-late"}
+    assert decoded.samples == [(-2000, 2.5)]
+    # The same label bytes again come from the cache, equal and unchanged by the late label.
+    (again,) = write_request_decode(_delimited(1, label + _delimited(2, sample)))
+    assert again.labels == {"__name__": "DCGM_FI_DEV_GPU_TEMP"}
+
+
+def test_it_reads_labels_longer_than_a_one_byte_length() -> None:
+    labels = {"__name__": "DCGM_FI_DEV_GPU_TEMP", "pod": "p" * 300, "Hostname": "h" * 200}
+    (decoded,) = write_request_decode(write_request([(labels, [(T0, 1.0)])]))
+    assert decoded.labels == labels and decoded.samples == [(T0, 1.0)]
