@@ -10,7 +10,7 @@
    (Prometheus drops a 4xx, retries a 5xx: data that fails validation fails again).
 3. Idempotency: each host's batch id is the hash of the decompressed body and the host name, so a
    request Prometheus sends again stores nothing twice (the telemetry path's batch claim).
-4. Samples of metrics that are not mapped are counted per process (``unknown_metrics``), shown
+4. Samples of metrics that are not mapped are counted by name (``PrometheusUnknownMetric``), shown
    by the pipeline status (``accelboard status``, ``/healthz?detail=1`` for staff).
 """
 
@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 from collections import Counter
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-
-from accelboard.core.pipeline_selectors import Check
+from django.db import connection, transaction
 
 from .ingest_services import telemetry_batch_ingest
 from .ingest_validation import IngestRejected
+from .models import PrometheusUnknownMetric
 from .remote_write import (
     HostBatch,
     LabelNames,
@@ -39,42 +37,31 @@ from .remote_write import (
     write_request_decode,
 )
 
+# The names kept (``PrometheusUnknownMetric``): a sender cannot grow the table without bound.
+UNKNOWN_METRICS_KEPT = 1_000
 
-class UnknownMetrics:
-    """Samples of unmapped metrics this process received, by name (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
-    def add(self, counts: Counter[str]) -> None:
-        with self._lock:
-            self._counts.update(counts)
-
-    def snapshot(self) -> Counter[str]:
-        with self._lock:
-            return Counter(self._counts)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._counts.clear()
+_UNKNOWN_SQL = f"""
+INSERT INTO {PrometheusUnknownMetric._meta.db_table} (name, samples, last_seen_at)
+SELECT u.name, u.samples, now() FROM unnest(%s::text[], %s::bigint[]) AS u(name, samples)
+WHERE EXISTS (SELECT 1 FROM {PrometheusUnknownMetric._meta.db_table} k WHERE k.name = u.name)
+   OR (SELECT count(*) FROM {PrometheusUnknownMetric._meta.db_table}) < %s
+ON CONFLICT (name) DO UPDATE
+SET samples = {PrometheusUnknownMetric._meta.db_table}.samples + EXCLUDED.samples, last_seen_at = EXCLUDED.last_seen_at
+"""
 
 
-unknown_metrics = UnknownMetrics()
-
-
-def remote_write_checks() -> list[Check]:
-    """The pipeline status's line: unmapped samples this process received, with the top names."""
-    counts = unknown_metrics.snapshot()
-    return [
-        Check(
-            name="prometheus_unknown_samples",
-            value=float(sum(counts.values())),
-            limit=None,
-            unit="samples",
-            detail={"top": dict(counts.most_common(10)), "scope": "this process"},
-        )
-    ]
+def unknown_metrics_count(*, counts: Counter[str]) -> None:
+    """Add a request's samples of unmapped metrics to their names' totals: one statement, in
+    autocommit after the request's transaction (its rows are the same few names for every
+    request, which a long transaction would serialize), names in order (no deadlock)."""
+    names = sorted(name[:200] for name in counts)
+    if not names:
+        return
+    totals = Counter({name[:200]: 0 for name in counts})
+    for name, samples in counts.items():
+        totals[name[:200]] += samples
+    with connection.cursor() as cursor:
+        cursor.execute(_UNKNOWN_SQL, [names, [totals[name] for name in names], UNKNOWN_METRICS_KEPT])
 
 
 def _label_names() -> LabelNames:
@@ -126,8 +113,8 @@ def prometheus_write_ingest(*, team_id: int, body: bytes) -> dict[str, Any]:
                 duplicates += 1
             else:
                 stored += result["accepted"]
-    if mapped.unknown:
-        unknown_metrics.add(mapped.unknown)
+    if duplicates < len(mapped.hosts) or not mapped.hosts:  # a request sent again is counted once
+        unknown_metrics_count(counts=mapped.unknown)
     return {
         "series": len(series),
         "samples": mapped.samples,

@@ -9,9 +9,9 @@ import pytest
 from django.test import Client
 
 from accelboard.core.pipeline_selectors import pipeline_status
-from accelboard.fleet.models import Accelerator, Host, TelemetrySample
+from accelboard.fleet import remote_write_services
+from accelboard.fleet.models import Accelerator, Host, PrometheusUnknownMetric, TelemetrySample
 from accelboard.fleet.remote_write import MIB
-from accelboard.fleet.remote_write_services import unknown_metrics
 from tests.api.conftest import row_counts
 from tests.fleet.prom_wire import STALE_NAN, snappy, write_request
 
@@ -48,7 +48,6 @@ def test_it_stores_dcgm_samples_as_telemetry_rows(client: Client, ingest_token: 
         _scrape(now, 0) + _scrape(now + 15_000, 1) + _scrape(now, 7, other)
         + [({"__name__": "up", "instance": "x"}, [(now, 1.0)])]
     )  # fmt: skip
-    unknown_metrics.clear()
     response = _post(client, snappy(body), ingest_token)
     assert response.status_code == 200, response.content
     assert response.json() == {"series": 19, "samples": 18, "stored": 3, "duplicate": False, "unknown": 1}
@@ -71,8 +70,30 @@ def test_it_stores_dcgm_samples_as_telemetry_rows(client: Client, ingest_token: 
     assert [row["time"].timestamp() for row in rows] == [now / 1000, (now + 15_000) / 1000]
     assert TelemetrySample.objects.get(accelerator=gpus["GPU-rw-0002"]).power_w == 307.0
     # The unmapped metric is counted where the pipeline status shows it.
-    (check,) = [c for c in pipeline_status().checks if c.name == "prometheus_unknown_samples"]
-    assert check.value == 1 and check.detail["top"] == {"up": 1}
+    (check,) = [c for c in pipeline_status().checks if c.name == "prometheus.unknown_samples"]
+    assert check.value == 1 and check.detail["top"] == {"up": 1} and check.ok
+
+
+def test_it_counts_unknown_metrics_by_name_once_per_request_and_keeps_a_bounded_number_of_names(
+    client: Client, ingest_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = int(time.time() * 1000) - 10_000
+    up = ({"__name__": "up", "instance": "x"}, [(now, 1.0), (now + 1000, 1.0)])
+    body = snappy(write_request(_scrape(now) + [up, ({"__name__": "go_goroutines"}, [(now, 9.0)])]))
+    _post(client, body, ingest_token)
+    _post(client, body, ingest_token)  # sent again: stored and counted once
+    _post(client, snappy(write_request(_scrape(now + 1000) + [up])), ingest_token)
+    assert dict(PrometheusUnknownMetric.objects.values_list("name", "samples")) == {
+        "up": 4,
+        "go_goroutines": 1,
+    }
+    monkeypatch.setattr(remote_write_services, "UNKNOWN_METRICS_KEPT", 2)
+    more = [({"__name__": "new_metric"}, [(now, 1.0)]), up]
+    _post(client, snappy(write_request(_scrape(now + 2000) + more)), ingest_token)
+    assert dict(PrometheusUnknownMetric.objects.values_list("name", "samples")) == {
+        "up": 6,
+        "go_goroutines": 1,
+    }
 
 
 def test_it_stores_a_retried_request_once(client: Client, ingest_token: str) -> None:
