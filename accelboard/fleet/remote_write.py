@@ -394,4 +394,11 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
         if "DCGM_FI_DEV_FB_USED" in parts and "DCGM_FI_DEV_FB_FREE" in parts:
             index = rows[(hostname, _uuid, _stamp)]
             hosts[hostname].samples[index]["mem_total_bytes"] = round(sum(parts.values()) * MIB)
-    return Mapped(hosts=list(hosts.values()), samples=read, unknown=unknown)
+    for batch in hosts.values():
+        # A GPU's instant that only carried the framebuffer's free part holds no field: no row.
+        keep = [i for i, sample in enumerate(batch.samples) if len(sample) > 2]
+        if len(keep) < len(batch.samples):
+            batch.samples = [batch.samples[i] for i in keep]
+            batch.sources = [batch.sources[i] for i in keep]
+            batch.epochs = [batch.epochs[i] for i in keep]
+    return Mapped(hosts=[batch for batch in hosts.values() if batch.samples], samples=read, unknown=unknown)

@@ -21,11 +21,17 @@ URL = "/api/v1/prometheus/write"
 GPU = {"UUID": "GPU-rw-0001", "Hostname": "prom-node-01", "gpu": "0", "modelName": "NVIDIA H100 80GB HBM3"}
 
 
-def _post(client: Client, body: bytes, token: str | None, **headers: Any) -> Any:
+def _post(
+    client: Client,
+    body: bytes,
+    token: str | None,
+    content_type: str = "application/x-protobuf",
+    **headers: Any,
+) -> Any:
     extra = {"HTTP_CONTENT_ENCODING": "snappy", "HTTP_X_PROMETHEUS_REMOTE_WRITE_VERSION": "0.1.0", **headers}
     if token:
         extra["HTTP_AUTHORIZATION"] = f"Bearer {token}"
-    return client.post(URL, data=body, content_type="application/x-protobuf", **extra)
+    return client.post(URL, data=body, content_type=content_type, **extra)
 
 
 def _scrape(ms: int, k: int = 0, labels: dict[str, str] | None = None) -> list[tuple[dict[str, str], list]]:
@@ -118,7 +124,7 @@ def test_it_skips_stale_markers(client: Client, ingest_token: str) -> None:
 
 def _refused(client: Client, token: str, body: bytes, status: int, **headers: Any) -> dict[str, Any]:
     before = row_counts()
-    response = _post(client, body, token, **headers)
+    response = _post(client, body, token, **headers)  # content_type among them, where given
     assert response.status_code == status, response.content
     assert row_counts() == before
     return response.json()["error"]
@@ -133,6 +139,9 @@ def test_it_refuses_bad_bodies_and_stores_nothing(client: Client, ingest_token: 
         _refused(client, ingest_token, good, 415, HTTP_CONTENT_ENCODING="gzip")["code"]
         == "unsupported_media_type"
     )
+    v2 = "application/x-protobuf;proto=io.prometheus.write.v2.Request"
+    error = _refused(client, ingest_token, good, 415, content_type=v2)
+    assert "remote-write 1.0" in error["message"]
     settings.PROMETHEUS_WRITE_MAX_BYTES = 64
     error = _refused(client, ingest_token, good, 413)
     assert error["code"] == "too_large" and "64 bytes" in error["message"]

@@ -198,3 +198,8 @@ def test_it_reads_labels_longer_than_a_one_byte_length() -> None:
     labels = {"__name__": "DCGM_FI_DEV_GPU_TEMP", "pod": "p" * 300, "Hostname": "h" * 200}
     (decoded,) = write_request_decode(write_request([(labels, [(T0, 1.0)])]))
     assert decoded.labels == labels and decoded.samples == [(T0, 1.0)]
+
+
+def test_it_makes_no_row_of_an_instant_without_a_stored_field() -> None:
+    only_free = series("DCGM_FI_DEV_FB_FREE", [(T0, 1000.0)])
+    assert dcgm_map(write_request_decode(write_request([only_free])), names=LabelNames()).hosts == []
