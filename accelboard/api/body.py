@@ -250,7 +250,7 @@ def request_upload(request: HttpRequest) -> tuple[list[tuple[str, bytes]], dict[
 def request_snappy(request: HttpRequest, *, max_bytes: int) -> bytes:
     """A Prometheus remote-write body as sent (snappy, decoded by the caller), or ``IngestRejected``:
     413 past ``max_bytes``, 415 for another content encoding."""
-    proto = request.content_params.get("proto", "prometheus.WriteRequest")
+    proto = (request.content_params or {}).get("proto", "prometheus.WriteRequest")
     if proto != "prometheus.WriteRequest":  # remote-write 2.0 names its message; a sender falls back on a 415
         raise IngestRejected(
             f"{proto!r} is not supported: accelboard reads remote-write 1.0 (prometheus.WriteRequest)",
