@@ -295,6 +295,21 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "accelboard <alerts@accelboar
 TELEMETRY_RETENTION_DAYS = env_int("TELEMETRY_RETENTION_DAYS", 30, minimum=1)
 # Partitions are created this many days ahead by the scheduled job.
 TELEMETRY_PARTITIONS_AHEAD_DAYS = env_int("TELEMETRY_PARTITIONS_AHEAD_DAYS", 3, minimum=1)
+# Prometheus remote-write (POST /api/v1/prometheus/write, docs/api.md): the largest body, compressed
+# and decompressed (413 beyond), and the labels dcgm-exporter names hosts and GPUs with (its
+# versions and relabelling differ; an ``exported_`` prefix is read without being named here).
+PROMETHEUS_WRITE_MAX_BYTES = env_int("PROMETHEUS_WRITE_MAX_BYTES", 16 * 1024 * 1024, minimum=1024)
+PROMETHEUS_LABELS = {
+    key: env_str(f"PROMETHEUS_LABEL_{key.upper()}", default)
+    for key, default in {
+        "uuid": "UUID",
+        "hostname": "Hostname",
+        "gpu": "gpu",
+        "model": "modelName",
+        "gpu_instance": "GPU_I_ID",
+        "gpu_profile": "GPU_I_PROFILE",
+    }.items()
+}
 # A host whose agent has not reported for this long is flagged stale.
 HOST_STALE_SECONDS = env_int("HOST_STALE_SECONDS", 120, minimum=5)
 

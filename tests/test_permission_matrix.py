@@ -325,3 +325,30 @@ def test_it_lets_only_write_tokens_post_and_never_into_another_team(
         got[kind] = client.post(url, body, content_type="application/json", **headers).status_code
     assert got == {"none": 401, "read": 403, "ingest": 200, "read-write": 200, "other-read": 403}
     assert set(InferenceMetric.objects.values_list("team_id", flat=True)) == {team.pk}
+
+
+def test_it_lets_only_write_tokens_remote_write_and_never_into_another_team(
+    client: Any, team: Any, tokens: dict[str, str]
+) -> None:
+    from accelboard.fleet.models import Host
+    from tests.fleet.prom_wire import snappy, write_request
+
+    url = reverse("api-v1:prometheus_write")
+    got = {}
+    for kind in TOKENS:
+        headers = {"HTTP_CONTENT_ENCODING": "snappy"}
+        if kind != "none":
+            headers["HTTP_AUTHORIZATION"] = f"Bearer {tokens[kind]}"
+        labels = {
+            "__name__": "DCGM_FI_DEV_POWER_USAGE",
+            "Hostname": f"perm-{kind}",
+            "UUID": f"GPU-perm-{kind}",
+        }
+        body = snappy(write_request([(labels, [(int(timezone.now().timestamp() * 1000), 100.0)])]))
+        got[kind] = client.post(url, body, content_type="application/x-protobuf", **headers).status_code
+    assert got == {"none": 401, "read": 403, "ingest": 200, "read-write": 200, "other-read": 403}
+    assert set(Host.objects.values_list("hostname", "team_id")) >= {
+        ("perm-ingest", team.pk),
+        ("perm-read-write", team.pk),
+    }
+    assert not Host.objects.filter(hostname__in=["perm-none", "perm-read", "perm-other-read"]).exists()

@@ -245,3 +245,40 @@ def request_upload(request: HttpRequest) -> tuple[list[tuple[str, bytes]], dict[
         if "\x00" in value:
             raise IngestRejected("text may not contain the NUL character", path=key, code="invalid")
     return files, fields
+
+
+def request_snappy(request: HttpRequest, *, max_bytes: int) -> bytes:
+    """A Prometheus remote-write body as sent (snappy, decoded by the caller), or ``IngestRejected``:
+    413 past ``max_bytes``, 415 for another content encoding."""
+    proto = (request.content_params or {}).get("proto", "prometheus.WriteRequest")
+    if proto != "prometheus.WriteRequest":  # remote-write 2.0 names its message; a sender falls back on a 415
+        raise IngestRejected(
+            f"{proto!r} is not supported: accelboard reads remote-write 1.0 (prometheus.WriteRequest)",
+            code="unsupported_media_type",
+            status=415,
+        )
+    encoding = request.headers.get("Content-Encoding", "snappy").strip().lower()
+    if encoding != "snappy":
+        raise IngestRejected(
+            f"Content-Encoding {encoding!r} is not supported (remote-write sends snappy)",
+            code="unsupported_media_type",
+            status=415,
+        )
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    too_large = IngestRejected(
+        f"the body is larger than {max_bytes:,} bytes; lower queue_config.max_samples_per_send",
+        code="too_large",
+        status=413,
+    )
+    if length > max_bytes:
+        raise too_large
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise too_large from None
+    if len(raw) > max_bytes:
+        raise too_large
+    return raw

@@ -260,6 +260,16 @@ class BatchAccepted(BaseModel):
     duplicate: bool
 
 
+class RemoteWriteAccepted(BaseModel):
+    """A Prometheus remote-write request's answer (Prometheus reads only the status)."""
+
+    series: int = Field(description="Time series in the request")
+    samples: int = Field(description="Samples of mapped metrics read (stale markers excluded)")
+    stored: int = Field(description="Telemetry rows stored (0 for a request stored before)")
+    duplicate: bool
+    unknown: int = Field(description="Samples of metrics not mapped, ignored")
+
+
 class TelemetryAccepted(BatchAccepted):
     """A telemetry batch's answer; the attribution counts only for a batch that carries some."""
 

@@ -26,7 +26,7 @@ from accelboard.benchmarks.arrival_services import (
 from accelboard.core.choices import BatchKind
 from accelboard.core.idempotency_services import ingest_batch_write
 from accelboard.core.models import Team
-from accelboard.fleet import ingest_services
+from accelboard.fleet import ingest_services, remote_write_services
 from accelboard.fleet.ingest_validation import IngestRejected
 from accelboard.profiles.upload_services import UPLOAD_PROFILES
 from accelboard.serving.services import inference_batch_store
@@ -132,6 +132,12 @@ def telemetry_batch_ingest(*, team: Team, payload: Any) -> dict[str, Any]:
     drain request).
     """
     return ingest_services.telemetry_batch_ingest(team_id=team.pk, payload=payload)
+
+
+def prometheus_write_ingest(*, team: Team, body: bytes) -> dict[str, Any]:
+    """Store a Prometheus remote-write request's dcgm-exporter samples as telemetry
+    (``fleet.remote_write_services``: an adapter onto the same ingest path); idempotent on its body."""
+    return remote_write_services.prometheus_write_ingest(team_id=team.pk, body=body)
 
 
 # --- Benchmark runs ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from . import selectors, services
 from .auth import ReadRequest, Session, TokenAuth, TokenRequest, caller_scope
-from .body import request_files, request_json, request_upload
+from .body import request_files, request_json, request_snappy, request_upload
 from .choices import READ_KINDS, WRITE_KINDS
 from .errors import docs_login_required, install, validated
 from .pagination import PageNumbers
@@ -37,6 +37,7 @@ from .schemas import (
     InferenceBatchIn,
     PointFilters,
     PointOut,
+    RemoteWriteAccepted,
     RunCreated,
     RunFilters,
     RunIn,
@@ -105,6 +106,26 @@ def _body_schema(model: type[BaseModel], description: str) -> dict[str, Any]:
 )
 def telemetry_post(request: TokenRequest) -> dict[str, Any]:
     return services.telemetry_batch_ingest(team=request.auth.team, payload=request_json(request))
+
+
+@api.post(
+    "/prometheus/write",
+    auth=WRITE_AUTH,
+    response={200: RemoteWriteAccepted, **ERRORS},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "Prometheus remote-write 1.0: a snappy-compressed protobuf WriteRequest "
+            "(Content-Encoding: snappy; Prometheus labels it application/x-protobuf, and the "
+            "Content-Type is not read); dcgm-exporter's series become telemetry (docs/api.md).",
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+    tags=["ingest"],
+)
+def prometheus_write(request: TokenRequest) -> dict[str, Any]:
+    body = request_snappy(request, max_bytes=settings.PROMETHEUS_WRITE_MAX_BYTES)
+    return services.prometheus_write_ingest(team=request.auth.team, body=body)
 
 
 _UPLOAD_FORM = {

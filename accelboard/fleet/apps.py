@@ -11,6 +11,8 @@ class FleetConfig(AppConfig):
     def ready(self) -> None:
         from accelboard.core.pipeline_selectors import probe_register
 
+        from .remote_write_selectors import remote_write_checks
         from .selectors import rollup_lag_checks
 
         probe_register(rollup_lag_checks)
+        probe_register(remote_write_checks)

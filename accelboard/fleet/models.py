@@ -341,6 +341,20 @@ class RollupHourBacklog(models.Model):
         return f"{len(self.ranges)} hour ranges pending"
 
 
+class PrometheusUnknownMetric(models.Model):
+    """Samples of a metric that Prometheus remote-wrote and accelboard does not map, by name
+    (``remote_write_services``): shown by the pipeline status so an operator sees what a
+    ``write_relabel_configs`` could drop, or a dcgm-exporter version whose names changed. At most
+    ``UNKNOWN_METRICS_KEPT`` names are kept; the counts of those go on."""
+
+    name = models.CharField(max_length=200, unique=True)
+    samples = models.BigIntegerField(default=0)
+    last_seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.samples} samples"
+
+
 class TelemetryRawRange(models.Model):
     """A time range (of every host) holding raw samples with no partial aggregates: written by
     anything that copies raw rows but telemetry ingest (a backfill, the demo loader). A rollup

@@ -1,0 +1,404 @@
+"""Prometheus remote-write 1.0, decoded and mapped without the database (pure).
+
+1. ``snappy_decode``: the body is snappy's *block* format (what remote-write 1.0 sends, not the
+   framed stream format), decompressed by cramjam; its length header is checked against the limit
+   before any memory is given to it.
+2. ``write_request_decode``: the protobuf ``prometheus.WriteRequest`` (remote.proto, types.proto)
+   read by a small wire-format reader: ``timeseries`` (1) of ``labels`` (1: name 1, value 2) and
+   ``samples`` (2: value 1 double, timestamp 2 int64 ms). Metadata (3), exemplars (3) and native
+   histograms (4) are skipped, as is any field a newer sender adds. Prometheus's stale marker (the
+   NaN with bits ``0x7ff0000000000002``) is dropped here: it says a series ended, not a value.
+3. ``dcgm_map``: dcgm-exporter's ``DCGM_FI_DEV_*`` series grouped by host (``Hostname``), GPU
+   (``UUID``, else ``Hostname`` + ``gpu``; a MIG instance by ``GPU_I_ID`` under its GPU) and
+   timestamp into telemetry batches in the shape the agent sends (docs/api-contract.md), each
+   sample remembering which series gave each field so that a refusal names the series.
+   Other metric names are counted, not refused.
+
+Known limits: a GPU's series of one scrape that Prometheus splits over two requests become two
+rows at the same instant, each with the fields it carried (docs/api.md: one shard, or batches
+larger than a scrape, keep them together). ``DCGM_FI_DEV_XID_ERRORS`` is the last XID code, not a
+count, so it is not stored as ``xid_errors``.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import cramjam
+
+STALE_NAN_BITS = 0x7FF0000000000002
+MIB = 1024 * 1024
+_DOUBLE = struct.Struct("<d")
+_UINT64 = struct.Struct("<Q")
+
+
+class WriteRejected(Exception):
+    """A body or a series that will never be accepted (a 4xx: Prometheus does not retry it)."""
+
+    def __init__(self, message: str, *, code: str = "invalid", status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+
+
+# --- snappy -------------------------------------------------------------------------------------
+
+
+def _uvarint(data: bytes, position: int) -> tuple[int, int]:
+    result = shift = 0
+    end = len(data)
+    while True:
+        if position >= end:
+            raise ValueError("truncated varint")
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, position
+        shift += 7
+        if shift >= 70:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def snappy_decode(body: bytes, *, max_bytes: int) -> bytes:
+    """The decompressed body; 413 when it would exceed ``max_bytes``, 400 when not snappy."""
+    try:
+        length, _ = _uvarint(body, 0)
+    except ValueError:
+        raise WriteRejected("body is not snappy-compressed (block format)", code="bad_encoding") from None
+    if length > max_bytes:
+        raise WriteRejected(
+            f"the decompressed body would be {length:,} bytes; at most {max_bytes:,}",
+            code="too_large",
+            status=413,
+        )
+    try:
+        data = bytes(cramjam.snappy.decompress_raw(body))
+    except cramjam.DecompressionError as exc:
+        raise WriteRejected(
+            f"body is not snappy-compressed (block format): {exc}", code="bad_encoding"
+        ) from None
+    if len(data) != length:  # pragma: no cover - cramjam checks the header itself
+        raise WriteRejected("snappy length header does not match the data", code="bad_encoding")
+    return data
+
+
+# --- protobuf -----------------------------------------------------------------------------------
+
+
+def _fields(data: bytes) -> list[tuple[int, int, Any]]:
+    """(field number, wire type, value) of one message: an int for varint and fixed fields (fixed
+    ones as their unsigned bits), bytes for length-delimited ones."""
+    out: list[tuple[int, int, Any]] = []
+    position, end = 0, len(data)
+    while position < end:
+        key = data[position]
+        if key < 0x80:  # field numbers below 16: one byte
+            position += 1
+        else:
+            key, position = _uvarint(data, position)
+        number, wire = key >> 3, key & 7
+        value: Any
+        if number == 0:
+            raise ValueError("field number 0")
+        if wire == 0:
+            value, position = _uvarint(data, position)
+        elif wire == 1:
+            if position + 8 > end:
+                raise ValueError("truncated fixed64")
+            value = _UINT64.unpack_from(data, position)[0]
+            position += 8
+        elif wire == 2:
+            length, position = _uvarint(data, position)
+            if position + length > end:
+                raise ValueError("truncated length-delimited field")
+            value = data[position : position + length]
+            position += length
+        elif wire == 5:
+            if position + 4 > end:
+                raise ValueError("truncated fixed32")
+            value = int.from_bytes(data[position : position + 4], "little")
+            position += 4
+        else:
+            raise ValueError(f"wire type {wire} (groups are not in remote-write)")
+        out.append((number, wire, value))
+    return out
+
+
+@dataclass
+class Series:
+    """One time series of a WriteRequest: its labels and its (timestamp ms, value) samples, stale
+    markers dropped (``stale``: how many)."""
+
+    labels: dict[str, str]
+    samples: list[tuple[int, float]] = field(default_factory=list)
+    stale: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("__name__", "")
+
+
+def labels_text(labels: dict[str, str]) -> str:
+    """``name{a="1", b="2"}``, as Prometheus writes a series."""
+    rest = ", ".join(f'{key}="{value}"' for key, value in sorted(labels.items()) if key != "__name__")
+    return f"{labels.get('__name__', '')}{{{rest}}}"
+
+
+class LabelCache:
+    """Decoded label sets by their bytes: Prometheus sends the same series in every request, and
+    reading a dozen labels field by field costs more than all the rest of a series. Bounded: the
+    whole cache is dropped when full. The dicts it returns are shared, never to be changed."""
+
+    def __init__(self, size: int = 200_000) -> None:
+        self.size = size
+        self._entries: dict[bytes, dict[str, str]] = {}
+
+    def get(self, key: bytes) -> dict[str, str]:
+        labels = self._entries.get(key)
+        if labels is None:
+            labels = _labels_decode(key)
+            if len(self._entries) >= self.size:
+                self._entries = {}
+            self._entries[key] = labels
+        return labels
+
+
+def _label_decode(data: bytes) -> tuple[str, str]:
+    name = text = ""
+    for number, wire, part in _fields(data):
+        if wire != 2:
+            continue
+        if number == 1:
+            name = part.decode()
+        elif number == 2:
+            text = part.decode()
+    return name, text
+
+
+def _labels_decode(data: bytes) -> dict[str, str]:
+    return dict(_label_decode(value) for number, wire, value in _fields(data) if number == 1 and wire == 2)
+
+
+label_cache = LabelCache()
+
+
+def _sample_append(series: Series, data: bytes) -> None:
+    bits: int | None = None
+    stamp = 0
+    # The usual encoding first: the value (tag 0x09, 8 bytes), then the timestamp (tag 0x10, a
+    # varint), nothing else; any other layout is read field by field.
+    if len(data) >= 10 and data[0] == 0x09 and data[9] == 0x10:
+        stamp, position = _uvarint(data, 10)
+        if position == len(data):
+            bits = _UINT64.unpack_from(data, 1)[0]
+    if bits is None:
+        stamp = 0
+        for number, wire, part in _fields(data):
+            if number == 1 and wire == 1:
+                bits = part
+            elif number == 2 and wire == 0:
+                stamp = part
+    if stamp >= 1 << 63:  # int64 on the wire: two's complement
+        stamp -= 1 << 64
+    if bits == STALE_NAN_BITS:
+        series.stale += 1
+        return
+    series.samples.append((stamp, _DOUBLE.unpack(_UINT64.pack(bits or 0))[0]))
+
+
+def _series_decode(data: bytes) -> Series:
+    # The labels (field 1) come first as senders write them: their bytes are the cache's key.
+    position, end = 0, len(data)
+    while position < end and data[position] == 0x0A:
+        if position + 1 < end and data[position + 1] < 0x80:  # a one-byte length: the usual label
+            position += 2 + data[position + 1]
+            continue
+        length, position = _uvarint(data, position + 1)
+        position += length
+    if position > end:
+        raise ValueError("truncated label")
+    series = Series(label_cache.get(data[:position]))
+    late: dict[str, str] = {}
+    for number, wire, value in _fields(data[position:]):
+        if number == 2 and wire == 2:
+            _sample_append(series, value)
+        elif number == 1 and wire == 2:  # a label after the samples: legal, if unusual
+            name, text = _label_decode(value)
+            late[name] = text
+        # 3 exemplars, 4 native histograms: not read.
+    if late:
+        series.labels = {**series.labels, **late}
+    return series
+
+
+def write_request_decode(data: bytes) -> list[Series]:
+    """The WriteRequest's time series; 400 when ``data`` is not one."""
+    try:
+        return [_series_decode(value) for number, wire, value in _fields(data) if number == 1 and wire == 2]
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WriteRejected(
+            f"body is not a protobuf prometheus.WriteRequest: {exc}", code="bad_protobuf"
+        ) from None
+
+
+# --- dcgm-exporter ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabelNames:
+    """The labels dcgm-exporter puts on its series (settings ``PROMETHEUS_LABEL_*``). A label
+    renamed ``exported_<name>`` (a target label of the same name, ``honor_labels: false``) is the
+    exporter's own and wins."""
+
+    uuid: str = "UUID"
+    hostname: str = "Hostname"
+    gpu: str = "gpu"
+    model: str = "modelName"
+    gpu_instance: str = "GPU_I_ID"
+    gpu_profile: str = "GPU_I_PROFILE"
+
+    def read(self, labels: dict[str, str], name: str) -> str:
+        return labels.get(f"exported_{name}") or labels.get(name) or ""
+
+
+# Metric -> (sample field, factor). Integer fields are rounded (SAMPLE_FIELDS says which).
+DCGM_FIELDS: dict[str, tuple[str, float]] = {
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_mj", 1.0),
+    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util", 1.0),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("mem_util", 1.0),
+    "DCGM_FI_DEV_FB_USED": ("mem_used_bytes", MIB),
+    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
+    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 1.0),
+    "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", 1.0),
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("throttle_reasons", 1.0),
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("throttle_reasons", 1.0),
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("ecc_errors", 1.0),
+}
+# The framebuffer's parts (MiB): their sum is the memory's total, once used and free are both there.
+FB_PARTS = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED")
+INTEGER_FIELDS = frozenset(
+    {"energy_mj", "mem_used_bytes", "mem_total_bytes", "throttle_reasons", "ecc_errors"}
+)
+KNOWN = frozenset({*DCGM_FIELDS, *FB_PARTS})
+
+
+@dataclass
+class HostBatch:
+    """One host's part of a request, as a telemetry payload's pieces; ``sources[i][field]``: the
+    labels of the series that gave sample ``i``'s ``field``."""
+
+    hostname: str
+    accelerators: dict[str, dict[str, Any]] = field(default_factory=dict)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[dict[str, dict[str, str]]] = field(default_factory=list)
+    epochs: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Mapped:
+    hosts: list[HostBatch]
+    samples: int  # samples of the request that were read (known metrics, stale markers excluded)
+    unknown: Counter[str]  # samples of metrics not mapped, by metric name
+
+
+def _device(series: Series, names: LabelNames) -> tuple[str, str, dict[str, Any]]:
+    """(hostname, the sample's GPU UUID, its accelerator registration and its parent's)."""
+    labels = series.labels
+    hostname = names.read(labels, names.hostname)
+    if not hostname:
+        raise WriteRejected(f"series {labels_text(labels)} has no {names.hostname!r} label (the host)")
+    uuid = names.read(labels, names.uuid)
+    index = names.read(labels, names.gpu)
+    if not uuid:
+        if not index:
+            raise WriteRejected(
+                f"series {labels_text(labels)} names no GPU: neither {names.uuid!r} nor {names.gpu!r}"
+            )
+        uuid = f"prom:{hostname}:{index}"
+    model = names.read(labels, names.model)
+    gpu: dict[str, Any] = {"uuid": uuid}
+    if index.isdigit() and int(index) <= 32_767:
+        gpu["index"] = int(index)
+    if model:
+        gpu["name"] = model
+    registrations = {"gpu": gpu}
+    instance = names.read(labels, names.gpu_instance)
+    if instance:
+        profile = names.read(labels, names.gpu_profile)
+        mig: dict[str, Any] = {"uuid": f"{uuid}/gi{instance}", "parent_uuid": uuid}
+        mig["name"] = f"{model} MIG {profile}".strip() if profile else model or "MIG instance"
+        registrations["mig"] = mig
+        gpu["mig_mode"] = True
+        uuid = mig["uuid"]
+    if len(uuid) > 96 or len(hostname) > 255:
+        raise WriteRejected(f"series {labels_text(labels)}: host or GPU name too long")
+    if any("\x00" in value for value in labels.values()):
+        raise WriteRejected(f"series {labels_text(labels)}: a label holds the NUL character")
+    return hostname, uuid, registrations
+
+
+def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
+    """Group the request's dcgm-exporter samples into one batch per host (see the module's
+    docstring); raise ``WriteRejected`` naming the first bad series."""
+    hosts: dict[str, HostBatch] = {}
+    rows: dict[tuple[str, str, int], int] = {}  # (host, gpu, ms) -> index in its host's samples
+    fb: dict[tuple[str, str, int], dict[str, float]] = {}
+    unknown: Counter[str] = Counter()
+    read = 0
+    for series in series_list:
+        metric = series.name
+        if metric not in KNOWN:
+            unknown[metric] += len(series.samples)
+            continue
+        if not series.samples:
+            continue
+        hostname, uuid, registrations = _device(series, names)
+        batch = hosts.get(hostname)
+        if batch is None:
+            batch = hosts[hostname] = HostBatch(hostname)
+        for registration in registrations.values():
+            batch.accelerators.setdefault(registration["uuid"], {}).update(registration)
+        target = DCGM_FIELDS.get(metric)
+        for stamp, value in series.samples:
+            read += 1
+            if not math.isfinite(value):
+                raise WriteRejected(
+                    f"series {labels_text(series.labels)} has the value {value} at {stamp} ms "
+                    "(only Prometheus's stale marker may be NaN)",
+                    code="not_finite",
+                )
+            key = (hostname, uuid, stamp)
+            index = rows.get(key)
+            if index is None:
+                index = rows[key] = len(batch.samples)
+                batch.samples.append({"time": stamp / 1000, "gpu": uuid})
+                batch.sources.append({})
+                batch.epochs.append(stamp / 1000)
+            if metric in FB_PARTS:
+                fb.setdefault(key, {})[metric] = value
+                batch.sources[index].setdefault("mem_total_bytes", series.labels)
+            if target is None:
+                continue
+            name, factor = target
+            scaled = value * factor
+            batch.samples[index][name] = round(scaled) if name in INTEGER_FIELDS else scaled
+            batch.sources[index][name] = series.labels
+    for (hostname, _uuid, _stamp), parts in fb.items():
+        if "DCGM_FI_DEV_FB_USED" in parts and "DCGM_FI_DEV_FB_FREE" in parts:
+            index = rows[(hostname, _uuid, _stamp)]
+            hosts[hostname].samples[index]["mem_total_bytes"] = round(sum(parts.values()) * MIB)
+    for batch in hosts.values():
+        # A GPU's instant that only carried the framebuffer's free part holds no field: no row.
+        keep = [i for i, sample in enumerate(batch.samples) if len(sample) > 2]
+        if len(keep) < len(batch.samples):
+            batch.samples = [batch.samples[i] for i in keep]
+            batch.sources = [batch.sources[i] for i in keep]
+            batch.epochs = [batch.epochs[i] for i in keep]
+    return Mapped(hosts=[batch for batch in hosts.values() if batch.samples], samples=read, unknown=unknown)

@@ -1,0 +1,305 @@
+"""A real Prometheus (Debian's ``prometheus``) scrapes a dcgm-exporter page and remote-writes to a
+real accelboard server; the stored telemetry rows equal what the page exposed, nothing lost and
+nothing twice although the server is first down and then loses its answers.
+
+The page is recorded dcgm-exporter exposition (this repository's own text, written after
+dcgm-exporter's default counters and labels: two whole GPUs and an A100 split into two MIG
+instances, pod labels included), served by a loopback HTTP server that advances the values at
+each scrape. Between Prometheus and accelboard a loopback proxy answers 503 without forwarding
+(accelboard down), then forwards and still answers 503 (the reply lost: Prometheus sends the same
+request again), then passes requests through.
+
+Prometheus missing: skipped, unless CI (``CI=true`` or ``ACCELBOARD_REQUIRE_PROMETHEUS=1``), where
+it is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelboard.api.services import token_create
+from accelboard.fleet.models import Accelerator, TelemetrySample
+from accelboard.fleet.remote_write import MIB
+
+pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+HOST = "dcgm-node-01"
+# (labels after gpu/UUID: the device's own, the accelerator's UUID as accelboard stores it)
+DEVICES = [
+    ('gpu="0",UUID="GPU-3b1e0a4c-1d2e-4f50-8a6b-0c1d2e3f4a50",pci_bus_id="00000000:18:00.0",device="nvidia0",'
+     'modelName="NVIDIA H100 80GB HBM3"', "GPU-3b1e0a4c-1d2e-4f50-8a6b-0c1d2e3f4a50",
+     'container="vllm",namespace="serving",pod="llama-8b-7f9c"'),
+    ('gpu="1",UUID="GPU-3b1e0a4c-1d2e-4f50-8a6b-0c1d2e3f4a51",pci_bus_id="00000000:2A:00.0",device="nvidia1",'
+     'modelName="NVIDIA H100 80GB HBM3"', "GPU-3b1e0a4c-1d2e-4f50-8a6b-0c1d2e3f4a51",
+     'container="",namespace="",pod=""'),
+    ('gpu="2",UUID="GPU-9d8c7b6a-5f4e-4d3c-8b2a-1a2b3c4d5e6f",pci_bus_id="00000000:3A:00.0",device="nvidia2",'
+     'modelName="NVIDIA A100-SXM4-80GB",GPU_I_PROFILE="3g.40gb",GPU_I_ID="1"',
+     "GPU-9d8c7b6a-5f4e-4d3c-8b2a-1a2b3c4d5e6f/gi1", 'container="trainer",namespace="research",pod="ft-0"'),
+    ('gpu="2",UUID="GPU-9d8c7b6a-5f4e-4d3c-8b2a-1a2b3c4d5e6f",pci_bus_id="00000000:3A:00.0",device="nvidia2",'
+     'modelName="NVIDIA A100-SXM4-80GB",GPU_I_PROFILE="3g.40gb",GPU_I_ID="2"',
+     "GPU-9d8c7b6a-5f4e-4d3c-8b2a-1a2b3c4d5e6f/gi2", 'container="",namespace="",pod=""'),
+]  # fmt: skip
+# (metric, type, help, value of device d at step k); the first block is what accelboard stores.
+METRICS = [
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", lambda d, k: 1400 + k),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", lambda d, k: 2619),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda d, k: 40 + d + k % 20),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda d, k: 100.5 + 10 * d + k),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).",
+     lambda d, k: 1_234_567_890 + 1_000_000 * d + 15_000 * k),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda d, k: (7 * k + d) % 100),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", lambda d, k: k % 50),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", lambda d, k: 80_000 - k),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", lambda d, k: 1_000 + k),
+    ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).", lambda d, k: 527),
+    ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "Current clock event reasons (bitmask).",
+     lambda d, k: 4 * (k % 2)),
+    # Not stored as telemetry (counted as unknown): replays, XID code, row remapping, profiling.
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", lambda d, k: 0),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", lambda d, k: 0),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors.",
+     lambda d, k: 0),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.",
+     lambda d, k: 0.5),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active.",
+     lambda d, k: 0.25),
+]  # fmt: skip
+
+
+def expected(d: int, k: int) -> dict[str, Any]:
+    """The row accelboard must store for device ``d`` at step ``k``."""
+    value = {name: fn(d, k) for name, _, _, fn in METRICS}
+    return {
+        "sm_clock_mhz": value["DCGM_FI_DEV_SM_CLOCK"],
+        "mem_clock_mhz": value["DCGM_FI_DEV_MEM_CLOCK"],
+        "temperature_c": value["DCGM_FI_DEV_GPU_TEMP"],
+        "power_w": value["DCGM_FI_DEV_POWER_USAGE"],
+        "energy_mj": value["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"],
+        "gpu_util": value["DCGM_FI_DEV_GPU_UTIL"],
+        "mem_util": value["DCGM_FI_DEV_MEM_COPY_UTIL"],
+        "mem_used_bytes": value["DCGM_FI_DEV_FB_USED"] * MIB,
+        "mem_total_bytes": (value["DCGM_FI_DEV_FB_USED"] + value["DCGM_FI_DEV_FB_FREE"] + 527) * MIB,
+        "throttle_reasons": value["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"],
+        "ecc_errors": None,
+        "xid_errors": None,
+    }
+
+
+def exposition(k: int) -> str:
+    lines = []
+    for name, kind, help_text, fn in METRICS:
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        for d, (labels, _uuid, pod) in enumerate(DEVICES):
+            lines.append(
+                f'{name}{{{labels},Hostname="{HOST}",DCGM_FI_DRIVER_VERSION="550.54.15",{pod}}} {fn(d, k)}'
+            )
+    return "\n".join(lines) + "\n"
+
+
+class Exporter:
+    """The dcgm-exporter page: each GET serves the next step; ``frozen`` answers 503 (no samples)."""
+
+    def __init__(self) -> None:
+        self.served: list[int] = []
+        self.frozen = False
+        self.lock = threading.Lock()
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                with exporter.lock:
+                    if exporter.frozen:
+                        self.send_error(503)
+                        return
+                    k = len(exporter.served)
+                    body = exposition(k).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain; version=0.0.4")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    exporter.served.append(k)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.port = self.server.server_address[1]
+
+
+class FlakyProxy:
+    """Between Prometheus and accelboard: ``down`` requests answered 503 unforwarded, then ``lost``
+    requests forwarded with the answer replaced by a 503, then a plain pass-through."""
+
+    def __init__(self, target: str, *, down: int, lost: int) -> None:
+        self.plan = ["down"] * down + ["lost"] * lost
+        self.log: list[tuple[str, int]] = []
+        self.duplicates = 0  # answers from accelboard saying the request was stored before
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                step = proxy.plan.pop(0) if proxy.plan else "pass"
+                status = 503
+                if step != "down":
+                    request = urllib.request.Request(target + self.path, data=body, method="POST")
+                    for header in ("Authorization", "Content-Encoding", "Content-Type",
+                                   "X-Prometheus-Remote-Write-Version"):  # fmt: skip
+                        if self.headers.get(header):
+                            request.add_header(header, self.headers[header])
+                    try:
+                        with urllib.request.urlopen(request, timeout=30) as response:
+                            status = response.status
+                            proxy.duplicates += b'"duplicate":true' in response.read().replace(b" ", b"")
+                    except urllib.error.HTTPError as exc:
+                        status = exc.code
+                    if step == "lost":
+                        status = 503
+                proxy.log.append((step, status))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def prometheus_binary() -> str:
+    if not os.access(PROMETHEUS, os.X_OK):
+        message = "needs Prometheus: apt-get install prometheus"
+        if os.environ.get("CI") == "true" or os.environ.get("ACCELBOARD_REQUIRE_PROMETHEUS") == "1":
+            pytest.fail(f"in CI, {message}", pytrace=False)
+        pytest.skip(message)
+    return PROMETHEUS
+
+
+def _start(binary: str, config: str, tmp_path: Path) -> subprocess.Popen[bytes]:
+    (tmp_path / "prometheus.yml").write_text(config)
+    return subprocess.Popen(
+        [binary, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{_free_port()}", "--log.level=warn"],
+        stdout=(tmp_path / "prometheus.log").open("wb"),
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def prometheus(
+    prometheus_binary: str, live_server: Any, team: Any, tmp_path: Path
+) -> Iterator[dict[str, Any]]:
+    token = token_create(team=team, kind="ingest", name="prometheus")[1]
+    exporter = Exporter()
+    proxy = FlakyProxy(live_server.url, down=3, lost=3)
+    config = f"""
+global:
+  scrape_interval: 1s
+  scrape_timeout: 900ms
+scrape_configs:
+  - job_name: dcgm
+    static_configs:
+      - targets: ["127.0.0.1:{exporter.port}"]
+remote_write:
+  - url: {proxy.url}/api/v1/prometheus/write
+    authorization:
+      credentials: {token}
+    metadata_config:
+      send: false
+    queue_config:
+      min_shards: 1
+      max_shards: 1
+      max_samples_per_send: 2000
+      batch_send_deadline: 500ms
+      min_backoff: 100ms
+      max_backoff: 500ms
+"""
+    process = _start(prometheus_binary, config, tmp_path)
+    try:
+        yield {"exporter": exporter, "proxy": proxy, "process": process, "log": tmp_path / "prometheus.log"}
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        exporter.server.shutdown()
+        proxy.server.shutdown()
+
+
+def _stored() -> dict[str, list[dict[str, Any]]]:
+    rows: dict[str, list[dict[str, Any]]] = {}
+    fields = [*expected(0, 0), "time"]
+    for row in TelemetrySample.objects.order_by("time").values("accelerator__uuid", *fields):
+        rows.setdefault(row.pop("accelerator__uuid"), []).append(row)
+    return rows
+
+
+def test_prometheus_remote_writes_what_dcgm_exporter_exposed_once_through_outages(
+    prometheus: dict[str, Any],
+) -> None:
+    exporter, proxy = prometheus["exporter"], prometheus["proxy"]
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        passed = sum(1 for step, status in proxy.log if step == "pass" and status == 200)
+        if len(exporter.served) >= 8 and passed >= 2:
+            break
+        assert prometheus["process"].poll() is None, prometheus["log"].read_text()
+        time.sleep(0.5)
+    with exporter.lock:
+        exporter.frozen = True  # the page goes away: Prometheus marks the series stale
+    served = list(exporter.served)
+    # Every step served reaches the database, each once, whatever the outages did.
+    while time.monotonic() < deadline:
+        stored = _stored()
+        if all(len(stored.get(uuid, [])) >= len(served) for _, uuid, _ in DEVICES):
+            break
+        time.sleep(0.5)
+    time.sleep(2)  # the stale markers and any late resend arrive: they must store nothing
+    stored = _stored()
+    log = prometheus["log"].read_text()
+    assert [step for step, _ in proxy.log[:6]] == ["down"] * 3 + ["lost"] * 3, proxy.log
+    # The lost answers made Prometheus send stored requests again; accelboard said so, stored nothing.
+    assert proxy.duplicates >= 1, proxy.log
+    for d, (_, uuid, _) in enumerate(DEVICES):
+        rows = stored.get(uuid, [])
+        steps = [row["sm_clock_mhz"] - 1400 for row in rows]
+        assert steps == served, (uuid, steps, served, log)
+        for k, row in zip(served, rows, strict=True):
+            row.pop("time")
+            assert row == expected(d, k), (uuid, k)
+        times = [
+            r for r in TelemetrySample.objects.filter(accelerator__uuid=uuid).values_list("time", flat=True)
+        ]
+        assert len(set(times)) == len(times)
+    mig = Accelerator.objects.get(uuid="GPU-9d8c7b6a-5f4e-4d3c-8b2a-1a2b3c4d5e6f/gi1")
+    assert mig.parent_uuid == "GPU-9d8c7b6a-5f4e-4d3c-8b2a-1a2b3c4d5e6f"
+    assert mig.host.hostname == HOST
+    whole = Accelerator.objects.get(uuid="GPU-3b1e0a4c-1d2e-4f50-8a6b-0c1d2e3f4a50")
+    assert (whole.index, whole.host.hostname) == (0, HOST)

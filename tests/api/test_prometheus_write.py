@@ -1,0 +1,184 @@
+"""POST /api/v1/prometheus/write: remote-write of dcgm-exporter series into telemetry."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from accelboard.core.pipeline_selectors import pipeline_status
+from accelboard.fleet import remote_write_services
+from accelboard.fleet.models import Accelerator, Host, PrometheusUnknownMetric, TelemetrySample
+from accelboard.fleet.remote_write import MIB
+from tests.api.conftest import row_counts
+from tests.fleet.prom_wire import STALE_NAN, snappy, write_request
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/prometheus/write"
+GPU = {"UUID": "GPU-rw-0001", "Hostname": "prom-node-01", "gpu": "0", "modelName": "NVIDIA H100 80GB HBM3"}
+
+
+def _post(
+    client: Client,
+    body: bytes,
+    token: str | None,
+    content_type: str = "application/x-protobuf",
+    **headers: Any,
+) -> Any:
+    extra = {"HTTP_CONTENT_ENCODING": "snappy", "HTTP_X_PROMETHEUS_REMOTE_WRITE_VERSION": "0.1.0", **headers}
+    if token:
+        extra["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    return client.post(URL, data=body, content_type=content_type, **extra)
+
+
+def _scrape(ms: int, k: int = 0, labels: dict[str, str] | None = None) -> list[tuple[dict[str, str], list]]:
+    labels = labels or GPU
+    values = {
+        "DCGM_FI_DEV_POWER_USAGE": 300.0 + k,
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": 5_000_000.0 + 300_000 * k,
+        "DCGM_FI_DEV_GPU_UTIL": 90.0,
+        "DCGM_FI_DEV_FB_USED": 1000.0,
+        "DCGM_FI_DEV_FB_FREE": 80000.0,
+        "DCGM_FI_DEV_GPU_TEMP": 55.0,
+    }
+    return [({"__name__": name, **labels}, [(ms, value)]) for name, value in values.items()]
+
+
+def test_it_stores_dcgm_samples_as_telemetry_rows(client: Client, ingest_token: str, team: Any) -> None:
+    now = int(time.time() * 1000) - 30_000
+    other = {**GPU, "UUID": "GPU-rw-0002", "gpu": "1"}
+    body = write_request(
+        _scrape(now, 0) + _scrape(now + 15_000, 1) + _scrape(now, 7, other)
+        + [({"__name__": "up", "instance": "x"}, [(now, 1.0)])]
+    )  # fmt: skip
+    response = _post(client, snappy(body), ingest_token)
+    assert response.status_code == 200, response.content
+    assert response.json() == {"series": 19, "samples": 18, "stored": 3, "duplicate": False, "unknown": 1}
+    host = Host.objects.get(hostname="prom-node-01")
+    assert host.team_id == team.pk
+    gpus = {gpu.uuid: gpu for gpu in Accelerator.objects.filter(host=host)}
+    assert set(gpus) == {"GPU-rw-0001", "GPU-rw-0002"}
+    assert gpus["GPU-rw-0002"].index == 1
+    rows = list(
+        TelemetrySample.objects.filter(accelerator=gpus["GPU-rw-0001"])
+        .order_by("time")
+        .values(
+            "power_w", "energy_mj", "gpu_util", "mem_used_bytes", "mem_total_bytes", "temperature_c", "time"
+        )
+    )
+    assert [row["power_w"] for row in rows] == [300.0, 301.0]
+    assert [row["energy_mj"] for row in rows] == [5_000_000, 5_300_000]
+    assert rows[0]["mem_used_bytes"] == 1000 * MIB and rows[0]["mem_total_bytes"] == 81000 * MIB
+    assert rows[0]["gpu_util"] == 90.0 and rows[0]["temperature_c"] == 55.0
+    assert [row["time"].timestamp() for row in rows] == [now / 1000, (now + 15_000) / 1000]
+    assert TelemetrySample.objects.get(accelerator=gpus["GPU-rw-0002"]).power_w == 307.0
+    # The unmapped metric is counted where the pipeline status shows it.
+    (check,) = [c for c in pipeline_status().checks if c.name == "prometheus.unknown_samples"]
+    assert check.value == 1 and check.detail["top"] == {"up": 1} and check.ok
+
+
+def test_it_counts_unknown_metrics_by_name_once_per_request_and_keeps_a_bounded_number_of_names(
+    client: Client, ingest_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = int(time.time() * 1000) - 10_000
+    up = ({"__name__": "up", "instance": "x"}, [(now, 1.0), (now + 1000, 1.0)])
+    body = snappy(write_request(_scrape(now) + [up, ({"__name__": "go_goroutines"}, [(now, 9.0)])]))
+    _post(client, body, ingest_token)
+    _post(client, body, ingest_token)  # sent again: stored and counted once
+    _post(client, snappy(write_request(_scrape(now + 1000) + [up])), ingest_token)
+    assert dict(PrometheusUnknownMetric.objects.values_list("name", "samples")) == {
+        "up": 4,
+        "go_goroutines": 1,
+    }
+    monkeypatch.setattr(remote_write_services, "UNKNOWN_METRICS_KEPT", 2)
+    more = [({"__name__": "new_metric"}, [(now, 1.0)]), up]
+    _post(client, snappy(write_request(_scrape(now + 2000) + more)), ingest_token)
+    assert dict(PrometheusUnknownMetric.objects.values_list("name", "samples")) == {
+        "up": 6,
+        "go_goroutines": 1,
+    }
+
+
+def test_it_stores_a_retried_request_once(client: Client, ingest_token: str) -> None:
+    now = int(time.time() * 1000) - 10_000
+    body = snappy(write_request(_scrape(now)))
+    first = _post(client, body, ingest_token)
+    again = _post(client, body, ingest_token)
+    assert first.json()["stored"] == 1 and first.json()["duplicate"] is False
+    assert again.status_code == 200 and again.json()["stored"] == 0 and again.json()["duplicate"] is True
+    assert TelemetrySample.objects.count() == 1
+
+
+def test_it_skips_stale_markers(client: Client, ingest_token: str) -> None:
+    now = int(time.time() * 1000) - 10_000
+    labels = {"__name__": "DCGM_FI_DEV_POWER_USAGE", **GPU}
+    response = _post(
+        client, snappy(write_request([(labels, [(now, 250.0), (now + 1000, STALE_NAN)])])), ingest_token
+    )
+    assert response.status_code == 200 and response.json()["samples"] == 1
+    assert list(TelemetrySample.objects.values_list("power_w", flat=True)) == [250.0]
+
+
+def _refused(client: Client, token: str, body: bytes, status: int, **headers: Any) -> dict[str, Any]:
+    before = row_counts()
+    response = _post(client, body, token, **headers)  # content_type among them, where given
+    assert response.status_code == status, response.content
+    assert row_counts() == before
+    return response.json()["error"]
+
+
+def test_it_refuses_bad_bodies_and_stores_nothing(client: Client, ingest_token: str, settings: Any) -> None:
+    now = int(time.time() * 1000) - 10_000
+    assert _refused(client, ingest_token, b"\x10plain text", 400)["code"] == "bad_encoding"
+    assert _refused(client, ingest_token, snappy(b"\x0a\xff\x01abc"), 400)["code"] == "bad_protobuf"
+    good = snappy(write_request(_scrape(now)))
+    assert (
+        _refused(client, ingest_token, good, 415, HTTP_CONTENT_ENCODING="gzip")["code"]
+        == "unsupported_media_type"
+    )
+    v2 = "application/x-protobuf;proto=io.prometheus.write.v2.Request"
+    error = _refused(client, ingest_token, good, 415, content_type=v2)
+    assert "remote-write 1.0" in error["message"]
+    settings.PROMETHEUS_WRITE_MAX_BYTES = 64
+    error = _refused(client, ingest_token, good, 413)
+    assert error["code"] == "too_large" and "64 bytes" in error["message"]
+
+
+def test_it_refuses_a_request_with_one_bad_series_naming_it_and_stores_none_of_it(
+    client: Client, ingest_token: str
+) -> None:
+    now = int(time.time() * 1000) - 10_000
+    nan = ({"__name__": "DCGM_FI_DEV_GPU_TEMP", **GPU, "gpu": "5", "UUID": "GPU-bad"}, [(now, float("nan"))])
+    error = _refused(client, ingest_token, snappy(write_request(_scrape(now) + [nan])), 400)
+    assert error["code"] == "not_finite"
+    assert 'DCGM_FI_DEV_GPU_TEMP{Hostname="prom-node-01", UUID="GPU-bad"' in error["message"]
+    # Valid on the wire, refused by the telemetry path: another host's samples, stored first,
+    # are rolled back with it; the message names the series, not the generated batch's field.
+    second_host = _scrape(now, labels={**GPU, "Hostname": "prom-node-02", "UUID": "GPU-rw-0009"})
+    negative = ({"__name__": "DCGM_FI_DEV_POWER_USAGE", **GPU}, [(now, -5.0)])
+    error = _refused(client, ingest_token, snappy(write_request(second_host + [negative])), 400)
+    assert "between 0 and 100000" in error["message"]
+    assert 'series DCGM_FI_DEV_POWER_USAGE{Hostname="prom-node-01", UUID="GPU-rw-0001"' in error["message"]
+    future = _scrape(now + 3_600_000)
+    error = _refused(client, ingest_token, snappy(write_request(future)), 400)
+    assert "in the future" in error["message"] and "prom-node-01" in error["message"]
+    no_gpu = ({"__name__": "DCGM_FI_DEV_POWER_USAGE", "Hostname": "prom-node-01"}, [(now, 5.0)])
+    error = _refused(client, ingest_token, snappy(write_request([no_gpu])), 400)
+    assert "names no GPU" in error["message"]
+
+
+def test_it_refuses_a_host_of_another_team(client: Client, ingest_token: str, other_token: str) -> None:
+    now = int(time.time() * 1000) - 10_000
+    assert _post(client, snappy(write_request(_scrape(now))), ingest_token).status_code == 200
+    error = _refused(client, other_token, snappy(write_request(_scrape(now + 1000))), 409)
+    assert error["code"] == "host_conflict"
+    assert TelemetrySample.objects.count() == 1
+
+
+def test_it_needs_a_write_token(client: Client, read_token: str) -> None:
+    body = snappy(write_request(_scrape(int(time.time() * 1000))))
+    assert _post(client, body, None).status_code == 401
+    assert _post(client, body, read_token).status_code == 403

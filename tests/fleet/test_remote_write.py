@@ -1,0 +1,205 @@
+"""Remote-write decoding and dcgm-exporter mapping, without the database (accelboard/fleet/remote_write.py)."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import pytest
+
+from accelboard.fleet.remote_write import (
+    MIB,
+    LabelNames,
+    WriteRejected,
+    dcgm_map,
+    labels_text,
+    snappy_decode,
+    write_request_decode,
+)
+from tests.fleet.prom_wire import STALE_NAN, snappy, write_request
+
+T0 = 1_764_454_200_000  # ms
+GPU = {"UUID": "GPU-aaaa", "Hostname": "node-1", "gpu": "0", "modelName": "NVIDIA H100 80GB HBM3"}
+
+
+def series(metric: str, samples: list[tuple[int, float]], **labels: str) -> tuple[dict[str, str], list]:
+    return {"__name__": metric, **GPU, **labels}, samples
+
+
+def test_it_decodes_labels_and_samples_and_skips_what_it_does_not_read() -> None:
+    body = write_request(
+        [series("DCGM_FI_DEV_POWER_USAGE", [(T0, 301.25), (T0 + 1000, 0.0), (-1500, 7.5)])], extras=True
+    )
+    (decoded,) = write_request_decode(snappy_decode(snappy(body), max_bytes=1 << 20))
+    assert decoded.labels == {"__name__": "DCGM_FI_DEV_POWER_USAGE", **GPU}
+    assert decoded.samples == [(T0, 301.25), (T0 + 1000, 0.0), (-1500, 7.5)]
+    assert decoded.stale == 0
+
+
+def test_it_drops_stale_markers_but_keeps_other_nans_for_the_mapper() -> None:
+    body = write_request([series("DCGM_FI_DEV_GPU_UTIL", [(T0, STALE_NAN), (T0 + 1000, float("nan"))])])
+    (decoded,) = write_request_decode(body)
+    assert decoded.stale == 1
+    assert len(decoded.samples) == 1 and math.isnan(decoded.samples[0][1])
+    with pytest.raises(WriteRejected) as caught:
+        dcgm_map([decoded], names=LabelNames())
+    assert caught.value.status == 400
+    assert 'DCGM_FI_DEV_GPU_UTIL{Hostname="node-1", UUID="GPU-aaaa"' in caught.value.message
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf")])
+def test_it_refuses_infinite_values_of_mapped_metrics(value: float) -> None:
+    decoded = write_request_decode(write_request([series("DCGM_FI_DEV_POWER_USAGE", [(T0, value)])]))
+    with pytest.raises(WriteRejected, match="DCGM_FI_DEV_POWER_USAGE"):
+        dcgm_map(decoded, names=LabelNames())
+
+
+def test_it_refuses_what_is_not_snappy_or_not_protobuf() -> None:
+    with pytest.raises(WriteRejected) as caught:
+        snappy_decode(b"\x05not snappy at all", max_bytes=1 << 20)
+    assert (caught.value.status, caught.value.code) == (400, "bad_encoding")
+    with pytest.raises(WriteRejected) as caught:
+        snappy_decode(b"", max_bytes=1 << 20)
+    assert caught.value.code == "bad_encoding"
+    with pytest.raises(WriteRejected) as caught:
+        write_request_decode(b"\x0a\xff\x01abc")  # a field claiming 255 bytes, 3 there
+    assert (caught.value.status, caught.value.code) == (400, "bad_protobuf")
+    with pytest.raises(WriteRejected, match="wire type"):
+        write_request_decode(b"\x0b")  # a group
+
+
+def test_it_refuses_a_body_whose_decompressed_size_is_over_the_limit_before_decompressing() -> None:
+    body = snappy(write_request([series("DCGM_FI_DEV_POWER_USAGE", [(T0 + i, 1.0) for i in range(500)])]))
+    with pytest.raises(WriteRejected) as caught:
+        snappy_decode(body, max_bytes=1000)
+    assert caught.value.status == 413 and "at most 1,000" in caught.value.message
+
+
+def test_it_groups_one_scrape_of_each_gpu_into_one_sample() -> None:
+    values = {
+        "DCGM_FI_DEV_POWER_USAGE": 412.5,
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": 123456789.0,
+        "DCGM_FI_DEV_GPU_UTIL": 97.0,
+        "DCGM_FI_DEV_MEM_COPY_UTIL": 41.0,
+        "DCGM_FI_DEV_FB_USED": 58368.0,
+        "DCGM_FI_DEV_FB_FREE": 23000.0,
+        "DCGM_FI_DEV_FB_RESERVED": 191.0,
+        "DCGM_FI_DEV_SM_CLOCK": 1980.0,
+        "DCGM_FI_DEV_MEM_CLOCK": 2619.0,
+        "DCGM_FI_DEV_GPU_TEMP": 61.0,
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": 4.0,
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": 0.0,
+    }
+    other = {**GPU, "UUID": "GPU-bbbb", "gpu": "1"}
+    decoded = write_request_decode(
+        write_request(
+            [series(name, [(T0, value), (T0 + 15_000, value + 1)]) for name, value in values.items()]
+            + [({"__name__": "DCGM_FI_DEV_POWER_USAGE", **other}, [(T0, 99.0)])]
+            + [({"__name__": "go_goroutines", "instance": "x"}, [(T0, 12.0)])]
+            + [series("DCGM_FI_DEV_XID_ERRORS", [(T0, 79.0)])]
+        )
+    )
+    mapped = dcgm_map(decoded, names=LabelNames())
+    (host,) = mapped.hosts
+    assert host.hostname == "node-1"
+    assert host.accelerators == {
+        "GPU-aaaa": {"uuid": "GPU-aaaa", "index": 0, "name": "NVIDIA H100 80GB HBM3"},
+        "GPU-bbbb": {"uuid": "GPU-bbbb", "index": 1, "name": "NVIDIA H100 80GB HBM3"},
+    }
+    assert host.samples[0] == {
+        "time": T0 / 1000,
+        "gpu": "GPU-aaaa",
+        "power_w": 412.5,
+        "energy_mj": 123456789,
+        "gpu_util": 97.0,
+        "mem_util": 41.0,
+        "mem_used_bytes": 58368 * MIB,
+        "mem_total_bytes": (58368 + 23000 + 191) * MIB,
+        "sm_clock_mhz": 1980.0,
+        "mem_clock_mhz": 2619.0,
+        "temperature_c": 61.0,
+        "throttle_reasons": 4,
+        "ecc_errors": 0,
+    }
+    assert host.samples[1]["time"] == (T0 + 15_000) / 1000 and host.samples[1]["power_w"] == 413.5
+    assert host.samples[2] == {"time": T0 / 1000, "gpu": "GPU-bbbb", "power_w": 99.0}
+    assert len(host.samples) == 3
+    assert mapped.samples == 2 * len(values) + 1
+    assert mapped.unknown == {"go_goroutines": 1, "DCGM_FI_DEV_XID_ERRORS": 1}
+    assert host.sources[0]["power_w"]["__name__"] == "DCGM_FI_DEV_POWER_USAGE"
+
+
+def test_it_names_gpus_without_uuid_by_host_and_index_and_mig_instances_under_their_gpu() -> None:
+    no_uuid = {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "node-2", "gpu": "3"}
+    mig = {**GPU, "__name__": "DCGM_FI_DEV_FB_USED", "GPU_I_ID": "2", "GPU_I_PROFILE": "1g.10gb"}
+    mapped = dcgm_map(
+        write_request_decode(write_request([(no_uuid, [(T0, 50.0)]), (mig, [(T0, 1024.0)])])),
+        names=LabelNames(),
+    )
+    by_host = {host.hostname: host for host in mapped.hosts}
+    assert by_host["node-2"].samples == [{"time": T0 / 1000, "gpu": "prom:node-2:3", "temperature_c": 50.0}]
+    assert by_host["node-1"].accelerators == {
+        "GPU-aaaa": {"uuid": "GPU-aaaa", "index": 0, "name": "NVIDIA H100 80GB HBM3", "mig_mode": True},
+        "GPU-aaaa/gi2": {"uuid": "GPU-aaaa/gi2", "parent_uuid": "GPU-aaaa", "name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb"},
+    }  # fmt: skip
+    assert by_host["node-1"].samples == [
+        {"time": T0 / 1000, "gpu": "GPU-aaaa/gi2", "mem_used_bytes": 1024 * MIB}
+    ]
+
+
+def test_it_reads_exported_labels_and_configured_names() -> None:
+    labels = {
+        "__name__": "DCGM_FI_DEV_POWER_USAGE",
+        "Hostname": "prometheus-target",
+        "exported_Hostname": "node-9",
+        "gpu_uuid": "GPU-cccc",
+        "gpu": "0",
+    }
+    mapped = dcgm_map(
+        write_request_decode(write_request([(labels, [(T0, 5.0)])])), names=LabelNames(uuid="gpu_uuid")
+    )
+    (host,) = mapped.hosts
+    assert host.hostname == "node-9"
+    assert host.samples[0]["gpu"] == "GPU-cccc"
+
+
+def test_it_refuses_a_series_without_a_gpu_or_a_host_naming_its_labels() -> None:
+    no_gpu = {"__name__": "DCGM_FI_DEV_POWER_USAGE", "Hostname": "node-1"}
+    with pytest.raises(WriteRejected) as caught:
+        dcgm_map(write_request_decode(write_request([(no_gpu, [(T0, 5.0)])])), names=LabelNames())
+    assert caught.value.message.startswith('series DCGM_FI_DEV_POWER_USAGE{Hostname="node-1"} names no GPU')
+    no_host = {"__name__": "DCGM_FI_DEV_POWER_USAGE", "UUID": "GPU-1"}
+    with pytest.raises(WriteRejected, match="no 'Hostname' label"):
+        dcgm_map(write_request_decode(write_request([(no_host, [(T0, 5.0)])])), names=LabelNames())
+
+
+def test_labels_text_reads_like_prometheus() -> None:
+    assert labels_text({"b": "2", "__name__": "m", "a": "1"}) == 'm{a="1", b="2"}'
+
+
+def test_it_reads_fields_in_any_order_and_negative_timestamps() -> None:
+    from tests.fleet.prom_wire import _delimited, _varint
+
+    # A sample with its timestamp first and an unknown field; a label after the samples.
+    sample = _varint(2 << 3 | 0) + _varint(-2000) + _varint(1 << 3 | 1) + struct.pack("<d", 2.5)
+    sample += _varint(7 << 3 | 0) + _varint(1)
+    label = _delimited(1, _delimited(1, b"__name__") + _delimited(2, b"DCGM_FI_DEV_GPU_TEMP"))
+    late = _delimited(1, _delimited(1, b"Hostname") + _delimited(2, b"node-late"))
+    body = _delimited(1, label + _delimited(2, sample) + late)
+    (decoded,) = write_request_decode(body)
+    assert decoded.labels == {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "node-late"}
+    assert decoded.samples == [(-2000, 2.5)]
+    # The same label bytes again come from the cache, equal and unchanged by the late label.
+    (again,) = write_request_decode(_delimited(1, label + _delimited(2, sample)))
+    assert again.labels == {"__name__": "DCGM_FI_DEV_GPU_TEMP"}
+
+
+def test_it_reads_labels_longer_than_a_one_byte_length() -> None:
+    labels = {"__name__": "DCGM_FI_DEV_GPU_TEMP", "pod": "p" * 300, "Hostname": "h" * 200}
+    (decoded,) = write_request_decode(write_request([(labels, [(T0, 1.0)])]))
+    assert decoded.labels == labels and decoded.samples == [(T0, 1.0)]
+
+
+def test_it_makes_no_row_of_an_instant_without_a_stored_field() -> None:
+    only_free = series("DCGM_FI_DEV_FB_FREE", [(T0, 1000.0)])
+    assert dcgm_map(write_request_decode(write_request([only_free])), names=LabelNames()).hosts == []
