@@ -16,6 +16,10 @@ A batch may carry ``attribution`` (docs/attribution.md): its intervals are valid
 batch (``attribution_validation``), need partitions for their days too, and are stored in the
 same transaction after the registration (``attribution_services.attribution_store``); a batch
 without them runs exactly the statements it ran before.
+A Prometheus remote-write batch (``merge=True``) may carry the other part of a GPU-instant
+already stored (Prometheus splits a scrape over several requests): under a per-host advisory lock,
+one statement fills the stored rows' missing fields (``_MERGE_SQL``) and only the rest is copied;
+the agent's batches, always whole, run none of it.
 A cached registration that no longer holds (``StaleRegistration``) or a remembered partition that
 is gone rolls the whole transaction back, and the batch is stored once more, the long way.
 """
@@ -54,7 +58,7 @@ from .rollup_request_services import telemetry_rollups_request
 COPY_COLUMNS = ("time", "host_id", "accelerator_id", *SAMPLE_FIELDS)
 
 
-def telemetry_batch_ingest(*, team_id: int, payload: object) -> dict[str, Any]:
+def telemetry_batch_ingest(*, team_id: int, payload: object, merge: bool = False) -> dict[str, Any]:
     """Validate and store one telemetry batch of ``team_id``'s (docs/api-contract.md); idempotent
     on its batch_id (``core.idempotency_services``, claimed in the batch's transaction); return ``{"batch_id", "accepted", "duplicate"}``,
     and ``attribution`` (intervals stored) and ``attribution_duplicates`` (intervals already stored,
@@ -62,7 +66,8 @@ def telemetry_batch_ingest(*, team_id: int, payload: object) -> dict[str, Any]:
 
     The batch's time range is marked dirty in its transaction; after the commit one rollup drain
     is asked for (``telemetry_rollups_request``, one per ``ROLLUP_INTERVAL_S`` across every web
-    process). Raises ``IngestRejected`` for a batch that cannot be stored.
+    process). Raises ``IngestRejected`` for a batch that cannot be stored. ``merge``: samples at
+    an instant its GPU already has a row at fill that row's missing fields (``telemetry_batch_store``).
     """
     received_at = datetime.now(UTC)
     batch, attribution = telemetry_batch_attribution_parse(payload, now=received_at)
@@ -90,7 +95,7 @@ def telemetry_batch_ingest(*, team_id: int, payload: object) -> dict[str, Any]:
                 if stored is not None:
                     return {**stored, "duplicate": True}
                 stored_counts = telemetry_batch_store(
-                    batch=batch, team_id=team_id, received_at=received_at, attribution=attribution
+                    batch=batch, team_id=team_id, received_at=received_at, attribution=attribution, merge=merge
                 )
                 if stored_counts["accepted"]:
                     transaction.on_commit(telemetry_rollups_request, robust=True)
@@ -149,7 +154,8 @@ def _owned_elsewhere(*, batch: TelemetryBatch, team_id: int) -> IngestRejected |
 
 # One statement after the COPY: each GPU's ``last_state`` moves to its newest sample of the batch
 # (unless it has a newer one), the host's ``last_seen_at`` to the time of the request, and the
-# batch's range is marked dirty for the rollups. It returns what the fast path must confirm: the
+# batch's range is marked dirty for the rollups (a merged batch's ``last_state`` adds its fields to
+# a state of the same instant instead of replacing it). It returns what the fast path must confirm: the
 # host still belongs to the token's team, and every GPU of the batch is still on that host.
 _FINAL_SQL = """
 WITH dirty AS (
@@ -162,7 +168,7 @@ host AS (
 ),
 state AS (
     UPDATE fleet_accelerator AS a
-    SET last_state = v.state::jsonb, last_seen_at = v.seen
+    SET last_state = {state}, last_seen_at = v.seen
     FROM (VALUES {values}) AS v(id, state, seen)
     WHERE a.id = v.id
       AND (a.last_state->>'time' IS NULL OR (a.last_state->>'time')::timestamptz <= v.seen)
@@ -182,6 +188,7 @@ def _final_write(
     accelerator_ids: list[int],
     received_at: datetime,
     also: list[int],
+    merge: bool = False,
 ) -> bool:
     """Run ``_FINAL_SQL``; True when the host is the team's and every GPU is on it (those of the
     samples, and ``also``: devices without samples the batch relied on)."""
@@ -194,12 +201,14 @@ def _final_write(
     for index in newest.tolist():
         seen = datetime.fromtimestamp(batch.epochs[index], UTC)
         state = {**batch.samples[index], "time": seen.isoformat()}
+        if merge:
+            state = {name: value for name, value in state.items() if value is not None}
         values.append("(%s::bigint, %s, %s::timestamptz)")
         params.extend([accelerator_ids[index], orjson.dumps(state).decode(), seen])
     distinct = sorted({*accelerator_ids, *also})
     with connection.cursor() as cursor:
         cursor.execute(
-            _FINAL_SQL.format(values=", ".join(values)),
+            _FINAL_SQL.format(values=", ".join(values), state=_MERGED_STATE if merge else "v.state::jsonb"),
             [
                 batch.start,
                 batch.end,
@@ -217,6 +226,58 @@ def _final_write(
         )
         hosts, gpus = cursor.fetchone()
     return hosts == 1 and gpus == len(distinct)
+
+
+_MERGED_STATE = """CASE WHEN (a.last_state->>'time')::timestamptz = v.seen
+        THEN a.last_state || v.state::jsonb ELSE v.state::jsonb END"""
+
+# Remote-write merge (``telemetry_batch_store(merge=True)``). Two requests of one host merging at
+# once would both miss the other's uncommitted rows and both insert: a lock per host serializes
+# them (taken in its own statement, so the merge's snapshot sees what the lock's holder committed).
+_ADVISORY_MERGE = 7_310_003
+# One statement: fill the stored rows of the batch's GPU-instants (the range bounds prune the
+# partitions), record their range as raw-only (the partials written with the stored part no longer
+# describe these rows: rollups near them read raw rows, ``TelemetryRawRange``), and return which
+# samples were merged.
+_MERGE_SQL = """
+WITH merged AS (
+    UPDATE fleet_telemetrysample AS s SET {assign}
+    FROM unnest(%s::int8[], %s::timestamptz[], {arrays}) WITH ORDINALITY AS v(id, time, {fields}, n)
+    WHERE s.accelerator_id = v.id AND s.time = v.time AND s.time >= %s AND s.time <= %s
+    RETURNING v.n, s.time
+),
+raw AS (
+    INSERT INTO fleet_telemetryrawrange (start, "end", created_at)
+    SELECT min(time), max(time), now() FROM merged HAVING count(*) > 0
+)
+SELECT DISTINCT n FROM merged
+""".format(
+    assign=", ".join(f"{name} = COALESCE(s.{name}, v.{name})" for name in SAMPLE_FIELDS),
+    arrays=", ".join(
+        f"%s::{'int8' if integer else 'float4'}[]" for integer, _, _ in SAMPLE_FIELDS.values()
+    ),
+    fields=", ".join(SAMPLE_FIELDS),
+)
+
+
+def _merge_stored(
+    *, batch: TelemetryBatch, host_id: int, accelerator_ids: list[int], times: list[datetime]
+) -> set[int]:
+    """Fill the stored rows at the batch's GPU-instants with the batch's fields (a field a row
+    has stays); return the indexes of the samples merged (the rest is to be copied)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_ADVISORY_MERGE, host_id])
+        cursor.execute(
+            _MERGE_SQL,
+            [
+                accelerator_ids,
+                times,
+                *(batch.columns[name] for name in SAMPLE_FIELDS),
+                batch.start,
+                batch.end,
+            ],
+        )
+        return {int(row[0]) - 1 for row in cursor.fetchall()}
 
 
 class StaleRegistration(Exception):
@@ -361,7 +422,12 @@ def _register(*, batch: TelemetryBatch, team_id: int, received_at: datetime) -> 
 
 
 def telemetry_batch_store(
-    *, batch: TelemetryBatch, team_id: int, received_at: datetime, attribution: Attribution | None = None
+    *,
+    batch: TelemetryBatch,
+    team_id: int,
+    received_at: datetime,
+    attribution: Attribution | None = None,
+    merge: bool = False,
 ) -> dict[str, int]:
     """Register host and GPUs, store the attribution intervals, COPY the samples, update live
     state, mark the range dirty; return ``{"accepted": rows copied}``, with ``attribution`` and
@@ -375,6 +441,10 @@ def telemetry_batch_store(
     repeats its facts in every batch) takes the COPY and one statement (``_FINAL_SQL``); other
     batches register first (``_register``). Raises ``StaleRegistration`` when the cached
     registration no longer holds: the caller rolls back and calls again (the cache is dropped).
+
+    ``merge`` (Prometheus remote-write): a sample whose GPU already has a row at its instant fills
+    that row's NULL fields instead of adding a row (``_merge_stored``, under a per-host lock); the
+    rest is copied. Accepted counts both.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("telemetry_batch_store must run inside a transaction")
@@ -431,17 +501,25 @@ def telemetry_batch_store(
     # 1 Hz agents repeat each instant once per GPU: build each datetime once.
     stamps = {epoch: datetime.fromtimestamp(epoch, UTC) for epoch in set(batch.epochs)}
     times = list(map(stamps.__getitem__, batch.epochs))
+    columns = batch.columns
+    copy_ids, copy_times, merged = accelerator_ids, times, 0
+    if merge:
+        done = _merge_stored(batch=batch, host_id=host_id, accelerator_ids=accelerator_ids, times=times)
+        if done:
+            keep = [i for i in range(len(times)) if i not in done]
+            copy_ids = [accelerator_ids[i] for i in keep]
+            copy_times = [times[i] for i in keep]
+            columns = {name: [values[i] for i in keep] for name, values in batch.columns.items()}
+            merged = len(done)
     rows = zip(
-        times,
+        copy_times,
         repeat(host_id),
-        accelerator_ids,
-        *(batch.columns[name] for name in SAMPLE_FIELDS),
+        copy_ids,
+        *(columns[name] for name in SAMPLE_FIELDS),
         strict=False,
     )
     copied = telemetry_copy(rows=rows, columns=COPY_COLUMNS, partials_follow=True)
-    telemetry_partials_write(
-        host_id=host_id, accelerator_ids=accelerator_ids, times=times, columns=batch.columns
-    )
+    telemetry_partials_write(host_id=host_id, accelerator_ids=copy_ids, times=copy_times, columns=columns)
     confirmed = _final_write(
         batch=batch,
         host_id=host_id,
@@ -449,6 +527,7 @@ def telemetry_batch_store(
         accelerator_ids=accelerator_ids,
         received_at=received_at,
         also=list(vouched.values()) if attribution is not None and cached is not None else [],
+        merge=merge,
     )
     if not confirmed:
         registrations.drop(team_id=team_id, hostname=batch.hostname)
@@ -459,4 +538,4 @@ def telemetry_batch_store(
         registrations.put(
             team_id=team_id, hostname=batch.hostname, digest=digest, host_id=host_id, accelerators=known
         )
-    return {"accepted": copied, **counts}
+    return {"accepted": copied + merged, **counts}

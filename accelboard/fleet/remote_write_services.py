@@ -10,7 +10,10 @@
    (Prometheus drops a 4xx, retries a 5xx: data that fails validation fails again).
 3. Idempotency: each host's batch id is the hash of the decompressed body and the host name, so a
    request Prometheus sends again stores nothing twice (the telemetry path's batch claim).
-4. Samples of metrics that are not mapped are counted by name (``PrometheusUnknownMetric``), shown
+4. A GPU-instant split over several requests (Prometheus shards series and cuts requests at
+   ``max_samples_per_send``) becomes one row: the telemetry path's merge (``merge=True``) fills the
+   stored row's missing fields with a later part's, under a lock per host.
+5. Samples of metrics that are not mapped are counted by name (``PrometheusUnknownMetric``), shown
    by the pipeline status (``accelboard status``, ``/healthz?detail=1`` for staff).
 """
 
@@ -106,7 +109,7 @@ def prometheus_write_ingest(*, team_id: int, body: bytes) -> dict[str, Any]:
                 "samples": batch.samples,
             }
             try:
-                result = telemetry_batch_ingest(team_id=team_id, payload=payload)
+                result = telemetry_batch_ingest(team_id=team_id, payload=payload, merge=True)
             except IngestRejected as exc:
                 raise _named(exc, batch) from None
             if result["duplicate"]:

@@ -182,3 +182,66 @@ def test_it_needs_a_write_token(client: Client, read_token: str) -> None:
     body = snappy(write_request(_scrape(int(time.time() * 1000))))
     assert _post(client, body, None).status_code == 401
     assert _post(client, body, read_token).status_code == 403
+
+
+# A scrape that Prometheus splits over two requests: power and utilization in one, the energy
+# counter and memory in the other.
+_HALF_A = ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP")
+_HALF_B = ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE")
+_FIELDS = ("time", "power_w", "energy_mj", "gpu_util", "mem_used_bytes", "mem_total_bytes", "temperature_c")
+
+
+def _scrapes(start_ms: int, names: tuple[str, ...] | None = None) -> list[tuple[dict[str, str], list]]:
+    """Four scrapes 15 s apart of two GPUs, only the series ``names`` (all when None)."""
+    other = {**GPU, "UUID": "GPU-rw-0002", "gpu": "1"}
+    series = [
+        one
+        for k in range(4)
+        for labels in (GPU, other)
+        for one in _scrape(start_ms + 15_000 * k, k + (10 if labels is other else 0), labels)
+    ]
+    return [one for one in series if names is None or one[0]["__name__"] in names]
+
+
+def _stored() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The raw rows and the minute rollups (after a drain of the dirty ranges), by GPU and time."""
+    from accelboard.fleet.models import TelemetryRollup
+    from accelboard.fleet.rollup_services import telemetry_rollups_drain
+
+    telemetry_rollups_drain()
+    rows = list(TelemetrySample.objects.order_by("accelerator__uuid", "time").values_list("accelerator__uuid", *_FIELDS))
+    minutes = list(
+        TelemetryRollup.objects.filter(width_s=60)
+        .order_by("accelerator__uuid", "bucket")
+        .values_list("accelerator__uuid", "bucket", "samples", "power_samples", "energy_j", "mem_used_samples")
+    )
+    return rows, minutes
+
+
+@pytest.mark.parametrize("order", [(_HALF_A, _HALF_B), (_HALF_B, _HALF_A)], ids=["power-first", "energy-first"])
+def test_it_merges_the_halves_of_a_scrape_sent_in_two_requests(
+    client: Client, ingest_token: str, order: tuple[tuple[str, ...], tuple[str, ...]]
+) -> None:
+    start = (int(time.time()) // 60 - 3) * 60_000 + 5_000  # four scrapes within one minute
+    whole = _post(client, snappy(write_request(_scrapes(start))), ingest_token)
+    assert whole.json()["stored"] == 8
+    expected_rows, expected_minutes = _stored()
+    TelemetrySample.objects.all().delete()
+    from accelboard.fleet.models import TelemetryRollup
+
+    TelemetryRollup.objects.all().delete()
+
+    first, second = (snappy(write_request(_scrapes(start, names))) for names in order)
+    assert _post(client, first, ingest_token).json()["stored"] == 8
+    assert _post(client, second, ingest_token).json()["stored"] == 8
+    again = _post(client, second, ingest_token)  # a retried half stores nothing twice
+    assert again.json() == {**again.json(), "stored": 0, "duplicate": True}
+    rows, minutes = _stored()
+    assert len(rows) == 8  # one row per GPU-instant, with every field
+    assert rows == expected_rows
+    assert all(value is not None for row in rows for value in row)
+    assert minutes == expected_minutes
+    (gpu0,) = [m for m in minutes if m[0] == "GPU-rw-0001"]
+    assert gpu0[2:5] == (4, 4, pytest.approx(3 * 300_000 / 1000))  # mJ counter: 300 J a scrape
+    state = Accelerator.objects.get(uuid="GPU-rw-0001").last_state
+    assert state["power_w"] == 303.0 and state["energy_mj"] == 5_900_000

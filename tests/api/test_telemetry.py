@@ -435,3 +435,28 @@ def test_a_process_that_has_not_seen_the_host_still_applies_changed_facts(
     assert host.driver_version == "999.1"
     assert Accelerator.objects.get(uuid=changed["accelerators"][0]["uuid"]).name.endswith("(renamed)")
     assert len(_samples_stored()) == 12
+
+
+def test_an_agent_batch_runs_no_merge_statement(client: Client, team: Any, ingest_token: str) -> None:
+    """The merge of split GPU-instants is the remote-write path's (``merge=True``): the agent's
+    batch runs the statements it ran before, and a merging batch two more (the lock, the merge)."""
+    from django.test.utils import CaptureQueriesContext
+
+    from accelboard.fleet.ingest_services import telemetry_batch_ingest
+
+    start = time.time() - 60
+    assert post_json(client, URL, telemetry_payload(n=4, start=start), ingest_token).status_code == 200
+
+    def statements(captured: CaptureQueriesContext) -> list[str]:
+        return [q["sql"] for q in captured.captured_queries if "pg_inherits" not in q["sql"]]
+
+    with CaptureQueriesContext(connection) as plain:
+        telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start + 2))
+    with CaptureQueriesContext(connection) as merging:
+        telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start + 4), merge=True)
+    # The savepoint, the batch claim, the final statement, the release (COPY and the partials'
+    # prepared statement bypass Django's cursor), as before the merge existed.
+    assert len(statements(plain)) == 4
+    assert not any("UPDATE fleet_telemetrysample" in sql or "pg_advisory" in sql for sql in statements(plain))
+    assert len(statements(merging)) == len(statements(plain)) + 2
+    assert sum("UPDATE fleet_telemetrysample" in sql for sql in statements(merging)) == 1
