@@ -95,7 +95,11 @@ def telemetry_batch_ingest(*, team_id: int, payload: object, merge: bool = False
                 if stored is not None:
                     return {**stored, "duplicate": True}
                 stored_counts = telemetry_batch_store(
-                    batch=batch, team_id=team_id, received_at=received_at, attribution=attribution, merge=merge
+                    batch=batch,
+                    team_id=team_id,
+                    received_at=received_at,
+                    attribution=attribution,
+                    merge=merge,
                 )
                 if stored_counts["accepted"]:
                     transaction.on_commit(telemetry_rollups_request, robust=True)
@@ -253,9 +257,7 @@ raw AS (
 SELECT DISTINCT n FROM merged
 """.format(
     assign=", ".join(f"{name} = COALESCE(s.{name}, v.{name})" for name in SAMPLE_FIELDS),
-    arrays=", ".join(
-        f"%s::{'int8' if integer else 'float4'}[]" for integer, _, _ in SAMPLE_FIELDS.values()
-    ),
+    arrays=", ".join(f"%s::{'int8' if integer else 'float4'}[]" for integer, _, _ in SAMPLE_FIELDS.values()),
     fields=", ".join(SAMPLE_FIELDS),
 )
 

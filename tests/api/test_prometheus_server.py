@@ -7,7 +7,10 @@ dcgm-exporter's default counters and labels: two whole GPUs and an A100 split in
 instances, pod labels included), served by a loopback HTTP server that advances the values at
 each scrape. Between Prometheus and accelboard a loopback proxy answers 503 without forwarding
 (accelboard down), then forwards and still answers 503 (the reply lost: Prometheus sends the same
-request again), then passes requests through.
+request again), then passes requests through. A second run cuts each scrape over three requests
+(``max_samples_per_send: 23``; a scrape is 69 samples, 64 of the page and 5 of Prometheus, so each
+cut falls at the same place of every scrape: inside the fourth GPU's stored fields, never between
+the framebuffer's parts): the parts of each GPU-instant merge into one row.
 
 Prometheus missing: skipped, unless CI (``CI=true`` or ``ACCELBOARD_REQUIRE_PROMETHEUS=1``), where
 it is a failure.
@@ -31,7 +34,7 @@ from typing import Any
 import pytest
 
 from accelboard.api.services import token_create
-from accelboard.fleet.models import Accelerator, TelemetrySample
+from accelboard.fleet.models import Accelerator, TelemetryRawRange, TelemetrySample
 from accelboard.fleet.remote_write import MIB
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
@@ -212,11 +215,14 @@ def _start(binary: str, config: str, tmp_path: Path) -> subprocess.Popen[bytes]:
 
 @pytest.fixture
 def prometheus(
-    prometheus_binary: str, live_server: Any, team: Any, tmp_path: Path
+    prometheus_binary: str, live_server: Any, team: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[dict[str, Any]]:
+    """Prometheus scraping ``Exporter`` and writing through ``FlakyProxy``; ``request.param``:
+    ``max_samples_per_send`` and the proxy's ``down`` and ``lost`` (2000, 3, 3 unless given)."""
+    plan = {"max_samples_per_send": 2000, "down": 3, "lost": 3, **getattr(request, "param", {})}
     token = token_create(team=team, kind="ingest", name="prometheus")[1]
     exporter = Exporter()
-    proxy = FlakyProxy(live_server.url, down=3, lost=3)
+    proxy = FlakyProxy(live_server.url, down=plan["down"], lost=plan["lost"])
     config = f"""
 global:
   scrape_interval: 1s
@@ -234,8 +240,8 @@ remote_write:
     queue_config:
       min_shards: 1
       max_shards: 1
-      max_samples_per_send: 2000
-      batch_send_deadline: 500ms
+      max_samples_per_send: {plan["max_samples_per_send"]}
+      batch_send_deadline: 300ms
       min_backoff: 100ms
       max_backoff: 500ms
 """
@@ -261,32 +267,36 @@ def _stored() -> dict[str, list[dict[str, Any]]]:
     return rows
 
 
-def test_prometheus_remote_writes_what_dcgm_exporter_exposed_once_through_outages(
-    prometheus: dict[str, Any],
-) -> None:
+def _until_served(prometheus: dict[str, Any], *, passes: int) -> list[int]:
+    """Wait for 8 scrapes and ``passes`` requests through, freeze the page, wait until every step
+    served is stored (and 2 s more: stale markers, late resends); return the steps served."""
     exporter, proxy = prometheus["exporter"], prometheus["proxy"]
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         passed = sum(1 for step, status in proxy.log if step == "pass" and status == 200)
-        if len(exporter.served) >= 8 and passed >= 2:
+        if len(exporter.served) >= 8 and passed >= passes:
             break
         assert prometheus["process"].poll() is None, prometheus["log"].read_text()
         time.sleep(0.5)
     with exporter.lock:
         exporter.frozen = True  # the page goes away: Prometheus marks the series stale
     served = list(exporter.served)
-    # Every step served reaches the database, each once, whatever the outages did.
     while time.monotonic() < deadline:
         stored = _stored()
-        if all(len(stored.get(uuid, [])) >= len(served) for _, uuid, _ in DEVICES):
+        if all(len(stored.get(uuid, [])) >= len(served) for _, uuid, _ in DEVICES) and all(
+            row["energy_mj"] is not None and row["sm_clock_mhz"] is not None
+            for rows in stored.values()
+            for row in rows
+        ):
             break
         time.sleep(0.5)
-    time.sleep(2)  # the stale markers and any late resend arrive: they must store nothing
+    time.sleep(2)
+    return served
+
+
+def _assert_stored_as_exposed(served: list[int], log: str) -> None:
+    """One row per GPU-instant, each equal to what the page exposed at its step."""
     stored = _stored()
-    log = prometheus["log"].read_text()
-    assert [step for step, _ in proxy.log[:6]] == ["down"] * 3 + ["lost"] * 3, proxy.log
-    # The lost answers made Prometheus send stored requests again; accelboard said so, stored nothing.
-    assert proxy.duplicates >= 1, proxy.log
     for d, (_, uuid, _) in enumerate(DEVICES):
         rows = stored.get(uuid, [])
         steps = [row["sm_clock_mhz"] - 1400 for row in rows]
@@ -298,8 +308,32 @@ def test_prometheus_remote_writes_what_dcgm_exporter_exposed_once_through_outage
             r for r in TelemetrySample.objects.filter(accelerator__uuid=uuid).values_list("time", flat=True)
         ]
         assert len(set(times)) == len(times)
+
+
+def test_prometheus_remote_writes_what_dcgm_exporter_exposed_once_through_outages(
+    prometheus: dict[str, Any],
+) -> None:
+    proxy = prometheus["proxy"]
+    # Every step served reaches the database, each once, whatever the outages did.
+    served = _until_served(prometheus, passes=2)
+    assert [step for step, _ in proxy.log[:6]] == ["down"] * 3 + ["lost"] * 3, proxy.log
+    # The lost answers made Prometheus send stored requests again; accelboard said so, stored nothing.
+    assert proxy.duplicates >= 1, proxy.log
+    _assert_stored_as_exposed(served, prometheus["log"].read_text())
     mig = Accelerator.objects.get(uuid="GPU-9d8c7b6a-5f4e-4d3c-8b2a-1a2b3c4d5e6f/gi1")
     assert mig.parent_uuid == "GPU-9d8c7b6a-5f4e-4d3c-8b2a-1a2b3c4d5e6f"
     assert mig.host.hostname == HOST
     whole = Accelerator.objects.get(uuid="GPU-3b1e0a4c-1d2e-4f50-8a6b-0c1d2e3f4a50")
     assert (whole.index, whole.host.hostname) == (0, HOST)
+
+
+@pytest.mark.parametrize("prometheus", [{"max_samples_per_send": 23, "down": 0, "lost": 0}], indirect=True)
+def test_prometheus_scrapes_split_over_two_requests_are_stored_one_row_per_gpu_instant(
+    prometheus: dict[str, Any],
+) -> None:
+    served = _until_served(prometheus, passes=16)
+    proxy = prometheus["proxy"]
+    # More requests than scrapes, and GPU-instants were merged (their range is marked raw-only).
+    assert len(proxy.log) > len(served) and all(status == 200 for _, status in proxy.log), proxy.log
+    assert TelemetryRawRange.objects.exists()
+    _assert_stored_as_exposed(served, prometheus["log"].read_text())

@@ -209,16 +209,24 @@ def _stored() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     from accelboard.fleet.rollup_services import telemetry_rollups_drain
 
     telemetry_rollups_drain()
-    rows = list(TelemetrySample.objects.order_by("accelerator__uuid", "time").values_list("accelerator__uuid", *_FIELDS))
+    rows = list(
+        TelemetrySample.objects.order_by("accelerator__uuid", "time").values_list(
+            "accelerator__uuid", *_FIELDS
+        )
+    )
     minutes = list(
         TelemetryRollup.objects.filter(width_s=60)
         .order_by("accelerator__uuid", "bucket")
-        .values_list("accelerator__uuid", "bucket", "samples", "power_samples", "energy_j", "mem_used_samples")
+        .values_list(
+            "accelerator__uuid", "bucket", "samples", "power_samples", "energy_j", "mem_used_samples"
+        )
     )
     return rows, minutes
 
 
-@pytest.mark.parametrize("order", [(_HALF_A, _HALF_B), (_HALF_B, _HALF_A)], ids=["power-first", "energy-first"])
+@pytest.mark.parametrize(
+    "order", [(_HALF_A, _HALF_B), (_HALF_B, _HALF_A)], ids=["power-first", "energy-first"]
+)
 def test_it_merges_the_halves_of_a_scrape_sent_in_two_requests(
     client: Client, ingest_token: str, order: tuple[tuple[str, ...], tuple[str, ...]]
 ) -> None:
