@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from django.db import close_old_connections, connection, transaction
 from django.test import Client
 
 from accelboard.core.pipeline_selectors import pipeline_status
 from accelboard.fleet import remote_write_services
-from accelboard.fleet.models import Accelerator, Host, PrometheusUnknownMetric, TelemetrySample
+from accelboard.fleet.models import (
+    Accelerator,
+    Host,
+    PrometheusUnknownMetric,
+    TelemetryRollup,
+    TelemetrySample,
+)
 from accelboard.fleet.remote_write import MIB
+from accelboard.fleet.rollup_services import telemetry_rollups_drain
 from tests.api.conftest import row_counts
 from tests.fleet.prom_wire import STALE_NAN, snappy, write_request
 
@@ -205,9 +215,6 @@ def _scrapes(start_ms: int, names: tuple[str, ...] | None = None) -> list[tuple[
 
 def _stored() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The raw rows and the minute rollups (after a drain of the dirty ranges), by GPU and time."""
-    from accelboard.fleet.models import TelemetryRollup
-    from accelboard.fleet.rollup_services import telemetry_rollups_drain
-
     telemetry_rollups_drain()
     rows = list(
         TelemetrySample.objects.order_by("accelerator__uuid", "time").values_list(
@@ -235,8 +242,6 @@ def test_it_merges_the_halves_of_a_scrape_sent_in_two_requests(
     assert whole.json()["stored"] == 8
     expected_rows, expected_minutes = _stored()
     TelemetrySample.objects.all().delete()
-    from accelboard.fleet.models import TelemetryRollup
-
     TelemetryRollup.objects.all().delete()
 
     first, second = (snappy(write_request(_scrapes(start, names))) for names in order)
@@ -253,3 +258,53 @@ def test_it_merges_the_halves_of_a_scrape_sent_in_two_requests(
     assert gpu0[2:5] == (4, 4, pytest.approx(3 * 300_000 / 1000))  # mJ counter: 300 J a scrape
     state = Accelerator.objects.get(uuid="GPU-rw-0001").last_state
     assert state["power_w"] == 303.0 and state["energy_mj"] == 5_900_000
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_halves_stored_at_once_in_two_processes_make_one_row(team: Any, ingest_token: str) -> None:
+    """The first half's transaction is held open after its store; the second, in another
+    connection, waits for it (the host's lock) and then merges into its rows instead of copying."""
+    start = (int(time.time()) // 60 - 3) * 60_000 + 5_000
+    # The host, its GPUs and the day's partition exist already (another scrape, earlier).
+    assert _post(Client(), snappy(write_request(_scrapes(start - 60_000))), ingest_token).status_code == 200
+    first_stored, release = threading.Event(), threading.Event()
+    results: dict[str, Any] = {}
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                results["first"] = remote_write_services.prometheus_write_ingest(
+                    team_id=team.pk, body=snappy(write_request(_scrapes(start, _HALF_A)))
+                )
+                first_stored.set()
+                release.wait(10)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    def second() -> None:
+        try:
+            results["second"] = remote_write_services.prometheus_write_ingest(
+                team_id=team.pk, body=snappy(write_request(_scrapes(start, _HALF_B)))
+            )
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads[0].start()
+    assert first_stored.wait(10)
+    threads[1].start()
+    threads[1].join(1.0)
+    assert threads[1].is_alive()  # waiting for the first half's transaction
+    release.set()
+    for thread in threads:
+        thread.join(20)
+    assert results["first"]["stored"] == results["second"]["stored"] == 8
+    rows = list(
+        TelemetrySample.objects.filter(time__gte=datetime.fromtimestamp(start / 1000, UTC)).values_list(
+            *_FIELDS
+        )
+    )
+    assert len(rows) == 8
+    assert all(value is not None for row in rows for value in row)

@@ -11,10 +11,12 @@ import orjson
 import pytest
 from django.db import close_old_connections, connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from accelboard.api import body
 from accelboard.api.services import token_revoke
 from accelboard.core.models import IngestBatch
+from accelboard.fleet.ingest_services import telemetry_batch_ingest
 from accelboard.fleet.models import Accelerator, Host
 
 from .conftest import GPU_A, GPU_B, post_json, row_counts, telemetry_payload
@@ -440,10 +442,6 @@ def test_a_process_that_has_not_seen_the_host_still_applies_changed_facts(
 def test_an_agent_batch_runs_no_merge_statement(client: Client, team: Any, ingest_token: str) -> None:
     """The merge of split GPU-instants is the remote-write path's (``merge=True``): the agent's
     batch runs the statements it ran before, and a merging batch two more (the lock, the merge)."""
-    from django.test.utils import CaptureQueriesContext
-
-    from accelboard.fleet.ingest_services import telemetry_batch_ingest
-
     start = time.time() - 60
     assert post_json(client, URL, telemetry_payload(n=4, start=start), ingest_token).status_code == 200
 
