@@ -305,22 +305,40 @@ def export_total_problems(
             found.append(f"{where}: the export has no column {label!r} that the page totals")
             continue
         index = list(header).index(label)
-        values = [_as_float(row[index]) for row in rows if index < len(row)]
+        cells = [row[index] for row in rows if index < len(row)]
+        values = [_as_float(cell) for cell in cells]
         total = sum(v for v in values if v is not None)
-        if not rounds_to(total, shown, decimals):
+        # Each exported row is rounded to its own digits: their sum may stand up to half a last
+        # digit a row away from the total of the unrounded values, which is what the page rounds
+        # (92.84996 shown as 92.8, the rows' 4-place values summing to 92.85004).
+        slack = sum(_rounding(cell) for cell, value in zip(cells, values, strict=True) if value is not None)
+        if not rounds_to(total, shown, decimals, slack=slack):
             found.append(
                 f"{where}: column {label!r} sums to {total:,.4f} in the export, the page shows {shown:,}"
             )
     return found
 
 
-def rounds_to(value: float, shown: float, decimals: int) -> bool:
+def rounds_to(value: float, shown: float, decimals: int, *, slack: float = 0.0) -> bool:
     """Whether a page showing ``shown`` to ``decimals`` digits can be showing ``value``.
 
     The page rounds to the digits it shows, an export keeps every digit; a value exactly half
     a digit away (65.35 shown as 65.4) is within, whatever float error the subtraction adds.
+    ``slack``: how far ``value`` may stand from what the page rounded (an export's rows each
+    rounded to their own digits).
     """
-    return abs(value - shown) <= 0.5 * 10**-decimals + 1e-9
+    return abs(value - shown) <= 0.5 * 10**-decimals + slack + 1e-9
+
+
+def _rounding(cell: Any) -> float:
+    """How far an exported cell may stand from the value it was rounded from: half its last
+    digit after the point (an integer, or text without a point, is exact)."""
+    if isinstance(cell, bool | int):
+        return 0.0
+    text = (cell if isinstance(cell, str) else repr(cell)).replace(",", "").strip()
+    if "." not in text or "e" in text.lower():
+        return 0.0
+    return 0.5 * 10 ** -len(text.split(".", 1)[1])
 
 
 def _as_float(value: Any) -> float | None:

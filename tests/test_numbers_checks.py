@@ -131,3 +131,17 @@ def test_it_takes_a_value_half_a_digit_away_as_rounded_but_not_more() -> None:
     assert numbers.rounds_to(1234.5649, 1234.56, 2)
     assert not numbers.rounds_to(65.2999, 65.4, 1)
     assert not numbers.rounds_to(1234.566, 1234.56, 2)
+
+
+def test_it_allows_an_exports_rows_their_own_rounding_but_not_more() -> None:
+    # The demo's idle GPU-hours in CI: four rows of 4 places sum to 92.8500; their unrounded sum
+    # (92.84996...) is what the page rounded to 92.8.
+    header = ["Host", "GPU-hours idle (h)"]
+    rows = [["a", "23.2125"], ["b", "23.2125"], ["c", "23.2125"], ["d", "23.2125"]]
+    totals = {"GPU-hours idle (h)": (92.8, 1)}
+    assert numbers.export_total_problems(header=header, rows=rows, page_totals=totals) == []
+    # Integers are exact: a count one off is found; so is a 4-place total a digit past its rows' slack.
+    counts = numbers.export_total_problems(header=["n"], rows=[[3], [4]], page_totals={"n": (8.0, 0)})
+    assert "sums to 7.0000" in " ".join(counts)
+    rows[0][1] = "23.2130"
+    assert numbers.export_total_problems(header=header, rows=rows, page_totals=totals)
