@@ -94,16 +94,7 @@ def request_json(request: HttpRequest) -> Any:
             code="unsupported_media_type",
             status=415,
         )
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        length = 0
-    if length > MAX_BODY_BYTES:
-        raise _too_large("the body")
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        raise _too_large("the body") from None
+    raw = _body_within(request, MAX_BODY_BYTES, _too_large("the body"))
     if encoding in _GZIP:
         raw = _inflate(raw)
     try:
@@ -264,21 +255,27 @@ def request_snappy(request: HttpRequest, *, max_bytes: int) -> bytes:
             code="unsupported_media_type",
             status=415,
         )
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        length = 0
     too_large = IngestRejected(
         f"the body is larger than {max_bytes:,} bytes; lower queue_config.max_samples_per_send",
         code="too_large",
         status=413,
     )
-    if length > max_bytes:
-        raise too_large
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        raise too_large from None
+    raw = _body_within(request, max_bytes, too_large)
     if len(raw) > max_bytes:
         raise too_large
     return raw
+
+
+def _body_within(request: HttpRequest, max_bytes: int, too_large: IngestRejected) -> bytes:
+    """The request's body, refused with ``too_large`` when its Content-Length says more than
+    ``max_bytes`` (before reading it) or Django's own upload limit stops the read."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > max_bytes:
+        raise too_large
+    try:
+        return request.body
+    except RequestDataTooBig:
+        raise too_large from None
