@@ -98,6 +98,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "axes",
+    # django-ninja: its Swagger UI (/api/v1/docs) then comes from static/ (ninja/static/ninja/),
+    # not from the CDN the Content Security Policy blocks; the product works with no internet.
+    "ninja",
     "accelboard.core",
     "accelboard.fleet",
     "accelboard.benchmarks",
@@ -117,6 +120,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before anything that reads the database (sessions, axes): 503 "starting" until it is migrated.
+    "accelboard.core.readiness.ReadinessGate",
     "accelboard.core.middleware.QueryStringGuard",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
