@@ -251,9 +251,14 @@ def series_deltas(
     "delta" is the value."""
     deltas: list[Delta] = []
     updated: dict[str, tuple[int, float]] = {}
+    # Prometheus sends each sample as a time series of its own: a request holding several scrapes
+    # holds a series several times, whose samples are read in time order together.
+    merged: dict[str, tuple[ServingSeries, list[tuple[int, float]]]] = {}
     for series in extracted:
+        merged.setdefault(series.key, (series, []))[1].extend(series.samples)
+    for series, samples in merged.values():
         last = state.get(series.key)
-        for stamp, value in series.samples:
+        for stamp, value in sorted(samples):
             if last is not None and stamp <= last[0]:
                 continue  # older than what is stored, or the same sample sent again
             if last is not None:

@@ -82,6 +82,17 @@ def test_counters_and_histograms_become_one_interval_between_two_scrapes() -> No
     assert "e2e_ms" not in item
 
 
+def test_a_series_sent_once_per_sample_is_read_in_time_order() -> None:
+    # Prometheus writes each sample as a series of its own; here out of order too.
+    series = [
+        vllm("vllm:generation_tokens_total", [(T2, 900)]),
+        vllm("vllm:generation_tokens_total", [(T0, 500)]),
+        vllm("vllm:generation_tokens_total", [(T1, 800)]),
+    ]
+    first, second = fields_of(series)
+    assert [(i["start"], i["generated_tokens"]) for i in (first, second)] == [(T0, 300), (T1, 100)]
+
+
 def test_a_counter_that_goes_down_was_reset_and_its_new_value_is_the_delta() -> None:
     series = [vllm("vllm:generation_tokens_total", [(T0, 500), (T1, 800), (T2, 120)])]
     first, second = fields_of(series)
