@@ -147,8 +147,11 @@ class VllmPage:
 
 @pytest.fixture
 def prometheus(
-    prometheus_binary: str, live_server: Any, team: Any, tmp_path: Path
-) -> Iterator[dict[str, Any]]:  # noqa: F811
+    prometheus_binary: str,
+    live_server: Any,
+    team: Any,
+    tmp_path: Path,  # noqa: F811 - the fixture imported above
+) -> Iterator[dict[str, Any]]:
     token = token_create(team=team, kind="ingest", name="prometheus")[1]
     page = VllmPage()
     proxy = FlakyProxy(live_server.url, down=2, lost=3)
