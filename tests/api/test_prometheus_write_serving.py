@@ -4,12 +4,17 @@ inference-metrics ingest, over several requests (accelboard/serving/remote_write
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db.models import Sum
 from django.test import Client
 
-from accelboard.fleet.models import Host, PrometheusUnknownMetric, TelemetrySample
+from accelboard.costs.models import ServingCostDaily
+from accelboard.costs.serving_cost_services import serving_cost_day_compute
+from accelboard.fleet.models import Host, PrometheusUnknownMetric, TelemetryRollup, TelemetrySample
+from accelboard.fleet.rollup_services import telemetry_rollups_drain
 from accelboard.serving.models import InferenceMetric, PrometheusSeriesState
 from tests.api.conftest import row_counts
 from tests.fleet.prom_wire import STALE_NAN, snappy, write_request
@@ -171,3 +176,36 @@ def test_bad_serving_series_are_refused_naming_them_and_nothing_is_stored(
     assert _post(client, [*_vllm(t0 + 15_000, 1300, 14, (7, 15, 18)), stale], ingest_token).status_code == 200
     assert InferenceMetric.objects.get().generated_tokens == 300
     assert Host.objects.get(hostname="gpu-node-07").team_id is None  # named by serving only, never claimed
+
+
+def test_cost_inputs_per_token_come_from_prometheus_alone(
+    client: Client, ingest_token: str, team: Any
+) -> None:
+    """dcgm-exporter's and vLLM's series of one host, as one Prometheus sends them: the serving
+    cost joins the intervals' tokens with the GPU's energy, no agent involved."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=10)
+    if (now + timedelta(minutes=6)).date() != now.date():
+        now -= timedelta(minutes=10)
+    t0 = int(now.timestamp() * 1000)
+    for k in range(21):  # 5 minutes of 15 s scrapes; the GPU draws 500 W (7.5 kJ a scrape)
+        ms = t0 + 15_000 * k
+        dcgm = [
+            ({"__name__": "DCGM_FI_DEV_POWER_USAGE", **GPU}, [(ms, 500.0)]),
+            ({"__name__": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", **GPU}, [(ms, 9e9 + 7_500_000.0 * k)]),
+            ({"__name__": "DCGM_FI_DEV_GPU_UTIL", **GPU}, [(ms, 90.0)]),
+        ]
+        assert (
+            _post(client, [*dcgm, *_vllm(ms, 3000 * k, 10 * k, (k, 2 * k, 3 * k))], ingest_token).status_code
+            == 200
+        )
+    telemetry_rollups_drain()
+    assert serving_cost_day_compute(day=now.date()) == 1
+    row = ServingCostDaily.objects.get()
+    # 20 intervals of 3,000 generated tokens (4 prompt tokens each), 10 requests each.
+    assert (row.generated_tokens, row.prompt_tokens, row.requests) == (60_000, 240_000, 200)
+    # The GPU's energy over the 5 minutes: 500 W x 300 s = 150 kJ, as its minute rollups count it.
+    energy_j = TelemetryRollup.objects.filter(width_s=60).aggregate(total=Sum("energy_j"))["total"]
+    assert energy_j == pytest.approx(150_000, rel=0.2)
+    assert row.energy_kwh == pytest.approx(energy_j / 3.6e6)
+    assert row.energy_per_token_j == pytest.approx(energy_j / 60_000)
+    assert row.gpu_hours > 0
