@@ -13,7 +13,8 @@ holding one sample per series still yields the interval since the previous reque
    sample. A value below the previous one is a reset (the server restarted): the new value is the
    delta, as Prometheus's ``increase`` counts it; a histogram whose one bucket reset is reset as
    a whole. A sample not newer than the state (out of order, or a request sent again) is ignored.
-   A series' first sample is its baseline: it gives no interval.
+   A series' first sample is its baseline: it gives no interval; so is a sample over a day after
+   the previous one (the inference API's longest interval).
 3. ``parts_build``: the deltas summed per (host, engine, model, variant, interval start) into
    ``Part``s, which add up: the series of one scrape that Prometheus sends in two requests
    (shards, ``max_samples_per_send``) are each counted once, into the same interval.
@@ -162,6 +163,9 @@ def _number(text: str) -> float:
     return math.inf if text in ("+Inf", "Inf", "inf") else float(text)
 
 
+# Two samples of a series further apart than this (the inference API's longest interval, a day)
+# give no interval: the later one is a new baseline.
+MAX_INTERVAL_MS = 86_400_000
 # A sample stamped further ahead than this is refused (the telemetry path's limit): its state
 # would hide every later sample of the series.
 MAX_FUTURE_MS = 5 * 60 * 1000
@@ -261,7 +265,7 @@ def series_deltas(
         for stamp, value in sorted(samples):
             if last is not None and stamp <= last[0]:
                 continue  # older than what is stored, or the same sample sent again
-            if last is not None:
+            if last is not None and stamp - last[0] <= MAX_INTERVAL_MS:
                 reset = value < last[1] and series.role.kind != "quantile"
                 delta = value if reset or series.role.kind == "quantile" else value - last[1]
                 deltas.append(Delta(series, last[0], stamp, delta, value, reset))

@@ -125,6 +125,11 @@ def test_samples_not_newer_than_the_state_are_ignored_and_the_state_moves_to_the
     assert updated == {key: (T2, 1300.0)}
     # The same request again: nothing, and no state to write.
     assert series_deltas(extracted, {key: (T2, 1300.0)}) == ([], {})
+    # A sample over a day after the state is a new baseline.
+    late = serving_extract(
+        [vllm("vllm:prompt_tokens_total", [(T0 + 86_400_001, 5000)])], names=NAMES, now_ms=T2 + 86_400_000
+    )
+    assert series_deltas(late, {key: (T0, 900.0)}) == ([], {key: (T0 + 86_400_001, 5000.0)})
     # A series' first sample is its baseline: no delta, only state.
     first = serving_extract([vllm("vllm:prompt_tokens_total", [(T0, 900)])], names=NAMES, now_ms=NOW)
     assert series_deltas(first, {}) == ([], {key: (T0, 900.0)})
