@@ -3,14 +3,17 @@ inference-metrics ingest, over several requests (accelboard/serving/remote_write
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import connection, transaction
 from django.db.models import Sum
 from django.test import Client
 
+from accelboard.api.services import prometheus_write_ingest
 from accelboard.costs.models import ServingCostDaily
 from accelboard.costs.serving_cost_services import serving_cost_day_compute
 from accelboard.fleet.models import Host, PrometheusUnknownMetric, TelemetryRollup, TelemetrySample
@@ -209,3 +212,50 @@ def test_cost_inputs_per_token_come_from_prometheus_alone(
     assert row.energy_kwh == pytest.approx(energy_j / 3.6e6)
     assert row.energy_per_token_j == pytest.approx(energy_j / 60_000)
     assert row.gpu_hours > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_parts_of_one_interval_stored_at_once_make_one_row_with_both(
+    team: Any, ingest_token: str
+) -> None:
+    """The first part's transaction is held open after its store; the second, in another
+    connection, waits for it (the team and host's lock), then adds to its row instead of
+    replacing it."""
+    t0 = int(time.time() * 1000) - 60_000
+    assert _post(Client(), _vllm(t0, 1000, 10, (5, 9, 10)), ingest_token).status_code == 200
+    scrape = _vllm(t0 + 15_000, 1300, 14, (7, 15, 18))
+    first_stored, release = threading.Event(), threading.Event()
+    results: dict[str, Any] = {}
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                results["first"] = prometheus_write_ingest(team=team, body=snappy(write_request(scrape[:2])))
+                first_stored.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def second() -> None:
+        try:
+            results["second"] = prometheus_write_ingest(team=team, body=snappy(write_request(scrape[2:])))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads[0].start()
+    assert first_stored.wait(10)
+    threads[1].start()
+    threads[1].join(1.0)
+    assert threads[1].is_alive()  # waiting for the first part's transaction
+    release.set()
+    for thread in threads:
+        thread.join(20)
+    assert set(results) == {"first", "second"}
+    (row,) = _rows()
+    assert (row["prompt_tokens"], row["generated_tokens"], row["requests"], row["ttft_p50_ms"]) == (
+        1200,
+        300,
+        4,
+        300.0,
+    )
