@@ -315,6 +315,12 @@ PROMETHEUS_LABELS = {
         "gpu_profile": "GPU_I_PROFILE",
     }.items()
 }
+# vLLM's and Triton's series (serving intervals): the labels tried in order for the host
+# (``instance`` gives its host part), the label naming the variant, and the variant of a series
+# without one whose model's name states no precision (docs/api-contract.md).
+PROMETHEUS_SERVING_HOST_LABELS = env_list("PROMETHEUS_SERVING_HOST_LABELS", ["Hostname", "node", "instance"])
+PROMETHEUS_LABEL_VARIANT = env_str("PROMETHEUS_LABEL_VARIANT", "variant")
+PROMETHEUS_SERVING_VARIANT = env_str("PROMETHEUS_SERVING_VARIANT", "bf16")
 # A host whose agent has not reported for this long is flagged stale.
 HOST_STALE_SECONDS = env_int("HOST_STALE_SECONDS", 120, minimum=5)
 
