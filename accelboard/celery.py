@@ -135,6 +135,13 @@ BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
     # the last 15 minutes of rollups: every 5 minutes, offset by 2 so the minute rollups of the
     # window's end are in; the rules need 5 sustained minutes, so a condition alerts within ~10.
     "alerts-production": ("accelboard.alerts.tasks.production_signals_check", "2-59/5 * * * *", 280),
+    # Remote-write: the counters of vLLM/Triton series unseen for a day are forgotten (their next
+    # sample is a new baseline anyway); daily, at a quiet hour.
+    "prometheus-series-forget": (
+        "accelboard.serving.tasks.prometheus_series_state_forget",
+        "50 3 * * *",
+        3600,
+    ),
     # The pipeline watching itself: queue waits, the rollup lag; logs an error when one lags.
     # Every minute, so a backlog is reported within a minute or two of passing its limit.
     "pipeline-check": ("accelboard.fleet.tasks.pipeline_check", "* * * * *", 50),

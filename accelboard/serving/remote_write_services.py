@@ -39,6 +39,7 @@ from accelboard.fleet.remote_write import Series, WriteRejected
 from .models import InferenceMetric, PrometheusSeriesState
 from .remote_write import (
     KNOWN,
+    MAX_INTERVAL_MS,
     Accumulated,
     Part,
     PartKey,
@@ -190,3 +191,11 @@ def prometheus_serving_ingest(*, team_id: int, series: list[Series], request_id:
             for hostname in sorted(by_host):
                 _host_store(team=team, hostname=hostname, parts=by_host[hostname], request_id=request_id)
     return names
+
+
+def prometheus_series_state_prune(*, now_ms: int) -> int:
+    """Forget the counters of series not seen for longer than ``MAX_INTERVAL_MS``: their next
+    sample would be a new baseline anyway (no interval spans more than a day), so their state is
+    dead weight (a vLLM pod that went away, a model renamed). Returns how many were forgotten."""
+    deleted, _ = PrometheusSeriesState.objects.filter(last_ms__lt=now_ms - MAX_INTERVAL_MS).delete()
+    return deleted
