@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import F, Window
+from django.db.models import Count, F, Q, Window
 from django.db.models.functions import RowNumber
 
 from accelboard.core.access import Scope
@@ -119,6 +119,21 @@ def run_metric_history(*, run: BenchmarkRun, points: int = HISTORY_POINTS) -> di
     for rows in history.values():
         rows.sort(key=lambda r: (r["measured_at"], r["run_id"]))
     return history
+
+
+def run_metric_later_counts(*, run: BenchmarkRun) -> dict[int, int]:
+    """Per series of the run: how many results of it came after this run (a run with no history
+    before it may still have a long one after: it is then the first of its series, not alone)."""
+    series_ids = list(run.metrics.values_list("series_id", flat=True))
+    later = (
+        MetricValue.objects.filter(series_id__in=series_ids)
+        .filter(Q(measured_at__gt=run.started_at) | Q(measured_at=run.started_at, run_id__gt=run.pk))
+        .values("series_id")
+        .annotate(count=Count("pk"))
+    )
+    counts = dict.fromkeys(series_ids, 0)
+    counts.update({row["series_id"]: row["count"] for row in later})
+    return counts
 
 
 def run_baseline_ids(*, run: BenchmarkRun, count: int = BASELINE_RUNS) -> list[int]:

@@ -202,6 +202,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _visible_run(request, run_id)
     metrics = run_selectors.run_metrics(run=run)
     history = run_selectors.run_metric_history(run=run)
+    later = run_selectors.run_metric_later_counts(run=run)
     baseline = {entry["name"]: entry for entry in run_baseline_compare(run=run)}
     rows: list[dict[str, Any]] = []
     for value in metrics:
@@ -212,6 +213,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                 "label": metric_label(value.name),
                 "baseline": baseline.get(value.name),
                 "points": len(points),
+                "later": later.get(value.series_id, 0),
                 "chart_id": f"history-{value.pk}",
                 "figure_id": f"history-{value.pk}-data",
                 "figure": charts.metric_history_figure(
@@ -230,7 +232,9 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "rows": rows,
         # A one-point chart says nothing: chart series with history, count the others.
         "charted": [row for row in rows if row["points"] >= 2],
-        "first_of_series": sum(1 for row in rows if row["points"] < 2),
+        # Alone in its series so far, or the first of a series that went on (its history is after it).
+        "first_of_series": sum(1 for row in rows if row["points"] < 2 and not row["later"]),
+        "first_with_later": [row for row in rows if row["points"] < 2 and row["later"]],
         "field_sources": sorted((run.field_sources or {}).items()),
         "baseline_count": len(baseline_ids),
         "history_points": run_selectors.HISTORY_POINTS,
