@@ -327,3 +327,10 @@ def test_it_fills_the_pickers_from_the_open_series_and_writes_both_axes_alike(
     layout = both.context["figure"]["layout"]
     assert layout["meta"]["scale"] == "axes"
     assert layout["yaxis"]["tickformat"] == layout["yaxis2"]["tickformat"] == ",~r"
+
+
+def test_an_alert_on_a_series_links_its_whole_history_on_trends(
+    login_client: Any, lead: Any, stepped: dict[str, Any]
+) -> None:
+    html = login_client(lead).get(reverse("alerts:detail", args=[stepped["alert"].pk])).content.decode()
+    assert f'id="series-trends" href="/trends/?series={stepped["series"].pk}"' in html
