@@ -92,6 +92,79 @@ def test_it_validates_the_compose_file_with_the_example_env(tmp_path: Path) -> N
     assert set(services.stdout.split()) == SERVICES
 
 
+def test_it_validates_the_optional_prometheus_and_dcgm_profiles(tmp_path: Path) -> None:
+    client = compose_client()
+    if client is None:
+        pytest.skip("no docker compose client on this machine")
+    shutil.copy(ROOT / "docker-compose.yml", tmp_path / "docker-compose.yml")
+    shutil.copy(ROOT / ".env.example", tmp_path / ".env")
+    (tmp_path / "deploy" / "prometheus").mkdir(parents=True)
+    shutil.copy(ROOT / PROMETHEUS_CONFIG, tmp_path / PROMETHEUS_CONFIG)
+    command = [*client, "--project-directory", str(tmp_path), "-f", str(tmp_path / "docker-compose.yml")]
+    profiles = ["--profile", "prometheus", "--profile", "dcgm"]
+    checked = subprocess.run(
+        [*command, *profiles, "config", "-q"], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stderr
+    services = subprocess.run(
+        [*command, *profiles, "config", "--services"], capture_output=True, text=True, timeout=60
+    )
+    assert set(services.stdout.split()) == SERVICES | {"prometheus", "dcgm-exporter"}
+
+
+PROMETHEUS_CONFIG = "deploy/prometheus/prometheus.yml"
+
+
+def test_the_prometheus_profile_remote_writes_to_web_with_a_token_file_only_what_accelboard_reads() -> None:
+    import yaml
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    prometheus, dcgm = compose["services"]["prometheus"], compose["services"]["dcgm-exporter"]
+    assert prometheus["profiles"] == ["prometheus"] and dcgm["profiles"] == ["dcgm"]
+    assert f"./{PROMETHEUS_CONFIG}:/etc/prometheus/prometheus.yml:ro" in prometheus["volumes"]
+    # The token comes from the environment into a file, never into the config or the image.
+    assert prometheus["environment"] == {"ACCELBOARD_PROMETHEUS_TOKEN": "${ACCELBOARD_PROMETHEUS_TOKEN:-}"}
+    assert "ACCELBOARD_PROMETHEUS_TOKEN" in env_example_names()
+    assert dcgm["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+
+    config = yaml.safe_load((ROOT / PROMETHEUS_CONFIG).read_text())
+    (write,) = config["remote_write"]
+    assert write["url"] == "http://web:8000/api/v1/prometheus/write"
+    token_file = write["authorization"]["credentials_file"]
+    assert token_file in prometheus["command"][0]
+    (keep,) = write["write_relabel_configs"]
+    assert keep["action"] == "keep" and keep["source_labels"] == ["__name__"]
+    pattern = re.compile(f"^(?:{keep['regex']})$")  # Prometheus anchors relabel regexes
+    for kept in ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "vllm:prompt_tokens_total",
+                 "nv_inference_request_success"):  # fmt: skip
+        assert pattern.match(kept), kept
+    for dropped in ("up", "go_goroutines", "scrape_duration_seconds"):
+        assert not pattern.match(dropped), dropped
+    assert write["queue_config"]["max_samples_per_send"] >= 2000
+    targets = [t for job in config["scrape_configs"] for c in job["static_configs"] for t in c["targets"]]
+    assert "dcgm-exporter:9400" in targets
+
+
+@pytest.mark.skipif(
+    shutil.which("promtool") is None, reason="promtool (Debian's prometheus package) is not installed"
+)
+def test_promtool_accepts_the_prometheus_config(tmp_path: Path) -> None:
+    config = (
+        (ROOT / PROMETHEUS_CONFIG)
+        .read_text()
+        .replace("/prometheus/accelboard-token", str(tmp_path / "token"))
+    )
+    (tmp_path / "token").write_text("t")
+    (tmp_path / "prometheus.yml").write_text(config)
+    checked = subprocess.run(
+        ["promtool", "check", "config", str(tmp_path / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
 def test_it_names_every_variable_the_settings_read_in_env_example() -> None:
     read = settings_env_names()
     assert {"SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "ALLOWED_HOSTS", "EMAIL_HOST"} <= read

@@ -12,7 +12,8 @@
    request Prometheus sends again stores nothing twice (the telemetry path's batch claim).
 4. A GPU-instant split over several requests (Prometheus shards series and cuts requests at
    ``max_samples_per_send``) becomes one row: the telemetry path's merge (``merge=True``) fills the
-   stored row's missing fields with a later part's, under a lock per host.
+   stored row's missing fields with a later part's, under a lock per host, taken in host-name order
+   in every request (no deadlock between two requests carrying the same hosts).
 5. Samples of metrics that are not mapped are counted by name (``PrometheusUnknownMetric``), shown
    by the pipeline status (``accelboard status``, ``/healthz?detail=1`` for staff).
 """
@@ -109,7 +110,10 @@ def prometheus_write_ingest(
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
     stored = duplicates = 0
     with transaction.atomic():
-        for batch in mapped.hosts:
+        # Hosts in one order in every request (by name): each takes its host's merge lock, and
+        # Prometheus's shards each carry a slice of every host, so requests storing their hosts in
+        # the order they list them would wait on each other's locks in a cycle (a deadlock).
+        for batch in sorted(mapped.hosts, key=lambda host: host.hostname):
             host_digest = hashlib.blake2b(batch.hostname.encode(), digest_size=8).hexdigest()
             payload = {
                 "batch_id": f"prometheus:{digest}:{host_digest}",

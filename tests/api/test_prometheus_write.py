@@ -308,3 +308,67 @@ def test_two_halves_stored_at_once_in_two_processes_make_one_row(team: Any, inge
     )
     assert len(rows) == 8
     assert all(value is not None for row in rows for value in row)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_requests_naming_two_hosts_in_opposite_orders_do_not_deadlock(
+    team: Any, ingest_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prometheus's shards each carry a slice of every host: request 1 lists host A then B, request
+    2 host B then A. Each waits, after its first host, for the other to have stored one too: taken
+    in the order listed, each would then hold one host's merge lock and wait for the other's (a
+    deadlock, a 500). Hosts are stored in one order in every request, so the second waits at its
+    first host instead, and both are stored."""
+    start = (int(time.time()) // 60 - 3) * 60_000 + 5_000
+    host_a = {**GPU, "Hostname": "prom-node-a", "UUID": "GPU-rw-a"}
+    host_b = {**GPU, "Hostname": "prom-node-b", "UUID": "GPU-rw-b"}
+
+    def half(labels: dict[str, str], names: tuple[str, ...]) -> list[tuple[dict[str, str], list]]:
+        return [s for s in _scrape(start, labels=labels) if s[0]["__name__"] in names]
+
+    # The hosts and their GPUs exist already (an earlier scrape).
+    earlier = _scrape(start - 15_000, labels=host_a) + _scrape(start - 15_000, labels=host_b)
+    assert _post(Client(), snappy(write_request(earlier)), ingest_token).status_code == 200
+    bodies = {
+        "ab": snappy(write_request(half(host_a, _HALF_A) + half(host_b, _HALF_A))),
+        "ba": snappy(write_request(half(host_b, _HALF_B) + half(host_a, _HALF_B))),
+    }
+    barrier = threading.Barrier(2)
+    ingest = remote_write_services.telemetry_batch_ingest
+    local = threading.local()
+
+    def after_first_host(**kwargs: Any) -> dict[str, Any]:
+        result = ingest(**kwargs)
+        if not getattr(local, "waited", False):
+            local.waited = True
+            try:
+                barrier.wait(3)  # the other request waits on this one's lock: it never comes
+            except threading.BrokenBarrierError:
+                pass
+        return result
+
+    monkeypatch.setattr(remote_write_services, "telemetry_batch_ingest", after_first_host)
+    results: dict[str, Any] = {}
+
+    def send(name: str) -> None:
+        try:
+            results[name] = remote_write_services.prometheus_write_ingest(team_id=team.pk, body=bodies[name])
+        except Exception as exc:  # noqa: BLE001 - the deadlock's OperationalError, reported below
+            results[name] = exc
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(name,)) for name in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert {name: result["stored"] for name, result in results.items() if isinstance(result, dict)} == {
+        "ab": 2,
+        "ba": 2,
+    }, results
+    rows = TelemetrySample.objects.filter(time=datetime.fromtimestamp(start / 1000, UTC)).values_list(
+        *_FIELDS
+    )
+    assert len(rows) == 2 and all(value is not None for row in rows for value in row)

@@ -203,3 +203,40 @@ def test_it_reads_labels_longer_than_a_one_byte_length() -> None:
 def test_it_makes_no_row_of_an_instant_without_a_stored_field() -> None:
     only_free = series("DCGM_FI_DEV_FB_FREE", [(T0, 1000.0)])
     assert dcgm_map(write_request_decode(write_request([only_free])), names=LabelNames()).hosts == []
+
+
+def test_a_label_set_seen_before_decodes_the_same_through_the_fast_path() -> None:
+    # Prometheus 2.x's shape (one sample per series, after the labels) is read by a fast path once
+    # the label set is cached: the first request fills the cache, the second takes the fast path.
+    # Each case differs from the fast path's tail in one way and must be read field by field.
+    label_sets = [
+        {"__name__": "DCGM_FI_DEV_POWER_USAGE", **GPU, "pod": f"p-{i}", "namespace": "x" * 140}
+        for i in range(4)
+    ]
+    samples = [
+        [(T0, 301.25)],  # the usual: fast path
+        [(T0, STALE_NAN)],  # a stale marker: counted, no sample
+        [(T0 - 15_000, 1.5), (T0, 2.5)],  # two samples
+        [(5, 7.0)],  # a short timestamp varint: not the fast path's 6-byte one
+    ]
+    body = write_request(list(zip(label_sets, samples, strict=True)))
+    for _ in range(2):
+        decoded = write_request_decode(body)
+        assert [s.labels for s in decoded] == label_sets
+        assert [s.samples for s in decoded] == [
+            [(T0, 301.25)],
+            [],
+            [(T0 - 15_000, 1.5), (T0, 2.5)],
+            [(5, 7.0)],
+        ]
+        assert [s.stale for s in decoded] == [0, 1, 0, 0]
+
+
+def test_a_cached_device_is_read_again_under_other_label_names() -> None:
+    body = write_request([series("DCGM_FI_DEV_GPU_UTIL", [(T0, 50.0)], host="other-host")])
+    decoded = write_request_decode(body)
+    assert dcgm_map(decoded, names=LabelNames()).hosts[0].hostname == "node-1"
+    assert (
+        dcgm_map(write_request_decode(body), names=LabelNames(hostname="host")).hosts[0].hostname
+        == "other-host"
+    )
