@@ -60,6 +60,26 @@ def has_profiling(frame: pd.DataFrame) -> bool:
     return bool(present) and bool(frame[present].notna().to_numpy().any())
 
 
+def profiling_averages(frame: pd.DataFrame) -> dict[int, dict[str, float | None]]:
+    """Each GPU's profiling counters over the whole frame (``host_telemetry``'s): its bins' means
+    re-weighted by their counts, as ``selectors.gpu_profiling_averages`` reads them from the
+    rollups; None for a counter the GPU never sent, and GPUs that sent none left out. Pure."""
+    if frame.empty or not has_profiling(frame):
+        return {}
+    averages: dict[int, dict[str, float | None]] = {}
+    for gpu_id, part in frame.groupby("accelerator_id"):
+        values: dict[str, float | None] = {}
+        for name in PROFILING_FIELDS:
+            means = part[f"{name}_avg"].to_numpy(dtype=float)
+            counts = part[f"{name}_samples"].to_numpy(dtype=float)
+            present = ~np.isnan(means) & (counts > 0)
+            total = counts[present].sum()
+            values[name] = float((means[present] * counts[present]).sum() / total) if total else None
+        if any(value is not None for value in values.values()):
+            averages[int(gpu_id)] = values
+    return averages
+
+
 def profiling_rows(
     *, averages: dict[int, dict[str, float | None]], gpus: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:

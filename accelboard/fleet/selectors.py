@@ -198,7 +198,7 @@ HOST_TELEMETRY_COLUMNS = [
     "sm_clock_avg_mhz",
     "mem_clock_avg_mhz",
     "temperature_max_c",
-    *(f"{name}_avg" for name in PROFILING_FIELDS),
+    *(f"{name}_{part}" for name in PROFILING_FIELDS for part in ("avg", "samples")),
 ]
 
 
@@ -329,7 +329,8 @@ def host_telemetry(*, host_id: int, start: datetime, end: datetime) -> tuple[int
 
     Reads the rollups of ``rollup_width_for`` through the index ``(width_s, host, bucket)`` and
     merges them into ``point_step_for`` bins in the database: sample-weighted means (each rollup
-    carries its sample counts), summed energy, maxima of memory total and temperature.
+    carries its sample counts), summed energy, maxima of memory total and temperature; the DCGM
+    profiling counters' means come with their counts (``{name}_avg``, ``{name}_samples``).
     """
     width = rollup_width_for(span=end - start)
     step = point_step_for(span=end - start)
@@ -357,12 +358,17 @@ def host_telemetry(*, host_id: int, start: datetime, end: datetime) -> tuple[int
         "start": start,
         "end": end,
     }
-    return width, step, _frame(sql.format(profiling=_PROFILING_MEANS), params, HOST_TELEMETRY_COLUMNS)
+    return width, step, _frame(sql.format(profiling=_PROFILING_MEANS_COUNTED), params, HOST_TELEMETRY_COLUMNS)
 
 
 # Each profiling counter's sample-weighted mean over the rollups read (NULL where none).
 _PROFILING_MEANS = "".join(
     f",\n               sum({name}_avg * {name}_samples) / nullif(sum({name}_samples), 0)"
+    for name in PROFILING_FIELDS
+)
+# The same with the count behind each mean (the host page's card re-weights the bins by it).
+_PROFILING_MEANS_COUNTED = "".join(
+    f",\n               sum({name}_avg * {name}_samples) / nullif(sum({name}_samples), 0), sum({name}_samples)"
     for name in PROFILING_FIELDS
 )
 
