@@ -348,6 +348,32 @@ class TelemetrySampleIn(StrictModel):
     throttle_reasons: Count64 | None = None
     ecc_errors: Count64 | None = None
     xid_errors: Annotated[int, Ge(0), Le(_INT32)] | None = None
+    mem_free_bytes: Count64 | None = Field(
+        None, description="Framebuffer free (with used and reserved: the total)"
+    )
+    mem_reserved_bytes: Count64 | None = Field(None, description="Framebuffer reserved by the driver")
+    gr_engine_active: _Fraction | None = Field(
+        None, description="DCGM profiling: % of time the graphics engine was active"
+    )
+    sm_active: _Fraction | None = Field(
+        None, description="DCGM profiling: % of cycles an SM had a warp assigned"
+    )
+    sm_occupancy: _Fraction | None = Field(
+        None, description="DCGM profiling: % of an SM's warp slots resident"
+    )
+    tensor_active: _Fraction | None = Field(
+        None, description="DCGM profiling: % of cycles the tensor pipe was active"
+    )
+    dram_active: _Fraction | None = Field(
+        None, description="DCGM profiling: % of cycles device memory was busy"
+    )
+    pcie_replay_errors: Count64 | None = Field(None, description="PCIe replays since the driver loaded")
+    remapped_rows_correctable: Count64 | None = Field(
+        None, description="DRAM rows remapped for correctable errors"
+    )
+    remapped_rows_uncorrectable: Count64 | None = Field(
+        None, description="DRAM rows remapped for uncorrectable errors"
+    )
 
 
 # Names, ids and labels of workloads hold no control characters (docs/attribution.md).

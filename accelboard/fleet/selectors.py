@@ -383,15 +383,15 @@ def run_window_profiling(
     end. Two queries."""
     if host_id is None or end is None:
         return [], {}
-    gpus = [
-        {"id": pk, "index": index, "uuid": uuid}
-        for pk, index, uuid in Accelerator.objects.physical()
+    rows = list(
+        Accelerator.objects.physical()
         .filter(host_id=host_id, accelerator_type_id=accelerator_type_id)
         .order_by("index", "uuid")
         .values_list("pk", "index", "uuid")
-    ]
+    )
+    gpus: list[dict[str, Any]] = [{"id": pk, "index": index, "uuid": uuid} for pk, index, uuid in rows]
     averages = gpu_profiling_averages(
-        accelerator_ids=[gpu["id"] for gpu in gpus], start=start, end=end, width_s=60
+        accelerator_ids=[pk for pk, _, _ in rows], start=start, end=end, width_s=60
     )
     return gpus, averages
 
@@ -413,7 +413,7 @@ def gpu_profiling_averages(
           AND ({" OR ".join(f"{name}_samples > 0" for name in PROFILING_FIELDS)})
         GROUP BY accelerator_id
     """
-    params = {
+    params: dict[str, Any] = {
         "width": width_s or rollup_width_for(span=end - start),
         "gpus": list(accelerator_ids),
         "start": start,
