@@ -352,5 +352,7 @@ def host_telemetry_figures(
                     trace["line"]["dash"] = dash
                     lines.append(trace)
         figures["profiling"]["data"] = lines
-        figures["profiling"]["layout"]["yaxis"]["range"] = [0, 100]
+        highest = np.nanmax(frame[[f"{name}_avg" for name in _PROFILING_LINES]].to_numpy(dtype=float))
+        if highest <= 100:  # DCGM can report more on a MIG instance: the axis then grows
+            figures["profiling"]["layout"]["yaxis"]["range"] = [0, 100]
     return figures

@@ -57,8 +57,10 @@ SAMPLE_FIELDS: dict[str, tuple[bool, float, float]] = {
     # separate series, whose sum is mem_total_bytes also when they come in different requests.
     "mem_free_bytes": (True, 0, _INT64_MAX),
     "mem_reserved_bytes": (True, 0, _INT64_MAX),
-    # DCGM profiling counters (DCGM_FI_PROF_*), in % of time or cycles (DCGM's ratio x 100).
-    **{name: (False, 0.0, 100.0) for name in PROFILING_FIELDS},
+    # DCGM profiling counters (DCGM_FI_PROF_*), in % of time or cycles (DCGM's ratio x 100). Up to
+    # 1,000: DCGM reports more than 100 % for some MIG instances (NVIDIA/DCGM#152), kept as sent
+    # rather than refusing a whole remote-write request (which Prometheus would drop).
+    **{name: (False, 0.0, 1_000.0) for name in PROFILING_FIELDS},
     # PCIe replays and remapped DRAM rows: counters since the driver loaded.
     "pcie_replay_errors": (True, 0, _INT64_MAX),
     "remapped_rows_correctable": (True, 0, _INT64_MAX),

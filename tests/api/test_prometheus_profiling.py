@@ -135,3 +135,21 @@ def test_a_total_is_not_guessed_from_one_part(client: Client, ingest_token: str)
     row = TelemetrySample.objects.get()
     assert row.mem_used_bytes == int(USED) * MIB and row.mem_total_bytes is None
     assert "mem_total_bytes" not in Accelerator.objects.get(uuid=GPU["UUID"]).last_state
+
+
+def test_it_keeps_a_profiling_ratio_dcgm_reports_over_one_and_refuses_an_absurd_one(
+    client: Client, ingest_token: str
+) -> None:
+    # DCGM reports SM activity over 1 for some MIG instances (NVIDIA/DCGM#152): stored as sent,
+    # not a refusal that would make Prometheus drop the whole request.
+    ms = _minute_start() + 5_000
+    mig = {**GPU, "GPU_I_ID": "1", "GPU_I_PROFILE": "1g.10gb"}
+    over = [({"__name__": "DCGM_FI_PROF_SM_ACTIVE", **mig}, [(ms, 1.4)])]
+    assert _post(client, snappy(write_request(over)), ingest_token).status_code == 200
+    assert TelemetrySample.objects.get().sm_active == pytest.approx(140.0)
+    absurd = [({"__name__": "DCGM_FI_PROF_DRAM_ACTIVE", **GPU}, [(ms + 15_000, 12.0)])]
+    response = _post(client, snappy(write_request(absurd)), ingest_token)
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert "between 0 and 1000" in message and "DCGM_FI_PROF_DRAM_ACTIVE{" in message
+    assert TelemetrySample.objects.count() == 1
