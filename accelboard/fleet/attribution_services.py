@@ -41,7 +41,8 @@ from .ingest_validation import IngestRejected
 from .models import ATTRIBUTION_COLUMNS
 from .partition_services import ATTRIBUTION_TABLE
 
-_ADVISORY_ATTRIBUTION = 7_310_002
+# The lock per host its intervals are checked and stored under (first key; the host id the second).
+ADVISORY_ATTRIBUTION = 7_310_002
 _DAY = timedelta(days=1)
 
 _DEVICES_SQL = """
@@ -325,7 +326,7 @@ def attribution_store(
         cursor.execute(
             _LOCK_SQL,
             [
-                _ADVISORY_ATTRIBUTION,
+                ADVISORY_ATTRIBUTION,
                 host_id,
                 list(cached.values()),
                 [key[0] for key in cached],

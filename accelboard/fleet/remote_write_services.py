@@ -13,7 +13,14 @@
 4. A GPU-instant split over several requests (Prometheus shards series and cuts requests at
    ``max_samples_per_send``) becomes one row: the telemetry path's merge (``merge=True``) fills the
    stored row's missing fields with a later part's, under a lock per host.
-5. Samples of metrics that are not mapped are counted by name (``PrometheusUnknownMetric``), shown
+5. The pods dcgm-exporter names on a GPU (``pod``, ``namespace``, ``container``) become the batch's
+   ``attribution`` (``remote_write_pods``: one instant holds until the GPU's next, at most the
+   scrape interval). ``_pod_attribution`` takes a lock per host name (held to the commit: every
+   request of a host waits for the one before it, new hosts included) and the attribution's
+   lock per host, reads the stored intervals of the host's devices over the request's span, and
+   sends only what they leave uncovered: a part of a scrape, a request sent again or one with
+   another step never stores a moment twice and never conflicts (409) with what is stored.
+6. Samples of metrics that are not mapped are counted by name (``PrometheusUnknownMetric``), shown
    by the pipeline status (``accelboard status``, ``/healthz?detail=1`` for staff).
 """
 
@@ -21,15 +28,19 @@ from __future__ import annotations
 
 import hashlib
 import re
+import zlib
+from datetime import UTC, datetime
 from collections import Counter
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 
+from .attribution_services import ADVISORY_ATTRIBUTION
 from .ingest_services import telemetry_batch_ingest
 from .ingest_validation import IngestRejected
 from .models import PrometheusUnknownMetric
+from .remote_write_pods import pod_intervals, pod_intervals_trim
 from .remote_write import (
     HostBatch,
     LabelNames,
@@ -87,6 +98,51 @@ def _named(exc: IngestRejected, batch: HostBatch) -> IngestRejected:
     return IngestRejected(f"{exc.message}{labels_hint}", path="", code=exc.code, status=status)
 
 
+# Remote-write requests of one host, one at a time from the pods' read to the commit (the second
+# key: the host name's hash); and the attribution's own lock of a host (its agent's batches).
+_LOCK_PODS = zlib.crc32(b"accelboard.fleet.remote_write.pods") & 0x7FFFFFFF
+_ATTRIBUTION_LOCK_SQL = """
+SELECT id, pg_advisory_xact_lock(%s, id::int4) FROM fleet_host WHERE hostname = %s AND team_id = %s
+"""
+# Rows never cross midnight: those overlapping [first, last) start on or after first's day.
+_POD_STORED_SQL = """
+SELECT a.uuid, g.start, g."end"
+FROM fleet_gpuattribution g JOIN fleet_accelerator a ON a.id = g.accelerator_id
+WHERE a.host_id = %s AND a.uuid = ANY(%s) AND g.start >= %s AND g.start < %s AND g."end" > %s
+"""
+
+
+def _ms(moment: datetime) -> int:
+    return round(moment.timestamp() * 1000)
+
+
+def _pod_attribution(*, team_id: int, batch: HostBatch) -> list[dict[str, Any]] | None:
+    """The host batch's pod intervals less what is stored (the module's docstring, 5), as the
+    telemetry batch's ``attribution``; None when there are none. Takes the locks it describes."""
+    intervals = pod_intervals(batch.holders, scrape_ms=round(settings.PROMETHEUS_SCRAPE_INTERVAL_S * 1000))
+    if not intervals:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_PODS, batch.hostname])
+        cursor.execute(_ATTRIBUTION_LOCK_SQL, [ADVISORY_ATTRIBUTION, batch.hostname, team_id])
+        host = cursor.fetchone()
+        if host is not None:  # a host not stored yet has no intervals (another team's: a 409 later)
+            first = min(interval.start_ms for interval in intervals)
+            last = max(interval.end_ms for interval in intervals)
+            start = datetime.fromtimestamp(first / 1000, UTC)
+            floor = datetime(start.year, start.month, start.day, tzinfo=UTC)
+            end = datetime.fromtimestamp(last / 1000, UTC)
+            cursor.execute(
+                _POD_STORED_SQL, [host[0], sorted({i.gpu for i in intervals}), floor, end, start]
+            )
+            stored: dict[str, list[tuple[int, int]]] = {}
+            for uuid, low, high in cursor.fetchall():
+                stored.setdefault(uuid, []).append((_ms(low), _ms(high)))
+            intervals = pod_intervals_trim(intervals, stored=stored)
+    attribution = [item for interval in intervals for item in interval.attribution()]
+    return attribution or None
+
+
 def prometheus_write_ingest(*, team_id: int, body: bytes) -> dict[str, Any]:
     """Store one remote-write request of ``team_id``'s (docs/api.md); return ``{"series",
     "samples", "stored", "duplicate", "unknown"}``. Raises ``IngestRejected`` (400, 409, 413)
@@ -108,6 +164,9 @@ def prometheus_write_ingest(*, team_id: int, body: bytes) -> dict[str, Any]:
                 "accelerators": list(batch.accelerators.values()),
                 "samples": batch.samples,
             }
+            attribution = _pod_attribution(team_id=team_id, batch=batch)
+            if attribution is not None:
+                payload["attribution"] = attribution
             try:
                 result = telemetry_batch_ingest(team_id=team_id, payload=payload, merge=True)
             except IngestRejected as exc:
