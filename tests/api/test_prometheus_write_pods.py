@@ -1,0 +1,160 @@
+"""POST /api/v1/prometheus/write: dcgm-exporter's pod labels become the workload attribution
+(accelboard/fleet/remote_write_pods.py, remote_write_services._pod_attribution)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from accelboard.fleet import remote_write_services
+from accelboard.fleet.models import Accelerator, GpuAttribution, TelemetrySample, Workload
+from tests.api.conftest import row_counts
+from tests.fleet.prom_wire import snappy, write_request
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/prometheus/write"
+UUID = "GPU-rw-pods-0001"
+GPU = {"UUID": UUID, "Hostname": "prom-pods-01", "gpu": "0", "modelName": "NVIDIA H100 80GB HBM3"}
+LLAMA = {"pod": "llama-8b-7f9c", "namespace": "serving", "container": "vllm"}
+IDLE = {"pod": "", "namespace": "", "container": ""}
+S = 15_000
+
+
+def _post(client: Client, series: list[tuple[dict[str, str], list]], token: str) -> Any:
+    return client.post(
+        URL,
+        data=snappy(write_request(series)),
+        content_type="application/x-protobuf",
+        HTTP_CONTENT_ENCODING="snappy",
+        HTTP_X_PROMETHEUS_REMOTE_WRITE_VERSION="0.1.0",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+
+
+def _series(metric: str, stamps: list[int], pod: dict[str, str], gpu: dict[str, str] | None = None) -> Any:
+    return {"__name__": metric, **(gpu or GPU), **pod}, [(ms, 50.0) for ms in stamps]
+
+
+def _scrape(stamps: list[int], pod: dict[str, str] = LLAMA, gpu: dict[str, str] | None = None) -> list[Any]:
+    """Two series of the GPU at ``stamps``: what a request with whole scrapes carries."""
+    return [_series(m, stamps, pod, gpu) for m in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE")]
+
+
+def _intervals(t0: int) -> list[tuple[str, int, int, str, float, str]]:
+    """Stored intervals: (device, start and end in ms after ``t0``, pod uid, share, basis)."""
+    rows = GpuAttribution.objects.order_by("accelerator_id", "start").values_list(
+        "accelerator_id", "start", "end", "workload_id", "share", "basis"
+    )
+    uuids = dict(Accelerator.objects.values_list("id", "uuid"))
+    uids = dict(Workload.objects.values_list("id", "uid"))
+    return [
+        (uuids[a], round(s.timestamp() * 1000) - t0, round(e.timestamp() * 1000) - t0, uids[w], share, basis)
+        for a, s, e, w, share, basis in rows
+    ]
+
+
+def _t0() -> int:
+    return (int(time.time()) - 600) * 1000
+
+
+def test_two_requests_in_sequence_give_contiguous_intervals_of_the_pod(client: Client, ingest_token: str) -> None:
+    t0 = _t0()
+    assert _post(client, _scrape([t0, t0 + S]), ingest_token).status_code == 200
+    assert _post(client, _scrape([t0 + 2 * S, t0 + 3 * S]), ingest_token).status_code == 200
+    assert _intervals(t0) == [
+        (UUID, 0, 2 * S, "serving/llama-8b-7f9c", 1.0, "exclusive"),
+        (UUID, 2 * S, 4 * S, "serving/llama-8b-7f9c", 1.0, "exclusive"),
+    ]
+    (workload,) = Workload.objects.all()
+    assert (workload.kind, workload.uid, workload.namespace, workload.name, workload.container) == (
+        "pod", "serving/llama-8b-7f9c", "serving", "llama-8b-7f9c", "vllm"
+    )  # fmt: skip
+
+
+def test_a_retry_or_another_request_of_the_same_instants_stores_nothing_twice(
+    client: Client, ingest_token: str
+) -> None:
+    t0 = _t0()
+    series = _scrape([t0, t0 + S])
+    assert _post(client, series, ingest_token).json()["duplicate"] is False
+    stored = _intervals(t0)
+    assert _post(client, series, ingest_token).json()["duplicate"] is True
+    # Other bytes, the same GPU-instants (the other series of the scrapes): nothing new either.
+    other = [_series("DCGM_FI_DEV_GPU_TEMP", [t0, t0 + S], LLAMA)]
+    assert _post(client, other, ingest_token).status_code == 200
+    assert _intervals(t0) == stored == [(UUID, 0, 2 * S, "serving/llama-8b-7f9c", 1.0, "exclusive")]
+
+
+def test_a_scrape_split_over_requests_with_other_steps_never_overlaps_or_conflicts(
+    client: Client, ingest_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Scraped every 10 s, the setting says 15 s. Request A: both instants of the power series;
+    # B: the second instant's utilisation alone (its step: 15 s); C: the third instant.
+    t0 = _t0()
+    power = [_series("DCGM_FI_DEV_POWER_USAGE", [t0, t0 + 10_000], LLAMA)]
+    part = [_series("DCGM_FI_DEV_GPU_UTIL", [t0 + 10_000], LLAMA)]
+    last = [_series("DCGM_FI_DEV_GPU_UTIL", [t0 + 20_000], LLAMA)]
+    for series in (power, part, last):
+        response = _post(client, series, ingest_token)
+        assert response.status_code == 200, response.content
+    # A: [0, 25 s); B: inside it, nothing; C: [20 s, 35 s) less what A holds.
+    assert _intervals(t0) == [
+        (UUID, 0, 25_000, "serving/llama-8b-7f9c", 1.0, "exclusive"),
+        (UUID, 25_000, 35_000, "serving/llama-8b-7f9c", 1.0, "exclusive"),
+    ]
+    # Every row of the GPU-instants is there once.
+    assert TelemetrySample.objects.count() == 3
+    # Without leaving out what is stored, a later request's interval would conflict: a 409 that
+    # Prometheus drops, telemetry and all.
+    monkeypatch.setattr(remote_write_services, "pod_intervals_trim", lambda intervals, stored: intervals)
+    again = [_series("DCGM_FI_DEV_MEM_CLOCK", [t0 + 20_000], LLAMA)]
+    response = _post(client, again, ingest_token)
+    assert response.status_code == 409, response.content
+
+
+def test_an_idle_gpu_holds_nothing_and_a_new_pod_starts_where_the_old_one_left(
+    client: Client, ingest_token: str
+) -> None:
+    t0 = _t0()
+    other = {"pod": "ft-0", "namespace": "research", "container": "trainer"}
+    series = _scrape([t0, t0 + S]) + _scrape([t0 + 2 * S], IDLE) + _scrape([t0 + 3 * S], other)
+    assert _post(client, series, ingest_token).status_code == 200
+    assert _intervals(t0) == [
+        (UUID, 0, 2 * S, "serving/llama-8b-7f9c", 1.0, "exclusive"),
+        (UUID, 3 * S, 4 * S, "research/ft-0", 1.0, "exclusive"),
+    ]
+
+
+def test_mig_instances_hold_their_own_pods_with_their_slices(client: Client, ingest_token: str) -> None:
+    t0 = _t0()
+    a100 = {**GPU, "UUID": "GPU-rw-a100", "modelName": "NVIDIA A100-SXM4-80GB", "GPU_I_PROFILE": "3g.40gb"}
+    series = _scrape([t0], LLAMA, {**a100, "GPU_I_ID": "1"}) + _scrape([t0], IDLE, {**a100, "GPU_I_ID": "2"})
+    assert _post(client, series, ingest_token).status_code == 200
+    assert _intervals(t0) == [("GPU-rw-a100/gi1", 0, S, "serving/llama-8b-7f9c", 1.0, "exclusive")]
+    slices = dict(Accelerator.objects.values_list("uuid", "compute_slices"))
+    assert slices == {"GPU-rw-a100": 7, "GPU-rw-a100/gi1": 3, "GPU-rw-a100/gi2": 3}
+
+
+def test_the_scrape_interval_setting_is_the_step_of_a_lone_instant(
+    client: Client, ingest_token: str, settings: Any
+) -> None:
+    settings.PROMETHEUS_SCRAPE_INTERVAL_S = 30
+    t0 = _t0()
+    assert _post(client, _scrape([t0]), ingest_token).status_code == 200
+    assert _intervals(t0) == [(UUID, 0, 30_000, "serving/llama-8b-7f9c", 1.0, "exclusive")]
+
+
+def test_a_pod_label_with_a_control_character_is_a_400_naming_the_series_and_stores_nothing(
+    client: Client, ingest_token: str
+) -> None:
+    before = row_counts()
+    t0 = _t0()
+    series = _scrape([t0]) + [_series("DCGM_FI_DEV_GPU_TEMP", [t0], {**LLAMA, "pod": "bad\x1bpod"})]
+    response = _post(client, series, ingest_token)
+    assert response.status_code == 400
+    assert 'DCGM_FI_DEV_GPU_TEMP{' in response.json()["error"]["message"]
+    assert row_counts() == before
