@@ -29,8 +29,8 @@ from __future__ import annotations
 import hashlib
 import re
 import zlib
-from datetime import UTC, datetime
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -40,7 +40,6 @@ from .attribution_services import ADVISORY_ATTRIBUTION
 from .ingest_services import telemetry_batch_ingest
 from .ingest_validation import IngestRejected
 from .models import PrometheusUnknownMetric
-from .remote_write_pods import pod_intervals, pod_intervals_trim
 from .remote_write import (
     HostBatch,
     LabelNames,
@@ -50,6 +49,7 @@ from .remote_write import (
     snappy_decode,
     write_request_decode,
 )
+from .remote_write_pods import pod_intervals, pod_intervals_trim
 
 # The names kept (``PrometheusUnknownMetric``): a sender cannot grow the table without bound.
 UNKNOWN_METRICS_KEPT = 1_000
@@ -132,9 +132,7 @@ def _pod_attribution(*, team_id: int, batch: HostBatch) -> list[dict[str, Any]] 
             start = datetime.fromtimestamp(first / 1000, UTC)
             floor = datetime(start.year, start.month, start.day, tzinfo=UTC)
             end = datetime.fromtimestamp(last / 1000, UTC)
-            cursor.execute(
-                _POD_STORED_SQL, [host[0], sorted({i.gpu for i in intervals}), floor, end, start]
-            )
+            cursor.execute(_POD_STORED_SQL, [host[0], sorted({i.gpu for i in intervals}), floor, end, start])
             stored: dict[str, list[tuple[int, int]]] = {}
             for uuid, low, high in cursor.fetchall():
                 stored.setdefault(uuid, []).append((_ms(low), _ms(high)))

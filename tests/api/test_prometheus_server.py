@@ -341,7 +341,8 @@ def _assert_pods_held() -> None:
         spans = [(round(s.timestamp() * 1000), round(e.timestamp() * 1000)) for s, e, *_ in rows]
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), (uuid, spans)
         expected = [
-            (t, t + min(1000, later - t)) for t, later in zip(times, [*times[1:], times[-1] + 1000], strict=True)
+            (t, t + min(1000, later - t))
+            for t, later in zip(times, [*times[1:], times[-1] + 1000], strict=True)
         ]
         assert _union(spans) == _union(expected), (uuid, spans, times)
     workload = Workload.objects.get(uid="serving/llama-8b-7f9c")

@@ -61,7 +61,9 @@ def _t0() -> int:
     return (int(time.time()) - 600) * 1000
 
 
-def test_two_requests_in_sequence_give_contiguous_intervals_of_the_pod(client: Client, ingest_token: str) -> None:
+def test_two_requests_in_sequence_give_contiguous_intervals_of_the_pod(
+    client: Client, ingest_token: str
+) -> None:
     t0 = _t0()
     assert _post(client, _scrape([t0, t0 + S]), ingest_token).status_code == 200
     assert _post(client, _scrape([t0 + 2 * S, t0 + 3 * S]), ingest_token).status_code == 200
@@ -156,5 +158,5 @@ def test_a_pod_label_with_a_control_character_is_a_400_naming_the_series_and_sto
     series = _scrape([t0]) + [_series("DCGM_FI_DEV_GPU_TEMP", [t0], {**LLAMA, "pod": "bad\x1bpod"})]
     response = _post(client, series, ingest_token)
     assert response.status_code == 400
-    assert 'DCGM_FI_DEV_GPU_TEMP{' in response.json()["error"]["message"]
+    assert "DCGM_FI_DEV_GPU_TEMP{" in response.json()["error"]["message"]
     assert row_counts() == before

@@ -45,7 +45,9 @@ def test_the_allocation_job_gives_the_pod_the_gpu_seconds_it_was_seen_on(team: A
     llama = {"pod": "llama", "namespace": "serving", "container": "vllm"}
     idle = {"pod": "", "namespace": "", "container": ""}
     for hour in range(12):
-        prometheus_write_ingest(team_id=team.pk, body=_hour(six + hour * HOUR_MS, llama if hour < 6 else idle))
+        prometheus_write_ingest(
+            team_id=team.pk, body=_hour(six + hour * HOUR_MS, llama if hour < 6 else idle)
+        )
     # One interval a request, lined up end to start: six hours held.
     spans = list(GpuAttribution.objects.order_by("start").values_list("start", "end"))
     assert len(spans) == 6 and all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
@@ -54,7 +56,12 @@ def test_the_allocation_job_gives_the_pod_the_gpu_seconds_it_was_seen_on(team: A
     gpu = Accelerator.objects.get(uuid=UUID)
     minutes_load(gpus=[gpu], start=T0, minutes=24 * 60, util=100.0, power_w=500.0)
     accelerator_price_create(
-        accelerator_type=h100, price_per_hour="98.32", count=8, provider="on-prem", region="", instance_type=""
+        accelerator_type=h100,
+        price_per_hour="98.32",
+        count=8,
+        provider="on-prem",
+        region="",
+        instance_type="",
     )
     cost_day_compute(day=DAY)
     rule_set_save(user=staff, rules=[RuleInput(selector="namespace", value="serving", team=team)], note="v1")

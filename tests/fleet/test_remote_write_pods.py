@@ -29,9 +29,15 @@ def util(stamps: list[int], names: LabelNames | None = None, **labels: str) -> S
     return Series({"__name__": "DCGM_FI_DEV_GPU_UTIL", **GPU, **labels}, [(ms, 50.0) for ms in stamps])
 
 
-def intervals(series: list[Series], names: LabelNames | None = None, scrape_ms: int = S) -> list[dict[str, Any]]:
+def intervals(
+    series: list[Series], names: LabelNames | None = None, scrape_ms: int = S
+) -> list[dict[str, Any]]:
     (batch,) = dcgm_map(series, names=names or LabelNames()).hosts
-    return [item for interval in pod_intervals(batch.holders, scrape_ms=scrape_ms) for item in interval.attribution()]
+    return [
+        item
+        for interval in pod_intervals(batch.holders, scrape_ms=scrape_ms)
+        for item in interval.attribution()
+    ]
 
 
 def spans(items: list[dict[str, Any]]) -> list[tuple[str, float, float, str]]:
@@ -46,10 +52,11 @@ def test_a_pod_holds_its_gpu_from_each_instant_to_the_next_merged_into_one_exclu
 
 def test_an_idle_instant_ends_the_holding_and_a_new_pod_starts_a_new_interval() -> None:
     other = {**LLAMA, "pod": "ft-0", "container": ""}
-    items = intervals(
-        [util([T0, T0 + S], **LLAMA), util([T0 + 2 * S], **IDLE), util([T0 + 3 * S], **other)]
-    )
-    assert spans(items) == [("GPU-aaaa", 0, 2 * S, "serving/llama-7f9c"), ("GPU-aaaa", 3 * S, 4 * S, "serving/ft-0")]
+    items = intervals([util([T0, T0 + S], **LLAMA), util([T0 + 2 * S], **IDLE), util([T0 + 3 * S], **other)])
+    assert spans(items) == [
+        ("GPU-aaaa", 0, 2 * S, "serving/llama-7f9c"),
+        ("GPU-aaaa", 3 * S, 4 * S, "serving/ft-0"),
+    ]
     assert "container" not in items[1]["workload"]
     assert intervals([util([T0, T0 + S], **IDLE)]) == []
     assert intervals([util([T0])]) == []  # no pod labels at all: nothing
@@ -63,7 +70,10 @@ def test_the_step_is_the_gap_to_the_next_instant_at_most_the_scrape_interval() -
                             ("GPU-aaaa", 50_000, 65_000, "serving/llama-7f9c")]  # fmt: skip
     # Another GPU's instants in the request do not make this one's step.
     other = {**GPU, "UUID": "GPU-bbbb", "gpu": "1"}
-    mixed = [util([T0], **LLAMA), Series({"__name__": "DCGM_FI_DEV_GPU_UTIL", **other, **IDLE}, [(T0 + 1000, 1.0)])]
+    mixed = [
+        util([T0], **LLAMA),
+        Series({"__name__": "DCGM_FI_DEV_GPU_UTIL", **other, **IDLE}, [(T0 + 1000, 1.0)]),
+    ]
     assert spans(intervals(mixed)) == [("GPU-aaaa", 0, S, "serving/llama-7f9c")]
 
 
@@ -73,11 +83,17 @@ def test_two_requests_in_sequence_give_contiguous_intervals_and_a_split_instant_
     assert first[-1][2] == second[0][1] == 2 * S
     # One instant's series split over two requests: each part gives the same interval.
     power = Series({"__name__": "DCGM_FI_DEV_POWER_USAGE", **GPU, **LLAMA}, [(T0, 300.0)])
-    assert spans(intervals([power])) == spans(intervals([util([T0], **LLAMA)])) == [("GPU-aaaa", 0, S, "serving/llama-7f9c")]
+    assert (
+        spans(intervals([power]))
+        == spans(intervals([util([T0], **LLAMA)]))
+        == [("GPU-aaaa", 0, S, "serving/llama-7f9c")]
+    )
 
 
 def test_every_series_of_an_instant_counts_once_and_two_containers_of_one_pod_are_one_holder() -> None:
-    power = Series({"__name__": "DCGM_FI_DEV_POWER_USAGE", **GPU, **LLAMA, "container": "sidecar"}, [(T0, 300.0)])
+    power = Series(
+        {"__name__": "DCGM_FI_DEV_POWER_USAGE", **GPU, **LLAMA, "container": "sidecar"}, [(T0, 300.0)]
+    )
     (item,) = intervals([util([T0], **LLAMA), power])
     assert item["workload"] == {k: v for k, v in LLAMA_WORKLOAD.items() if k != "container"}
 
@@ -112,7 +128,9 @@ def test_it_reads_exported_and_configured_pod_labels() -> None:
     assert spans(intervals([util([T0], **exported)])) == [("GPU-aaaa", 0, S, "serving/llama-7f9c")]
     names = LabelNames(pod="k8s_pod", namespace="k8s_ns", container="k8s_container")
     renamed = {"k8s_pod": "llama-7f9c", "k8s_ns": "serving", "pod": "ignored"}
-    assert spans(intervals([util([T0], **renamed)], names=names)) == [("GPU-aaaa", 0, S, "serving/llama-7f9c")]
+    assert spans(intervals([util([T0], **renamed)], names=names)) == [
+        ("GPU-aaaa", 0, S, "serving/llama-7f9c")
+    ]
 
 
 def test_a_pod_label_the_attribution_would_refuse_is_a_refusal_naming_the_series() -> None:
@@ -132,5 +150,10 @@ def test_trim_keeps_only_what_the_stored_intervals_leave_uncovered() -> None:
     new = [PodInterval("g", 0, 100, workloads), PodInterval("h", 0, 100, workloads)]
     stored = {"g": [(10, 20), (50, 60), (90, 200)]}
     out = pod_intervals_trim(new, stored=stored)
-    assert [(i.gpu, i.start_ms, i.end_ms) for i in out] == [("g", 0, 10), ("g", 20, 50), ("g", 60, 90), ("h", 0, 100)]
+    assert [(i.gpu, i.start_ms, i.end_ms) for i in out] == [
+        ("g", 0, 10),
+        ("g", 20, 50),
+        ("g", 60, 90),
+        ("h", 0, 100),
+    ]
     assert pod_intervals_trim([PodInterval("g", 10, 20, workloads)], stored=stored) == []  # stored: nothing
