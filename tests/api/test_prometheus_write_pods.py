@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import pytest
+from django.db import close_old_connections, connection, transaction
 from django.test import Client
 
 from accelboard.fleet import remote_write_services
@@ -160,3 +162,51 @@ def test_a_pod_label_with_a_control_character_is_a_400_naming_the_series_and_sto
     assert response.status_code == 400
     assert "DCGM_FI_DEV_GPU_TEMP{" in response.json()["error"]["message"]
     assert row_counts() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_requests_of_a_new_host_at_once_claim_each_moment_once(team: Any, ingest_token: str) -> None:
+    """The first request's transaction is held open after its store; the second (another
+    connection: a part of the same scrapes, another step) waits for it (the lock per host name)
+    and then sends only what the first left uncovered, instead of a conflicting interval."""
+    t0 = _t0()
+    # The day's partitions exist (another host's scrape, earlier).
+    elsewhere = {**GPU, "Hostname": "prom-pods-elsewhere", "UUID": "GPU-rw-pods-else"}
+    assert (
+        _post(Client(), [_series("DCGM_FI_DEV_GPU_UTIL", [t0], IDLE, elsewhere)], ingest_token).status_code
+        == 200
+    )
+    first_stored, release = threading.Event(), threading.Event()
+    results: dict[str, Any] = {}
+
+    def run(name: str, series: list[Any], hold: bool) -> None:
+        try:
+            with transaction.atomic():
+                results[name] = remote_write_services.prometheus_write_ingest(
+                    team_id=team.pk, body=snappy(write_request(series))
+                )
+                if hold:
+                    first_stored.set()
+                    release.wait(10)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            results[name] = exc
+        finally:
+            close_old_connections()
+            connection.close()
+
+    power = [_series("DCGM_FI_DEV_POWER_USAGE", [t0, t0 + 10_000], LLAMA)]
+    part = [_series("DCGM_FI_DEV_GPU_UTIL", [t0 + 10_000], LLAMA)]
+    threads = [
+        threading.Thread(target=run, args=("first", power, True)),
+        threading.Thread(target=run, args=("second", part, False)),
+    ]
+    threads[0].start()
+    assert first_stored.wait(10)
+    threads[1].start()
+    threads[1].join(1.0)
+    assert threads[1].is_alive()  # waiting for the first request's transaction
+    release.set()
+    for thread in threads:
+        thread.join(20)
+    assert isinstance(results["first"], dict) and isinstance(results["second"], dict), results
+    assert _intervals(t0) == [(UUID, 0, 25_000, "serving/llama-8b-7f9c", 1.0, "exclusive")]
