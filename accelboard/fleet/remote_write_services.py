@@ -19,7 +19,9 @@
    request of a host waits for the one before it, new hosts included) and the attribution's
    lock per host, reads the stored intervals of the host's devices over the request's span, and
    sends only what they leave uncovered: a part of a scrape, a request sent again or one with
-   another step never stores a moment twice and never conflicts (409) with what is stored.
+   another step never stores a moment twice and never conflicts (409) with what is stored. An
+   interval continuing a stored row of the same lone pod extends that row
+   (``attribution_services.attribution_extend``) instead of adding one.
 6. Samples of metrics that are not mapped are counted by name (``PrometheusUnknownMetric``), shown
    by the pipeline status (``accelboard status``, ``/healthz?detail=1`` for staff).
 """
@@ -36,7 +38,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
-from .attribution_services import ADVISORY_ATTRIBUTION
+from .attribution_services import ADVISORY_ATTRIBUTION, attribution_extend
 from .ingest_services import telemetry_batch_ingest
 from .ingest_validation import IngestRejected
 from .models import PrometheusUnknownMetric
@@ -49,7 +51,7 @@ from .remote_write import (
     snappy_decode,
     write_request_decode,
 )
-from .remote_write_pods import pod_intervals, pod_intervals_trim
+from .remote_write_pods import StoredInterval, pod_intervals, pod_intervals_extend, pod_intervals_trim
 
 # The names kept (``PrometheusUnknownMetric``): a sender cannot grow the table without bound.
 UNKNOWN_METRICS_KEPT = 1_000
@@ -104,16 +106,23 @@ _LOCK_PODS = zlib.crc32(b"accelboard.fleet.remote_write.pods") & 0x7FFFFFFF
 _ATTRIBUTION_LOCK_SQL = """
 SELECT id, pg_advisory_xact_lock(%s, id::int4) FROM fleet_host WHERE hostname = %s AND team_id = %s
 """
-# Rows never cross midnight: those overlapping [first, last) start on or after first's day.
+# Rows never cross midnight: those overlapping [first, last), or ending at first, start on or
+# after first's day.
 _POD_STORED_SQL = """
-SELECT a.uuid, g.start, g."end"
-FROM fleet_gpuattribution g JOIN fleet_accelerator a ON a.id = g.accelerator_id
-WHERE a.host_id = %s AND a.uuid = ANY(%s) AND g.start >= %s AND g.start < %s AND g."end" > %s
+SELECT g.id, a.uuid, g.start, g."end", w.kind, w.uid, g.share, g.basis
+FROM fleet_gpuattribution g
+JOIN fleet_accelerator a ON a.id = g.accelerator_id
+JOIN fleet_workload w ON w.id = g.workload_id
+WHERE a.host_id = %s AND a.uuid = ANY(%s) AND g.start >= %s AND g.start < %s AND g."end" >= %s
 """
 
 
 def _ms(moment: datetime) -> int:
     return round(moment.timestamp() * 1000)
+
+
+def _moment(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
 
 
 def _pod_attribution(*, team_id: int, batch: HostBatch) -> list[dict[str, Any]] | None:
@@ -129,14 +138,22 @@ def _pod_attribution(*, team_id: int, batch: HostBatch) -> list[dict[str, Any]] 
         if host is not None:  # a host not stored yet has no intervals (another team's: a 409 later)
             first = min(interval.start_ms for interval in intervals)
             last = max(interval.end_ms for interval in intervals)
-            start = datetime.fromtimestamp(first / 1000, UTC)
+            start, end = _moment(first), _moment(last)
             floor = datetime(start.year, start.month, start.day, tzinfo=UTC)
-            end = datetime.fromtimestamp(last / 1000, UTC)
             cursor.execute(_POD_STORED_SQL, [host[0], sorted({i.gpu for i in intervals}), floor, end, start])
+            rows = [
+                StoredInterval(row_id, uuid, _ms(low), _ms(high), (kind, uid), share, basis)
+                for row_id, uuid, low, high, kind, uid, share, basis in cursor.fetchall()
+            ]
             stored: dict[str, list[tuple[int, int]]] = {}
-            for uuid, low, high in cursor.fetchall():
-                stored.setdefault(uuid, []).append((_ms(low), _ms(high)))
-            intervals = pod_intervals_trim(intervals, stored=stored)
+            for row in rows:
+                stored.setdefault(row.gpu, []).append((row.start_ms, row.end_ms))
+            extended, intervals = pod_intervals_extend(
+                pod_intervals_trim(intervals, stored=stored), stored=rows
+            )
+            attribution_extend(
+                rows=[(row.id, _moment(row.start_ms), _moment(new_end)) for row, new_end in extended]
+            )
     attribution = [item for interval in intervals for item in interval.attribution()]
     return attribution or None
 

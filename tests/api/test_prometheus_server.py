@@ -319,7 +319,8 @@ def _assert_stored_as_exposed(served: list[int], log: str) -> None:
 def _assert_pods_held() -> None:
     """Each device's stored intervals are the pod on its page, none overlapping, and together
     cover from each instant stored to the next (at most the 1 s scrape interval; 1 s after the
-    last): what one request with every instant would have said. Idle devices hold nothing."""
+    last): what one request with every instant would have said, in one row per unbroken holding.
+    Idle devices hold nothing."""
     uids = dict(Workload.objects.values_list("id", "uid"))
     for _, uuid, pod in DEVICES:
         labels = dict(part.replace('"', "").split("=") for part in pod.split(","))
@@ -345,6 +346,8 @@ def _assert_pods_held() -> None:
             for t, later in zip(times, [*times[1:], times[-1] + 1000], strict=True)
         ]
         assert _union(spans) == _union(expected), (uuid, spans, times)
+        # Each request's instants extend the stored row they continue: one row per holding.
+        assert len(spans) == len(_union(spans)), (uuid, spans)
     workload = Workload.objects.get(uid="serving/llama-8b-7f9c")
     assert (workload.kind, workload.namespace, workload.name, workload.container) == (
         "pod", "serving", "llama-8b-7f9c", "vllm"

@@ -63,20 +63,27 @@ def _t0() -> int:
     return (int(time.time()) - 600) * 1000
 
 
-def test_two_requests_in_sequence_give_contiguous_intervals_of_the_pod(
+def test_requests_in_sequence_extend_the_pods_interval_and_a_new_pod_starts_where_it_ends(
     client: Client, ingest_token: str
 ) -> None:
     t0 = _t0()
     assert _post(client, _scrape([t0, t0 + S]), ingest_token).status_code == 200
-    assert _post(client, _scrape([t0 + 2 * S, t0 + 3 * S]), ingest_token).status_code == 200
+    assert _intervals(t0) == [(UUID, 0, 2 * S, "serving/llama-8b-7f9c", 1.0, "exclusive")]
+    # The next request's instants continue the stored interval: its row is extended, not repeated,
+    # and its workload's last seen moves with it (more than a minute later).
+    assert _post(client, _scrape([t0 + k * S for k in range(2, 7)]), ingest_token).status_code == 200
+    assert _intervals(t0) == [(UUID, 0, 7 * S, "serving/llama-8b-7f9c", 1.0, "exclusive")]
+    other = {"pod": "ft-0", "namespace": "research", "container": "trainer"}
+    assert _post(client, _scrape([t0 + 7 * S], other), ingest_token).status_code == 200
     assert _intervals(t0) == [
-        (UUID, 0, 2 * S, "serving/llama-8b-7f9c", 1.0, "exclusive"),
-        (UUID, 2 * S, 4 * S, "serving/llama-8b-7f9c", 1.0, "exclusive"),
+        (UUID, 0, 7 * S, "serving/llama-8b-7f9c", 1.0, "exclusive"),
+        (UUID, 7 * S, 8 * S, "research/ft-0", 1.0, "exclusive"),
     ]
-    (workload,) = Workload.objects.all()
-    assert (workload.kind, workload.uid, workload.namespace, workload.name, workload.container) == (
-        "pod", "serving/llama-8b-7f9c", "serving", "llama-8b-7f9c", "vllm"
+    workload = Workload.objects.get(uid="serving/llama-8b-7f9c")
+    assert (workload.kind, workload.namespace, workload.name, workload.container) == (
+        "pod", "serving", "llama-8b-7f9c", "vllm"
     )  # fmt: skip
+    assert round(workload.last_seen_at.timestamp() * 1000) == t0 + 7 * S
 
 
 def test_a_retry_or_another_request_of_the_same_instants_stores_nothing_twice(
@@ -105,11 +112,8 @@ def test_a_scrape_split_over_requests_with_other_steps_never_overlaps_or_conflic
     for series in (power, part, last):
         response = _post(client, series, ingest_token)
         assert response.status_code == 200, response.content
-    # A: [0, 25 s); B: inside it, nothing; C: [20 s, 35 s) less what A holds.
-    assert _intervals(t0) == [
-        (UUID, 0, 25_000, "serving/llama-8b-7f9c", 1.0, "exclusive"),
-        (UUID, 25_000, 35_000, "serving/llama-8b-7f9c", 1.0, "exclusive"),
-    ]
+    # A: [0, 25 s); B: inside it, nothing; C: [20 s, 35 s) less what A holds, which extends A's.
+    assert _intervals(t0) == [(UUID, 0, 35_000, "serving/llama-8b-7f9c", 1.0, "exclusive")]
     # Every row of the GPU-instants is there once.
     assert TelemetrySample.objects.count() == 3
     # Without leaving out what is stored, a later request's interval would conflict: a 409 that

@@ -11,8 +11,10 @@ from accelboard.fleet.remote_write import LabelNames, Series, WriteRejected, dcg
 from accelboard.fleet.remote_write_pods import (
     MAX_RUN_MS,
     PodInterval,
+    StoredInterval,
     mig_slices,
     pod_intervals,
+    pod_intervals_extend,
     pod_intervals_trim,
 )
 
@@ -157,3 +159,28 @@ def test_trim_keeps_only_what_the_stored_intervals_leave_uncovered() -> None:
         ("h", 0, 100),
     ]
     assert pod_intervals_trim([PodInterval("g", 10, 20, workloads)], stored=stored) == []  # stored: nothing
+
+
+def test_extend_continues_a_stored_row_of_the_same_lone_pod_within_its_day_and_an_hour() -> None:
+    key = ("pod", "serving/llama-7f9c")
+    row = StoredInterval(7, "g", T0, T0 + S, key, 1.0, "exclusive")
+    llama = (LLAMA_WORKLOAD,)
+    # Two pieces in a row continue it (the second from the first's end); one after a gap does not.
+    extended, rest = pod_intervals_extend(
+        [PodInterval("g", T0 + S, T0 + 2 * S, llama), PodInterval("g", T0 + 2 * S, T0 + 3 * S, llama),
+         PodInterval("g", T0 + 4 * S, T0 + 5 * S, llama)],
+        stored=[row],
+    )  # fmt: skip
+    assert extended == [(row, T0 + 3 * S)]
+    assert [(i.start_ms, i.end_ms) for i in rest] == [(T0 + 4 * S, T0 + 5 * S)]
+    other = ({**LLAMA_WORKLOAD, "uid": "serving/other"},)
+    day_end = (T0 // 86_400_000 + 1) * 86_400_000
+    for interval, rows in [
+        (PodInterval("g", T0 + S, T0 + 2 * S, other), [row]),  # another pod
+        (PodInterval("g", T0 + S, T0 + 2 * S, (LLAMA_WORKLOAD, other[0])), [row]),  # shared
+        (PodInterval("g", T0 + S, T0 + MAX_RUN_MS + 1, llama), [row]),  # over an hour
+        (PodInterval("g", T0 + S, T0 + 2 * S, llama), [StoredInterval(7, "g", T0, T0 + S, key, 0.5, "even")]),
+        (PodInterval("g", day_end, day_end + S, llama), [StoredInterval(7, "g", day_end - S, day_end, key, 1.0, "exclusive")]),
+        (PodInterval("h", T0 + S, T0 + 2 * S, llama), [row]),  # another device
+    ]:  # fmt: skip
+        assert pod_intervals_extend([interval], stored=rows) == ([], [interval])
