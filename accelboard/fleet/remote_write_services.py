@@ -15,9 +15,9 @@
    stored row's missing fields with a later part's, under a lock per host.
 5. The pods dcgm-exporter names on a GPU (``pod``, ``namespace``, ``container``) become the batch's
    ``attribution`` (``remote_write_pods``: one instant holds until the GPU's next, at most the
-   scrape interval). ``_pod_attribution`` takes a lock per host name (held to the commit: every
-   request of a host waits for the one before it, new hosts included) and the attribution's
-   lock per host, reads the stored intervals of the host's devices over the request's span, and
+   scrape interval). ``_pod_attribution`` takes the attribution's lock of the host (held to the
+   commit: every request of a host waits for the one before it; a new host's, on its name), reads
+   the stored intervals of the host's devices over the request's span, and
    sends only what they leave uncovered: a part of a scrape, a request sent again or one with
    another step never stores a moment twice and never conflicts (409) with what is stored. An
    interval continuing a stored row of the same lone pod extends that row
@@ -100,8 +100,9 @@ def _named(exc: IngestRejected, batch: HostBatch) -> IngestRejected:
     return IngestRejected(f"{exc.message}{labels_hint}", path="", code=exc.code, status=status)
 
 
-# Remote-write requests of one host, one at a time from the pods' read to the commit (the second
-# key: the host name's hash); and the attribution's own lock of a host (its agent's batches).
+# The attribution's lock of a host (``attribution_services``: its agent's batches take it too),
+# taken before the stored intervals are read, held to the commit; and for a host not stored yet a
+# lock on its name (the second key: the name's hash), so that its first requests go one at a time.
 _LOCK_PODS = zlib.crc32(b"accelboard.fleet.remote_write.pods") & 0x7FFFFFFF
 _ATTRIBUTION_LOCK_SQL = """
 SELECT id, pg_advisory_xact_lock(%s, id::int4) FROM fleet_host WHERE hostname = %s AND team_id = %s
@@ -132,9 +133,15 @@ def _pod_attribution(*, team_id: int, batch: HostBatch) -> list[dict[str, Any]] 
     if not intervals:
         return None
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_PODS, batch.hostname])
+        # The host's attribution lock serializes whatever stores its intervals (its agent too). A
+        # host not stored yet has none: requests that find none wait for each other on the host
+        # name and look again (the first to go may have stored it).
         cursor.execute(_ATTRIBUTION_LOCK_SQL, [ADVISORY_ATTRIBUTION, batch.hostname, team_id])
         host = cursor.fetchone()
+        if host is None:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_PODS, batch.hostname])
+            cursor.execute(_ATTRIBUTION_LOCK_SQL, [ADVISORY_ATTRIBUTION, batch.hostname, team_id])
+            host = cursor.fetchone()
         if host is not None:  # a host not stored yet has no intervals (another team's: a 409 later)
             first = min(interval.start_ms for interval in intervals)
             last = max(interval.end_ms for interval in intervals)

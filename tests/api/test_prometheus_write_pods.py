@@ -169,15 +169,19 @@ def test_a_pod_label_with_a_control_character_is_a_400_naming_the_series_and_sto
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_requests_of_a_new_host_at_once_claim_each_moment_once(team: Any, ingest_token: str) -> None:
+@pytest.mark.parametrize("host_stored", [False, True], ids=["new host", "stored host"])
+def test_two_requests_of_a_host_at_once_claim_each_moment_once(
+    team: Any, ingest_token: str, host_stored: bool
+) -> None:
     """The first request's transaction is held open after its store; the second (another
-    connection: a part of the same scrapes, another step) waits for it (the lock per host name)
-    and then sends only what the first left uncovered, instead of a conflicting interval."""
+    connection: a part of the same scrapes, another step) waits for it (the host's attribution
+    lock; a new host's, the lock on its name) and then sends only what the first left uncovered,
+    instead of a conflicting interval."""
     t0 = _t0()
-    # The day's partitions exist (another host's scrape, earlier).
-    elsewhere = {**GPU, "Hostname": "prom-pods-elsewhere", "UUID": "GPU-rw-pods-else"}
+    # The day's partitions exist (another host's scrape, or this one's, earlier, idle).
+    earlier = GPU if host_stored else {**GPU, "Hostname": "prom-pods-elsewhere", "UUID": "GPU-rw-pods-else"}
     assert (
-        _post(Client(), [_series("DCGM_FI_DEV_GPU_UTIL", [t0], IDLE, elsewhere)], ingest_token).status_code
+        _post(Client(), [_series("DCGM_FI_DEV_GPU_UTIL", [t0 - S], IDLE, earlier)], ingest_token).status_code
         == 200
     )
     first_stored, release = threading.Event(), threading.Event()
