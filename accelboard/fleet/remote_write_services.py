@@ -15,9 +15,9 @@
    stored row's missing fields with a later part's, under a lock per host.
 5. The pods dcgm-exporter names on a GPU (``pod``, ``namespace``, ``container``) become the batch's
    ``attribution`` (``remote_write_pods``: one instant holds until the GPU's next, at most the
-   scrape interval). ``_pod_attribution`` takes the attribution's lock of the host (held to the
-   commit: every request of a host waits for the one before it; a new host's, on its name), reads
-   the stored intervals of the host's devices over the request's span, and
+   scrape interval). ``_pods_attribution`` takes the attribution's lock of the request's hosts
+   (held to the commit: every request of a host waits for the one before it; a new host's, on its
+   name), reads the stored intervals of their devices over the request's span, and
    sends only what they leave uncovered: a part of a scrape, a request sent again or one with
    another step never stores a moment twice and never conflicts (409) with what is stored. An
    interval continuing a stored row of the same lone pod extends that row
@@ -100,12 +100,18 @@ def _named(exc: IngestRejected, batch: HostBatch) -> IngestRejected:
     return IngestRejected(f"{exc.message}{labels_hint}", path="", code=exc.code, status=status)
 
 
-# The attribution's lock of a host (``attribution_services``: its agent's batches take it too),
-# taken before the stored intervals are read, held to the commit; and for a host not stored yet a
-# lock on its name (the second key: the name's hash), so that its first requests go one at a time.
+# The attribution's lock of each host (``attribution_services``: its agent's batches take it
+# too), taken in id order before the stored intervals are read, held to the commit; and for hosts
+# not stored yet a lock on each name (the second key: the name's hash), in name order, so that a
+# new host's first requests go one at a time. The subqueries' order is the locks' (OFFSET 0 keeps
+# them from being flattened).
 _LOCK_PODS = zlib.crc32(b"accelboard.fleet.remote_write.pods") & 0x7FFFFFFF
-_ATTRIBUTION_LOCK_SQL = """
-SELECT id, pg_advisory_xact_lock(%s, id::int4) FROM fleet_host WHERE hostname = %s AND team_id = %s
+_HOST_LOCKS_SQL = """
+SELECT hostname, id, pg_advisory_xact_lock(%s, id::int4)
+FROM (SELECT hostname, id FROM fleet_host WHERE hostname = ANY(%s) AND team_id = %s ORDER BY id OFFSET 0) h
+"""
+_NAME_LOCKS_SQL = """
+SELECT pg_advisory_xact_lock(%s, hashtext(n)) FROM (SELECT unnest(%s::text[]) AS n ORDER BY n OFFSET 0) s
 """
 # Rows never cross midnight: those overlapping [first, last), or ending at first, start on or
 # after first's day.
@@ -114,7 +120,7 @@ SELECT g.id, a.uuid, g.start, g."end", w.kind, w.uid, g.share, g.basis
 FROM fleet_gpuattribution g
 JOIN fleet_accelerator a ON a.id = g.accelerator_id
 JOIN fleet_workload w ON w.id = g.workload_id
-WHERE a.host_id = %s AND a.uuid = ANY(%s) AND g.start >= %s AND g.start < %s AND g."end" >= %s
+WHERE a.host_id = ANY(%s) AND a.uuid = ANY(%s) AND g.start >= %s AND g.start < %s AND g."end" >= %s
 """
 
 
@@ -126,28 +132,32 @@ def _moment(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, UTC)
 
 
-def _pod_attribution(*, team_id: int, batch: HostBatch) -> list[dict[str, Any]] | None:
-    """The host batch's pod intervals less what is stored (the module's docstring, 5), as the
-    telemetry batch's ``attribution``; None when there are none. Takes the locks it describes."""
-    intervals = pod_intervals(batch.holders, scrape_ms=round(settings.PROMETHEUS_SCRAPE_INTERVAL_S * 1000))
-    if not intervals:
-        return None
+def _pods_attribution(*, team_id: int, hosts: list[HostBatch]) -> dict[str, list[dict[str, Any]]]:
+    """Each host batch's pod intervals less what is stored (the module's docstring, 5), as its
+    telemetry batch's ``attribution``, by host name (hosts with none left out). Takes the locks it
+    describes; a few statements for the whole request, whatever its number of hosts."""
+    scrape_ms = round(settings.PROMETHEUS_SCRAPE_INTERVAL_S * 1000)
+    by_host = {batch.hostname: pod_intervals(batch.holders, scrape_ms=scrape_ms) for batch in hosts}
+    by_host = {hostname: intervals for hostname, intervals in by_host.items() if intervals}
+    if not by_host:
+        return {}
+    names = sorted(by_host)
     with connection.cursor() as cursor:
-        # The host's attribution lock serializes whatever stores its intervals (its agent too). A
-        # host not stored yet has none: requests that find none wait for each other on the host
-        # name and look again (the first to go may have stored it).
-        cursor.execute(_ATTRIBUTION_LOCK_SQL, [ADVISORY_ATTRIBUTION, batch.hostname, team_id])
-        host = cursor.fetchone()
-        if host is None:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_PODS, batch.hostname])
-            cursor.execute(_ATTRIBUTION_LOCK_SQL, [ADVISORY_ATTRIBUTION, batch.hostname, team_id])
-            host = cursor.fetchone()
-        if host is not None:  # a host not stored yet has no intervals (another team's: a 409 later)
-            first = min(interval.start_ms for interval in intervals)
-            last = max(interval.end_ms for interval in intervals)
-            start, end = _moment(first), _moment(last)
+        cursor.execute(_HOST_LOCKS_SQL, [ADVISORY_ATTRIBUTION, names, team_id])
+        host_ids = {hostname: host_id for hostname, host_id, _ in cursor.fetchall()}
+        missing = [name for name in names if name not in host_ids]
+        if missing:  # wait for a request storing it first, then look again
+            cursor.execute(_NAME_LOCKS_SQL, [_LOCK_PODS, missing])
+            cursor.execute(_HOST_LOCKS_SQL, [ADVISORY_ATTRIBUTION, missing, team_id])
+            host_ids.update((hostname, host_id) for hostname, host_id, _ in cursor.fetchall())
+        # A host not stored (or another team's: a 409 later) has no intervals.
+        known = [interval for name in names if name in host_ids for interval in by_host[name]]
+        if known:
+            start = _moment(min(interval.start_ms for interval in known))
+            end = _moment(max(interval.end_ms for interval in known))
             floor = datetime(start.year, start.month, start.day, tzinfo=UTC)
-            cursor.execute(_POD_STORED_SQL, [host[0], sorted({i.gpu for i in intervals}), floor, end, start])
+            devices = sorted({interval.gpu for interval in known})
+            cursor.execute(_POD_STORED_SQL, [sorted(host_ids.values()), devices, floor, end, start])
             rows = [
                 StoredInterval(row_id, uuid, _ms(low), _ms(high), (kind, uid), share, basis)
                 for row_id, uuid, low, high, kind, uid, share, basis in cursor.fetchall()
@@ -155,14 +165,18 @@ def _pod_attribution(*, team_id: int, batch: HostBatch) -> list[dict[str, Any]] 
             stored: dict[str, list[tuple[int, int]]] = {}
             for row in rows:
                 stored.setdefault(row.gpu, []).append((row.start_ms, row.end_ms))
-            extended, intervals = pod_intervals_extend(
-                pod_intervals_trim(intervals, stored=stored), stored=rows
-            )
+            extended: list[tuple[StoredInterval, int]] = []
+            for name in names:
+                if name in host_ids and rows:
+                    more, by_host[name] = pod_intervals_extend(
+                        pod_intervals_trim(by_host[name], stored=stored), stored=rows
+                    )
+                    extended += more
             attribution_extend(
                 rows=[(row.id, _moment(row.start_ms), _moment(new_end)) for row, new_end in extended]
             )
-    attribution = [item for interval in intervals for item in interval.attribution()]
-    return attribution or None
+    out = {name: [item for interval in by_host[name] for item in interval.attribution()] for name in names}
+    return {name: items for name, items in out.items() if items}
 
 
 def prometheus_write_ingest(*, team_id: int, body: bytes) -> dict[str, Any]:
@@ -178,6 +192,7 @@ def prometheus_write_ingest(*, team_id: int, body: bytes) -> dict[str, Any]:
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
     stored = duplicates = 0
     with transaction.atomic():
+        pods = _pods_attribution(team_id=team_id, hosts=mapped.hosts)
         for batch in mapped.hosts:
             host_digest = hashlib.blake2b(batch.hostname.encode(), digest_size=8).hexdigest()
             payload = {
@@ -186,9 +201,8 @@ def prometheus_write_ingest(*, team_id: int, body: bytes) -> dict[str, Any]:
                 "accelerators": list(batch.accelerators.values()),
                 "samples": batch.samples,
             }
-            attribution = _pod_attribution(team_id=team_id, batch=batch)
-            if attribution is not None:
-                payload["attribution"] = attribution
+            if batch.hostname in pods:
+                payload["attribution"] = pods[batch.hostname]
             try:
                 result = telemetry_batch_ingest(team_id=team_id, payload=payload, merge=True)
             except IngestRejected as exc:

@@ -1,5 +1,5 @@
 """POST /api/v1/prometheus/write: dcgm-exporter's pod labels become the workload attribution
-(accelboard/fleet/remote_write_pods.py, remote_write_services._pod_attribution)."""
+(accelboard/fleet/remote_write_pods.py, remote_write_services._pods_attribution)."""
 
 from __future__ import annotations
 
@@ -218,3 +218,18 @@ def test_two_requests_of_a_host_at_once_claim_each_moment_once(
         thread.join(20)
     assert isinstance(results["first"], dict) and isinstance(results["second"], dict), results
     assert _intervals(t0) == [(UUID, 0, 25_000, "serving/llama-8b-7f9c", 1.0, "exclusive")]
+
+
+def test_a_request_of_several_hosts_stores_and_extends_each_hosts_pods(
+    client: Client, ingest_token: str
+) -> None:
+    t0 = _t0()
+    second = {**GPU, "Hostname": "prom-pods-02", "UUID": "GPU-rw-pods-0002"}
+    other = {"pod": "ft-0", "namespace": "research", "container": "trainer"}
+    for k in range(3):  # a new host's first request, then two that extend its row
+        series = _scrape([t0 + k * S]) + _scrape([t0 + k * S], other, second)
+        assert _post(client, series, ingest_token).status_code == 200
+    assert _intervals(t0) == [
+        (UUID, 0, 3 * S, "serving/llama-8b-7f9c", 1.0, "exclusive"),
+        ("GPU-rw-pods-0002", 0, 3 * S, "research/ft-0", 1.0, "exclusive"),
+    ]
