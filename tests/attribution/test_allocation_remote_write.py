@@ -14,7 +14,9 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.test import Client
 
+from accelboard.api.services import token_create
 from accelboard.attribution.models import AllocationDaily
 from accelboard.attribution.services import RuleInput, allocation_day_compute, rule_set_save
 from accelboard.costs.services import cost_day_compute
@@ -39,7 +41,9 @@ def _hour(start_ms: int, pod: dict[str, str]) -> bytes:
     return snappy(write_request([(labels, [(ms, 100.0) for ms in stamps])]))
 
 
-def test_the_allocation_job_gives_the_pod_the_gpu_seconds_it_was_seen_on(team: Any, staff: Any) -> None:
+def test_the_allocation_job_gives_the_pod_the_gpu_seconds_it_was_seen_on(
+    team: Any, staff: Any, lead: Any
+) -> None:
     h100 = factories.accelerator_type_from(factories.H100)
     six = int((T0 + timedelta(hours=6)).timestamp() * 1000)
     llama = {"pod": "llama", "namespace": "serving", "container": "vllm"}
@@ -81,3 +85,18 @@ def test_the_allocation_job_gives_the_pod_the_gpu_seconds_it_was_seen_on(team: A
     assert (pod.cost_usage, pod.energy_usage_j) == (Decimal("73.74"), 10_800_000)
     uncovered = lines[("unattributed", None)]
     assert (uncovered.cost_usage, uncovered.energy_usage_j) == (Decimal("221.22"), 32_400_000)
+
+    # The workload page and the allocation API read the same.
+    client = Client()
+    client.force_login(lead)
+    period = {"start": DAY.isoformat(), "end": DAY.isoformat()}
+    response = client.get(f"/workloads/{pod.workload_id}/", period)
+    assert response.status_code == 200
+    [money] = response.context["money"].totals
+    assert (money.cost_allocation, money.energy_allocation_j) == (Decimal("73.74"), 10_800_000)
+    token = token_create(team=team, kind="read", name="r")[1]
+    answer = Client().get(
+        "/api/v1/allocation", {**period, "group_by": "namespace"}, HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
+    rows = {(row["kind"], row["key"]): row for row in answer.json()["rows"]}
+    assert (rows[("workload", "serving")]["cost"], rows[("idle", None)]["cost"]) == ("73.74", "221.22")
