@@ -98,6 +98,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "axes",
+    # django-ninja: its Swagger UI (/api/v1/docs) then comes from static/ (ninja/static/ninja/),
+    # not from the CDN the Content Security Policy blocks; the product works with no internet.
+    "ninja",
     "accelboard.core",
     "accelboard.fleet",
     "accelboard.benchmarks",
@@ -117,6 +120,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before anything that reads the database (sessions, axes): 503 "starting" until it is migrated.
+    "accelboard.core.readiness.ReadinessGate",
     "accelboard.core.middleware.QueryStringGuard",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -321,6 +326,12 @@ PROMETHEUS_LABELS = {
 PROMETHEUS_SCRAPE_INTERVAL_S = env_float("PROMETHEUS_SCRAPE_INTERVAL_S", 15.0)
 if not 0.001 <= PROMETHEUS_SCRAPE_INTERVAL_S <= 3600:
     raise ConfigError(f"PROMETHEUS_SCRAPE_INTERVAL_S={PROMETHEUS_SCRAPE_INTERVAL_S} must be 0.001 to 3600")
+# vLLM's and Triton's series (serving intervals): the labels tried in order for the host
+# (``instance`` gives its host part), the label naming the variant, and the variant of a series
+# without one whose model's name states no precision (docs/api-contract.md).
+PROMETHEUS_SERVING_HOST_LABELS = env_list("PROMETHEUS_SERVING_HOST_LABELS", ["Hostname", "node", "instance"])
+PROMETHEUS_LABEL_VARIANT = env_str("PROMETHEUS_LABEL_VARIANT", "variant")
+PROMETHEUS_SERVING_VARIANT = env_str("PROMETHEUS_SERVING_VARIANT", "bf16")
 # A host whose agent has not reported for this long is flagged stale.
 HOST_STALE_SECONDS = env_int("HOST_STALE_SECONDS", 120, minimum=5)
 

@@ -8,6 +8,7 @@ from accelboard.core import views as core_views
 
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
+    path("favicon.ico", core_views.favicon, name="favicon"),
     path("accounts/login/", auth_views.LoginView.as_view(template_name="core/login.html"), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -34,6 +34,7 @@ import pytest
 
 from accelboard.demo import processes, runner
 from accelboard.demo.progress import PROGRESS_FILE, Progress, progress_read
+from accelboard.notifications.backends import OUTBOX_BACKEND
 
 ROOT = Path(__file__).resolve().parents[1]
 # Small enough to load in seconds, big enough that every page has something to show.
@@ -205,7 +206,8 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
     state = first.state()
     assert state["supervisor_pid"] == first.process.pid
     old_children = {c["name"]: c["pid"] for c in state["children"]}  # type: ignore[union-attr]
-    assert set(old_children) == {"web", "worker"}
+    # The simulated CI runs in the background beside them (its alert email, minutes in).
+    assert set(old_children) == {"web", "worker", "ci"}
     assert postgres_processes(home), "the embedded PostgreSQL should be running"
     # A new data directory is restarted once with its settings before the first migration.
     assert embedded_setting(home, "wal_level") == "minimal"
@@ -232,10 +234,12 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
         state = second.state()
         assert state["supervisor_pid"] == second.process.pid
         children = [c["pid"] for c in state["children"]]  # type: ignore[union-attr]
-        assert {c["name"] for c in state["children"]} == {"web", "worker", "fleet"}  # type: ignore[union-attr]
+        assert {c["name"] for c in state["children"]} == {"web", "worker", "fleet", "ci"}  # type: ignore[union-attr]
         # The page a person waits for comes first: the worker and the live fleet run below it.
         nice = {c["name"]: psutil.Process(c["pid"]).nice() for c in state["children"]}  # type: ignore[union-attr]
-        assert nice["worker"] == nice["fleet"] == min(nice["web"] + processes.BACKGROUND_NICE, 19), nice
+        assert (
+            nice["worker"] == nice["fleet"] == nice["ci"] == min(nice["web"] + processes.BACKGROUND_NICE, 19)
+        ), nice
 
         # 3. SIGTERM stops the web server, the worker, the live fleet and the embedded PostgreSQL.
         second.process.send_signal(signal.SIGTERM)
@@ -445,6 +449,10 @@ def test_it_hands_children_the_explicit_database_and_broker() -> None:
     assert env["SITE_URL"] == "http://127.0.0.1:8000"
     assert env["PATH"] == "/bin"
     assert "ALLOWED_HOSTS" not in env
+    # Alert emails go to the outbox a newcomer can read, unless the caller names a backend.
+    assert env["EMAIL_BACKEND"] == OUTBOX_BACKEND
+    smtp = "django.core.mail.backends.smtp.EmailBackend"
+    assert runner.child_environment(_config(), {"EMAIL_BACKEND": smtp})["EMAIL_BACKEND"] == smtp
 
 
 def test_it_allows_a_specific_bind_address_as_a_host() -> None:

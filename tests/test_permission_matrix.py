@@ -101,6 +101,7 @@ WRITES: list[tuple[str, str | None, dict[str, str], tuple[int, ...]]] = [
 # Routes not in the matrix above, and why.
 EXEMPT = {
     "healthz": "liveness probe for load balancers, deliberately public",
+    "favicon": "the site icon (a redirect to static/), asked for by browsers on every page, deliberately public",
     "login": "the login page itself",
     "logout": "POST-only, acts on the caller's own session",
     "benchmarks:upload_preview": "POST-only JSON step of the upload page; upload's row covers who may",

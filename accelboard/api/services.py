@@ -29,6 +29,7 @@ from accelboard.core.models import Team
 from accelboard.fleet import ingest_services, remote_write_services
 from accelboard.fleet.ingest_validation import IngestRejected
 from accelboard.profiles.upload_services import UPLOAD_PROFILES
+from accelboard.serving.remote_write_services import prometheus_serving_ingest
 from accelboard.serving.services import inference_batch_store
 
 from .choices import TokenKind
@@ -136,8 +137,12 @@ def telemetry_batch_ingest(*, team: Team, payload: Any) -> dict[str, Any]:
 
 def prometheus_write_ingest(*, team: Team, body: bytes) -> dict[str, Any]:
     """Store a Prometheus remote-write request's dcgm-exporter samples as telemetry
-    (``fleet.remote_write_services``: an adapter onto the same ingest path); idempotent on its body."""
-    return remote_write_services.prometheus_write_ingest(team_id=team.pk, body=body)
+    (``fleet.remote_write_services``: an adapter onto the same ingest path) and its vLLM and Triton
+    series as serving intervals (``serving.remote_write_services``, in the same transaction);
+    idempotent on its body."""
+    return remote_write_services.prometheus_write_ingest(
+        team_id=team.pk, body=body, serving=prometheus_serving_ingest
+    )
 
 
 # --- Benchmark runs ---------------------------------------------------------------------------

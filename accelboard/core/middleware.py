@@ -16,6 +16,7 @@ OPEN_PREFIXES = (
     "/accounts/login/",
     "/static/",
     "/healthz",
+    "/favicon.ico",
     "/api/",
     "/admin/",
     "/notifications/unsubscribe/",

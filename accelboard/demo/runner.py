@@ -91,6 +91,8 @@ class DemoConfig:
     broker_url: str
     python: str = sys.executable
     cwd: Path | None = None
+    # The simulated CI (``accelboard.demo.ci``): a regression mailed to the outbox minutes in.
+    ci: bool = True
     health_timeout: float = 90.0
     # A full first demo load on a slow two-core machine takes minutes; an hour means "stuck".
     step_timeout: float = 3600.0
@@ -139,6 +141,9 @@ def child_environment(config: DemoConfig, base: Mapping[str, str]) -> dict[str, 
     env.setdefault("DEBUG", "0")
     env.setdefault("DJANGO_SETTINGS_MODULE", "accelboard.settings")
     env.setdefault("SITE_URL", config.url.rstrip("/"))
+    # Alert emails land in the outbox (/notifications/outbox/), where a newcomer reads them, unless
+    # the caller names a backend (an SMTP server of their own).
+    env.setdefault("EMAIL_BACKEND", "accelboard.notifications.backends.OutboxBackend")
     # A specific non-loopback bind address must be an allowed host, or every request gets a 400.
     if "ALLOWED_HOSTS" not in base and config.host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::"):
         env["ALLOWED_HOSTS"] = ",".join(["127.0.0.1", "localhost", "[::1]", url_host(config.host)])
@@ -176,6 +181,12 @@ def live_fleet_command(config: DemoConfig) -> list[str]:
     """One process that keeps every demo host reporting through the real ingest API, in the host
     agent's wire format (``accelboard.demo.live``); it makes its own ingest tokens."""
     return [config.python, "-m", "accelboard.demo.live", "--server", config.url.rstrip("/")]
+
+
+def ci_command(config: DemoConfig) -> list[str]:
+    """The simulated CI (``accelboard.demo.ci``): subscribes the leads, then posts a slower commit
+    a minute after the worker is up; the detector's alert reaches the outbox."""
+    return [config.python, "-m", "accelboard.demo.ci", "--server", config.url.rstrip("/")]
 
 
 def agent_package_available(config: DemoConfig) -> bool:
@@ -370,6 +381,9 @@ def _demo_start(config: DemoConfig, supervisor: Supervisor, *, say: Callable[[st
     _timed(say, "web server (booted beside the load), waited", waited)
     # After the first page: the worker and the live fleet would only slow the web server's start.
     supervisor.service("worker", worker_command(config), nice=BACKGROUND_NICE)
+    if config.ci:
+        # In the background: it exits once its alert is mailed, and its failure stops nothing.
+        supervisor.background.append(supervisor.start("ci", ci_command(config), nice=BACKGROUND_NICE))
     if config.agent:
         if agent_package_available(config):
             supervisor.service("fleet", live_fleet_command(config), nice=BACKGROUND_NICE)

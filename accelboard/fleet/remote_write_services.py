@@ -32,6 +32,7 @@ import hashlib
 import re
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -179,7 +180,15 @@ def _pods_attribution(*, team_id: int, hosts: list[HostBatch]) -> dict[str, list
     return {name: items for name, items in out.items() if items}
 
 
-def prometheus_write_ingest(*, team_id: int, body: bytes) -> dict[str, Any]:
+# Another app's store for the series it reads (``serving``'s vLLM and Triton intervals): called
+# with the team, the decoded series and the request's digest inside the request's transaction;
+# returns the metric names it read, which are then not unknown.
+SeriesStore = Callable[..., set[str]]
+
+
+def prometheus_write_ingest(
+    *, team_id: int, body: bytes, serving: SeriesStore | None = None
+) -> dict[str, Any]:
     """Store one remote-write request of ``team_id``'s (docs/api.md); return ``{"series",
     "samples", "stored", "duplicate", "unknown"}``. Raises ``IngestRejected`` (400, 409, 413)
     for a request that will never be stored; nothing of it is then stored."""
@@ -211,6 +220,9 @@ def prometheus_write_ingest(*, team_id: int, body: bytes) -> dict[str, Any]:
                 duplicates += 1
             else:
                 stored += result["accepted"]
+        if serving is not None:
+            for name in serving(team_id=team_id, series=series, request_id=digest):
+                mapped.unknown.pop(name, None)
     if duplicates < len(mapped.hosts) or not mapped.hosts:  # a request sent again is counted once
         unknown_metrics_count(counts=mapped.unknown)
     return {

@@ -30,8 +30,13 @@ class InferenceMetric(models.Model):
     itl_p99_ms = models.FloatField(null=True, blank=True)
     e2e_p50_ms = models.FloatField(null=True, blank=True)
     e2e_p99_ms = models.FloatField(null=True, blank=True)
+    queue_p50_ms = models.FloatField(null=True, blank=True)
+    queue_p99_ms = models.FloatField(null=True, blank=True)
     # Prometheus-style cumulative buckets per histogram: {"ttft": [[le_seconds, count], ...]}
     histograms = models.JSONField(default=dict, blank=True)
+    # Latency sums and their counts per interval, {"e2e_seconds": [sum_s, count], ...} (their mean:
+    # sum / count), and Triton's "inferences" and "executions"; filled by Prometheus remote-write.
+    latency_sums = models.JSONField(default=dict, blank=True)
     batch_id = models.CharField(max_length=64, blank=True, help_text="Client id of the request that sent it")
 
     objects = TeamScopedQuerySet.as_manager()
@@ -47,3 +52,25 @@ class InferenceMetric(models.Model):
 
     def __str__(self) -> str:
         return f"{self.variant} on {self.host} at {self.interval_start:%Y-%m-%d %H:%M}"
+
+
+class PrometheusSeriesState(models.Model):
+    """The last sample of a vLLM or Triton counter received by Prometheus remote-write, per team
+    and series (``key``: the metric and its sorted labels, hashed): the next sample's delta is
+    taken from it (``serving.remote_write``)."""
+
+    team = models.ForeignKey("core.Team", on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=32)
+    metric = models.CharField(max_length=200)
+    last_ms = models.BigIntegerField(help_text="The sample's Prometheus timestamp, ms since the epoch")
+    value = models.FloatField()
+
+    objects = TeamScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "key"], name="prometheus_series_state_team_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.metric} at {self.last_ms}"

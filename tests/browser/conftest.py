@@ -138,9 +138,21 @@ def page(browser: Any, live_server: Any) -> Iterator[Any]:
         ),
     )
     page.console = console_listen(page)
+    # Every file a page loads is there: a stylesheet, script, image or icon answering 4xx or 5xx
+    # (the favicon's 404 once) fails the test. Documents are the tests' own business (a 404 page).
+    page.failed_loads = []
+    page.on(
+        "response",
+        lambda response: (
+            page.failed_loads.append(f"{response.status} {response.url}")
+            if response.status >= 400 and response.request.resource_type not in ("document", "fetch", "xhr")
+            else None
+        ),
+    )
     try:
         yield page
         assert page.csp_violations == [], page.csp_violations
+        assert page.failed_loads == [], page.failed_loads
     finally:
         context.close()
 

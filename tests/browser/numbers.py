@@ -103,9 +103,6 @@ def console_listen(page: Any) -> list[str]:
     def keep(message: Any) -> None:
         if message.type not in ("warning", "error", "trace", "assert"):
             return
-        url = (message.location or {}).get("url", "")
-        if url.endswith("/favicon.ico"):
-            return
         messages.append(f"{message.type}: {message.text.strip()[:300]}")
 
     page.on("console", keep)

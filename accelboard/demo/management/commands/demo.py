@@ -95,6 +95,11 @@ class Command(BaseCommand):
             help="do not start the live fleet (the demo hosts' simulated agents)",
         )
         parser.add_argument(
+            "--no-ci",
+            action="store_true",
+            help="do not run the simulated CI (a slower commit a minute in, its alert mailed to the outbox)",
+        )
+        parser.add_argument(
             "--fleet-args",
             default=os.environ.get("ACCELBOARD_DEMO_FLEET_ARGS", ""),
             help="extra arguments for demo_fleet, as one shell-quoted string "
@@ -119,6 +124,7 @@ class Command(BaseCommand):
             port=options["port"],
             reset=options["reset"],
             agent=not options["no_agent"],
+            ci=not options["no_ci"],
             home=accelboard_home(),
             database_url=settings.DATABASE_URL,
             broker_url=settings.CELERY_BROKER_URL,

@@ -9,6 +9,11 @@
    regression every time (``--reset`` starts from the generated history).
 3. With ``--stay`` it then waits until stopped, for supervisors that treat a service that exits
    as a failure.
+
+``accelboard demo`` runs it in the background once the worker is up (``accelboard.demo.ci``: a
+fresh ingest token; ``--wait-for-data``, as the demo data may still be loading), with the outbox as
+the email backend: a newcomer finds the leads' alert email at ``/notifications/outbox/`` minutes
+after the start.
 """
 
 from __future__ import annotations
@@ -41,6 +46,12 @@ class Command(BaseCommand):
         parser.add_argument("--max-runs", type=int, default=4, help="Runs to post at most")
         parser.add_argument("--ci-url", default="", help="A CI job URL to record with the runs")
         parser.add_argument("--no-subscribe", action="store_true", help="Do not subscribe the team leads")
+        parser.add_argument(
+            "--wait-for-data",
+            type=float,
+            default=0.0,
+            help="Seconds to wait for a benchmark run to copy (the demo's data may still be loading)",
+        )
         parser.add_argument("--stay", action="store_true", help="Keep running (idle) once done")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -63,6 +74,10 @@ class Command(BaseCommand):
                 f"subscribed the team leads to their teams' alerts ({created} new subscriptions)"
             )
         template = selectors.simulated_ci_template(team_slug=team.slug)
+        waited_until = time.monotonic() + max(0.0, options["wait_for_data"])
+        while template is None and time.monotonic() < waited_until:
+            time.sleep(5.0)
+            template = selectors.simulated_ci_template(team_slug=team.slug)
         if template is None:
             raise CommandError(f"--team: {team.slug} has no benchmark run with a latency result to copy")
         self.stdout.write(
