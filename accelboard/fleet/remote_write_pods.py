@@ -116,8 +116,10 @@ class PodInterval:
         ]
 
 
-def pod_intervals(holders: Holders, *, scrape_ms: int) -> list[PodInterval]:
-    """The request's holdings as intervals (the module's docstring, 2), by device and start."""
+def pod_intervals(holders: Holders, *, scrape_ms: int, until_ms: int | None = None) -> list[PodInterval]:
+    """The request's holdings as intervals (the module's docstring, 2), by device and start;
+    none past ``until_ms`` (the latest end the attribution accepts: a sample just inside the
+    telemetry's 5 minutes ahead would otherwise give an interval beyond them, refusing it all)."""
     out: list[PodInterval] = []
     for device in sorted(holders):
         instants = holders[device]
@@ -125,8 +127,10 @@ def pod_intervals(holders: Holders, *, scrape_ms: int) -> list[PodInterval]:
         run: PodInterval | None = None
         for n, stamp in enumerate(stamps):
             step = scrape_ms if n + 1 == len(stamps) else min(stamps[n + 1] - stamp, scrape_ms)
+            if until_ms is not None:
+                step = min(step, until_ms - stamp)
             pods = instants[stamp]
-            if not pods:
+            if not pods or step <= 0:
                 run = None
                 continue
             workloads = tuple(pods[key] for key in sorted(pods))

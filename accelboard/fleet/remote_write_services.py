@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -106,6 +107,9 @@ def _named(exc: IngestRejected, batch: HostBatch) -> IngestRejected:
 # not stored yet a lock on each name (the second key: the name's hash), in name order, so that a
 # new host's first requests go one at a time. The subqueries' order is the locks' (OFFSET 0 keeps
 # them from being flattened).
+# The latest end an interval may have, ahead of now (the attribution refuses over 5 minutes ahead,
+# from the moment the batch is validated, a little later).
+_AHEAD_MS = 299_000
 _LOCK_PODS = zlib.crc32(b"accelboard.fleet.remote_write.pods") & 0x7FFFFFFF
 _HOST_LOCKS_SQL = """
 SELECT hostname, id, pg_advisory_xact_lock(%s, id::int4)
@@ -138,7 +142,11 @@ def _pods_attribution(*, team_id: int, hosts: list[HostBatch]) -> dict[str, list
     telemetry batch's ``attribution``, by host name (hosts with none left out). Takes the locks it
     describes; a few statements for the whole request, whatever its number of hosts."""
     scrape_ms = round(settings.PROMETHEUS_SCRAPE_INTERVAL_S * 1000)
-    by_host = {batch.hostname: pod_intervals(batch.holders, scrape_ms=scrape_ms) for batch in hosts}
+    until_ms = round(time.time() * 1000) + _AHEAD_MS
+    by_host = {
+        batch.hostname: pod_intervals(batch.holders, scrape_ms=scrape_ms, until_ms=until_ms)
+        for batch in hosts
+    }
     by_host = {hostname: intervals for hostname, intervals in by_host.items() if intervals}
     if not by_host:
         return {}

@@ -184,3 +184,10 @@ def test_extend_continues_a_stored_row_of_the_same_lone_pod_within_its_day_and_a
         (PodInterval("h", T0 + S, T0 + 2 * S, llama), [row]),  # another device
     ]:  # fmt: skip
         assert pod_intervals_extend([interval], stored=rows) == ([], [interval])
+
+
+def test_no_interval_ends_past_the_latest_end_given() -> None:
+    (batch,) = dcgm_map([util([T0, T0 + S], **LLAMA)], names=LabelNames()).hosts
+    (interval,) = pod_intervals(batch.holders, scrape_ms=S, until_ms=T0 + S + 1000)
+    assert (interval.start_ms, interval.end_ms) == (T0, T0 + S + 1000)
+    assert pod_intervals(batch.holders, scrape_ms=S, until_ms=T0) == []
