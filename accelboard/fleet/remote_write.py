@@ -32,6 +32,8 @@ from typing import Any
 
 import cramjam
 
+from .remote_write_pods import Holders, PodLabelRejected, mig_slices, pod_observe, pod_workload
+
 STALE_NAN_BITS = 0x7FF0000000000002
 MIB = 1024 * 1024
 _DOUBLE = struct.Struct("<d")
@@ -346,6 +348,9 @@ class LabelNames:
     model: str = "modelName"
     gpu_instance: str = "GPU_I_ID"
     gpu_profile: str = "GPU_I_PROFILE"
+    pod: str = "pod"
+    namespace: str = "namespace"
+    container: str = "container"
 
     def read(self, labels: dict[str, str], name: str) -> str:
         return labels.get(f"exported_{name}") or labels.get(name) or ""
@@ -404,6 +409,7 @@ class HostBatch:
     samples: list[dict[str, Any]] = field(default_factory=list)
     sources: list[dict[str, dict[str, str]]] = field(default_factory=list)
     epochs: list[float] = field(default_factory=list)
+    holders: Holders = field(default_factory=dict)  # the pods seen on each device (remote_write_pods)
 
 
 @dataclass
@@ -439,6 +445,11 @@ def _device(series: Series, names: LabelNames) -> tuple[str, str, dict[str, Any]
         profile = names.read(labels, names.gpu_profile)
         mig: dict[str, Any] = {"uuid": f"{uuid}/gi{instance}", "parent_uuid": uuid}
         mig["name"] = f"{model} MIG {profile}".strip() if profile else model or "MIG instance"
+        slices, total = mig_slices(profile=profile, model=model)
+        if slices:
+            mig["compute_slices"] = slices
+        if total:
+            gpu["compute_slices"] = total
         registrations["mig"] = mig
         gpu["mig_mode"] = True
         uuid = mig["uuid"]
@@ -466,6 +477,20 @@ def _device_cached(series: Series, names: LabelNames) -> tuple[str, str, dict[st
     return found
 
 
+def _pods_observe(batch: HostBatch, uuid: str, series: Series, names: LabelNames) -> None:
+    """Record the pod on ``uuid`` at the series' instants (``remote_write_pods``)."""
+    labels = series.labels
+    try:
+        workload = pod_workload(
+            pod=names.read(labels, names.pod),
+            namespace=names.read(labels, names.namespace),
+            container=names.read(labels, names.container),
+        )
+    except PodLabelRejected as exc:
+        raise WriteRejected(f"series {labels_text(labels)}: {exc}") from None
+    pod_observe(batch.holders, device=uuid, stamps=[stamp for stamp, _ in series.samples], workload=workload)
+
+
 def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
     """Group the request's dcgm-exporter samples into one batch per host (see the module's
     docstring); raise ``WriteRejected`` naming the first bad series."""
@@ -486,6 +511,7 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
             batch = hosts[hostname] = HostBatch(hostname)
         for registration in registrations.values():
             batch.accelerators.setdefault(registration["uuid"], {}).update(registration)
+        _pods_observe(batch, uuid, series, names)
         for stamp, value in series.samples:
             read += 1
             if not math.isfinite(value):

@@ -141,8 +141,10 @@ def test_it_names_gpus_without_uuid_by_host_and_index_and_mig_instances_under_th
     by_host = {host.hostname: host for host in mapped.hosts}
     assert by_host["node-2"].samples == [{"time": T0 / 1000, "gpu": "prom:node-2:3", "temperature_c": 50.0}]
     assert by_host["node-1"].accelerators == {
-        "GPU-aaaa": {"uuid": "GPU-aaaa", "index": 0, "name": "NVIDIA H100 80GB HBM3", "mig_mode": True},
-        "GPU-aaaa/gi2": {"uuid": "GPU-aaaa/gi2", "parent_uuid": "GPU-aaaa", "name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb"},
+        "GPU-aaaa": {"uuid": "GPU-aaaa", "index": 0, "name": "NVIDIA H100 80GB HBM3", "mig_mode": True,
+                     "compute_slices": 7},
+        "GPU-aaaa/gi2": {"uuid": "GPU-aaaa/gi2", "parent_uuid": "GPU-aaaa", "name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb",
+                         "compute_slices": 1},
     }  # fmt: skip
     assert by_host["node-1"].samples == [
         {"time": T0 / 1000, "gpu": "GPU-aaaa/gi2", "mem_used_bytes": 1024 * MIB}
