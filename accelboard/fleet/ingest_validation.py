@@ -90,6 +90,8 @@ class IngestRejected(Exception):
         self.path = path
         self.code = code
         self.status = status
+        # Which batch of several (``ingest_services.telemetry_batches_ingest``) was refused.
+        self.index: int | None = None
 
 
 # UTC offsets in use run from -12:00 to +14:00; beyond that a time is a typo (PostgreSQL refuses

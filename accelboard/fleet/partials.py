@@ -93,7 +93,7 @@ def _out(values: np.ndarray, present: np.ndarray) -> list[Any]:
 
 def partials_compute(
     *,
-    host_id: int,
+    host_id: int | Sequence[int],
     accelerator_ids: Sequence[int],
     micros: np.ndarray,
     columns: Mapping[str, Sequence[Any]],
@@ -150,7 +150,10 @@ def partials_compute(
 
     result: dict[str, list[Any]] = {}
     result["bucket"] = bucket[starts].tolist()
-    result["host_id"] = [host_id] * len(starts)
+    if isinstance(host_id, int):
+        result["host_id"] = [host_id] * len(starts)
+    else:  # one per sample (several hosts' batches at once)
+        result["host_id"] = np.asarray(host_id, dtype=np.int64)[order][starts].tolist()
     result["accelerator_id"] = gpus[starts].tolist()
     result["first_time"] = t[starts].tolist()
     result["last_time"] = t[lasts].tolist()

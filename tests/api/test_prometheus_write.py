@@ -12,7 +12,7 @@ from django.db import close_old_connections, connection, transaction
 from django.test import Client
 
 from accelboard.core.pipeline_selectors import pipeline_status
-from accelboard.fleet import remote_write_services
+from accelboard.fleet import ingest_services, remote_write_services
 from accelboard.fleet.models import (
     Accelerator,
     Host,
@@ -315,10 +315,10 @@ def test_two_requests_naming_two_hosts_in_opposite_orders_do_not_deadlock(
     team: Any, ingest_token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Prometheus's shards each carry a slice of every host: request 1 lists host A then B, request
-    2 host B then A. Each waits, after its first host, for the other to have stored one too: taken
-    in the order listed, each would then hold one host's merge lock and wait for the other's (a
-    deadlock, a 500). Hosts are stored in one order in every request, so the second waits at its
-    first host instead, and both are stored."""
+    2 host B then A. Each waits, once it holds its merge locks, for the other to get there too:
+    locks taken in the order listed would each hold one host's lock and wait for the other's (a
+    deadlock, a 500). All a request's hosts' locks are taken in one statement, in one order, so the
+    second waits for the first's whole request instead, and both are stored."""
     start = (int(time.time()) // 60 - 3) * 60_000 + 5_000
     host_a = {**GPU, "Hostname": "prom-node-a", "UUID": "GPU-rw-a"}
     host_b = {**GPU, "Hostname": "prom-node-b", "UUID": "GPU-rw-b"}
@@ -334,20 +334,16 @@ def test_two_requests_naming_two_hosts_in_opposite_orders_do_not_deadlock(
         "ba": snappy(write_request(half(host_b, _HALF_B) + half(host_a, _HALF_B))),
     }
     barrier = threading.Barrier(2)
-    ingest = remote_write_services.telemetry_batch_ingest
-    local = threading.local()
+    merge = ingest_services._merge_stored
 
-    def after_first_host(**kwargs: Any) -> dict[str, Any]:
-        result = ingest(**kwargs)
-        if not getattr(local, "waited", False):
-            local.waited = True
-            try:
-                barrier.wait(3)  # the other request waits on this one's lock: it never comes
-            except threading.BrokenBarrierError:
-                pass
-        return result
+    def after_the_locks(**kwargs: Any) -> set[int]:
+        try:
+            barrier.wait(3)  # the other request waits on this one's locks: it never comes
+        except threading.BrokenBarrierError:
+            pass
+        return merge(**kwargs)
 
-    monkeypatch.setattr(remote_write_services, "telemetry_batch_ingest", after_first_host)
+    monkeypatch.setattr(ingest_services, "_merge_stored", after_the_locks)
     results: dict[str, Any] = {}
 
     def send(name: str) -> None:
