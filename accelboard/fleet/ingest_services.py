@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import psycopg
 from django.db import IntegrityError, connection, transaction
 
 from accelboard.core.choices import BatchKind
@@ -242,6 +243,18 @@ SELECT
 
 _MERGED_STATE = """CASE WHEN (a.last_state->>'time')::timestamptz = v.seen
         THEN a.last_state || v.state::jsonb ELSE v.state::jsonb END"""
+_FINAL_SQL_REPLACE = _FINAL_SQL.format(state="v.state::jsonb")
+_FINAL_SQL_MERGE = _FINAL_SQL.format(state=_MERGED_STATE)
+
+
+def _execute(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    """Run ``sql`` with server-side binding, prepared once per connection: its arrays travel as
+    they are (Django's cursors bind on the client, quoting each element of a text array), and
+    parsing and planning it cost more server CPU than running it."""
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, prepare=True)
+        return cursor.fetchall()
 
 
 @dataclass
@@ -253,6 +266,7 @@ class _Stored:
     accelerator_ids: list[int]  # per sample
     times: list[datetime]  # per sample
     known: dict[str, int]  # the host's GPUs' ids by UUID
+    parts: frozenset[bytes]  # what it registers (``_registration_parts``)
     unchanged: bool  # registering it changed nothing (``RegistrationCache.put``)
     cached: bool
     also: list[int]  # devices without samples whose registration the final statement confirms
@@ -288,18 +302,16 @@ def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, 
         distinct = sorted({*entry.accelerator_ids, *entry.also})
         pair_hosts.extend(repeat(entry.host_id, len(distinct)))
         pair_ids.extend(distinct)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _FINAL_SQL.format(state=_MERGED_STATE if merge else "v.state::jsonb"),
-            [
-                starts, ends, hosts,
-                received_at, hosts, team_id, received_at,
-                state_ids, states, seens,
-                hosts, team_id,
-                pair_hosts, pair_ids,
-            ],
-        )  # fmt: skip
-        foreign, moved = cursor.fetchone()
+    [(foreign, moved)] = _execute(
+        _FINAL_SQL_MERGE if merge else _FINAL_SQL_REPLACE,
+        [
+            starts, ends, hosts,
+            received_at, hosts, team_id, received_at,
+            state_ids, states, seens,
+            hosts, team_id,
+            pair_hosts, pair_ids,
+        ],
+    )  # fmt: skip
     return {*foreign, *moved}
 
 
@@ -351,12 +363,11 @@ def _merge_stored(
 ) -> set[int]:
     """Fill the stored rows at the samples' GPU-instants with their fields (a field a row has
     stays); return the indexes of the samples merged (the rest is to be copied)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _MERGE_SQL,
-            [accelerator_ids, times, *(columns[name] for name in SAMPLE_FIELDS), min(times), max(times)],
-        )
-        return {int(row[0]) - 1 for row in cursor.fetchall()}
+    rows = _execute(
+        _MERGE_SQL,
+        [accelerator_ids, times, *(columns[name] for name in SAMPLE_FIELDS), min(times), max(times)],
+    )
+    return {int(row[0]) - 1 for row in rows}
 
 
 class StaleRegistration(Exception):
@@ -367,22 +378,36 @@ class StaleRegistration(Exception):
 @dataclass
 class _Registered:
     host_id: int
-    digests: frozenset[str]
+    parts: frozenset[bytes]
     accelerators: dict[str, int]
     expires: float
 
 
-# Digests kept per host: a remote-write request carries a slice of a host's series (Prometheus's
-# shards), each slice a subset of its facts and GPUs, so each has a digest of its own.
-DIGESTS_KEPT = 8
+# Parts kept per host (``_registration_parts``): its facts and GPUs, as registered by its batches.
+PARTS_KEPT = 1_024
+
+
+def _registration_parts(batch: TelemetryBatch) -> frozenset[bytes]:
+    """What the batch registers, in parts: its host facts, and each GPU. A remote-write request
+    carries a slice of a host's series (Prometheus's shards), so each request registers another
+    subset of the host's GPUs: one registered before in parts needs no registration either."""
+    try:
+        return frozenset(
+            [
+                orjson.dumps({"host": batch.host_facts}, option=orjson.OPT_SORT_KEYS),
+                *(orjson.dumps(gpu, option=orjson.OPT_SORT_KEYS) for gpu in batch.accelerators),
+            ]
+        )
+    except TypeError:  # an integer beyond 64 bits in the facts: the batch as a whole
+        return frozenset([batch.registration_digest.encode()])
 
 
 class RegistrationCache:
-    """What this process last registered per (team, hostname): the host id, the digests of the
-    facts and GPUs it registered (several when the later ones changed nothing: each a part of the
-    same registration), and the GPUs' ids by UUID.
+    """What this process last registered per (team, hostname): the host id, the facts and GPUs it
+    registered (``_registration_parts``; those of several batches while the later ones changed
+    nothing), and the GPUs' ids by UUID.
 
-    A batch with the same digest skips ``host_register`` and the ownership checks (4-8 queries);
+    A batch registering nothing else skips ``host_register`` and the ownership checks (4-8 queries);
     what could have changed since (the host moved to another team by an admin, a GPU re-seated in
     another host by another process) is confirmed by the batch's final statement, and a mismatch
     rolls the batch back and redoes it the long way. Entries live ``ttl`` seconds, so facts that
@@ -395,9 +420,9 @@ class RegistrationCache:
         self._entries: dict[tuple[int, str], _Registered] = {}
         self._lock = threading.Lock()
 
-    def get(self, *, team_id: int, hostname: str, digest: str) -> _Registered | None:
+    def get(self, *, team_id: int, hostname: str, parts: frozenset[bytes]) -> _Registered | None:
         entry = self._entries.get((team_id, hostname))
-        if entry is None or digest not in entry.digests or entry.expires < time.monotonic():
+        if entry is None or not parts <= entry.parts or entry.expires < time.monotonic():
             return None
         return entry
 
@@ -406,28 +431,27 @@ class RegistrationCache:
         *,
         team_id: int,
         hostname: str,
-        digest: str,
+        parts: frozenset[bytes],
         host_id: int,
         accelerators: dict[str, int],
         unchanged: bool = False,
     ) -> None:
-        """``unchanged``: registering ``digest`` changed nothing in the database, so the digests
-        kept for the host (unexpired, same host id) stay good beside it."""
+        """``unchanged``: registering ``parts`` changed nothing in the database, so the parts
+        kept for the host (unexpired, same host id) stay good beside them."""
         with self._lock:
             if len(self._entries) >= self.size:
                 self._entries.clear()
             entry = self._entries.get((team_id, hostname))
             now = time.monotonic()
             if unchanged and entry is not None and entry.host_id == host_id and entry.expires >= now:
-                digests = (
-                    entry.digests | {digest} if len(entry.digests) < DIGESTS_KEPT else frozenset({digest})
-                )
-                self._entries[(team_id, hostname)] = _Registered(
-                    host_id, digests, {**entry.accelerators, **accelerators}, entry.expires
-                )
-                return
+                kept = entry.parts | parts
+                if len(kept) <= PARTS_KEPT:
+                    self._entries[(team_id, hostname)] = _Registered(
+                        host_id, kept, {**entry.accelerators, **accelerators}, entry.expires
+                    )
+                    return
             self._entries[(team_id, hostname)] = _Registered(
-                host_id, frozenset({digest}), dict(accelerators), now + self.ttl
+                host_id, parts, dict(accelerators), now + self.ttl
             )
 
     def drop(self, *, team_id: int, hostname: str) -> None:
@@ -627,7 +651,7 @@ def telemetry_batches_store(
             registrations.put(
                 team_id=team_id,
                 hostname=entry.batch.hostname,
-                digest=entry.batch.registration_digest,
+                parts=entry.parts,
                 host_id=entry.host_id,
                 accelerators=entry.known,
                 unchanged=entry.unchanged,
@@ -646,8 +670,8 @@ def _batch_register(
 ) -> _Registration:
     """One batch's part of ``telemetry_batches_store`` before the one-pass write: its host and GPUs
     (cached, else ``_register``), its attribution intervals; a batch without samples is done here."""
-    digest = batch.registration_digest
-    cached = registrations.get(team_id=team_id, hostname=batch.hostname, digest=digest)
+    parts = _registration_parts(batch)
+    cached = registrations.get(team_id=team_id, hostname=batch.hostname, parts=parts)
     if cached is not None and not set(batch.gpus) <= cached.accelerators.keys():
         cached = None
     unchanged = True
@@ -686,7 +710,7 @@ def _batch_register(
             registrations.put(
                 team_id=team_id,
                 hostname=batch.hostname,
-                digest=digest,
+                parts=parts,
                 host_id=host_id,
                 accelerators=known,
                 unchanged=unchanged,
@@ -710,6 +734,7 @@ def _batch_register(
             host_id=host_id,
             accelerator_ids=list(map(known.__getitem__, batch.gpus)),
             known=known,
+            parts=parts,
             unchanged=unchanged,
             times=list(map(stamps.__getitem__, batch.epochs)),
             cached=cached is not None,

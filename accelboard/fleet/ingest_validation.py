@@ -220,7 +220,7 @@ class TelemetryBatch:
     @property
     def registration_digest(self) -> str:
         """What this batch registers (host facts and GPUs), as a short digest: a batch equal to
-        the last one seen for its host needs no registration (``telemetry_batch_store``)."""
+        the last one seen for its host needs no registration (``ingest_services``)."""
         try:
             text = orjson.dumps([self.host_facts, self.accelerators], option=orjson.OPT_SORT_KEYS)
         except TypeError:  # an integer beyond 64 bits in the facts

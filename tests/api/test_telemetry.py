@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from accelboard.api import body
 from accelboard.api.services import token_revoke
 from accelboard.core.models import IngestBatch
+from accelboard.fleet import ingest_services
 from accelboard.fleet.ingest_services import telemetry_batch_ingest
 from accelboard.fleet.models import Accelerator, Host
 
@@ -439,22 +440,38 @@ def test_a_process_that_has_not_seen_the_host_still_applies_changed_facts(
     assert len(_samples_stored()) == 12
 
 
-def test_an_agent_batch_runs_no_merge_statement(client: Client, team: Any, ingest_token: str) -> None:
+def test_an_agent_batch_runs_no_merge_statement(
+    client: Client, team: Any, ingest_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The merge of split GPU-instants is the remote-write path's (``merge=True``): the agent's
     batch runs the statements it ran before, and a merging batch two more (the lock, the merge)."""
     start = time.time() - 60
     assert post_json(client, URL, telemetry_payload(n=4, start=start), ingest_token).status_code == 200
+    # The final statement and the merge run server-side bound (``ingest_services._execute``),
+    # beside Django's cursor: both are counted.
+    bound: list[str] = []
+    execute = ingest_services._execute
+
+    def spy(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        bound.append(sql)
+        return execute(sql, params)
+
+    monkeypatch.setattr(ingest_services, "_execute", spy)
 
     def statements(captured: CaptureQueriesContext) -> list[str]:
-        return [q["sql"] for q in captured.captured_queries if "pg_inherits" not in q["sql"]]
+        found = [q["sql"] for q in captured.captured_queries if "pg_inherits" not in q["sql"]] + bound
+        bound.clear()
+        return found
 
     with CaptureQueriesContext(connection) as plain:
         telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start + 2))
+    plain_sql = statements(plain)
     with CaptureQueriesContext(connection) as merging:
         telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start + 4), merge=True)
+    merging_sql = statements(merging)
     # The savepoint, the batch claim, the final statement, the release (COPY and the partials'
     # prepared statement bypass Django's cursor), as before the merge existed.
-    assert len(statements(plain)) == 4
-    assert not any("UPDATE fleet_telemetrysample" in sql or "pg_advisory" in sql for sql in statements(plain))
-    assert len(statements(merging)) == len(statements(plain)) + 2
-    assert sum("UPDATE fleet_telemetrysample" in sql for sql in statements(merging)) == 1
+    assert len(plain_sql) == 4
+    assert not any("UPDATE fleet_telemetrysample" in sql or "pg_advisory" in sql for sql in plain_sql)
+    assert len(merging_sql) == len(plain_sql) + 2
+    assert sum("UPDATE fleet_telemetrysample" in sql for sql in merging_sql) == 1
