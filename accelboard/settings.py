@@ -313,8 +313,19 @@ PROMETHEUS_LABELS = {
         "model": "modelName",
         "gpu_instance": "GPU_I_ID",
         "gpu_profile": "GPU_I_PROFILE",
+        # the pod holding the GPU (workload attribution; ``exported_pod`` is read before ``pod``)
+        "pod": "pod",
+        "namespace": "namespace",
+        "container": "container",
     }.items()
 }
+# The scrape interval of dcgm-exporter's job: a pod seen on a GPU at an instant holds it until the
+# GPU's next instant in the same request, at most this long, and this long after its last one
+# (accelboard/fleet/remote_write_pods.py). Not above the real interval: a longer one is cut short
+# by the next instant's interval (the first stored stands).
+PROMETHEUS_SCRAPE_INTERVAL_S = env_float("PROMETHEUS_SCRAPE_INTERVAL_S", 15.0)
+if not 0.001 <= PROMETHEUS_SCRAPE_INTERVAL_S <= 3600:
+    raise ConfigError(f"PROMETHEUS_SCRAPE_INTERVAL_S={PROMETHEUS_SCRAPE_INTERVAL_S} must be 0.001 to 3600")
 # vLLM's and Triton's series (serving intervals): the labels tried in order for the host
 # (``instance`` gives its host part), the label naming the variant, and the variant of a series
 # without one whose model's name states no precision (docs/api-contract.md).

@@ -327,6 +327,8 @@ class TelemetryAcceleratorIn(StrictModel):
 
 _Fraction = Annotated[float, Ge(0), Le(100)]
 _Clock = Annotated[float, Ge(0), Le(100_000)]
+# DCGM's profiling ratios x 100; above 100 for some MIG instances (NVIDIA/DCGM#152).
+_Profiling = Annotated[float, Ge(0), Le(1_000)]
 
 
 class TelemetrySampleIn(StrictModel):
@@ -348,6 +350,32 @@ class TelemetrySampleIn(StrictModel):
     throttle_reasons: Count64 | None = None
     ecc_errors: Count64 | None = None
     xid_errors: Annotated[int, Ge(0), Le(_INT32)] | None = None
+    mem_free_bytes: Count64 | None = Field(
+        None, description="Framebuffer free (with used and reserved: the total)"
+    )
+    mem_reserved_bytes: Count64 | None = Field(None, description="Framebuffer reserved by the driver")
+    gr_engine_active: _Profiling | None = Field(
+        None, description="DCGM profiling: % of time the graphics engine was active"
+    )
+    sm_active: _Profiling | None = Field(
+        None, description="DCGM profiling: % of cycles an SM had a warp assigned"
+    )
+    sm_occupancy: _Profiling | None = Field(
+        None, description="DCGM profiling: % of an SM's warp slots resident"
+    )
+    tensor_active: _Profiling | None = Field(
+        None, description="DCGM profiling: % of cycles the tensor pipe was active"
+    )
+    dram_active: _Profiling | None = Field(
+        None, description="DCGM profiling: % of cycles device memory was busy"
+    )
+    pcie_replay_errors: Count64 | None = Field(None, description="PCIe replays since the driver loaded")
+    remapped_rows_correctable: Count64 | None = Field(
+        None, description="DRAM rows remapped for correctable errors"
+    )
+    remapped_rows_uncorrectable: Count64 | None = Field(
+        None, description="DRAM rows remapped for uncorrectable errors"
+    )
 
 
 # Names, ids and labels of workloads hold no control characters (docs/attribution.md).

@@ -18,8 +18,9 @@ The rules (``ROLE_ACTIONS``, ``TOKEN_ACTIONS``):
 2. Staff may do everything in every team. Finance members view every team's costs (the finance
    pages compare teams) and save any team's capacity plans, but every other team's data stays
    hidden from them outside the pages made of costs (``Scope.viewing_where``).
-3. Subscribing to a team's alert emails needs a membership, staff included: no one is mailed a
-   team's alerts by accident.
+3. Subscribing to a team's alert emails: members, and staff for any team they pick one by one.
+   The one-click "all my teams" follows membership only: no one is mailed a team's alerts by
+   accident.
 4. An API token belongs to one team and acts only there: read tokens view, ingest tokens ingest,
    read-write tokens both.
 5. What holds every team's users' data at once (the mail outbox: every user's email) is for those
@@ -69,8 +70,8 @@ ROLE_ACTIONS: Mapping[str, frozenset[Action]] = {
     ),
     Role.FINANCE: frozenset({Action.VIEW, Action.VIEW_COSTS, Action.SUBSCRIBE, Action.PLAN}),
 }
-# Staff act on every team, except that e-mail follows membership (rule 3).
-STAFF_ACTIONS = frozenset(Action) - {Action.SUBSCRIBE, Action.INGEST}
+# Staff act on every team (rule 2); their one-click subscription still follows membership (rule 3).
+STAFF_ACTIONS = frozenset(Action) - {Action.INGEST}
 # A finance member of any team views every team's costs and plans their capacity (rule 2).
 FINANCE_EVERYWHERE = frozenset({Action.VIEW_COSTS, Action.PLAN})
 # Keyed by the API's token kinds (``api.choices.TokenKind`` values; a test keeps them equal).

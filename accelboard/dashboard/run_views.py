@@ -38,6 +38,8 @@ from accelboard.core.middleware import SignedInRequest
 from accelboard.core.numbers import column_decimals, display_unit, fixed
 from accelboard.core.selectors import team_list_visible
 from accelboard.costs.selectors import run_cost_summary
+from accelboard.fleet import charts as fleet_charts
+from accelboard.fleet import selectors as fleet_selectors
 from accelboard.importers.metrics import metric_label
 from accelboard.profiles.selectors import run_ids_with_profiles
 from accelboard.profiles.upload_services import UPLOAD_PROFILES
@@ -227,6 +229,12 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         )
     baseline_ids = run_selectors.run_baseline_ids(run=run)
     cost = run_cost_summary(scope=request_scope(request), run=run)
+    gpus, averages = fleet_selectors.run_window_profiling(
+        host_id=run.host_id,
+        accelerator_type_id=run.accelerator_type_id,
+        start=run.started_at,
+        end=run.finished_at,
+    )
     context = {
         "run": run,
         "rows": rows,
@@ -240,6 +248,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "history_points": run_selectors.HISTORY_POINTS,
         "cost": cost,
         "cost_decimals": _cost_decimals(cost),
+        "profiling": fleet_charts.profiling_rows(averages=averages, gpus=gpus),
+        "profiling_labels": list(fleet_charts.PROFILING_LABELS.values()),
     }
     return render(request, "benchmarks/run_detail.html", context)
 

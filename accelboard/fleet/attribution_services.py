@@ -41,7 +41,8 @@ from .ingest_validation import IngestRejected
 from .models import ATTRIBUTION_COLUMNS
 from .partition_services import ATTRIBUTION_TABLE
 
-_ADVISORY_ATTRIBUTION = 7_310_002
+# The lock per host its intervals are checked and stored under (first key; the host id the second).
+ADVISORY_ATTRIBUTION = 7_310_002
 _DAY = timedelta(days=1)
 
 _DEVICES_SQL = """
@@ -325,7 +326,7 @@ def attribution_store(
         cursor.execute(
             _LOCK_SQL,
             [
-                _ADVISORY_ATTRIBUTION,
+                ADVISORY_ATTRIBUTION,
                 host_id,
                 list(cached.values()),
                 [key[0] for key in cached],
@@ -389,3 +390,32 @@ def attribution_store(
         _copy(rows)
     duplicates = sum(duplicate)
     return count - duplicates, duplicates
+
+
+# One statement: the rows' new ends, and their workloads' ``last_seen_at`` where it lags the new
+# end by more than ``WORKLOAD_SEEN_S`` (as an upsert would move it).
+_EXTEND_SQL = f"""
+WITH extended AS (
+    UPDATE {ATTRIBUTION_TABLE} AS g SET "end" = v.new_end
+    FROM unnest(%s::int8[], %s::timestamptz[], %s::timestamptz[]) AS v(id, start, new_end)
+    WHERE g.id = v.id AND g.start = v.start AND g."end" < v.new_end
+    RETURNING g.workload_id, g."end"
+)
+UPDATE fleet_workload AS w SET last_seen_at = e.last
+FROM (SELECT workload_id, max("end") AS last FROM extended GROUP BY workload_id) AS e
+WHERE w.id = e.workload_id AND w.last_seen_at < e.last - make_interval(secs => %s)
+"""
+
+
+def attribution_extend(*, rows: list[tuple[int, datetime, datetime]]) -> None:
+    """Move stored intervals' ends later: ``rows`` of (id, start, new end), each new end within
+    its row's UTC day and its new part covered by no other stored interval of the device (the
+    caller checked both, under ``ADVISORY_ATTRIBUTION``'s lock of the host). Prometheus
+    remote-write's steady pods (``remote_write_pods.pod_intervals_extend``)."""
+    if not rows:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _EXTEND_SQL,
+            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], WORKLOAD_SEEN_S],
+        )

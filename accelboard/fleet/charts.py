@@ -18,6 +18,8 @@ import pandas as pd
 
 from accelboard.core.charts import PALETTE, TIME_AXIS_MARGIN_R
 
+from .partials import PROFILING_FIELDS
+
 LIMIT_COLOUR = "#b91c1c"
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 11}
 
@@ -34,9 +36,61 @@ CHARTS: dict[str, tuple[str, str]] = {
     "mem_clocks": ("Memory clock per GPU", "Memory clock (MHz)"),
     "throttling": ("Time throttled for power or heat", "Throttled (% of samples)"),
     "errors": ("ECC and XID errors per GPU (counters)", "Errors (count)"),
+    "profiling": ("DCGM profiling: SM, tensor pipe and DRAM active per GPU", "Active (%)"),
 }
+# Charts a host page shows only where the host sent their signal (absent is not 0).
+OPTIONAL_CHARTS = frozenset({"profiling"})
+# The profiling counters (``partials.PROFILING_FIELDS``, in %) by name, as pages label them; the
+# profiling chart draws the first three, in these line styles.
+PROFILING_LABELS: dict[str, str] = {
+    "sm_active": "SM active",
+    "tensor_active": "Tensor pipe active",
+    "dram_active": "DRAM active",
+    "sm_occupancy": "SM occupancy",
+    "gr_engine_active": "Graphics engine active",
+}
+_PROFILING_LINES = {"sm_active": "solid", "tensor_active": "dot", "dram_active": "dash"}
 # Health columns (``fleet.selectors.HOST_HEALTH_COLUMNS``) the frame may carry beside the others.
 HEALTH_COLUMNS = ("throttled_pct", "ecc_errors", "xid_errors")
+
+
+def has_profiling(frame: pd.DataFrame) -> bool:
+    """Whether the frame holds any profiling counter (``host_telemetry``'s ``*_avg`` columns). Pure."""
+    present = [f"{name}_avg" for name in PROFILING_FIELDS if f"{name}_avg" in frame]
+    return bool(present) and bool(frame[present].notna().to_numpy().any())
+
+
+def profiling_averages(frame: pd.DataFrame) -> dict[int, dict[str, float | None]]:
+    """Each GPU's profiling counters over the whole frame (``host_telemetry``'s): its bins' means
+    re-weighted by their counts, as ``selectors.gpu_profiling_averages`` reads them from the
+    rollups; None for a counter the GPU never sent, and GPUs that sent none left out. Pure."""
+    if frame.empty or not has_profiling(frame):
+        return {}
+    averages: dict[int, dict[str, float | None]] = {}
+    for gpu_id, part in frame.groupby("accelerator_id"):
+        values: dict[str, float | None] = {}
+        for name in PROFILING_FIELDS:
+            means = part[f"{name}_avg"].to_numpy(dtype=float)
+            counts = part[f"{name}_samples"].to_numpy(dtype=float)
+            present = ~np.isnan(means) & (counts > 0)
+            total = counts[present].sum()
+            values[name] = float((means[present] * counts[present]).sum() / total) if total else None
+        if any(value is not None for value in values.values()):
+            averages[int(gpu_id)] = values
+    return averages
+
+
+def profiling_rows(
+    *, averages: dict[int, dict[str, float | None]], gpus: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The profiling card's rows: one per GPU of ``gpus`` (``id``, ``index``) that has counters in
+    ``averages`` (``selectors.gpu_profiling_averages``), each with its values in
+    ``PROFILING_LABELS`` order (None where the GPU did not send one). Pure."""
+    return [
+        {"gpu": gpu, "values": [averages[gpu["id"]].get(name) for name in PROFILING_LABELS]}
+        for gpu in gpus
+        if gpu["id"] in averages
+    ]
 
 
 def step_label(*, width_s: int, step_s: int) -> str:
@@ -285,4 +339,20 @@ def host_telemetry_figures(
         axis.update({"range": [0, max(4.0, float(highest)) * 1.1], "tickformat": ",d"})
         if highest <= 10:
             axis["dtick"] = 1 if highest <= 5 else 2
+    if has_profiling(frame):
+        lines = []
+        for name, dash in _PROFILING_LINES.items():
+            column = f"{name}_avg"
+            # Only the GPUs that sent the counter: a GPU without it has no line, not a flat 0.
+            sent = set(frame.loc[frame[column].notna(), "accelerator_id"].tolist())
+            traces = _gpu_lines(frame, grid, column=column, gpus=gpus, unit=f"% {PROFILING_LABELS[name]}")
+            for trace, position in zip(traces, grid.columns, strict=True):
+                if gpus[position]["id"] in sent:
+                    trace["name"] = f"{trace['name']} {PROFILING_LABELS[name]}"
+                    trace["line"]["dash"] = dash
+                    lines.append(trace)
+        figures["profiling"]["data"] = lines
+        highest = np.nanmax(frame[[f"{name}_avg" for name in _PROFILING_LINES]].to_numpy(dtype=float))
+        if highest <= 100:  # DCGM can report more on a MIG instance: the axis then grows
+            figures["profiling"]["layout"]["yaxis"]["range"] = [0, 100]
     return figures

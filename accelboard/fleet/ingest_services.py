@@ -241,8 +241,15 @@ SELECT
           WHERE NOT EXISTS (SELECT 1 FROM fleet_accelerator WHERE id = p.id AND host_id = p.host_id))
 """
 
-_MERGED_STATE = """CASE WHEN (a.last_state->>'time')::timestamptz = v.seen
-        THEN a.last_state || v.state::jsonb ELSE v.state::jsonb END"""
+_MERGED = "(a.last_state || v.state::jsonb)"
+# The merged state's memory total, as ``_MERGED_TOTAL`` computes the row's.
+_MERGED_STATE = f"""CASE WHEN (a.last_state->>'time')::timestamptz = v.seen
+        THEN {_MERGED} || CASE WHEN {_MERGED} ? 'mem_used_bytes' AND {_MERGED} ? 'mem_free_bytes'
+            THEN jsonb_build_object('mem_total_bytes', ({_MERGED}->>'mem_used_bytes')::bigint
+                + ({_MERGED}->>'mem_free_bytes')::bigint
+                + coalesce(({_MERGED}->>'mem_reserved_bytes')::bigint, 0))
+            ELSE '{{}}'::jsonb END
+        ELSE v.state::jsonb END"""
 _FINAL_SQL_REPLACE = _FINAL_SQL.format(state="v.state::jsonb")
 _FINAL_SQL_MERGE = _FINAL_SQL.format(state=_MERGED_STATE)
 
@@ -335,6 +342,15 @@ def _merge_keys(hostnames: Iterable[str]) -> list[int]:
     )
 
 
+# dcgm-exporter's framebuffer parts may come in different requests: once the merged row has both
+# used and free, its total is their sum with the reserved part (when known), whichever request
+# brought which (the mapping computes the same when they come together); else as any field.
+_MERGED_TOTAL = """mem_total_bytes = CASE
+        WHEN COALESCE(s.mem_used_bytes, v.mem_used_bytes) IS NOT NULL
+            AND COALESCE(s.mem_free_bytes, v.mem_free_bytes) IS NOT NULL
+        THEN COALESCE(s.mem_used_bytes, v.mem_used_bytes) + COALESCE(s.mem_free_bytes, v.mem_free_bytes)
+            + COALESCE(s.mem_reserved_bytes, v.mem_reserved_bytes, 0)
+        ELSE COALESCE(s.mem_total_bytes, v.mem_total_bytes) END"""
 # One statement: fill the stored rows of the batches' GPU-instants (the range bounds prune the
 # partitions), record their range as raw-only (the partials written with the stored part no longer
 # describe these rows: rollups near them read raw rows, ``TelemetryRawRange``), and return which
@@ -352,7 +368,10 @@ raw AS (
 )
 SELECT DISTINCT n FROM merged
 """.format(
-    assign=", ".join(f"{name} = COALESCE(s.{name}, v.{name})" for name in SAMPLE_FIELDS),
+    assign=", ".join(
+        _MERGED_TOTAL if name == "mem_total_bytes" else f"{name} = COALESCE(s.{name}, v.{name})"
+        for name in SAMPLE_FIELDS
+    ),
     arrays=", ".join(f"%s::{'int8' if integer else 'float4'}[]" for integer, _, _ in SAMPLE_FIELDS.values()),
     fields=", ".join(SAMPLE_FIELDS),
 )

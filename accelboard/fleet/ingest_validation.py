@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from .choices import Provider
+from .partials import PROFILING_FIELDS
 
 # The largest batch: 10,000 samples (1,250 seconds of 8 GPUs) are stored in well under a second
 # on a loaded 2-core node, inside the agent's 10 s request timeout with a margin for a burst of
@@ -52,6 +53,18 @@ SAMPLE_FIELDS: dict[str, tuple[bool, float, float]] = {
     "throttle_reasons": (True, 0, _INT64_MAX),
     "ecc_errors": (True, 0, _INT64_MAX),
     "xid_errors": (True, 0, _INT32_MAX),
+    # The framebuffer's free and reserved parts: dcgm-exporter sends used, free and reserved as
+    # separate series, whose sum is mem_total_bytes also when they come in different requests.
+    "mem_free_bytes": (True, 0, _INT64_MAX),
+    "mem_reserved_bytes": (True, 0, _INT64_MAX),
+    # DCGM profiling counters (DCGM_FI_PROF_*), in % of time or cycles (DCGM's ratio x 100). Up to
+    # 1,000: DCGM reports more than 100 % for some MIG instances (NVIDIA/DCGM#152), kept as sent
+    # rather than refusing a whole remote-write request (which Prometheus would drop).
+    **{name: (False, 0.0, 1_000.0) for name in PROFILING_FIELDS},
+    # PCIe replays and remapped DRAM rows: counters since the driver loaded.
+    "pcie_replay_errors": (True, 0, _INT64_MAX),
+    "remapped_rows_correctable": (True, 0, _INT64_MAX),
+    "remapped_rows_uncorrectable": (True, 0, _INT64_MAX),
 }
 SAMPLE_KEYS = frozenset({"time", "gpu", *SAMPLE_FIELDS})
 

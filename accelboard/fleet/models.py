@@ -168,6 +168,17 @@ class TelemetrySample(models.Model):
     throttle_reasons = models.BigIntegerField(null=True, help_text="NVML clocks-event reason bitmask")
     ecc_errors = models.BigIntegerField(null=True)
     xid_errors = models.IntegerField(null=True)
+    # Added by migration 0014 (Prometheus remote-write: dcgm-exporter's series).
+    mem_free_bytes = models.BigIntegerField(null=True)
+    mem_reserved_bytes = models.BigIntegerField(null=True)
+    gr_engine_active = models.FloatField(null=True, help_text="% of time the graphics engine was active")
+    sm_active = models.FloatField(null=True, help_text="% of time at least one warp was on an SM")
+    sm_occupancy = models.FloatField(null=True, help_text="% of the SMs' warp slots occupied")
+    tensor_active = models.FloatField(null=True, help_text="% of cycles the tensor pipe was active")
+    dram_active = models.FloatField(null=True, help_text="% of cycles device memory was busy")
+    pcie_replay_errors = models.BigIntegerField(null=True, help_text="PCIe replays, a counter")
+    remapped_rows_correctable = models.BigIntegerField(null=True)
+    remapped_rows_uncorrectable = models.BigIntegerField(null=True)
 
     class Meta:
         managed = False
@@ -218,6 +229,18 @@ class TelemetryRollup(models.Model):
     throttled_samples = models.IntegerField(default=0)
     ecc_errors_max = models.BigIntegerField(null=True)
     xid_errors_max = models.IntegerField(null=True)
+    # DCGM profiling counters (``partials.PROFILING_FIELDS``), in %: sample-weighted means.
+    # ``db_default``: rows written by statements that predate them (the demo's) count no samples.
+    gr_engine_active_samples = models.IntegerField(default=0, db_default=0)
+    gr_engine_active_avg = models.FloatField(null=True)
+    sm_active_samples = models.IntegerField(default=0, db_default=0)
+    sm_active_avg = models.FloatField(null=True)
+    sm_occupancy_samples = models.IntegerField(default=0, db_default=0)
+    sm_occupancy_avg = models.FloatField(null=True)
+    tensor_active_samples = models.IntegerField(default=0, db_default=0)
+    tensor_active_avg = models.FloatField(null=True)
+    dram_active_samples = models.IntegerField(default=0, db_default=0)
+    dram_active_avg = models.FloatField(null=True)
 
     class Meta:
         # The host is in the key (and in every telemetry and rollup key): the tables can be

@@ -35,6 +35,10 @@ from typing import Any
 import numpy as np
 
 PARTIAL_TABLE = "fleet_telemetrypartial"
+# DCGM's profiling counters (DCGM_FI_PROF_*) as sample fields, in % (DCGM's ratio x 100): each
+# has a count and a sum here and a count and a mean in the GPU rollups; the host and run pages
+# show them where a GPU has them.
+PROFILING_FIELDS = ("gr_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MINUTE_US = 60_000_000
 _INT64_MIN = np.iinfo(np.int64).min
@@ -71,6 +75,11 @@ PARTIAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("throttled_samples", "int4"),
     ("ecc_errors_max", "int8"),
     ("xid_errors_max", "int4"),
+    *(
+        (column, kind)
+        for name in PROFILING_FIELDS
+        for column, kind in ((f"{name}_samples", "int4"), (f"{name}_sum", "float8"))
+    ),
 )
 
 
@@ -85,6 +94,13 @@ def _ints(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     if present.all():
         return np.array(values, dtype=np.int64), present
     return np.array([0 if v is None else v for v in values], dtype=np.int64), present
+
+
+def _none(values: Sequence[Any] | None) -> bool:
+    """Whether a column is missing or all NULL (``list.count`` runs in C: ~50x a numpy pass)."""
+    return values is None or (
+        values.count(None) == len(values) if isinstance(values, list) else all(v is None for v in values)
+    )
 
 
 def _out(values: np.ndarray, present: np.ndarray) -> list[Any]:
@@ -103,7 +119,8 @@ def partials_compute(
 ) -> list[tuple[Any, ...]]:
     """The partial rows (``PARTIAL_COLUMNS`` order, times as epoch microseconds) of one batch:
     one per GPU and minute. Pure: ``micros`` are the samples' times in µs since the epoch as
-    stored, ``columns`` the sample fields by name (None for a missing reading)."""
+    stored, ``columns`` the sample fields by name (None for a missing reading; the profiling
+    counters may be left out: none read)."""
     n = len(micros)
     gpus = np.asarray(accelerator_ids, dtype=np.int64)
     # Per GPU by time; a stable sort keeps the batch order (the raw rows' id order) for ties.
@@ -168,7 +185,12 @@ def partials_compute(
         ("mem_util", "mem_util"),
         ("sm_clock_mhz", "sm_clock"),
         ("mem_clock_mhz", "mem_clock"),
+        *((name, name) for name in PROFILING_FIELDS),
     ):
+        if name in PROFILING_FIELDS and _none(columns.get(name)):  # most GPUs send none of them
+            result[f"{prefix}_samples"] = [0] * len(starts)
+            result[f"{prefix}_sum"] = [0.0] * len(starts)
+            continue
         values = power if name == "power_w" else floats(name)
         result[f"{prefix}_samples"] = count(~np.isnan(values)).tolist()
         result[f"{prefix}_sum"] = fsum(values).tolist()
@@ -200,7 +222,9 @@ _PARTS = """p.bucket, p.host_id, p.accelerator_id, p.first_time, p.last_time, p.
         p.power_max_w, p.gpu_util_samples, p.gpu_util_sum, p.gpu_util_max, p.mem_util_samples,
         p.mem_util_sum, p.mem_used_samples, p.mem_used_sum, p.mem_used_max_bytes, p.mem_total_bytes,
         p.temperature_max_c, p.sm_clock_samples, p.sm_clock_sum, p.mem_clock_samples, p.mem_clock_sum,
-        p.throttled_samples, p.ecc_errors_max, p.xid_errors_max"""
+        p.throttled_samples, p.ecc_errors_max, p.xid_errors_max""" + "".join(
+    f", p.{name}_samples, p.{name}_sum" for name in PROFILING_FIELDS
+)
 
 
 def _avg(name: str) -> str:
@@ -215,8 +239,8 @@ ROLLUP_INSERT = """INSERT INTO fleet_telemetryrollup (
         gpu_util_samples, gpu_util_avg, gpu_util_max, mem_util_samples, mem_util_avg,
         mem_used_samples, mem_used_avg_bytes, mem_used_max_bytes, mem_total_bytes, temperature_max_c,
         sm_clock_samples, sm_clock_avg_mhz, mem_clock_samples, mem_clock_avg_mhz,
-        throttled_samples, ecc_errors_max, xid_errors_max
-    )"""
+        throttled_samples, ecc_errors_max, xid_errors_max{profiling}
+    )""".format(profiling="".join(f", {name}_samples, {name}_avg" for name in PROFILING_FIELDS))
 
 _ROLLUP_VALUES = ", ".join(
     f"@{name}"
@@ -243,8 +267,16 @@ _ROLLUP_VALUES = ", ".join(
         "throttled_samples",
         "ecc_errors_max",
         "xid_errors_max",
+        *(f"{name}_{part}" for name in PROFILING_FIELDS for part in ("samples", "avg")),
     ]
 )
+
+
+_PROFILING_SUMS = "".join(
+    f",\n        sum({name}_samples) AS {name}_samples, {_avg(name)} AS {name}_avg"
+    for name in PROFILING_FIELDS
+)
+_PROFILING_ROLLUPS = "".join(f", m.{name}_samples, m.{name}_avg" for name in PROFILING_FIELDS)
 
 
 def partial_minute_sql(upsert: str) -> str:
@@ -306,7 +338,7 @@ sums AS (
         sum(sm_clock_samples) AS sm_clock_samples, {_avg("sm_clock")} AS sm_clock_avg_mhz,
         sum(mem_clock_samples) AS mem_clock_samples, {_avg("mem_clock")} AS mem_clock_avg_mhz,
         sum(throttled_samples) AS throttled_samples, max(ecc_errors_max) AS ecc_errors_max,
-        max(xid_errors_max) AS xid_errors_max
+        max(xid_errors_max) AS xid_errors_max{_PROFILING_SUMS}
     FROM parts
     WHERE bucket >= %(start)s AND accelerator_id NOT IN (SELECT accelerator_id FROM bad)
     GROUP BY host_id, accelerator_id, bucket
@@ -318,7 +350,7 @@ rollups AS (
         m.gpu_util_samples, m.gpu_util_avg, m.gpu_util_max, m.mem_util_samples, m.mem_util_avg,
         m.mem_used_samples, m.mem_used_avg_bytes, m.mem_used_max_bytes, m.mem_total_bytes,
         m.temperature_max_c, m.sm_clock_samples, m.sm_clock_avg_mhz, m.mem_clock_samples,
-        m.mem_clock_avg_mhz, m.throttled_samples, m.ecc_errors_max, m.xid_errors_max
+        m.mem_clock_avg_mhz, m.throttled_samples, m.ecc_errors_max, m.xid_errors_max{_PROFILING_ROLLUPS}
     FROM sums m JOIN stitched e USING (host_id, accelerator_id, bucket)
 ),
 written AS (
@@ -357,6 +389,7 @@ _SUMS = [
     "mem_clock_samples",
     "mem_clock_sum",
     "throttled_samples",
+    *(f"{name}_{part}" for name in PROFILING_FIELDS for part in ("samples", "sum")),
 ]
 _MAXIMA = [
     "power_max_w",

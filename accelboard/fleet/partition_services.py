@@ -180,6 +180,11 @@ _COPY_TYPES = {
     "throttle_reasons": "int8",
     "ecc_errors": "int8",
     "xid_errors": "int4",
+    "mem_free_bytes": "int8",
+    "mem_reserved_bytes": "int8",
+    "pcie_replay_errors": "int8",
+    "remapped_rows_correctable": "int8",
+    "remapped_rows_uncorrectable": "int8",
 }
 
 

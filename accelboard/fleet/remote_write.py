@@ -14,10 +14,12 @@
    sample remembering which series gave each field so that a refusal names the series.
    Other metric names are counted, not refused.
 
-Known limits: a GPU's series of one scrape that Prometheus splits over two requests become two
-rows at the same instant, each with the fields it carried (docs/api.md: one shard, or batches
-larger than a scrape, keep them together). ``DCGM_FI_DEV_XID_ERRORS`` is the last XID code, not a
-count, so it is not stored as ``xid_errors``.
+   The framebuffer's used, free and reserved parts are each stored (``mem_*_bytes``) and their sum
+   is ``mem_total_bytes`` once used and free are both known; ``DCGM_FI_PROF_*`` ratios are stored
+   as % (x 100).
+
+Known limits: ``DCGM_FI_DEV_XID_ERRORS`` is the last XID code, not a count, so it is not stored
+as ``xid_errors`` (it is counted as unknown).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import cramjam
+
+from .remote_write_pods import Holders, PodLabelRejected, mig_slices, pod_observe, pod_workload
 
 STALE_NAN_BITS = 0x7FF0000000000002
 MIB = 1024 * 1024
@@ -344,6 +348,9 @@ class LabelNames:
     model: str = "modelName"
     gpu_instance: str = "GPU_I_ID"
     gpu_profile: str = "GPU_I_PROFILE"
+    pod: str = "pod"
+    namespace: str = "namespace"
+    container: str = "container"
 
     def read(self, labels: dict[str, str], name: str) -> str:
         return labels.get(f"exported_{name}") or labels.get(name) or ""
@@ -362,13 +369,34 @@ DCGM_FIELDS: dict[str, tuple[str, float]] = {
     "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("throttle_reasons", 1.0),
     "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("throttle_reasons", 1.0),
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("ecc_errors", 1.0),
+    # The framebuffer's other parts: used + free (+ reserved) is the memory's total.
+    "DCGM_FI_DEV_FB_FREE": ("mem_free_bytes", MIB),
+    "DCGM_FI_DEV_FB_RESERVED": ("mem_reserved_bytes", MIB),
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ("pcie_replay_errors", 1.0),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("remapped_rows_correctable", 1.0),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("remapped_rows_uncorrectable", 1.0),
+    # Profiling counters: DCGM's ratios (0..1) stored as % (x 100), as gpu_util is.
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gr_engine_active", 100.0),
+    "DCGM_FI_PROF_SM_ACTIVE": ("sm_active", 100.0),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("sm_occupancy", 100.0),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("tensor_active", 100.0),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_active", 100.0),
 }
-# The framebuffer's parts (MiB): their sum is the memory's total, once used and free are both there.
-FB_PARTS = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED")
 INTEGER_FIELDS = frozenset(
-    {"energy_mj", "mem_used_bytes", "mem_total_bytes", "throttle_reasons", "ecc_errors"}
+    {
+        "energy_mj",
+        "mem_used_bytes",
+        "mem_total_bytes",
+        "mem_free_bytes",
+        "mem_reserved_bytes",
+        "throttle_reasons",
+        "ecc_errors",
+        "pcie_replay_errors",
+        "remapped_rows_correctable",
+        "remapped_rows_uncorrectable",
+    }
 )
-KNOWN = frozenset({*DCGM_FIELDS, *FB_PARTS})
+KNOWN = frozenset(DCGM_FIELDS)
 
 
 @dataclass
@@ -381,6 +409,7 @@ class HostBatch:
     samples: list[dict[str, Any]] = field(default_factory=list)
     sources: list[dict[str, dict[str, str]]] = field(default_factory=list)
     epochs: list[float] = field(default_factory=list)
+    holders: Holders = field(default_factory=dict)  # the pods seen on each device (remote_write_pods)
 
 
 @dataclass
@@ -416,6 +445,11 @@ def _device(series: Series, names: LabelNames) -> tuple[str, str, dict[str, Any]
         profile = names.read(labels, names.gpu_profile)
         mig: dict[str, Any] = {"uuid": f"{uuid}/gi{instance}", "parent_uuid": uuid}
         mig["name"] = f"{model} MIG {profile}".strip() if profile else model or "MIG instance"
+        slices, total = mig_slices(profile=profile, model=model)
+        if slices:
+            mig["compute_slices"] = slices
+        if total:
+            gpu["compute_slices"] = total
         registrations["mig"] = mig
         gpu["mig_mode"] = True
         uuid = mig["uuid"]
@@ -443,12 +477,25 @@ def _device_cached(series: Series, names: LabelNames) -> tuple[str, str, dict[st
     return found
 
 
+def _pods_observe(batch: HostBatch, uuid: str, series: Series, names: LabelNames) -> None:
+    """Record the pod on ``uuid`` at the series' instants (``remote_write_pods``)."""
+    labels = series.labels
+    try:
+        workload = pod_workload(
+            pod=names.read(labels, names.pod),
+            namespace=names.read(labels, names.namespace),
+            container=names.read(labels, names.container),
+        )
+    except PodLabelRejected as exc:
+        raise WriteRejected(f"series {labels_text(labels)}: {exc}") from None
+    pod_observe(batch.holders, device=uuid, stamps=[stamp for stamp, _ in series.samples], workload=workload)
+
+
 def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
     """Group the request's dcgm-exporter samples into one batch per host (see the module's
     docstring); raise ``WriteRejected`` naming the first bad series."""
     hosts: dict[str, HostBatch] = {}
     rows: dict[tuple[str, str, int], int] = {}  # (host, gpu, ms) -> index in its host's samples
-    fb: dict[tuple[str, str, int], dict[str, float]] = {}
     unknown: Counter[str] = Counter()
     read = 0
     for series in series_list:
@@ -464,7 +511,7 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
             batch = hosts[hostname] = HostBatch(hostname)
         for registration in registrations.values():
             batch.accelerators.setdefault(registration["uuid"], {}).update(registration)
-        target = DCGM_FIELDS.get(metric)
+        _pods_observe(batch, uuid, series, names)
         for stamp, value in series.samples:
             read += 1
             if not math.isfinite(value):
@@ -480,24 +527,18 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
                 batch.samples.append({"time": stamp / 1000, "gpu": uuid})
                 batch.sources.append({})
                 batch.epochs.append(stamp / 1000)
-            if metric in FB_PARTS:
-                fb.setdefault(key, {})[metric] = value
-                batch.sources[index].setdefault("mem_total_bytes", series.labels)
-            if target is None:
-                continue
-            name, factor = target
+            name, factor = DCGM_FIELDS[metric]
             scaled = value * factor
             batch.samples[index][name] = round(scaled) if name in INTEGER_FIELDS else scaled
             batch.sources[index][name] = series.labels
-    for (hostname, _uuid, _stamp), parts in fb.items():
-        if "DCGM_FI_DEV_FB_USED" in parts and "DCGM_FI_DEV_FB_FREE" in parts:
-            index = rows[(hostname, _uuid, _stamp)]
-            hosts[hostname].samples[index]["mem_total_bytes"] = round(sum(parts.values()) * MIB)
     for batch in hosts.values():
-        # A GPU's instant that only carried the framebuffer's free part holds no field: no row.
-        keep = [i for i, sample in enumerate(batch.samples) if len(sample) > 2]
-        if len(keep) < len(batch.samples):
-            batch.samples = [batch.samples[i] for i in keep]
-            batch.sources = [batch.sources[i] for i in keep]
-            batch.epochs = [batch.epochs[i] for i in keep]
+        for sample, sources in zip(batch.samples, batch.sources, strict=True):
+            # The memory's total, once used and free are both there (reserved where sent); the
+            # parts stay stored, so a part that comes in a later request completes the total
+            # there (``ingest_services._MERGED_TOTAL``).
+            if "mem_used_bytes" in sample and "mem_free_bytes" in sample:
+                sample["mem_total_bytes"] = (
+                    sample["mem_used_bytes"] + sample["mem_free_bytes"] + sample.get("mem_reserved_bytes", 0)
+                )
+                sources["mem_total_bytes"] = sources["mem_used_bytes"]
     return Mapped(hosts=[batch for batch in hosts.values() if batch.samples], samples=read, unknown=unknown)

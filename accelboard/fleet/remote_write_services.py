@@ -14,7 +14,16 @@
    ``max_samples_per_send``) becomes one row: the telemetry path's merge (``merge=True``) fills the
    stored row's missing fields with a later part's, under a lock per host, all the request's taken
    first, in one statement, in key order (no deadlock between two requests carrying the same hosts).
-5. Samples of metrics that are not mapped are counted by name (``PrometheusUnknownMetric``), shown
+5. The pods dcgm-exporter names on a GPU (``pod``, ``namespace``, ``container``) become the batch's
+   ``attribution`` (``remote_write_pods``: one instant holds until the GPU's next, at most the
+   scrape interval). ``_pods_attribution`` takes the attribution's lock of the request's hosts
+   (held to the commit: every request of a host waits for the one before it; a new host's, on its
+   name), reads the stored intervals of their devices over the request's span, and
+   sends only what they leave uncovered: a part of a scrape, a request sent again or one with
+   another step never stores a moment twice and never conflicts (409) with what is stored. An
+   interval continuing a stored row of the same lone pod extends that row
+   (``attribution_services.attribution_extend``) instead of adding one.
+6. Samples of metrics that are not mapped are counted by name (``PrometheusUnknownMetric``), shown
    by the pipeline status (``accelboard status``, ``/healthz?detail=1`` for staff).
 """
 
@@ -22,13 +31,17 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
+import zlib
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 
+from .attribution_services import ADVISORY_ATTRIBUTION, attribution_extend
 from .ingest_services import telemetry_batches_ingest
 from .ingest_validation import IngestRejected
 from .models import PrometheusUnknownMetric
@@ -41,6 +54,7 @@ from .remote_write import (
     snappy_decode,
     write_request_decode,
 )
+from .remote_write_pods import StoredInterval, pod_intervals, pod_intervals_extend, pod_intervals_trim
 
 # The names kept (``PrometheusUnknownMetric``): a sender cannot grow the table without bound.
 UNKNOWN_METRICS_KEPT = 1_000
@@ -89,6 +103,92 @@ def _named(exc: IngestRejected, batch: HostBatch) -> IngestRejected:
     return IngestRejected(f"{exc.message}{labels_hint}", path="", code=exc.code, status=status)
 
 
+# The attribution's lock of each host (``attribution_services``: its agent's batches take it
+# too), taken in id order before the stored intervals are read, held to the commit; and for hosts
+# not stored yet a lock on each name (the second key: the name's hash), in name order, so that a
+# new host's first requests go one at a time. The subqueries' order is the locks' (OFFSET 0 keeps
+# them from being flattened).
+# The latest end an interval may have, ahead of now (the attribution refuses over 5 minutes ahead,
+# from the moment the batch is validated, a little later).
+_AHEAD_MS = 299_000
+_LOCK_PODS = zlib.crc32(b"accelboard.fleet.remote_write.pods") & 0x7FFFFFFF
+_HOST_LOCKS_SQL = """
+SELECT hostname, id, pg_advisory_xact_lock(%s, id::int4)
+FROM (SELECT hostname, id FROM fleet_host WHERE hostname = ANY(%s) AND team_id = %s ORDER BY id OFFSET 0) h
+"""
+_NAME_LOCKS_SQL = """
+SELECT pg_advisory_xact_lock(%s, hashtext(n)) FROM (SELECT unnest(%s::text[]) AS n ORDER BY n OFFSET 0) s
+"""
+# Rows never cross midnight: those overlapping [first, last), or ending at first, start on or
+# after first's day.
+_POD_STORED_SQL = """
+SELECT g.id, a.uuid, g.start, g."end", w.kind, w.uid, g.share, g.basis
+FROM fleet_gpuattribution g
+JOIN fleet_accelerator a ON a.id = g.accelerator_id
+JOIN fleet_workload w ON w.id = g.workload_id
+WHERE a.host_id = ANY(%s) AND a.uuid = ANY(%s) AND g.start >= %s AND g.start < %s AND g."end" >= %s
+"""
+
+
+def _ms(moment: datetime) -> int:
+    return round(moment.timestamp() * 1000)
+
+
+def _moment(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def _pods_attribution(*, team_id: int, hosts: list[HostBatch]) -> dict[str, list[dict[str, Any]]]:
+    """Each host batch's pod intervals less what is stored (the module's docstring, 5), as its
+    telemetry batch's ``attribution``, by host name (hosts with none left out). Takes the locks it
+    describes; a few statements for the whole request, whatever its number of hosts."""
+    scrape_ms = round(settings.PROMETHEUS_SCRAPE_INTERVAL_S * 1000)
+    until_ms = round(time.time() * 1000) + _AHEAD_MS
+    by_host = {
+        batch.hostname: pod_intervals(batch.holders, scrape_ms=scrape_ms, until_ms=until_ms)
+        for batch in hosts
+    }
+    by_host = {hostname: intervals for hostname, intervals in by_host.items() if intervals}
+    if not by_host:
+        return {}
+    names = sorted(by_host)
+    with connection.cursor() as cursor:
+        cursor.execute(_HOST_LOCKS_SQL, [ADVISORY_ATTRIBUTION, names, team_id])
+        host_ids = {hostname: host_id for hostname, host_id, _ in cursor.fetchall()}
+        missing = [name for name in names if name not in host_ids]
+        if missing:  # wait for a request storing it first, then look again
+            cursor.execute(_NAME_LOCKS_SQL, [_LOCK_PODS, missing])
+            cursor.execute(_HOST_LOCKS_SQL, [ADVISORY_ATTRIBUTION, missing, team_id])
+            host_ids.update((hostname, host_id) for hostname, host_id, _ in cursor.fetchall())
+        # A host not stored (or another team's: a 409 later) has no intervals.
+        known = [interval for name in names if name in host_ids for interval in by_host[name]]
+        if known:
+            start = _moment(min(interval.start_ms for interval in known))
+            end = _moment(max(interval.end_ms for interval in known))
+            floor = datetime(start.year, start.month, start.day, tzinfo=UTC)
+            devices = sorted({interval.gpu for interval in known})
+            cursor.execute(_POD_STORED_SQL, [sorted(host_ids.values()), devices, floor, end, start])
+            rows = [
+                StoredInterval(row_id, uuid, _ms(low), _ms(high), (kind, uid), share, basis)
+                for row_id, uuid, low, high, kind, uid, share, basis in cursor.fetchall()
+            ]
+            stored: dict[str, list[tuple[int, int]]] = {}
+            for row in rows:
+                stored.setdefault(row.gpu, []).append((row.start_ms, row.end_ms))
+            extended: list[tuple[StoredInterval, int]] = []
+            for name in names:
+                if name in host_ids and rows:
+                    more, by_host[name] = pod_intervals_extend(
+                        pod_intervals_trim(by_host[name], stored=stored), stored=rows
+                    )
+                    extended += more
+            attribution_extend(
+                rows=[(row.id, _moment(row.start_ms), _moment(new_end)) for row, new_end in extended]
+            )
+    out = {name: [item for interval in by_host[name] for item in interval.attribution()] for name in names}
+    return {name: items for name, items in out.items() if items}
+
+
 # Another app's store for the series it reads (``serving``'s vLLM and Triton intervals): called
 # with the team, the decoded series and the request's digest inside the request's transaction;
 # returns the metric names it read, which are then not unknown.
@@ -109,19 +209,23 @@ def prometheus_write_ingest(
         raise IngestRejected(exc.message, code=exc.code, status=exc.status) from None
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
     stored = duplicates = 0
-    # One pass of the telemetry path for all the request's hosts (one claim statement, one lock
-    # statement, one merge, one COPY, ...: ``telemetry_batches_ingest``), one batch per host.
-    batches = sorted(mapped.hosts, key=lambda host: host.hostname)
-    payloads = [
-        {
-            "batch_id": f"prometheus:{digest}:{hashlib.blake2b(batch.hostname.encode(), digest_size=8).hexdigest()}",
-            "host": {"hostname": batch.hostname},
-            "accelerators": list(batch.accelerators.values()),
-            "samples": batch.samples,
-        }
-        for batch in batches
-    ]
     with transaction.atomic():
+        pods = _pods_attribution(team_id=team_id, hosts=mapped.hosts)
+        # One pass of the telemetry path for all the request's hosts (one claim statement, one
+        # lock statement, one merge, one COPY, ...: ``telemetry_batches_ingest``), a batch a host.
+        batches = sorted(mapped.hosts, key=lambda host: host.hostname)
+        payloads: list[dict[str, Any]] = []
+        for batch in batches:
+            host_digest = hashlib.blake2b(batch.hostname.encode(), digest_size=8).hexdigest()
+            payload = {
+                "batch_id": f"prometheus:{digest}:{host_digest}",
+                "host": {"hostname": batch.hostname},
+                "accelerators": list(batch.accelerators.values()),
+                "samples": batch.samples,
+            }
+            if batch.hostname in pods:
+                payload["attribution"] = pods[batch.hostname]
+            payloads.append(payload)
         try:
             results = telemetry_batches_ingest(team_id=team_id, payloads=payloads, merge=True)
         except IngestRejected as exc:

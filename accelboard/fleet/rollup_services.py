@@ -30,7 +30,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from .models import Accelerator, RollupHourBacklog, TelemetryDirtyRange
-from .partials import ROLLUP_INSERT, partial_minute_sql
+from .partials import PROFILING_FIELDS, ROLLUP_INSERT, partial_minute_sql
 
 # A gap longer than this between two samples is a gap, not energy drawn at the last power reading.
 MAX_INTEGRATION_GAP_S = 30
@@ -53,7 +53,9 @@ ROLLUP_WORK_MEM = "64MB"
 # changes when a late sample lands before it, so its bucket is recomputed too).
 _RAW_COLUMNS = """r.id, r.time, r.host_id, r.accelerator_id, r.power_w, r.energy_mj, r.gpu_util, r.mem_util,
         r.mem_used_bytes, r.mem_total_bytes, r.temperature_c, r.sm_clock_mhz, r.mem_clock_mhz,
-        r.throttle_reasons, r.ecc_errors, r.xid_errors"""
+        r.throttle_reasons, r.ecc_errors, r.xid_errors""" + "".join(
+    f", r.{name}" for name in PROFILING_FIELDS
+)
 _UPSERT = """
 ON CONFLICT (width_s, host_id, accelerator_id, bucket) DO UPDATE SET
     samples = EXCLUDED.samples,
@@ -67,8 +69,13 @@ ON CONFLICT (width_s, host_id, accelerator_id, bucket) DO UPDATE SET
     sm_clock_samples = EXCLUDED.sm_clock_samples, sm_clock_avg_mhz = EXCLUDED.sm_clock_avg_mhz,
     mem_clock_samples = EXCLUDED.mem_clock_samples, mem_clock_avg_mhz = EXCLUDED.mem_clock_avg_mhz,
     throttled_samples = EXCLUDED.throttled_samples, ecc_errors_max = EXCLUDED.ecc_errors_max,
-    xid_errors_max = EXCLUDED.xid_errors_max
-"""
+    xid_errors_max = EXCLUDED.xid_errors_max{profiling}
+""".format(
+    profiling="".join(
+        f",\n    {name}_samples = EXCLUDED.{name}_samples, {name}_avg = EXCLUDED.{name}_avg"
+        for name in PROFILING_FIELDS
+    )
+)
 
 _MINUTE_SQL = f"""
 WITH gpus AS (SELECT g.id FROM fleet_accelerator g {{gpu_filter}}),
@@ -120,7 +127,7 @@ written AS (
         count(mem_used_bytes), avg(mem_used_bytes::float8), max(mem_used_bytes), max(mem_total_bytes),
         max(temperature_c), count(sm_clock_mhz), avg(sm_clock_mhz), count(mem_clock_mhz), avg(mem_clock_mhz),
         count(*) FILTER (WHERE (throttle_reasons & %(throttle_mask)s) <> 0),
-        max(ecc_errors), max(xid_errors)
+        max(ecc_errors), max(xid_errors){"".join(f", count({name}), avg({name})" for name in PROFILING_FIELDS)}
     FROM s
     WHERE time >= %(start)s
     GROUP BY host_id, accelerator_id, bucket
@@ -149,7 +156,9 @@ INSERT INTO fleet_telemetryrollup (
     gpu_util_samples, gpu_util_avg, gpu_util_max, mem_util_samples, mem_util_avg,
     mem_used_samples, mem_used_avg_bytes, mem_used_max_bytes, mem_total_bytes, temperature_max_c,
     sm_clock_samples, sm_clock_avg_mhz, mem_clock_samples, mem_clock_avg_mhz,
-    throttled_samples, ecc_errors_max, xid_errors_max
+    throttled_samples, ecc_errors_max, xid_errors_max{
+    "".join(f", {name}_samples, {name}_avg" for name in PROFILING_FIELDS)
+}
 )
 SELECT
     3600, date_bin('3600 seconds', bucket, %(origin)s) AS hour, host_id, accelerator_id, sum(samples),
@@ -160,7 +169,11 @@ SELECT
     max(mem_used_max_bytes), max(mem_total_bytes), max(temperature_max_c),
     sum(sm_clock_samples), {_weighted("sm_clock_avg_mhz", "sm_clock_samples")},
     sum(mem_clock_samples), {_weighted("mem_clock_avg_mhz", "mem_clock_samples")},
-    sum(throttled_samples), max(ecc_errors_max), max(xid_errors_max)
+    sum(throttled_samples), max(ecc_errors_max), max(xid_errors_max){
+    "".join(
+        f", sum({name}_samples), {_weighted(f'{name}_avg', f'{name}_samples')}" for name in PROFILING_FIELDS
+    )
+}
 FROM fleet_telemetryrollup
 WHERE width_s = 60 AND bucket >= %(start)s AND bucket < %(end)s {{gpu_filter}}
 GROUP BY host_id, accelerator_id, hour

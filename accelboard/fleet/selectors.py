@@ -21,6 +21,7 @@ from accelboard.core.access import Scope
 from accelboard.core.pipeline_selectors import Check
 
 from .models import Accelerator, Host, Workload
+from .partials import PROFILING_FIELDS
 from .rollup_services import THROTTLE_MASK
 
 RAW_MAX_SPAN = timedelta(hours=2)
@@ -197,6 +198,7 @@ HOST_TELEMETRY_COLUMNS = [
     "sm_clock_avg_mhz",
     "mem_clock_avg_mhz",
     "temperature_max_c",
+    *(f"{name}_{part}" for name in PROFILING_FIELDS for part in ("avg", "samples")),
 ]
 
 
@@ -327,7 +329,8 @@ def host_telemetry(*, host_id: int, start: datetime, end: datetime) -> tuple[int
 
     Reads the rollups of ``rollup_width_for`` through the index ``(width_s, host, bucket)`` and
     merges them into ``point_step_for`` bins in the database: sample-weighted means (each rollup
-    carries its sample counts), summed energy, maxima of memory total and temperature.
+    carries its sample counts), summed energy, maxima of memory total and temperature; the DCGM
+    profiling counters' means come with their counts (``{name}_avg``, ``{name}_samples``).
     """
     width = rollup_width_for(span=end - start)
     step = point_step_for(span=end - start)
@@ -341,7 +344,7 @@ def host_telemetry(*, host_id: int, start: datetime, end: datetime) -> tuple[int
                max(mem_total_bytes)::float8,
                sum(sm_clock_avg_mhz * sm_clock_samples) / nullif(sum(sm_clock_samples), 0),
                sum(mem_clock_avg_mhz * mem_clock_samples) / nullif(sum(mem_clock_samples), 0),
-               max(temperature_max_c)
+               max(temperature_max_c){profiling}
         FROM fleet_telemetryrollup
         WHERE width_s = %(width)s AND host_id = %(host)s AND bucket >= %(start)s AND bucket < %(end)s
         GROUP BY bin, accelerator_id
@@ -355,7 +358,70 @@ def host_telemetry(*, host_id: int, start: datetime, end: datetime) -> tuple[int
         "start": start,
         "end": end,
     }
-    return width, step, _frame(sql, params, HOST_TELEMETRY_COLUMNS)
+    return width, step, _frame(sql.format(profiling=_PROFILING_MEANS_COUNTED), params, HOST_TELEMETRY_COLUMNS)
+
+
+# Each profiling counter's sample-weighted mean over the rollups read (NULL where none).
+_PROFILING_MEANS = "".join(
+    f",\n               sum({name}_avg * {name}_samples) / nullif(sum({name}_samples), 0)"
+    for name in PROFILING_FIELDS
+)
+# The same with the count behind each mean (the host page's card re-weights the bins by it).
+_PROFILING_MEANS_COUNTED = "".join(
+    f",\n               sum({name}_avg * {name}_samples) / nullif(sum({name}_samples), 0), sum({name}_samples)"
+    for name in PROFILING_FIELDS
+)
+
+
+def run_window_profiling(
+    *, host_id: int | None, accelerator_type_id: int | None, start: datetime, end: datetime | None
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, float | None]]]:
+    """A run's DCGM profiling counters (the run page's card): the GPUs of its host of its
+    accelerator type, as costing picks them (``costs.run_cost_services``: ``id``, ``index``,
+    ``uuid``), and ``gpu_profiling_averages`` over the minute rollups from ``start`` to ``end``
+    (``charts.profiling_rows`` makes the card's rows of the two). Nothing without a host or an
+    end. Two queries."""
+    if host_id is None or end is None:
+        return [], {}
+    rows = list(
+        Accelerator.objects.physical()
+        .filter(host_id=host_id, accelerator_type_id=accelerator_type_id)
+        .order_by("index", "uuid")
+        .values_list("pk", "index", "uuid")
+    )
+    gpus: list[dict[str, Any]] = [{"id": pk, "index": index, "uuid": uuid} for pk, index, uuid in rows]
+    averages = gpu_profiling_averages(
+        accelerator_ids=[pk for pk, _, _ in rows], start=start, end=end, width_s=60
+    )
+    return gpus, averages
+
+
+def gpu_profiling_averages(
+    *, accelerator_ids: Sequence[int], start: datetime, end: datetime, width_s: int | None = None
+) -> dict[int, dict[str, float | None]]:
+    """Each GPU's DCGM profiling counters (``partials.PROFILING_FIELDS``, in %) over [start,
+    end): the sample-weighted means of its rollups (``width_s``, else minute rollups up to a
+    day and hour rollups beyond, as the host page's charts), None for a counter it never sent. GPUs that sent none of
+    them are absent: a page shows nothing for them, never 0. One query."""
+    if not accelerator_ids:
+        return {}
+    sql = f"""
+        SELECT accelerator_id{_PROFILING_MEANS}
+        FROM fleet_telemetryrollup
+        WHERE width_s = %(width)s AND accelerator_id = ANY(%(gpus)s)
+          AND bucket >= %(start)s AND bucket < %(end)s
+          AND ({" OR ".join(f"{name}_samples > 0" for name in PROFILING_FIELDS)})
+        GROUP BY accelerator_id
+    """
+    params: dict[str, Any] = {
+        "width": width_s or rollup_width_for(span=end - start),
+        "gpus": list(accelerator_ids),
+        "start": start,
+        "end": end,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {row[0]: dict(zip(PROFILING_FIELDS, row[1:], strict=True)) for row in cursor.fetchall()}
 
 
 # --- Throttling and GPU health: one definition for the overview and the hosts pages -------------

@@ -81,11 +81,15 @@ def _telemetry(host: Host, range_key: str, now: datetime) -> dict[str, Any]:
         first = datetime.fromtimestamp(float(frame["bucket"].min()), UTC)
         # A little room before the first point; never before the range asked for.
         shown_from = max(start, first - (now - first) / 20)
+    # The GPUs' DCGM profiling counters over the range (the page's card), where they sent them.
+    profiling = charts.profiling_rows(averages=charts.profiling_averages(frame), gpus=gpus)
     figures = charts.host_telemetry_figures(
         frame=frame, gpus=gpus, width_s=width, step_s=step, x_range=[shown_from.isoformat(), now.isoformat()]
     )
     return {
         "range": range_key,
+        "has_profiling": bool(profiling),
+        "profiling": profiling,
         "width_s": width,
         "step_s": step,
         "label": charts.step_label(width_s=width, step_s=step),
@@ -110,17 +114,20 @@ def host_detail(request: HttpRequest, host_id: int) -> HttpResponse:
     now = _now()
     telemetry = _telemetry(host, range_key, now)
     interval = selectors.host_interval_s(host=host)
+    start = now - selectors.HOST_RANGES[range_key]
+    # Charts of a signal the host never sent in the range (DCGM profiling) are left out.
+    keys = [key for key in charts.CHARTS if key not in charts.OPTIONAL_CHARTS or telemetry["has_profiling"]]
     context = {
         # Who held each GPU over the same range: fleet's own intervals (fleet sits below
         # attribution, so no cost here; the workload pages it links to carry the money).
-        "holders": selectors.host_gpu_holders(
-            host=host, start=now - selectors.HOST_RANGES[range_key], end=now
-        ),
+        "holders": selectors.host_gpu_holders(host=host, start=start, end=now),
         "host": host,
         "telemetry": telemetry,
         "figures": telemetry["figures"],
-        "chart_keys": list(charts.CHARTS),
-        "chart_figures": [(f"{key}-figure", telemetry["figures"][key]) for key in charts.CHARTS],
+        "chart_keys": keys,
+        "chart_figures": [(f"{key}-figure", telemetry["figures"][key]) for key in keys],
+        "profiling_labels": list(charts.PROFILING_LABELS.values()),
+        "profiling": telemetry["profiling"],
         "ranges": list(selectors.HOST_RANGES),
         "stale": selectors.agent_is_stale(last_seen_at=host.last_seen_at, now=now, interval_s=interval),
         "refresh_url": reverse("fleet:host_telemetry", args=[host.pk]) + f"?range={range_key}",
@@ -138,5 +145,5 @@ def host_telemetry_json(request: HttpRequest, host_id: int) -> JsonResponse:
     except BadRange as exc:
         return JsonResponse({"error": str(exc), "field": "range"}, status=400)
     telemetry = _telemetry(host, range_key, _now())
-    del telemetry["gpus"]
+    del telemetry["gpus"], telemetry["profiling"]
     return JsonResponse(telemetry)

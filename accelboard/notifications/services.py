@@ -70,7 +70,9 @@ _PLAN_LOCK = 0x6E6F7469  # "noti": one advisory lock for every planner
 
 def _require_member(*, user: Any, team: Team) -> None:
     if not can(user, Action.SUBSCRIBE, team):
-        raise ValidationError({"team": "You can only subscribe to alerts of teams you belong to."})
+        raise ValidationError(
+            {"team": "You can only subscribe to alerts of teams you belong to (staff: any team)."}
+        )
 
 
 def subscription_create(

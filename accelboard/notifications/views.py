@@ -41,13 +41,13 @@ from .outbox import email_render
 
 def _page(request: SignedInRequest, *, form: SubscriptionAddForm, status: int = 200) -> HttpResponse:
     subs = list(selectors.subscription_list_for_user(user=request.user))
-    teams = list(selectors.subscribable_teams(user=request.user))
+    teams, member_ids = selectors.subscription_teams(user=request.user)
     subscribed_team_ids = {s.team_id for s in subs if not s.series_id and not s.kind}
     context: dict[str, Any] = {
         "form": form,
         "subscriptions": subs,
         "teams": teams,
-        "teams_unsubscribed": [t for t in teams if t.pk not in subscribed_team_ids],
+        "teams_unsubscribed": [t for t in teams if t.pk in member_ids and t.pk not in subscribed_team_ids],
         "modes": DeliveryMode.choices,
         "kind_labels": dict(AlertKind.choices),
         "deliveries": selectors.delivery_list_for_user(user=request.user, limit=10),

@@ -34,7 +34,14 @@ from typing import Any
 import pytest
 
 from accelboard.api.services import token_create
-from accelboard.fleet.models import Accelerator, TelemetryRawRange, TelemetrySample
+from accelboard.fleet.models import (
+    Accelerator,
+    GpuAttribution,
+    PrometheusUnknownMetric,
+    TelemetryRawRange,
+    TelemetrySample,
+    Workload,
+)
 from accelboard.fleet.remote_write import MIB
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
@@ -71,15 +78,24 @@ METRICS = [
     ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).", lambda d, k: 527),
     ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "Current clock event reasons (bitmask).",
      lambda d, k: 4 * (k % 2)),
-    # Not stored as telemetry (counted as unknown): replays, XID code, row remapping, profiling.
-    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", lambda d, k: 0),
-    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", lambda d, k: 0),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", lambda d, k: d + k // 3),
     ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors.",
+     lambda d, k: d),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors.",
      lambda d, k: 0),
+    # Profiling counters: ratios, stored in % (eighths: exact in float4 once x 100).
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.",
-     lambda d, k: 0.5),
+     lambda d, k: 0.5 + (k % 4) / 8),
+    ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned.",
+     lambda d, k: 0.5 + (k % 3) / 8),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "The ratio of number of warps resident on an SM.",
+     lambda d, k: d / 8),
     ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active.",
      lambda d, k: 0.25),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active.",
+     lambda d, k: (k % 8) / 8),
+    # Not stored as telemetry (counted as unknown): the last XID's code is not a count.
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", lambda d, k: 0),
 ]  # fmt: skip
 
 
@@ -96,6 +112,16 @@ def expected(d: int, k: int) -> dict[str, Any]:
         "mem_util": value["DCGM_FI_DEV_MEM_COPY_UTIL"],
         "mem_used_bytes": value["DCGM_FI_DEV_FB_USED"] * MIB,
         "mem_total_bytes": (value["DCGM_FI_DEV_FB_USED"] + value["DCGM_FI_DEV_FB_FREE"] + 527) * MIB,
+        "mem_free_bytes": value["DCGM_FI_DEV_FB_FREE"] * MIB,
+        "mem_reserved_bytes": 527 * MIB,
+        "gr_engine_active": value["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] * 100,
+        "sm_active": value["DCGM_FI_PROF_SM_ACTIVE"] * 100,
+        "sm_occupancy": value["DCGM_FI_PROF_SM_OCCUPANCY"] * 100,
+        "tensor_active": value["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"] * 100,
+        "dram_active": value["DCGM_FI_PROF_DRAM_ACTIVE"] * 100,
+        "pcie_replay_errors": value["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"],
+        "remapped_rows_correctable": value["DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"],
+        "remapped_rows_uncorrectable": value["DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"],
         "throttle_reasons": value["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"],
         "ecc_errors": None,
         "xid_errors": None,
@@ -215,10 +241,16 @@ def _start(binary: str, config: str, tmp_path: Path) -> subprocess.Popen[bytes]:
 
 @pytest.fixture
 def prometheus(
-    prometheus_binary: str, live_server: Any, team: Any, tmp_path: Path, request: pytest.FixtureRequest
+    prometheus_binary: str,
+    live_server: Any,
+    team: Any,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    settings: Any,
 ) -> Iterator[dict[str, Any]]:
     """Prometheus scraping ``Exporter`` and writing through ``FlakyProxy``; ``request.param``:
     ``max_samples_per_send`` and the proxy's ``down`` and ``lost`` (2000, 3, 3 unless given)."""
+    settings.PROMETHEUS_SCRAPE_INTERVAL_S = 1  # the scrape_interval below
     plan = {"max_samples_per_send": 2000, "down": 3, "lost": 3, **getattr(request, "param", {})}
     token = token_create(team=team, kind="ingest", name="prometheus")[1]
     exporter = Exporter()
@@ -310,6 +342,54 @@ def _assert_stored_as_exposed(served: list[int], log: str) -> None:
         assert len(set(times)) == len(times)
 
 
+def _assert_pods_held() -> None:
+    """Each device's stored intervals are the pod on its page, none overlapping, and together
+    cover from each instant stored to the next (at most the 1 s scrape interval; 1 s after the
+    last): what one request with every instant would have said, in one row per unbroken holding.
+    Idle devices hold nothing."""
+    uids = dict(Workload.objects.values_list("id", "uid"))
+    for _, uuid, pod in DEVICES:
+        labels = dict(part.replace('"', "").split("=") for part in pod.split(","))
+        times = [
+            round(t.timestamp() * 1000)
+            for t in TelemetrySample.objects.filter(accelerator__uuid=uuid).order_by("time").values_list("time", flat=True)
+        ]  # fmt: skip
+        rows = list(
+            GpuAttribution.objects.filter(accelerator__uuid=uuid)
+            .order_by("start")
+            .values_list("start", "end", "workload_id", "share", "basis")
+        )
+        if not labels["pod"]:
+            assert rows == [], uuid
+            continue
+        assert {(uids[w], share, basis) for _, _, w, share, basis in rows} == {
+            (f"{labels['namespace']}/{labels['pod']}", 1.0, "exclusive")
+        }
+        spans = [(round(s.timestamp() * 1000), round(e.timestamp() * 1000)) for s, e, *_ in rows]
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), (uuid, spans)
+        expected = [
+            (t, t + min(1000, later - t))
+            for t, later in zip(times, [*times[1:], times[-1] + 1000], strict=True)
+        ]
+        assert _union(spans) == _union(expected), (uuid, spans, times)
+        # Each request's instants extend the stored row they continue: one row per holding.
+        assert len(spans) == len(_union(spans)), (uuid, spans)
+    workload = Workload.objects.get(uid="serving/llama-8b-7f9c")
+    assert (workload.kind, workload.namespace, workload.name, workload.container) == (
+        "pod", "serving", "llama-8b-7f9c", "vllm"
+    )  # fmt: skip
+
+
+def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
 def test_prometheus_remote_writes_what_dcgm_exporter_exposed_once_through_outages(
     prometheus: dict[str, Any],
 ) -> None:
@@ -325,6 +405,10 @@ def test_prometheus_remote_writes_what_dcgm_exporter_exposed_once_through_outage
     assert mig.host.hostname == HOST
     whole = Accelerator.objects.get(uuid="GPU-3b1e0a4c-1d2e-4f50-8a6b-0c1d2e3f4a50")
     assert (whole.index, whole.host.hostname) == (0, HOST)
+    # Of the exporter's series only the XID code is left unknown (beside Prometheus's own).
+    unknown = set(PrometheusUnknownMetric.objects.values_list("name", flat=True))
+    assert {name for name in unknown if name.startswith("DCGM_")} == {"DCGM_FI_DEV_XID_ERRORS"}, unknown
+    _assert_pods_held()
 
 
 @pytest.mark.parametrize("prometheus", [{"max_samples_per_send": 23, "down": 0, "lost": 0}], indirect=True)
@@ -337,3 +421,4 @@ def test_prometheus_scrapes_split_over_two_requests_are_stored_one_row_per_gpu_i
     assert len(proxy.log) > len(served) and all(status == 200 for _, status in proxy.log), proxy.log
     assert TelemetryRawRange.objects.exists()
     _assert_stored_as_exposed(served, prometheus["log"].read_text())
+    _assert_pods_held()

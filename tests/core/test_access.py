@@ -41,7 +41,7 @@ MATRIX: dict[Action, tuple[tuple[bool, ...], tuple[bool, ...]]] = {
     A.UPLOAD: ((1, 1, 0, 0, 0, 1), (0, 0, 0, 1, 0, 1)),
     A.TRIAGE: ((1, 1, 0, 0, 0, 1), (0, 0, 0, 1, 0, 1)),
     A.MANAGE: ((1, 0, 0, 0, 0, 1), (0, 0, 0, 1, 0, 1)),
-    A.SUBSCRIBE: ((1, 1, 1, 0, 0, 0), (0, 0, 0, 1, 0, 0)),  # e-mail follows membership, staff too
+    A.SUBSCRIBE: ((1, 1, 1, 0, 0, 1), (0, 0, 0, 1, 0, 1)),  # members; staff any team, one at a time (rule 3)
     A.INGEST: ((0, 0, 0, 0, 0, 0), (0, 0, 0, 0, 0, 0)),  # tokens only
     A.PLAN: ((1, 0, 1, 0, 0, 1), (0, 0, 1, 1, 0, 1)),  # finance: every team's capacity plans
 }

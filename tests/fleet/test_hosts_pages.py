@@ -267,8 +267,10 @@ def test_it_serves_fresh_figures_as_json_for_the_refresh(
     payload = response.json()
     assert payload["range"] == "6h" and payload["width_s"] == 60 and payload["has_data"] is True
     assert set(payload["figures"]) == {
-        "power", "energy", "utilisation", "memory", "clocks", "temperature", "mem_clocks", "throttling", "errors"
+        "power", "energy", "utilisation", "memory", "clocks", "temperature", "mem_clocks", "throttling", "errors",
+        "profiling",
     }  # fmt: skip
+    assert payload["figures"]["profiling"]["data"] == []  # the host sent no profiling counters
     energy = payload["figures"]["energy"]
     assert energy["layout"]["yaxis"]["title"]["text"] == "Energy (Wh)"
     # Regular minute buckets from x0, values as a typed array (no array of times on the wire).

@@ -114,6 +114,8 @@ def test_it_groups_one_scrape_of_each_gpu_into_one_sample() -> None:
         "gpu_util": 97.0,
         "mem_util": 41.0,
         "mem_used_bytes": 58368 * MIB,
+        "mem_free_bytes": 23000 * MIB,
+        "mem_reserved_bytes": 191 * MIB,
         "mem_total_bytes": (58368 + 23000 + 191) * MIB,
         "sm_clock_mhz": 1980.0,
         "mem_clock_mhz": 2619.0,
@@ -139,8 +141,10 @@ def test_it_names_gpus_without_uuid_by_host_and_index_and_mig_instances_under_th
     by_host = {host.hostname: host for host in mapped.hosts}
     assert by_host["node-2"].samples == [{"time": T0 / 1000, "gpu": "prom:node-2:3", "temperature_c": 50.0}]
     assert by_host["node-1"].accelerators == {
-        "GPU-aaaa": {"uuid": "GPU-aaaa", "index": 0, "name": "NVIDIA H100 80GB HBM3", "mig_mode": True},
-        "GPU-aaaa/gi2": {"uuid": "GPU-aaaa/gi2", "parent_uuid": "GPU-aaaa", "name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb"},
+        "GPU-aaaa": {"uuid": "GPU-aaaa", "index": 0, "name": "NVIDIA H100 80GB HBM3", "mig_mode": True,
+                     "compute_slices": 7},
+        "GPU-aaaa/gi2": {"uuid": "GPU-aaaa/gi2", "parent_uuid": "GPU-aaaa", "name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb",
+                         "compute_slices": 1},
     }  # fmt: skip
     assert by_host["node-1"].samples == [
         {"time": T0 / 1000, "gpu": "GPU-aaaa/gi2", "mem_used_bytes": 1024 * MIB}
@@ -200,9 +204,59 @@ def test_it_reads_labels_longer_than_a_one_byte_length() -> None:
     assert decoded.labels == labels and decoded.samples == [(T0, 1.0)]
 
 
-def test_it_makes_no_row_of_an_instant_without_a_stored_field() -> None:
+def test_it_keeps_a_lone_framebuffer_part_for_a_total_completed_by_a_later_request() -> None:
+    # Prometheus may send free in one request and used in the next: the free part is stored on
+    # its own (the merge computes the total when used lands), and no total is guessed from it.
     only_free = series("DCGM_FI_DEV_FB_FREE", [(T0, 1000.0)])
-    assert dcgm_map(write_request_decode(write_request([only_free])), names=LabelNames()).hosts == []
+    (host,) = dcgm_map(write_request_decode(write_request([only_free])), names=LabelNames()).hosts
+    assert host.samples == [{"time": T0 / 1000, "gpu": "GPU-aaaa", "mem_free_bytes": 1000 * MIB}]
+    used_and_reserved = [
+        series("DCGM_FI_DEV_FB_USED", [(T0, 5.0)]),
+        series("DCGM_FI_DEV_FB_RESERVED", [(T0, 2.0)]),
+    ]
+    (host,) = dcgm_map(write_request_decode(write_request(used_and_reserved)), names=LabelNames()).hosts
+    assert host.samples == [
+        {"time": T0 / 1000, "gpu": "GPU-aaaa", "mem_used_bytes": 5 * MIB, "mem_reserved_bytes": 2 * MIB}
+    ]
+
+
+def test_it_stores_profiling_ratios_as_percent_and_the_pcie_and_row_remapping_counters() -> None:
+    values = {
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.875,
+        "DCGM_FI_PROF_SM_ACTIVE": 0.8125,
+        "DCGM_FI_PROF_SM_OCCUPANCY": 0.375,
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.5,
+        "DCGM_FI_PROF_DRAM_ACTIVE": 0.25,
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": 12.0,
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": 3.0,
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": 1.0,
+    }
+    decoded = write_request_decode(
+        write_request(
+            [series(name, [(T0, value)]) for name, value in values.items()]
+            + [series("DCGM_FI_DEV_XID_ERRORS", [(T0, 79.0)])]
+        )
+    )
+    mapped = dcgm_map(decoded, names=LabelNames())
+    (host,) = mapped.hosts
+    assert host.samples == [
+        {
+            "time": T0 / 1000,
+            "gpu": "GPU-aaaa",
+            "gr_engine_active": 87.5,
+            "sm_active": 81.25,
+            "sm_occupancy": 37.5,
+            "tensor_active": 50.0,
+            "dram_active": 25.0,
+            "pcie_replay_errors": 12,
+            "remapped_rows_correctable": 3,
+            "remapped_rows_uncorrectable": 1,
+        }
+    ]
+    assert type(host.samples[0]["pcie_replay_errors"]) is int
+    assert host.sources[0]["tensor_active"]["__name__"] == "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+    # The XID series is the last XID code, not a count: not stored, counted as unknown.
+    assert mapped.unknown == {"DCGM_FI_DEV_XID_ERRORS": 1} and mapped.samples == len(values)
 
 
 def test_a_label_set_seen_before_decodes_the_same_through_the_fast_path() -> None:

@@ -20,7 +20,7 @@ from django.db import connection
 from accelboard.api.services import telemetry_batch_ingest
 from accelboard.fleet import partition_services, rollup_services
 from accelboard.fleet.models import Accelerator, RollupHourBacklog, TelemetryRawRange, TelemetryRollup
-from accelboard.fleet.partials import PARTIAL_COLUMNS, partials_compute
+from accelboard.fleet.partials import PARTIAL_COLUMNS, PROFILING_FIELDS, partials_compute
 
 pytestmark = pytest.mark.django_db
 
@@ -65,6 +65,9 @@ def _series(rng: random.Random, gpu: str, start: float, seconds: int) -> list[di
             "ecc_errors": None if rng.random() < 0.05 else rng.randrange(0, 3),
             "xid_errors": None if rng.random() < 0.05 else rng.randrange(0, 2),
         }
+        if gpu != NO_COUNTER:  # DCGM profiling counters: one GPU without any
+            for name in PROFILING_FIELDS:
+                sample[name] = None if rng.random() < 0.05 else rng.uniform(0, 100)
         samples.append(sample)
         moment += step
     return samples
@@ -171,6 +174,15 @@ def test_it_rolls_up_partials_exactly_as_raw_rows(team: Any, seed: int) -> None:
     from_raw = _rollups()
     assert len(from_raw["minute"]) > 5 * len(GPUS["node-a"])
     _assert_equal(from_partials, from_raw)
+    # The profiling counters were rolled up (both ways, compared above), absent where never sent.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT a.uuid, sum(r.tensor_active_samples), max(r.tensor_active_avg) FROM fleet_telemetryrollup r "
+            "JOIN fleet_accelerator a ON a.id = r.accelerator_id WHERE r.width_s = 60 GROUP BY a.uuid"
+        )
+        profiled = {uuid: (n, top) for uuid, n, top in cursor.fetchall()}
+    assert profiled.pop(NO_COUNTER) == (0, None)
+    assert profiled and all(n > 0 and 0 < top <= 100 for n, top in profiled.values())
 
 
 def test_it_rolls_up_from_raw_rows_a_gpu_whose_partials_overlap(team: Any) -> None:

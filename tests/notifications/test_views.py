@@ -164,3 +164,19 @@ def test_it_renders_the_page_in_a_fixed_number_of_queries(
     client = login_client(lead)
     with django_assert_max_num_queries(12):
         assert client.get(PAGE).status_code == 200
+
+
+def test_staff_follow_any_team_one_at_a_time_but_one_click_follows_membership_only(
+    login_client: Any, staff: Any, team: Any, other_team: Any
+) -> None:
+    client = login_client(staff)
+    page = client.get(PAGE).content.decode()
+    # Every team in the picker; no "all alerts of my teams" button for someone in no team.
+    assert f'<option value="{team.pk}">' in page and f'<option value="{other_team.pk}">' in page
+    assert 'id="subscribe-my-teams"' not in page and "as staff you may follow any team" in page
+    assert (
+        client.post(PAGE, {"team": other_team.pk, "series": "", "kind": "", "mode": "immediate"}).status_code
+        == 302
+    )
+    client.post(reverse("notifications:subscriptions_my_teams"))
+    assert list(Subscription.objects.filter(user=staff).values_list("team_id", flat=True)) == [other_team.pk]
