@@ -229,7 +229,7 @@ host AS (
 state AS (
     UPDATE fleet_accelerator AS a
     SET last_state = {state}, last_seen_at = v.seen
-    FROM unnest(%s::int8[], %s::text[], %s::timestamptz[]) AS v(id, state, seen)
+    FROM unnest(%s::int8[], %b::text[], %s::timestamptz[]) AS v(id, state, seen)
     WHERE a.id = v.id
       AND (a.last_state->>'time' IS NULL OR (a.last_state->>'time')::timestamptz <= v.seen)
     RETURNING a.id
@@ -256,8 +256,9 @@ _FINAL_SQL_MERGE = _FINAL_SQL.format(state=_MERGED_STATE)
 
 def _execute(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     """Run ``sql`` with server-side binding, prepared once per connection: its arrays travel as
-    they are (Django's cursors bind on the client, quoting each element of a text array), and
-    parsing and planning it cost more server CPU than running it."""
+    they are (Django's cursors bind on the client, quoting each element of a text array; a ``%b``
+    parameter travels in binary, unquoted), and parsing and planning it cost more server CPU than
+    running it."""
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, params, prepare=True)

@@ -475,3 +475,50 @@ def test_an_agent_batch_runs_no_merge_statement(
     assert not any("UPDATE fleet_telemetrysample" in sql or "pg_advisory" in sql for sql in plain_sql)
     assert len(merging_sql) == len(plain_sql) + 2
     assert sum("UPDATE fleet_telemetrysample" in sql for sql in merging_sql) == 1
+
+
+def test_several_batches_are_stored_in_one_call_each_claimed_on_its_own(team: Any) -> None:
+    first = telemetry_payload(n=4, batch_id="many-1", start=time.time() - 60)
+    assert telemetry_batch_ingest(team_id=team.pk, payload=first)["duplicate"] is False
+    second = telemetry_payload(n=6, batch_id="many-2", start=time.time() - 30)
+    results = ingest_services.telemetry_batches_ingest(team_id=team.pk, payloads=[first, second])
+    assert results == [
+        {"batch_id": "many-1", "accepted": 4, "duplicate": True},
+        {"batch_id": "many-2", "accepted": 6, "duplicate": False},
+    ]
+    assert len(_samples_stored()) == 10
+    # Sent again, together: both stored already.
+    again = ingest_services.telemetry_batches_ingest(team_id=team.pk, payloads=[second, first])
+    assert [result["duplicate"] for result in again] == [True, True]
+    assert len(_samples_stored()) == 10
+
+
+def test_a_refused_batch_of_several_names_its_index_and_stores_none_of_them(team: Any) -> None:
+    before = row_counts()
+    good = telemetry_payload(n=4, batch_id="good", start=time.time() - 60)
+    bad = telemetry_payload(n=4, batch_id="bad", hostname="gpu-node-02", start=time.time() - 30)
+    bad["samples"][1]["power_w"] = -1.0
+    with pytest.raises(ingest_services.IngestRejected) as refused:
+        ingest_services.telemetry_batches_ingest(team_id=team.pk, payloads=[good, bad])
+    assert refused.value.index == 1 and refused.value.path == "samples[1].power_w"
+    assert row_counts() == before
+
+
+def test_a_batch_registering_part_of_what_its_host_registered_takes_no_registration_query(
+    team: Any,
+) -> None:
+    """A remote-write request carries a slice of a host's GPUs (Prometheus's shards): a slice
+    registered before, in parts, needs no query (``ingest_services._registration_parts``)."""
+    assert telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=time.time() - 60))
+    part = telemetry_payload(n=4, batch_id="only-a", start=time.time() - 30)
+    part["accelerators"] = part["accelerators"][:1]
+    part["samples"] = [sample for sample in part["samples"] if sample["gpu"] == GPU_A]
+
+    def registration_queries(payload: dict[str, Any]) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert telemetry_batch_ingest(team_id=team.pk, payload=payload)["accepted"] == 2
+        return sum("FROM fleet_host h WHERE h.hostname" in q["sql"] for q in captured.captured_queries)
+
+    assert registration_queries(part) == 0
+    ingest_services.registrations.clear()  # as a process that has not seen the host
+    assert registration_queries({**part, "batch_id": "only-a-again"}) == 1
