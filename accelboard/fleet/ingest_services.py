@@ -1,15 +1,20 @@
-"""Telemetry ingest, end to end: one batch from a decoded payload to its rows and its rollup mark.
+"""Telemetry ingest, end to end: batches from decoded payloads to their rows and rollup marks.
 
-``telemetry_batch_ingest`` is the one entry (the API's ``POST /telemetry`` calls it):
-1. Validate (``ingest_validation.telemetry_batch_parse``), without the database.
-2. Create the daily partitions the batch needs, committed before the batch's transaction
+``telemetry_batches_ingest`` is the one storage path, for one batch (``telemetry_batch_ingest``:
+the API's ``POST /telemetry``) or several in one pass (a Prometheus remote-write request: a batch
+per host, ``remote_write_services``):
+1. Validate each batch (``ingest_validation.telemetry_batch_parse``), without the database.
+2. Create the daily partitions the batches need, committed before their transaction
    (``partition_services.telemetry_partitions_ensure``): an empty partition is not data, and
    ``CREATE TABLE ... PARTITION OF`` would otherwise lock the parent table for the whole batch.
-3. In one transaction: the idempotency claim of the batch id (``core.idempotency_services``: a
-   retry of a stored batch gets its stored result back), then ``telemetry_batch_store``: refuse a host or GPU
-   owned by another team, register the host and GPUs (by UUID; ``host_services``), binary-COPY the
-   rows and their partial aggregates (``partition_services``), move each GPU's ``last_state`` to
-   its newest sample and mark the batch's range dirty for the rollups, in one statement.
+3. In one transaction: the idempotency claims of the batch ids, in one statement
+   (``core.idempotency_services.ingest_batches_claim``: a retry of a stored batch gets its stored
+   result back), then ``telemetry_batches_store``: per batch, refuse a host or GPU owned by another
+   team and register the host and GPUs (by UUID; ``host_services``; none of it for a host this
+   process registered the same way, ``RegistrationCache``); then for all the batches at once,
+   binary-COPY the rows, write their partial aggregates (``partition_services``), and in one
+   statement move each GPU's ``last_state`` to its newest sample, each host's ``last_seen_at``,
+   and mark each batch's range dirty for the rollups.
 4. After the commit, ask for one rollup drain for the whole fleet
    (``rollup_request_services.telemetry_rollups_request``): no task per batch.
 A batch may carry ``attribution`` (docs/attribution.md): its intervals are validated with the
@@ -17,11 +22,11 @@ batch (``attribution_validation``), need partitions for their days too, and are 
 same transaction after the registration (``attribution_services.attribution_store``); a batch
 without them runs exactly the statements it ran before.
 A Prometheus remote-write batch (``merge=True``) may carry the other part of a GPU-instant
-already stored (Prometheus splits a scrape over several requests): under a per-host advisory lock,
-one statement fills the stored rows' missing fields (``_MERGE_SQL``) and only the rest is copied;
-the agent's batches, always whole, run none of it.
+already stored (Prometheus splits a scrape over several requests): under per-host advisory locks
+(all the batches' hosts, one statement), one statement fills the stored rows' missing fields
+(``_MERGE_SQL``) and only the rest is copied; the agent's batches, always whole, run none of it.
 A cached registration that no longer holds (``StaleRegistration``) or a remembered partition that
-is gone rolls the whole transaction back, and the batch is stored once more, the long way.
+is gone rolls the whole transaction back, and the batches are stored once more, the long way.
 """
 
 from __future__ import annotations

@@ -117,8 +117,8 @@ def partials_compute(
     max_counter_gap_s: float,
     throttle_mask: int,
 ) -> list[tuple[Any, ...]]:
-    """The partial rows (``PARTIAL_COLUMNS`` order, times as epoch microseconds) of one batch:
-    one per GPU and minute. Pure: ``micros`` are the samples' times in µs since the epoch as
+    """The partial rows (``PARTIAL_COLUMNS`` order, times as epoch microseconds) of one batch, or
+    of several hosts' (``host_id`` then one per sample): one per GPU and minute. Pure: ``micros`` are the samples' times in µs since the epoch as
     stored, ``columns`` the sample fields by name (None for a missing reading; the profiling
     counters may be left out: none read)."""
     n = len(micros)
