@@ -13,7 +13,7 @@ batches through the API), so each claims inside its own transaction without call
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -43,6 +43,49 @@ def ingest_batch_claim(
         if cursor.fetchone() is not None:
             return None
     return IngestBatch.objects.get(team_id=team_id, kind=kind, client_id=client_id).result
+
+
+_CLAIM_MANY_SQL = """
+INSERT INTO api_ingestbatch (team_id, kind, client_id, result, created_at)
+SELECT %s, %s, c.client_id, c.result::jsonb, now()
+FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS c(client_id, result, n)
+ORDER BY c.n
+ON CONFLICT (team_id, kind, client_id) DO NOTHING
+RETURNING client_id
+"""
+
+
+def ingest_batches_claim(
+    *, team_id: int, kind: str, client_ids: Sequence[str], results: Sequence[dict[str, Any]]
+) -> list[dict[str, Any] | None]:
+    """``ingest_batch_claim`` for several writes of one transaction, in one statement: for each
+    client id, None when claimed now, else the stored result of the earlier write (read in a
+    second statement, only when there is one). A client id listed twice is claimed by its first
+    listing; the second gets the first's result. Call it inside the writes' transaction."""
+    if not client_ids:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _CLAIM_MANY_SQL,
+            [team_id, kind, list(client_ids), [orjson.dumps(result).decode() for result in results]],
+        )
+        claimed = {row[0] for row in cursor.fetchall()}
+    taken: set[str] = set()
+    answer: list[dict[str, Any] | None] = []
+    for client_id in client_ids:
+        fresh = client_id in claimed and client_id not in taken
+        taken.add(client_id)
+        answer.append(None if fresh else {})
+    if any(result is not None for result in answer):
+        stored = dict(
+            IngestBatch.objects.filter(
+                team_id=team_id,
+                kind=kind,
+                client_id__in=[c for c, a in zip(client_ids, answer, strict=True) if a is not None],
+            ).values_list("client_id", "result")
+        )
+        answer = [None if a is None else stored[c] for c, a in zip(client_ids, answer, strict=True)]
+    return answer
 
 
 def ingest_batch_write(

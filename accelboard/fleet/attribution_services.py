@@ -1,6 +1,6 @@
 """Writes of GPU attribution (docs/attribution.md): a telemetry batch's workloads and intervals.
 
-``attribution_store`` runs inside the batch's transaction (``ingest_services.telemetry_batch_store``),
+``attribution_store`` runs inside the batch's transaction (``ingest_services.telemetry_batches_store``),
 after the host and its GPUs are registered and the partitions exist:
 1. Each device named is this host's (a GPU, or a MIG instance whose parent GPU is): vouched for
    by the batch's registration (``registered``: the devices it lists, with their parents) or,

@@ -1,15 +1,20 @@
-"""Telemetry ingest, end to end: one batch from a decoded payload to its rows and its rollup mark.
+"""Telemetry ingest, end to end: batches from decoded payloads to their rows and rollup marks.
 
-``telemetry_batch_ingest`` is the one entry (the API's ``POST /telemetry`` calls it):
-1. Validate (``ingest_validation.telemetry_batch_parse``), without the database.
-2. Create the daily partitions the batch needs, committed before the batch's transaction
+``telemetry_batches_ingest`` is the one storage path, for one batch (``telemetry_batch_ingest``:
+the API's ``POST /telemetry``) or several in one pass (a Prometheus remote-write request: a batch
+per host, ``remote_write_services``):
+1. Validate each batch (``ingest_validation.telemetry_batch_parse``), without the database.
+2. Create the daily partitions the batches need, committed before their transaction
    (``partition_services.telemetry_partitions_ensure``): an empty partition is not data, and
    ``CREATE TABLE ... PARTITION OF`` would otherwise lock the parent table for the whole batch.
-3. In one transaction: the idempotency claim of the batch id (``core.idempotency_services``: a
-   retry of a stored batch gets its stored result back), then ``telemetry_batch_store``: refuse a host or GPU
-   owned by another team, register the host and GPUs (by UUID; ``host_services``), binary-COPY the
-   rows and their partial aggregates (``partition_services``), move each GPU's ``last_state`` to
-   its newest sample and mark the batch's range dirty for the rollups, in one statement.
+3. In one transaction: the idempotency claims of the batch ids, in one statement
+   (``core.idempotency_services.ingest_batches_claim``: a retry of a stored batch gets its stored
+   result back), then ``telemetry_batches_store``: per batch, refuse a host or GPU owned by another
+   team and register the host and GPUs (by UUID; ``host_services``; none of it for a host this
+   process registered the same way, ``RegistrationCache``); then for all the batches at once,
+   binary-COPY the rows, write their partial aggregates (``partition_services``), and in one
+   statement move each GPU's ``last_state`` to its newest sample, each host's ``last_seen_at``,
+   and mark each batch's range dirty for the rollups.
 4. After the commit, ask for one rollup drain for the whole fleet
    (``rollup_request_services.telemetry_rollups_request``): no task per batch.
 A batch may carry ``attribution`` (docs/attribution.md): its intervals are validated with the
@@ -17,18 +22,20 @@ batch (``attribution_validation``), need partitions for their days too, and are 
 same transaction after the registration (``attribution_services.attribution_store``); a batch
 without them runs exactly the statements it ran before.
 A Prometheus remote-write batch (``merge=True``) may carry the other part of a GPU-instant
-already stored (Prometheus splits a scrape over several requests): under a per-host advisory lock,
-one statement fills the stored rows' missing fields (``_MERGE_SQL``) and only the rest is copied;
-the agent's batches, always whole, run none of it.
+already stored (Prometheus splits a scrape over several requests): under per-host advisory locks
+(all the batches' hosts, one statement), one statement fills the stored rows' missing fields
+(``_MERGE_SQL``) and only the rest is copied; the agent's batches, always whole, run none of it.
 A cached registration that no longer holds (``StaleRegistration``) or a remembered partition that
-is gone rolls the whole transaction back, and the batch is stored once more, the long way.
+is gone rolls the whole transaction back, and the batches are stored once more, the long way.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import repeat
@@ -36,10 +43,11 @@ from typing import Any
 
 import numpy as np
 import orjson
+import psycopg
 from django.db import IntegrityError, connection, transaction
 
 from accelboard.core.choices import BatchKind
-from accelboard.core.idempotency_services import ingest_batch_claim, ingest_batch_result_set
+from accelboard.core.idempotency_services import ingest_batch_result_set, ingest_batches_claim
 
 from .attribution_services import attribution_range, attribution_store
 from .attribution_validation import Attribution, telemetry_batch_attribution_parse
@@ -67,52 +75,91 @@ def telemetry_batch_ingest(*, team_id: int, payload: object, merge: bool = False
     The batch's time range is marked dirty in its transaction; after the commit one rollup drain
     is asked for (``telemetry_rollups_request``, one per ``ROLLUP_INTERVAL_S`` across every web
     process). Raises ``IngestRejected`` for a batch that cannot be stored. ``merge``: samples at
-    an instant its GPU already has a row at fill that row's missing fields (``telemetry_batch_store``).
+    an instant its GPU already has a row at fill that row's missing fields (``telemetry_batches_store``).
+    ``telemetry_batches_ingest`` of this one payload: there is one storage path.
+    """
+    return telemetry_batches_ingest(team_id=team_id, payloads=[payload], merge=merge)[0]
+
+
+def telemetry_batches_ingest(
+    *, team_id: int, payloads: Sequence[object], merge: bool = False
+) -> list[dict[str, Any]]:
+    """``telemetry_batch_ingest`` of several batches (one per host: a Prometheus remote-write
+    request's) in one transaction and one pass: one claim statement for all their batch ids, one
+    COPY, one partials write, one live-state statement (``telemetry_batches_store``); the results
+    in ``payloads``' order, each as ``telemetry_batch_ingest`` returns it (a batch stored before is
+    ``duplicate`` on its own). All or nothing: an ``IngestRejected`` of a batch (its ``index`` set
+    to the payload's) stores none of them. Runs in the caller's transaction when there is one.
     """
     received_at = datetime.now(UTC)
-    batch, attribution = telemetry_batch_attribution_parse(payload, now=received_at)
-    # The result is known before the write (the samples it accepts; the intervals, unless some
+    parsed: list[tuple[TelemetryBatch, Attribution | None]] = []
+    for index, payload in enumerate(payloads):
+        try:
+            parsed.append(telemetry_batch_attribution_parse(payload, now=received_at))
+        except IngestRejected as exc:
+            exc.index = index
+            raise
+    # Each result is known before the write (the samples it accepts; the intervals, unless some
     # were stored already), so it is stored with the claim, saving the write its own UPDATE.
-    known: dict[str, Any] = {"batch_id": batch.batch_id, "accepted": len(batch.gpus)}
+    knowns: list[dict[str, Any]] = []
     # The days the samples need, and those the intervals need (each range bounded on its own:
     # the days between them, if any, are not made).
-    ranges = [(batch.start, batch.end)] if batch.start is not None and batch.end is not None else []
-    if attribution is not None:
-        known.update(attribution=len(attribution), attribution_duplicates=0)
-        if len(attribution):
-            ranges.append(attribution_range(attribution))
+    ranges: set[tuple[datetime, datetime]] = set()
+    for batch, attribution in parsed:
+        known: dict[str, Any] = {"batch_id": batch.batch_id, "accepted": len(batch.gpus)}
+        if batch.start is not None and batch.end is not None:
+            ranges.add((batch.start, batch.end))
+        if attribution is not None:
+            known.update(attribution=len(attribution), attribution_duplicates=0)
+            if len(attribution):
+                ranges.add(attribution_range(attribution))
+        knowns.append(known)
     for attempt in (1, 2):
-        for start, end in ranges:
+        for start, end in _ranges_merged(ranges):
             # Created (and committed) before the batch's transaction: an empty partition is not
             # data, and CREATE TABLE ... PARTITION OF would otherwise lock the parent table for
             # the whole batch.
             telemetry_partitions_ensure(start=start, end=end, remembered=True)
         try:
             with transaction.atomic():
-                stored = ingest_batch_claim(
-                    team_id=team_id, kind=BatchKind.TELEMETRY, client_id=batch.batch_id, result=known
+                claims = ingest_batches_claim(
+                    team_id=team_id,
+                    kind=BatchKind.TELEMETRY,
+                    client_ids=[batch.batch_id for batch, _ in parsed],
+                    results=knowns,
                 )
-                if stored is not None:
-                    return {**stored, "duplicate": True}
-                stored_counts = telemetry_batch_store(
-                    batch=batch,
+                fresh = [index for index, stored in enumerate(claims) if stored is None]
+                counts = telemetry_batches_store(
+                    batches=[parsed[index] for index in fresh],
                     team_id=team_id,
                     received_at=received_at,
-                    attribution=attribution,
                     merge=merge,
+                    indexes=fresh,
                 )
-                if stored_counts["accepted"]:
+                if any(count["accepted"] for count in counts):
                     transaction.on_commit(telemetry_rollups_request, robust=True)
-                result = {"batch_id": batch.batch_id, **stored_counts}
-                if result["accepted"] != known["accepted"]:
-                    raise AssertionError(f"telemetry {batch.batch_id}: wrote {result}, claimed {known}")
-                if result != known:  # some intervals were stored already
-                    ingest_batch_result_set(
-                        team_id=team_id, kind=BatchKind.TELEMETRY, client_id=batch.batch_id, result=result
-                    )
+                results: list[dict[str, Any]] = []
+                written = dict(zip(fresh, counts, strict=True))
+                for index, (stored, known) in enumerate(zip(claims, knowns, strict=True)):
+                    if stored is not None:
+                        results.append({**stored, "duplicate": True})
+                        continue
+                    result = {"batch_id": known["batch_id"], **written[index]}
+                    if result["accepted"] != known["accepted"]:
+                        raise AssertionError(
+                            f"telemetry {known['batch_id']}: wrote {result}, claimed {known}"
+                        )
+                    if result != known:  # some intervals were stored already
+                        ingest_batch_result_set(
+                            team_id=team_id,
+                            kind=BatchKind.TELEMETRY,
+                            client_id=known["batch_id"],
+                            result=result,
+                        )
+                    results.append({**result, "duplicate": False})
         except StaleRegistration:
-            # The cached registration no longer held (dropped by the store): all rolled back;
-            # the second attempt registers the long way.
+            # A cached registration no longer held (dropped by the store): all rolled back;
+            # the second attempt registers those hosts the long way.
             if attempt == 2:
                 raise
             continue
@@ -122,8 +169,19 @@ def telemetry_batch_ingest(*, team_id: int, payload: object, merge: bool = False
                 raise
             telemetry_partitions_forget()
             continue
-        return {**result, "duplicate": False}
+        return results
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _ranges_merged(ranges: set[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """The ranges, overlapping ones (a request's hosts: the same scrape times) made one."""
+    merged: list[tuple[datetime, datetime]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _owned_elsewhere(*, batch: TelemetryBatch, team_id: int) -> IngestRejected | None:
@@ -156,81 +214,37 @@ def _owned_elsewhere(*, batch: TelemetryBatch, team_id: int) -> IngestRejected |
     return None
 
 
-# One statement after the COPY: each GPU's ``last_state`` moves to its newest sample of the batch
-# (unless it has a newer one), the host's ``last_seen_at`` to the time of the request, and the
-# batch's range is marked dirty for the rollups (a merged batch's ``last_state`` adds its fields to
-# a state of the same instant instead of replacing it). It returns what the fast path must confirm: the
-# host still belongs to the token's team, and every GPU of the batch is still on that host.
+# One statement after the COPY, for every batch of the call: each GPU's ``last_state`` moves to
+# its newest sample of the batch (unless it has a newer one), each host's ``last_seen_at`` to the
+# time of the request, and each batch's range is marked dirty for the rollups (a merged batch's
+# ``last_state`` adds its fields to a state of the same instant instead of replacing it). It
+# returns what the fast path must confirm: the hosts that are not the token's team's, and those
+# with a GPU of their batch no longer on them.
 _FINAL_SQL = """
 WITH dirty AS (
-    INSERT INTO fleet_telemetrydirtyrange (start, "end", host_id, created_at) VALUES (%s, %s, %s, now())
+    INSERT INTO fleet_telemetrydirtyrange (start, "end", host_id, created_at)
+    SELECT d.start, d.end, d.host_id, now()
+    FROM unnest(%s::timestamptz[], %s::timestamptz[], %s::int8[]) AS d(start, "end", host_id)
 ),
 host AS (
     UPDATE fleet_host SET last_seen_at = %s
-    WHERE id = %s AND team_id = %s AND (last_seen_at IS NULL OR last_seen_at < %s)
+    WHERE id = ANY(%s::int8[]) AND team_id = %s AND (last_seen_at IS NULL OR last_seen_at < %s)
     RETURNING id
 ),
 state AS (
     UPDATE fleet_accelerator AS a
     SET last_state = {state}, last_seen_at = v.seen
-    FROM (VALUES {values}) AS v(id, state, seen)
+    FROM unnest(%s::int8[], %b::text[], %s::timestamptz[]) AS v(id, state, seen)
     WHERE a.id = v.id
       AND (a.last_state->>'time' IS NULL OR (a.last_state->>'time')::timestamptz <= v.seen)
     RETURNING a.id
 )
 SELECT
-    (SELECT count(*) FROM fleet_host WHERE id = %s AND team_id = %s),
-    (SELECT count(*) FROM fleet_accelerator WHERE id = ANY(%s) AND host_id = %s)
+    ARRAY(SELECT h FROM unnest(%s::int8[]) AS h
+          WHERE NOT EXISTS (SELECT 1 FROM fleet_host WHERE id = h AND team_id = %s)),
+    ARRAY(SELECT DISTINCT p.host_id FROM unnest(%s::int8[], %s::int8[]) AS p(host_id, id)
+          WHERE NOT EXISTS (SELECT 1 FROM fleet_accelerator WHERE id = p.id AND host_id = p.host_id))
 """
-
-
-def _final_write(
-    *,
-    batch: TelemetryBatch,
-    host_id: int,
-    team_id: int,
-    accelerator_ids: list[int],
-    received_at: datetime,
-    also: list[int],
-    merge: bool = False,
-) -> bool:
-    """Run ``_FINAL_SQL``; True when the host is the team's and every GPU is on it (those of the
-    samples, and ``also``: devices without samples the batch relied on)."""
-    codes = np.fromiter(accelerator_ids, dtype=np.int64, count=len(accelerator_ids))
-    epochs = np.fromiter(batch.epochs, dtype=np.float64, count=len(batch.epochs))
-    order = np.lexsort((epochs, codes))
-    sorted_codes = codes[order]
-    newest = order[np.r_[sorted_codes[1:] != sorted_codes[:-1], True]]
-    values, params = [], []
-    for index in newest.tolist():
-        seen = datetime.fromtimestamp(batch.epochs[index], UTC)
-        state = {**batch.samples[index], "time": seen.isoformat()}
-        if merge:
-            state = {name: value for name, value in state.items() if value is not None}
-        values.append("(%s::bigint, %s, %s::timestamptz)")
-        params.extend([accelerator_ids[index], orjson.dumps(state).decode(), seen])
-    distinct = sorted({*accelerator_ids, *also})
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _FINAL_SQL.format(values=", ".join(values), state=_MERGED_STATE if merge else "v.state::jsonb"),
-            [
-                batch.start,
-                batch.end,
-                host_id,
-                received_at,
-                host_id,
-                team_id,
-                received_at,
-                *params,
-                host_id,
-                team_id,
-                distinct,
-                host_id,
-            ],
-        )
-        hosts, gpus = cursor.fetchone()
-    return hosts == 1 and gpus == len(distinct)
-
 
 _MERGED = "(a.last_state || v.state::jsonb)"
 # The merged state's memory total, as ``_MERGED_TOTAL`` computes the row's.
@@ -241,11 +255,99 @@ _MERGED_STATE = f"""CASE WHEN (a.last_state->>'time')::timestamptz = v.seen
                 + coalesce(({_MERGED}->>'mem_reserved_bytes')::bigint, 0))
             ELSE '{{}}'::jsonb END
         ELSE v.state::jsonb END"""
+_FINAL_SQL_REPLACE = _FINAL_SQL.format(state="v.state::jsonb")
+_FINAL_SQL_MERGE = _FINAL_SQL.format(state=_MERGED_STATE)
 
-# Remote-write merge (``telemetry_batch_store(merge=True)``). Two requests of one host merging at
-# once would both miss the other's uncommitted rows and both insert: a lock per host serializes
-# them (taken in its own statement, so the merge's snapshot sees what the lock's holder committed).
+
+def _execute(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    """Run ``sql`` with server-side binding, prepared once per connection: its arrays travel as
+    they are (Django's cursors bind on the client, quoting each element of a text array; a ``%b``
+    parameter travels in binary, unquoted), and parsing and planning it cost more server CPU than
+    running it."""
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, prepare=True)
+        return cursor.fetchall()
+
+
+@dataclass
+class _Stored:
+    """One batch of a ``telemetry_batches_store`` call, registered: what the one-pass write needs."""
+
+    batch: TelemetryBatch
+    host_id: int
+    accelerator_ids: list[int]  # per sample
+    times: list[datetime]  # per sample
+    known: dict[str, int]  # the host's GPUs' ids by UUID
+    parts: frozenset[bytes]  # what it registers (``_registration_parts``)
+    unchanged: bool  # registering it changed nothing (``RegistrationCache.put``)
+    cached: bool
+    also: list[int]  # devices without samples whose registration the final statement confirms
+
+
+def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, merge: bool) -> set[int]:
+    """Run ``_FINAL_SQL`` for ``stored``; return the ids of the hosts that did not hold (not the
+    team's, or a GPU of the batch not on it: those of the samples and ``also``)."""
+    starts, ends, hosts = [], [], []
+    state_ids: list[int] = []
+    states: list[str] = []
+    seens: list[datetime] = []
+    pair_hosts: list[int] = []
+    pair_ids: list[int] = []
+    for entry in stored:
+        batch = entry.batch
+        starts.append(batch.start)
+        ends.append(batch.end)
+        hosts.append(entry.host_id)
+        codes = np.fromiter(entry.accelerator_ids, dtype=np.int64, count=len(entry.accelerator_ids))
+        epochs = np.fromiter(batch.epochs, dtype=np.float64, count=len(batch.epochs))
+        order = np.lexsort((epochs, codes))
+        sorted_codes = codes[order]
+        newest = order[np.r_[sorted_codes[1:] != sorted_codes[:-1], True]]
+        for index in newest.tolist():
+            seen = entry.times[index]
+            state = {**batch.samples[index], "time": seen.isoformat()}
+            if merge:
+                state = {name: value for name, value in state.items() if value is not None}
+            state_ids.append(entry.accelerator_ids[index])
+            states.append(orjson.dumps(state).decode())
+            seens.append(seen)
+        distinct = sorted({*entry.accelerator_ids, *entry.also})
+        pair_hosts.extend(repeat(entry.host_id, len(distinct)))
+        pair_ids.extend(distinct)
+    [(foreign, moved)] = _execute(
+        _FINAL_SQL_MERGE if merge else _FINAL_SQL_REPLACE,
+        [
+            starts, ends, hosts,
+            received_at, hosts, team_id, received_at,
+            state_ids, states, seens,
+            hosts, team_id,
+            pair_hosts, pair_ids,
+        ],
+    )  # fmt: skip
+    return {*foreign, *moved}
+
+
+# Remote-write merge (``telemetry_batches_store(merge=True)``). Two requests of one host merging at
+# once would both miss the other's uncommitted rows and both insert: a lock per host name
+# serializes them, taken before anything else of the call (so the merge's snapshot sees what the
+# lock's holder committed, and no request holds a row another waits for while it waits for a
+# lock), for all its hosts in one statement, in key order (no deadlock between two requests
+# carrying the same hosts: Prometheus's shards each carry a slice of every host).
 _ADVISORY_MERGE = 7_310_003
+_LOCK_SQL = "SELECT count(pg_advisory_xact_lock(%s, k)) FROM unnest(%s::int4[]) WITH ORDINALITY AS u(k, n)"
+
+
+def _merge_keys(hostnames: Iterable[str]) -> list[int]:
+    """The merge locks' keys (signed 32-bit, from the host names), sorted, each once."""
+    return sorted(
+        {
+            int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4).digest(), "big", signed=True)
+            for name in hostnames
+        }
+    )
+
+
 # dcgm-exporter's framebuffer parts may come in different requests: once the merged row has both
 # used and free, its total is their sum with the reserved part (when known), whichever request
 # brought which (the mapping computes the same when they come together); else as any field.
@@ -255,7 +357,7 @@ _MERGED_TOTAL = """mem_total_bytes = CASE
         THEN COALESCE(s.mem_used_bytes, v.mem_used_bytes) + COALESCE(s.mem_free_bytes, v.mem_free_bytes)
             + COALESCE(s.mem_reserved_bytes, v.mem_reserved_bytes, 0)
         ELSE COALESCE(s.mem_total_bytes, v.mem_total_bytes) END"""
-# One statement: fill the stored rows of the batch's GPU-instants (the range bounds prune the
+# One statement: fill the stored rows of the batches' GPU-instants (the range bounds prune the
 # partitions), record their range as raw-only (the partials written with the stored part no longer
 # describe these rows: rollups near them read raw rows, ``TelemetryRawRange``), and return which
 # samples were merged.
@@ -282,23 +384,15 @@ SELECT DISTINCT n FROM merged
 
 
 def _merge_stored(
-    *, batch: TelemetryBatch, host_id: int, accelerator_ids: list[int], times: list[datetime]
+    *, accelerator_ids: list[int], times: list[datetime], columns: Mapping[str, list[Any]]
 ) -> set[int]:
-    """Fill the stored rows at the batch's GPU-instants with the batch's fields (a field a row
-    has stays); return the indexes of the samples merged (the rest is to be copied)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_ADVISORY_MERGE, host_id])
-        cursor.execute(
-            _MERGE_SQL,
-            [
-                accelerator_ids,
-                times,
-                *(batch.columns[name] for name in SAMPLE_FIELDS),
-                batch.start,
-                batch.end,
-            ],
-        )
-        return {int(row[0]) - 1 for row in cursor.fetchall()}
+    """Fill the stored rows at the samples' GPU-instants with their fields (a field a row has
+    stays); return the indexes of the samples merged (the rest is to be copied)."""
+    rows = _execute(
+        _MERGE_SQL,
+        [accelerator_ids, times, *(columns[name] for name in SAMPLE_FIELDS), min(times), max(times)],
+    )
+    return {int(row[0]) - 1 for row in rows}
 
 
 class StaleRegistration(Exception):
@@ -309,16 +403,36 @@ class StaleRegistration(Exception):
 @dataclass
 class _Registered:
     host_id: int
-    digest: str
+    parts: frozenset[bytes]
     accelerators: dict[str, int]
     expires: float
 
 
-class RegistrationCache:
-    """What this process last registered per (team, hostname): the host id, the digest of the
-    facts and GPUs it registered, and the GPUs' ids by UUID.
+# Parts kept per host (``_registration_parts``): its facts and GPUs, as registered by its batches.
+PARTS_KEPT = 1_024
 
-    A batch with the same digest skips ``host_register`` and the ownership checks (4-8 queries);
+
+def _registration_parts(batch: TelemetryBatch) -> frozenset[bytes]:
+    """What the batch registers, in parts: its host facts, and each GPU. A remote-write request
+    carries a slice of a host's series (Prometheus's shards), so each request registers another
+    subset of the host's GPUs: one registered before in parts needs no registration either."""
+    try:
+        return frozenset(
+            [
+                orjson.dumps({"host": batch.host_facts}, option=orjson.OPT_SORT_KEYS),
+                *(orjson.dumps(gpu, option=orjson.OPT_SORT_KEYS) for gpu in batch.accelerators),
+            ]
+        )
+    except TypeError:  # an integer beyond 64 bits in the facts: the batch as a whole
+        return frozenset([batch.registration_digest.encode()])
+
+
+class RegistrationCache:
+    """What this process last registered per (team, hostname): the host id, the facts and GPUs it
+    registered (``_registration_parts``; those of several batches while the later ones changed
+    nothing), and the GPUs' ids by UUID.
+
+    A batch registering nothing else skips ``host_register`` and the ownership checks (4-8 queries);
     what could have changed since (the host moved to another team by an admin, a GPU re-seated in
     another host by another process) is confirmed by the batch's final statement, and a mismatch
     rolls the batch back and redoes it the long way. Entries live ``ttl`` seconds, so facts that
@@ -331,20 +445,38 @@ class RegistrationCache:
         self._entries: dict[tuple[int, str], _Registered] = {}
         self._lock = threading.Lock()
 
-    def get(self, *, team_id: int, hostname: str, digest: str) -> _Registered | None:
+    def get(self, *, team_id: int, hostname: str, parts: frozenset[bytes]) -> _Registered | None:
         entry = self._entries.get((team_id, hostname))
-        if entry is None or entry.digest != digest or entry.expires < time.monotonic():
+        if entry is None or not parts <= entry.parts or entry.expires < time.monotonic():
             return None
         return entry
 
     def put(
-        self, *, team_id: int, hostname: str, digest: str, host_id: int, accelerators: dict[str, int]
+        self,
+        *,
+        team_id: int,
+        hostname: str,
+        parts: frozenset[bytes],
+        host_id: int,
+        accelerators: dict[str, int],
+        unchanged: bool = False,
     ) -> None:
+        """``unchanged``: registering ``parts`` changed nothing in the database, so the parts
+        kept for the host (unexpired, same host id) stay good beside them."""
         with self._lock:
             if len(self._entries) >= self.size:
                 self._entries.clear()
+            entry = self._entries.get((team_id, hostname))
+            now = time.monotonic()
+            if unchanged and entry is not None and entry.host_id == host_id and entry.expires >= now:
+                kept = entry.parts | parts
+                if len(kept) <= PARTS_KEPT:
+                    self._entries[(team_id, hostname)] = _Registered(
+                        host_id, kept, {**entry.accelerators, **accelerators}, entry.expires
+                    )
+                    return
             self._entries[(team_id, hostname)] = _Registered(
-                host_id, digest, dict(accelerators), time.monotonic() + self.ttl
+                host_id, parts, dict(accelerators), now + self.ttl
             )
 
     def drop(self, *, team_id: int, hostname: str) -> None:
@@ -413,11 +545,14 @@ def _registered_as_is(*, batch: TelemetryBatch, team_id: int) -> tuple[int, dict
     return host_id, known
 
 
-def _register(*, batch: TelemetryBatch, team_id: int, received_at: datetime) -> tuple[int, dict[str, int]]:
-    """Ownership checks, ``host_register``, the GPUs' ids by UUID; one query when nothing changed."""
+def _register(
+    *, batch: TelemetryBatch, team_id: int, received_at: datetime
+) -> tuple[int, dict[str, int], bool]:
+    """Ownership checks, ``host_register``, the GPUs' ids by UUID, and whether nothing changed
+    (then it took one query)."""
     as_is = _registered_as_is(batch=batch, team_id=team_id)
     if as_is is not None:
-        return as_is
+        return *as_is, True
     conflict = _owned_elsewhere(batch=batch, team_id=team_id)
     if conflict is not None:
         raise conflict
@@ -439,44 +574,136 @@ def _register(*, batch: TelemetryBatch, team_id: int, received_at: datetime) -> 
         known.update(
             Accelerator.objects.filter(host=host, uuid__in=missing).values_list("uuid", "pk").iterator()
         )
-    return host.pk, known
+    return host.pk, known, False
 
 
-def telemetry_batch_store(
+def telemetry_batches_store(
     *,
-    batch: TelemetryBatch,
+    batches: Sequence[tuple[TelemetryBatch, Attribution | None]],
     team_id: int,
     received_at: datetime,
-    attribution: Attribution | None = None,
     merge: bool = False,
-) -> dict[str, int]:
-    """Register host and GPUs, store the attribution intervals, COPY the samples, update live
-    state, mark the range dirty; return ``{"accepted": rows copied}``, with ``attribution`` and
-    ``attribution_duplicates`` (``attribution_services.attribution_store``) when it is given.
+    indexes: Sequence[int] | None = None,
+) -> list[dict[str, int]]:
+    """Register each batch's host and GPUs, store its attribution intervals, then for all the
+    batches at once: COPY the samples, write their partials, update live state and mark the ranges
+    dirty; return per batch ``{"accepted": rows stored}``, with ``attribution`` and
+    ``attribution_duplicates`` (``attribution_services.attribution_store``) when it carries them.
 
-    Must run inside a transaction (the caller's), after the partitions for the batch's time range
-    exist. ``Host.last_seen_at`` is when the agent last reported (``received_at``), whatever the
-    age of its samples; ``Accelerator.last_seen_at`` is the time of the GPU's newest sample.
+    Must run inside a transaction (the caller's), after the partitions for the batches' time
+    ranges exist. ``Host.last_seen_at`` is when the host last reported (``received_at``), whatever
+    the age of its samples; ``Accelerator.last_seen_at`` is the time of the GPU's newest sample.
 
     Round trips: a batch that registers what its host's previous batch registered (the agent
-    repeats its facts in every batch) takes the COPY and one statement (``_FINAL_SQL``); other
-    batches register first (``_register``). Raises ``StaleRegistration`` when the cached
-    registration no longer holds: the caller rolls back and calls again (the cache is dropped).
+    repeats its facts in every batch; Prometheus's series name the same GPUs) costs none of its
+    own: all the batches take the COPY, the partials write and one statement (``_FINAL_SQL``);
+    other batches register first (``_register``, in host-name order). Raises
+    ``StaleRegistration`` when a cached registration no longer holds: the caller rolls back and
+    calls again (those hosts' cache entries are dropped).
 
     ``merge`` (Prometheus remote-write): a sample whose GPU already has a row at its instant fills
-    that row's NULL fields instead of adding a row (``_merge_stored``, under a per-host lock); the
-    rest is copied. Accepted counts both.
+    that row's NULL fields instead of adding a row (``_merge_stored``: one statement for all the
+    batches, under the batches' host locks, ``_LOCK_SQL``); the rest is copied. Accepted counts both.
+    ``indexes``: each batch's index for an ``IngestRejected`` (default: its position).
     """
     if not transaction.get_connection().in_atomic_block:
-        raise RuntimeError("telemetry_batch_store must run inside a transaction")
-    digest = batch.registration_digest
-    cached = registrations.get(team_id=team_id, hostname=batch.hostname, digest=digest)
+        raise RuntimeError("telemetry_batches_store must run inside a transaction")
+    positions = list(indexes) if indexes is not None else list(range(len(batches)))
+    if merge and any(batch.gpus for batch, _ in batches):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _LOCK_SQL,
+                [_ADVISORY_MERGE, _merge_keys(batch.hostname for batch, _ in batches if batch.gpus)],
+            )
+    results: list[dict[str, int]] = [{"accepted": 0} for _ in batches]
+    stored: list[_Stored] = []
+    # Registration in host-name order (the rows it locks, in one order in every transaction).
+    for slot in sorted(range(len(batches)), key=lambda n: batches[n][0].hostname):
+        batch, attribution = batches[slot]
+        try:
+            registration = _batch_register(
+                batch=batch, attribution=attribution, team_id=team_id, received_at=received_at
+            )
+        except IngestRejected as exc:
+            exc.index = positions[slot]
+            raise
+        results[slot] = {"accepted": len(batch.gpus), **registration.counts}
+        if registration.stored is not None:
+            stored.append(registration.stored)
+    if not stored:
+        return results
+    host_of_row: list[int] = []
+    ids: list[int] = []
+    times: list[datetime] = []
+    columns: dict[str, list[Any]] = {name: [] for name in SAMPLE_FIELDS}
+    for entry in stored:
+        host_of_row.extend(repeat(entry.host_id, len(entry.times)))
+        ids.extend(entry.accelerator_ids)
+        times.extend(entry.times)
+        for name in SAMPLE_FIELDS:
+            columns[name].extend(entry.batch.columns[name])
+    total, done = len(ids), set()
+    if merge:
+        done = _merge_stored(accelerator_ids=ids, times=times, columns=columns)
+        if done:
+            keep = [i for i in range(len(times)) if i not in done]
+            host_of_row = [host_of_row[i] for i in keep]
+            ids = [ids[i] for i in keep]
+            times = [times[i] for i in keep]
+            columns = {name: [values[i] for i in keep] for name, values in columns.items()}
+    rows = zip(times, host_of_row, ids, *(columns[name] for name in SAMPLE_FIELDS), strict=True)
+    copied = telemetry_copy(rows=rows, columns=COPY_COLUMNS, partials_follow=True)
+    if copied + len(done) != total:
+        raise AssertionError(f"telemetry: stored {copied} + merged {len(done)} of {total} samples")
+    telemetry_partials_write(
+        host_id=stored[0].host_id if len(stored) == 1 else host_of_row,
+        accelerator_ids=ids,
+        times=times,
+        columns=columns,
+    )
+    failed = _final_write(stored=stored, team_id=team_id, received_at=received_at, merge=merge)
+    if failed:
+        stale = False
+        for entry in stored:
+            if entry.host_id in failed:
+                registrations.drop(team_id=team_id, hostname=entry.batch.hostname)
+                stale = stale or entry.cached
+        if stale:
+            raise StaleRegistration(", ".join(e.batch.hostname for e in stored if e.host_id in failed))
+        raise AssertionError("a host registered in this transaction is not the team's")  # pragma: no cover
+    for entry in stored:
+        if not entry.cached:
+            registrations.put(
+                team_id=team_id,
+                hostname=entry.batch.hostname,
+                parts=entry.parts,
+                host_id=entry.host_id,
+                accelerators=entry.known,
+                unchanged=entry.unchanged,
+            )
+    return results
+
+
+@dataclass
+class _Registration:
+    counts: dict[str, int]  # the attribution's, when the batch carries it
+    stored: _Stored | None  # None: no samples (done here)
+
+
+def _batch_register(
+    *, batch: TelemetryBatch, attribution: Attribution | None, team_id: int, received_at: datetime
+) -> _Registration:
+    """One batch's part of ``telemetry_batches_store`` before the one-pass write: its host and GPUs
+    (cached, else ``_register``), its attribution intervals; a batch without samples is done here."""
+    parts = _registration_parts(batch)
+    cached = registrations.get(team_id=team_id, hostname=batch.hostname, parts=parts)
     if cached is not None and not set(batch.gpus) <= cached.accelerators.keys():
         cached = None
+    unchanged = True
     if cached is not None:
         host_id, known = cached.host_id, cached.accelerators
     else:
-        host_id, known = _register(batch=batch, team_id=team_id, received_at=received_at)
+        host_id, known, unchanged = _register(batch=batch, team_id=team_id, received_at=received_at)
     counts: dict[str, int] = {}
     # The devices the batch lists (and, for a MIG instance, its parent) whose registration this
     # transaction checked (``_register``) or, from the cache, ``_FINAL_SQL`` confirms below: the
@@ -492,23 +719,28 @@ def telemetry_batch_store(
     if attribution is not None:
         counts = {"attribution": 0, "attribution_duplicates": 0}
         if len(attribution):
-            stored = attribution_store(
+            written = attribution_store(
                 attribution=attribution, team_id=team_id, host_id=host_id, registered=vouched
             )
-            if stored is None:  # the host is no longer the team's
+            if written is None:  # the host is no longer the team's
                 registrations.drop(team_id=team_id, hostname=batch.hostname)
                 if cached is not None:
                     raise StaleRegistration(batch.hostname)
                 raise AssertionError(
                     "a host registered in this transaction is not the team's"
                 )  # pragma: no cover
-            counts = {"attribution": stored[0], "attribution_duplicates": stored[1]}
+            counts = {"attribution": written[0], "attribution_duplicates": written[1]}
     if not batch.gpus:
         if cached is None:
             registrations.put(
-                team_id=team_id, hostname=batch.hostname, digest=digest, host_id=host_id, accelerators=known
+                team_id=team_id,
+                hostname=batch.hostname,
+                parts=parts,
+                host_id=host_id,
+                accelerators=known,
+                unchanged=unchanged,
             )
-        return {"accepted": 0, **counts}
+        return _Registration(counts, None)
     missing = set(batch.gpus) - known.keys()
     if missing:
         index = next(i for i, gpu in enumerate(batch.gpus) if gpu in missing)
@@ -518,45 +750,19 @@ def telemetry_batch_store(
             path=f"samples[{index}].gpu",
             code="unknown_accelerator",
         )
-    accelerator_ids = list(map(known.__getitem__, batch.gpus))
     # 1 Hz agents repeat each instant once per GPU: build each datetime once.
     stamps = {epoch: datetime.fromtimestamp(epoch, UTC) for epoch in set(batch.epochs)}
-    times = list(map(stamps.__getitem__, batch.epochs))
-    columns = batch.columns
-    copy_ids, copy_times, merged = accelerator_ids, times, 0
-    if merge:
-        done = _merge_stored(batch=batch, host_id=host_id, accelerator_ids=accelerator_ids, times=times)
-        if done:
-            keep = [i for i in range(len(times)) if i not in done]
-            copy_ids = [accelerator_ids[i] for i in keep]
-            copy_times = [times[i] for i in keep]
-            columns = {name: [values[i] for i in keep] for name, values in batch.columns.items()}
-            merged = len(done)
-    rows = zip(
-        copy_times,
-        repeat(host_id),
-        copy_ids,
-        *(columns[name] for name in SAMPLE_FIELDS),
-        strict=False,
+    return _Registration(
+        counts,
+        _Stored(
+            batch=batch,
+            host_id=host_id,
+            accelerator_ids=list(map(known.__getitem__, batch.gpus)),
+            known=known,
+            parts=parts,
+            unchanged=unchanged,
+            times=list(map(stamps.__getitem__, batch.epochs)),
+            cached=cached is not None,
+            also=list(vouched.values()) if attribution is not None and cached is not None else [],
+        ),
     )
-    copied = telemetry_copy(rows=rows, columns=COPY_COLUMNS, partials_follow=True)
-    telemetry_partials_write(host_id=host_id, accelerator_ids=copy_ids, times=copy_times, columns=columns)
-    confirmed = _final_write(
-        batch=batch,
-        host_id=host_id,
-        team_id=team_id,
-        accelerator_ids=accelerator_ids,
-        received_at=received_at,
-        also=list(vouched.values()) if attribution is not None and cached is not None else [],
-        merge=merge,
-    )
-    if not confirmed:
-        registrations.drop(team_id=team_id, hostname=batch.hostname)
-        if cached is not None:
-            raise StaleRegistration(batch.hostname)
-        raise AssertionError("a host registered in this transaction is not the team's")  # pragma: no cover
-    if cached is None:
-        registrations.put(
-            team_id=team_id, hostname=batch.hostname, digest=digest, host_id=host_id, accelerators=known
-        )
-    return {"accepted": copied + merged, **counts}

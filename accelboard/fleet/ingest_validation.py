@@ -103,6 +103,8 @@ class IngestRejected(Exception):
         self.path = path
         self.code = code
         self.status = status
+        # Which batch of several (``ingest_services.telemetry_batches_ingest``) was refused.
+        self.index: int | None = None
 
 
 # UTC offsets in use run from -12:00 to +14:00; beyond that a time is a typo (PostgreSQL refuses
@@ -231,7 +233,7 @@ class TelemetryBatch:
     @property
     def registration_digest(self) -> str:
         """What this batch registers (host facts and GPUs), as a short digest: a batch equal to
-        the last one seen for its host needs no registration (``telemetry_batch_store``)."""
+        the last one seen for its host needs no registration (``ingest_services``)."""
         try:
             text = orjson.dumps([self.host_facts, self.accelerators], option=orjson.OPT_SORT_KEYS)
         except TypeError:  # an integer beyond 64 bits in the facts

@@ -109,7 +109,7 @@ def _out(values: np.ndarray, present: np.ndarray) -> list[Any]:
 
 def partials_compute(
     *,
-    host_id: int,
+    host_id: int | Sequence[int],
     accelerator_ids: Sequence[int],
     micros: np.ndarray,
     columns: Mapping[str, Sequence[Any]],
@@ -117,8 +117,8 @@ def partials_compute(
     max_counter_gap_s: float,
     throttle_mask: int,
 ) -> list[tuple[Any, ...]]:
-    """The partial rows (``PARTIAL_COLUMNS`` order, times as epoch microseconds) of one batch:
-    one per GPU and minute. Pure: ``micros`` are the samples' times in µs since the epoch as
+    """The partial rows (``PARTIAL_COLUMNS`` order, times as epoch microseconds) of one batch, or
+    of several hosts' (``host_id`` then one per sample): one per GPU and minute. Pure: ``micros`` are the samples' times in µs since the epoch as
     stored, ``columns`` the sample fields by name (None for a missing reading; the profiling
     counters may be left out: none read)."""
     n = len(micros)
@@ -167,7 +167,10 @@ def partials_compute(
 
     result: dict[str, list[Any]] = {}
     result["bucket"] = bucket[starts].tolist()
-    result["host_id"] = [host_id] * len(starts)
+    if isinstance(host_id, int):
+        result["host_id"] = [host_id] * len(starts)
+    else:  # one per sample (several hosts' batches at once)
+        result["host_id"] = np.asarray(host_id, dtype=np.int64)[order][starts].tolist()
     result["accelerator_id"] = gpus[starts].tolist()
     result["first_time"] = t[starts].tolist()
     result["last_time"] = t[lasts].tolist()

@@ -233,13 +233,14 @@ _PARTIAL_MERGE_SQL = partial_merge_sql()
 
 def telemetry_partials_write(
     *,
-    host_id: int,
+    host_id: int | Sequence[int],
     accelerator_ids: Sequence[int],
     times: Sequence[datetime],
     columns: Mapping[str, Sequence[Any]],
 ) -> int:
-    """Write the partial aggregates (fleet/partials.py) of one batch just copied with
-    ``telemetry_copy(partials_follow=True)``, in the same transaction; return the rows written.
+    """Write the partial aggregates (fleet/partials.py) of the rows just copied with
+    ``telemetry_copy(partials_follow=True)``, in the same transaction, in one statement; return
+    the rows written. ``host_id``: the batch's host, or one per row (several hosts' batches);
     ``times`` are the datetimes COPY wrote, ``columns`` the sample fields by name."""
     if not times:
         return 0

@@ -3,17 +3,17 @@
 ``prometheus_write_ingest``:
 1. Decode (``remote_write``: snappy, the protobuf WriteRequest) and map dcgm-exporter's series into
    one telemetry batch per host (``remote_write.dcgm_map``), all without the database.
-2. Each host's batch goes through ``ingest_services.telemetry_batch_ingest`` (validation,
-   registration, the idempotency claim, COPY, the rollup mark), all hosts in one transaction: a
-   request with one bad series stores nothing. A refusal of the telemetry path names the series
+2. The hosts' batches go through ``ingest_services.telemetry_batches_ingest`` together (validation,
+   registration, the idempotency claims, COPY, the rollup marks: one pass, set-based statements for
+   the whole request), in one transaction: a request with one bad series stores nothing. A refusal of the telemetry path names the series
    that gave the refused field (``samples[3].power_w`` becomes that series' labels) and is a 400
    (Prometheus drops a 4xx, retries a 5xx: data that fails validation fails again).
 3. Idempotency: each host's batch id is the hash of the decompressed body and the host name, so a
    request Prometheus sends again stores nothing twice (the telemetry path's batch claim).
 4. A GPU-instant split over several requests (Prometheus shards series and cuts requests at
    ``max_samples_per_send``) becomes one row: the telemetry path's merge (``merge=True``) fills the
-   stored row's missing fields with a later part's, under a lock per host, taken in host-name order
-   in every request (no deadlock between two requests carrying the same hosts).
+   stored row's missing fields with a later part's, under a lock per host, all the request's taken
+   first, in one statement, in key order (no deadlock between two requests carrying the same hosts).
 5. The pods dcgm-exporter names on a GPU (``pod``, ``namespace``, ``container``) become the batch's
    ``attribution`` (``remote_write_pods``: one instant holds until the GPU's next, at most the
    scrape interval). ``_pods_attribution`` takes the attribution's lock of the request's hosts
@@ -42,7 +42,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from .attribution_services import ADVISORY_ATTRIBUTION, attribution_extend
-from .ingest_services import telemetry_batch_ingest
+from .ingest_services import telemetry_batches_ingest
 from .ingest_validation import IngestRejected
 from .models import PrometheusUnknownMetric
 from .remote_write import (
@@ -211,10 +211,11 @@ def prometheus_write_ingest(
     stored = duplicates = 0
     with transaction.atomic():
         pods = _pods_attribution(team_id=team_id, hosts=mapped.hosts)
-        # Hosts in one order in every request (by name): each takes its host's merge lock, and
-        # Prometheus's shards each carry a slice of every host, so requests storing their hosts in
-        # the order they list them would wait on each other's locks in a cycle (a deadlock).
-        for batch in sorted(mapped.hosts, key=lambda host: host.hostname):
+        # One pass of the telemetry path for all the request's hosts (one claim statement, one
+        # lock statement, one merge, one COPY, ...: ``telemetry_batches_ingest``), a batch a host.
+        batches = sorted(mapped.hosts, key=lambda host: host.hostname)
+        payloads: list[dict[str, Any]] = []
+        for batch in batches:
             host_digest = hashlib.blake2b(batch.hostname.encode(), digest_size=8).hexdigest()
             payload = {
                 "batch_id": f"prometheus:{digest}:{host_digest}",
@@ -224,10 +225,14 @@ def prometheus_write_ingest(
             }
             if batch.hostname in pods:
                 payload["attribution"] = pods[batch.hostname]
-            try:
-                result = telemetry_batch_ingest(team_id=team_id, payload=payload, merge=True)
-            except IngestRejected as exc:
-                raise _named(exc, batch) from None
+            payloads.append(payload)
+        try:
+            results = telemetry_batches_ingest(team_id=team_id, payloads=payloads, merge=True)
+        except IngestRejected as exc:
+            if exc.index is None:
+                raise
+            raise _named(exc, batches[exc.index]) from None
+        for result in results:
             if result["duplicate"]:
                 duplicates += 1
             else:

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from django.db import close_old_connections, connection, transaction
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from accelboard.core.pipeline_selectors import pipeline_status
-from accelboard.fleet import remote_write_services
+from accelboard.fleet import ingest_services, remote_write_services
 from accelboard.fleet.models import (
     Accelerator,
     Host,
@@ -315,10 +316,10 @@ def test_two_requests_naming_two_hosts_in_opposite_orders_do_not_deadlock(
     team: Any, ingest_token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Prometheus's shards each carry a slice of every host: request 1 lists host A then B, request
-    2 host B then A. Each waits, after its first host, for the other to have stored one too: taken
-    in the order listed, each would then hold one host's merge lock and wait for the other's (a
-    deadlock, a 500). Hosts are stored in one order in every request, so the second waits at its
-    first host instead, and both are stored."""
+    2 host B then A. Each waits, once it holds its merge locks, for the other to get there too:
+    locks taken in the order listed would each hold one host's lock and wait for the other's (a
+    deadlock, a 500). All a request's hosts' locks are taken in one statement, in one order, so the
+    second waits for the first's whole request instead, and both are stored."""
     start = (int(time.time()) // 60 - 3) * 60_000 + 5_000
     host_a = {**GPU, "Hostname": "prom-node-a", "UUID": "GPU-rw-a"}
     host_b = {**GPU, "Hostname": "prom-node-b", "UUID": "GPU-rw-b"}
@@ -334,20 +335,16 @@ def test_two_requests_naming_two_hosts_in_opposite_orders_do_not_deadlock(
         "ba": snappy(write_request(half(host_b, _HALF_B) + half(host_a, _HALF_B))),
     }
     barrier = threading.Barrier(2)
-    ingest = remote_write_services.telemetry_batch_ingest
-    local = threading.local()
+    merge = ingest_services._merge_stored
 
-    def after_first_host(**kwargs: Any) -> dict[str, Any]:
-        result = ingest(**kwargs)
-        if not getattr(local, "waited", False):
-            local.waited = True
-            try:
-                barrier.wait(3)  # the other request waits on this one's lock: it never comes
-            except threading.BrokenBarrierError:
-                pass
-        return result
+    def after_the_locks(**kwargs: Any) -> set[int]:
+        try:
+            barrier.wait(3)  # the other request waits on this one's locks: it never comes
+        except threading.BrokenBarrierError:
+            pass
+        return merge(**kwargs)
 
-    monkeypatch.setattr(remote_write_services, "telemetry_batch_ingest", after_first_host)
+    monkeypatch.setattr(ingest_services, "_merge_stored", after_the_locks)
     results: dict[str, Any] = {}
 
     def send(name: str) -> None:
@@ -372,3 +369,54 @@ def test_two_requests_naming_two_hosts_in_opposite_orders_do_not_deadlock(
         *_FIELDS
     )
     assert len(rows) == 2 and all(value is not None for row in rows for value in row)
+
+
+def test_a_request_of_many_hosts_runs_the_statements_of_a_request_of_one(
+    client: Client, ingest_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """All the hosts of a request go through the telemetry path in one pass: one claim statement,
+    one lock statement, one merge, one COPY, one partials write, one live-state statement, however
+    many hosts it carries (``ingest_services.telemetry_batches_ingest``)."""
+    now = int(time.time() * 1000) - 60_000
+    hosts = [{**GPU, "Hostname": f"prom-many-{n}", "UUID": f"GPU-many-{n}"} for n in range(6)]
+
+    def scrape(ms: int, count: int) -> bytes:
+        return snappy(write_request([s for labels in hosts[:count] for s in _scrape(ms, labels=labels)]))
+
+    assert _post(client, scrape(now, 6), ingest_token).status_code == 200  # registered
+    executed: list[str] = []
+    copy = ingest_services.telemetry_copy
+    execute = ingest_services._execute
+    monkeypatch.setattr(ingest_services, "telemetry_copy", lambda **kw: executed.append("COPY") or copy(**kw))
+    monkeypatch.setattr(
+        ingest_services, "_execute", lambda sql, params: executed.append(sql) or execute(sql, params)
+    )
+
+    def statements(body: bytes) -> list[str]:
+        with CaptureQueriesContext(connection) as captured:
+            response = _post(client, body, ingest_token)
+        assert response.status_code == 200, response.content
+        found = [q["sql"].split()[0] for q in captured.captured_queries] + [s.split()[0] for s in executed]
+        executed.clear()
+        return sorted(found)
+
+    one = statements(scrape(now + 15_000, 1))
+    six = statements(scrape(now + 30_000, 6))
+    assert one == six
+    assert (
+        TelemetrySample.objects.filter(time=datetime.fromtimestamp((now + 30_000) / 1000, UTC)).count() == 6
+    )
+
+
+def test_a_host_of_another_team_refuses_the_whole_request(
+    client: Client, ingest_token: str, other_token: str
+) -> None:
+    now = int(time.time() * 1000) - 10_000
+    # Hosts are registered in name order: ours first, then theirs refuses the request.
+    theirs = {**GPU, "Hostname": "prom-node-zz", "UUID": "GPU-rw-theirs"}
+    assert _post(client, snappy(write_request(_scrape(now, labels=theirs))), other_token).status_code == 200
+    ours = _scrape(now, labels={**GPU, "Hostname": "prom-node-00", "UUID": "GPU-rw-ours"})
+    error = _refused(client, ingest_token, snappy(write_request(ours + _scrape(now, labels=theirs))), 409)
+    assert error["code"] == "host_conflict" and "prom-node-zz" in error["message"]
+    assert not Host.objects.filter(hostname="prom-node-00").exists()
+    assert TelemetrySample.objects.count() == 1

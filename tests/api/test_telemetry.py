@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from accelboard.api import body
 from accelboard.api.services import token_revoke
 from accelboard.core.models import IngestBatch
+from accelboard.fleet import ingest_services
 from accelboard.fleet.ingest_services import telemetry_batch_ingest
 from accelboard.fleet.models import Accelerator, Host
 
@@ -439,22 +440,85 @@ def test_a_process_that_has_not_seen_the_host_still_applies_changed_facts(
     assert len(_samples_stored()) == 12
 
 
-def test_an_agent_batch_runs_no_merge_statement(client: Client, team: Any, ingest_token: str) -> None:
+def test_an_agent_batch_runs_no_merge_statement(
+    client: Client, team: Any, ingest_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The merge of split GPU-instants is the remote-write path's (``merge=True``): the agent's
     batch runs the statements it ran before, and a merging batch two more (the lock, the merge)."""
     start = time.time() - 60
     assert post_json(client, URL, telemetry_payload(n=4, start=start), ingest_token).status_code == 200
+    # The final statement and the merge run server-side bound (``ingest_services._execute``),
+    # beside Django's cursor: both are counted.
+    bound: list[str] = []
+    execute = ingest_services._execute
+
+    def spy(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        bound.append(sql)
+        return execute(sql, params)
+
+    monkeypatch.setattr(ingest_services, "_execute", spy)
 
     def statements(captured: CaptureQueriesContext) -> list[str]:
-        return [q["sql"] for q in captured.captured_queries if "pg_inherits" not in q["sql"]]
+        found = [q["sql"] for q in captured.captured_queries if "pg_inherits" not in q["sql"]] + bound
+        bound.clear()
+        return found
 
     with CaptureQueriesContext(connection) as plain:
         telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start + 2))
+    plain_sql = statements(plain)
     with CaptureQueriesContext(connection) as merging:
         telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start + 4), merge=True)
+    merging_sql = statements(merging)
     # The savepoint, the batch claim, the final statement, the release (COPY and the partials'
     # prepared statement bypass Django's cursor), as before the merge existed.
-    assert len(statements(plain)) == 4
-    assert not any("UPDATE fleet_telemetrysample" in sql or "pg_advisory" in sql for sql in statements(plain))
-    assert len(statements(merging)) == len(statements(plain)) + 2
-    assert sum("UPDATE fleet_telemetrysample" in sql for sql in statements(merging)) == 1
+    assert len(plain_sql) == 4
+    assert not any("UPDATE fleet_telemetrysample" in sql or "pg_advisory" in sql for sql in plain_sql)
+    assert len(merging_sql) == len(plain_sql) + 2
+    assert sum("UPDATE fleet_telemetrysample" in sql for sql in merging_sql) == 1
+
+
+def test_several_batches_are_stored_in_one_call_each_claimed_on_its_own(team: Any) -> None:
+    first = telemetry_payload(n=4, batch_id="many-1", start=time.time() - 60)
+    assert telemetry_batch_ingest(team_id=team.pk, payload=first)["duplicate"] is False
+    second = telemetry_payload(n=6, batch_id="many-2", start=time.time() - 30)
+    results = ingest_services.telemetry_batches_ingest(team_id=team.pk, payloads=[first, second])
+    assert results == [
+        {"batch_id": "many-1", "accepted": 4, "duplicate": True},
+        {"batch_id": "many-2", "accepted": 6, "duplicate": False},
+    ]
+    assert len(_samples_stored()) == 10
+    # Sent again, together: both stored already.
+    again = ingest_services.telemetry_batches_ingest(team_id=team.pk, payloads=[second, first])
+    assert [result["duplicate"] for result in again] == [True, True]
+    assert len(_samples_stored()) == 10
+
+
+def test_a_refused_batch_of_several_names_its_index_and_stores_none_of_them(team: Any) -> None:
+    before = row_counts()
+    good = telemetry_payload(n=4, batch_id="good", start=time.time() - 60)
+    bad = telemetry_payload(n=4, batch_id="bad", hostname="gpu-node-02", start=time.time() - 30)
+    bad["samples"][1]["power_w"] = -1.0
+    with pytest.raises(ingest_services.IngestRejected) as refused:
+        ingest_services.telemetry_batches_ingest(team_id=team.pk, payloads=[good, bad])
+    assert refused.value.index == 1 and refused.value.path == "samples[1].power_w"
+    assert row_counts() == before
+
+
+def test_a_batch_registering_part_of_what_its_host_registered_takes_no_registration_query(
+    team: Any,
+) -> None:
+    """A remote-write request carries a slice of a host's GPUs (Prometheus's shards): a slice
+    registered before, in parts, needs no query (``ingest_services._registration_parts``)."""
+    assert telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=time.time() - 60))
+    part = telemetry_payload(n=4, batch_id="only-a", start=time.time() - 30)
+    part["accelerators"] = part["accelerators"][:1]
+    part["samples"] = [sample for sample in part["samples"] if sample["gpu"] == GPU_A]
+
+    def registration_queries(payload: dict[str, Any]) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert telemetry_batch_ingest(team_id=team.pk, payload=payload)["accepted"] == 2
+        return sum("FROM fleet_host h WHERE h.hostname" in q["sql"] for q in captured.captured_queries)
+
+    assert registration_queries(part) == 0
+    ingest_services.registrations.clear()  # as a process that has not seen the host
+    assert registration_queries({**part, "batch_id": "only-a-again"}) == 1
