@@ -39,4 +39,4 @@ _.subscribers
 # Not an entry point: a service only tests call (23 of them set a day's costs up through it).
 # Listed so the check can land; to decide: a product caller, or a helper of the tests'.
 _.cost_day_compute  # costs.services: tests set a day's costs up through it
-_.readiness_forget  # core.readiness: tests make the process ask the database again (a process never needs to)
+_.readiness_reset  # core.readiness: the test plugin and the gate's tests (a process never needs it)

@@ -62,12 +62,14 @@ def readiness() -> tuple[bool, int]:
         return state.ready, state.pending
 
 
-def readiness_forget() -> None:
-    """Ask the database again at the next request (tests; a process never needs it)."""
+def readiness_reset(*, ready: bool = False) -> None:
+    """Forget what this process knows: ask the database again at the next request, or (``ready``)
+    take it as migrated. For tests, whose database pytest-django migrates before any runs (a
+    process never needs it)."""
     with _STATE.lock:
-        _STATE.ready = False
+        _STATE.ready = ready
         _STATE.checked_at = -RECHECK_S
-        _STATE.pending = -1
+        _STATE.pending = 0 if ready else -1
 
 
 def starting_response(request: HttpRequest, pending: int) -> HttpResponse:

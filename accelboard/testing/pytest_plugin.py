@@ -192,6 +192,16 @@ def _is_transactional(request: pytest.FixtureRequest) -> bool:
 
 
 @pytest.fixture(autouse=True)
+def _readiness_known() -> None:
+    """The test database is migrated before any test: the readiness gate (``core.readiness``) need
+    not ask, so a test's first request costs no extra queries, whichever test runs first in its
+    process. The gate's own tests reset it to ask."""
+    from accelboard.core.readiness import readiness_reset
+
+    readiness_reset(ready=True)
+
+
+@pytest.fixture(autouse=True)
 def _raw_telemetry_reset(request: pytest.FixtureRequest) -> Iterator[None]:
     """Drop raw telemetry and attribution partitions after a transactional test.
 

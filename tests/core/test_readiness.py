@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from accelboard.core.readiness import readiness, readiness_forget
+from accelboard.core.readiness import readiness, readiness_reset
 
 pytestmark = pytest.mark.django_db
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def one_migration_missing() -> Iterator[tuple[str, str]]:
     """The newest migration of the fleet app unrecorded (the test's transaction undoes it)."""
-    readiness_forget()
+    readiness_reset()
     with connection.cursor() as cursor:
         cursor.execute(
             "DELETE FROM django_migrations WHERE id = "
@@ -30,7 +30,7 @@ def one_migration_missing() -> Iterator[tuple[str, str]]:
     try:
         yield row
     finally:
-        readiness_forget()
+        readiness_reset()
 
 
 def test_health_the_api_and_the_login_page_say_starting_until_migrated(
@@ -62,7 +62,7 @@ def test_once_migrated_the_site_is_ready_and_stays_so_without_asking_again(
         cursor.execute(
             "INSERT INTO django_migrations (app, name, applied) VALUES (%s, %s, now())", [app, name]
         )
-    readiness_forget()  # the next request asks again (a process waits RECHECK_S)
+    readiness_reset()  # the next request asks again (a process waits RECHECK_S)
     assert Client().get("/healthz").status_code == 200
     assert Client().get("/accounts/login/").status_code == 200
     with connection.cursor() as cursor:
