@@ -16,11 +16,11 @@ Usage::
    append order, cut at ``max_samples_per_send`` 2,000), encoded and snappy-compressed before the
    clock, posted by one keep-alive client per shard, as the shards do. Then, in the same run, the
    same rows (one per GPU and scrape: the fields the mapping stores) binary-COPYed with psycopg 3
-   into the same table, 10,000 rows a transaction (``bench/ingest.py``'s reference). ``ratio``
-   compares rows stored per second, like for like (as ``bench/ingest.py``'s, whose JSON samples
-   are rows); a row is 18 of the request's samples (12 stored, 6 counted and dropped), so
-   remote-write samples/s over COPY rows/s is printed too (``samples_per_copy_row``). Target:
-   ``ratio`` >= 0.5.
+   into the same table, 10,000 rows a transaction (``bench/ingest.py``'s reference). ``ratio`` is
+   what the issue names and ``bench/ingest.py`` computes: remote-write samples/s over binary COPY
+   rows/s. A row holds 18 of the request's samples (12 stored, 6 counted and dropped), so the
+   like-for-like figure, rows stored per second over COPY's, is printed beside it
+   (``rows_ratio``, ~1/18 of ``ratio``). Target: ``ratio`` >= 0.5.
 3. **Fleet**: ``--hosts`` dcgm-exporter targets of ``--gpus`` GPUs, each scraped every 15 s for
    ``--scrapes`` scrapes at real pace (no compressed time: timestamps are the wall clock's), each
    target at its own offset in the interval (Prometheus spreads targets over it). A scrape gives
@@ -56,7 +56,7 @@ Usage::
    ``mem_total_bytes`` (the framebuffer's parts cut into two requests, a documented limit) are
    counted apart (``no_mem_total``), not a miss.
 
-Last line: ``samples_s= copy_rows_s= ratio= samples_per_copy_row= hosts= web_cores= p99_ms= lag_s= errors=
+Last line: ``samples_s= copy_rows_s= ratio= rows_ratio= hosts= web_cores= p99_ms= lag_s= errors=
 rows_lost= rows_incomplete= no_mem_total=``.
 Exits 1 on a miss (ratio < 0.5, web CPU > 0.5 core, lag >= 60 s, any refused request, a row lost
 or incomplete).
@@ -618,21 +618,21 @@ def throughput(args: argparse.Namespace, port: int, token: str) -> dict[str, flo
     copy_s = copy_rows(rows, ids, hosts)
     api_rows = len(rows) / elapsed
     copy_rate = len(rows) / copy_s
-    ratio = api_rows / copy_rate
+    ratio = samples / elapsed / copy_rate
     print(
         f"remote-write: {samples / elapsed:>10,.0f} samples/s = {api_rows:,.0f} rows/s ({elapsed:.2f} s, "
         f"{args.tp_shards} shards posting at once)"
     )
     print(f"binary COPY:  {copy_rate:>10,.0f} rows/s ({len(rows):,} rows in {copy_s:.2f} s, one connection)")
     print(
-        f"ratio, rows/s against rows/s: {ratio:.2f} (target >= {TARGETS['ratio']}); remote-write samples/s "
-        f"against COPY rows/s (a row holds {len(METRICS)} of the request's samples): {samples / elapsed / copy_rate:.2f}"
+        f"ratio, remote-write samples/s against COPY rows/s: {ratio:.2f} (target >= {TARGETS['ratio']}); "
+        f"rows/s against rows/s (a row holds {len(METRICS)} of the request's samples): {api_rows / copy_rate:.3f}"
     )
     return {
         "samples_s": samples / elapsed,
         "copy_rows_s": copy_rate,
         "ratio": ratio,
-        "per_row": samples / elapsed / copy_rate,
+        "rows_ratio": api_rows / copy_rate,
     }
 
 
@@ -825,7 +825,8 @@ def main() -> int:
     figures = []
     if tp:
         figures.append(
-            f"samples_s={tp['samples_s']:.0f} copy_rows_s={tp['copy_rows_s']:.0f} ratio={tp['ratio']:.2f}"
+            f"samples_s={tp['samples_s']:.0f} copy_rows_s={tp['copy_rows_s']:.0f} ratio={tp['ratio']:.2f} "
+            f"rows_ratio={tp['rows_ratio']:.3f}"
         )
     if fl:
         figures.append(
