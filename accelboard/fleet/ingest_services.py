@@ -31,6 +31,7 @@ is gone rolls the whole transaction back, and the batches are stored once more, 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -373,14 +374,24 @@ raw AS (
     SELECT min(time), max(time), now() FROM merged HAVING count(*) > 0
 )
 SELECT DISTINCT n FROM merged
-""".format(
-    assign=", ".join(
-        _MERGED_TOTAL if name == "mem_total_bytes" else f"{name} = COALESCE(s.{name}, v.{name})"
-        for name in SAMPLE_FIELDS
-    ),
-    arrays=", ".join(f"%s::{'int8' if integer else 'float4'}[]" for integer, _, _ in SAMPLE_FIELDS.values()),
-    fields=", ".join(SAMPLE_FIELDS),
-)
+"""
+# The framebuffer's parts and total go together: the total's assignment reads all four.
+_MEMORY_FIELDS = ("mem_used_bytes", "mem_total_bytes", "mem_free_bytes", "mem_reserved_bytes")
+
+
+@functools.lru_cache(maxsize=64)
+def _merge_sql(fields: tuple[str, ...]) -> str:
+    """``_MERGE_SQL`` for the fields some sample of the batches carries: a field none carries
+    changes no stored row (``COALESCE(s.x, NULL)``), and leaving it out spares its array (a
+    remote-write request carries about half the fields; psycopg writes each array in Python)."""
+    return _MERGE_SQL.format(
+        assign=", ".join(
+            _MERGED_TOTAL if name == "mem_total_bytes" else f"{name} = COALESCE(s.{name}, v.{name})"
+            for name in fields
+        ),
+        arrays=", ".join(f"%s::{'int8' if SAMPLE_FIELDS[name][0] else 'float4'}[]" for name in fields),
+        fields=", ".join(fields),
+    )
 
 
 def _merge_stored(
@@ -388,9 +399,14 @@ def _merge_stored(
 ) -> set[int]:
     """Fill the stored rows at the samples' GPU-instants with their fields (a field a row has
     stays); return the indexes of the samples merged (the rest is to be copied)."""
+    carried = {name for name in SAMPLE_FIELDS if any(value is not None for value in columns[name])}
+    if carried & set(_MEMORY_FIELDS):
+        carried.update(_MEMORY_FIELDS)
+    # At least one field, so that a stored instant is still found (and not copied a second time).
+    fields = tuple(name for name in SAMPLE_FIELDS if name in carried) or ("power_w",)
     rows = _execute(
-        _MERGE_SQL,
-        [accelerator_ids, times, *(columns[name] for name in SAMPLE_FIELDS), min(times), max(times)],
+        _merge_sql(fields),
+        [accelerator_ids, times, *(columns[name] for name in fields), min(times), max(times)],
     )
     return {int(row[0]) - 1 for row in rows}
 
