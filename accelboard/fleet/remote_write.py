@@ -483,8 +483,12 @@ def _device_cached(series: Series, names: LabelNames) -> tuple[str, str, dict[st
 _WORKLOADS: dict[int, tuple[dict[str, str], LabelNames, dict[str, str] | None]] = {}
 
 
-def _pods_observe(batch: HostBatch, uuid: str, series: Series, names: LabelNames) -> None:
-    """Record the pod on ``uuid`` at the series' instants (``remote_write_pods``)."""
+def _pods_observe(
+    batch: HostBatch, uuid: str, series: Series, names: LabelNames, seen: set[tuple[str, int, int]]
+) -> None:
+    """Record the pod on ``uuid`` at the series' instants (``remote_write_pods``); ``seen``: the
+    (device, instant, pod) of the request's one-sample series recorded already (a GPU's dozen
+    series of one scrape name the same pod: recorded once)."""
     labels = series.labels
     entry = _WORKLOADS.get(id(labels))
     if entry is not None and entry[0] is labels and (entry[1] is names or entry[1] == names):
@@ -501,6 +505,11 @@ def _pods_observe(batch: HostBatch, uuid: str, series: Series, names: LabelNames
         if len(_WORKLOADS) >= _DEVICES_KEPT:
             _WORKLOADS.clear()
         _WORKLOADS[id(labels)] = (labels, names, workload)
+    if len(series.samples) == 1:
+        key = (uuid, series.samples[0][0], id(workload))
+        if key in seen:
+            return
+        seen.add(key)
     pod_observe(batch.holders, device=uuid, stamps=[stamp for stamp, _ in series.samples], workload=workload)
 
 
@@ -510,6 +519,7 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
     hosts: dict[str, HostBatch] = {}
     rows: dict[tuple[str, str, int], int] = {}  # (host, gpu, ms) -> index in its host's samples
     unknown: Counter[str] = Counter()
+    pods_seen: set[tuple[str, int, int]] = set()
     read = 0
     for series in series_list:
         metric = series.name
@@ -524,7 +534,7 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
             batch = hosts[hostname] = HostBatch(hostname)
         for registration in registrations.values():
             batch.accelerators.setdefault(registration["uuid"], {}).update(registration)
-        _pods_observe(batch, uuid, series, names)
+        _pods_observe(batch, uuid, series, names, pods_seen)
         for stamp, value in series.samples:
             read += 1
             if not math.isfinite(value):
