@@ -239,6 +239,18 @@ def _start(binary: str, config: str, tmp_path: Path) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
+def _stop(process: subprocess.Popen[bytes], *servers: Any) -> None:
+    """Stop Prometheus (killed after 20 s) and the loopback servers it talked to."""
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    for server in servers:
+        server.server.shutdown()
+
+
 @pytest.fixture
 def prometheus(
     prometheus_binary: str,
@@ -281,14 +293,7 @@ remote_write:
     try:
         yield {"exporter": exporter, "proxy": proxy, "process": process, "log": tmp_path / "prometheus.log"}
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        exporter.server.shutdown()
-        proxy.server.shutdown()
+        _stop(process, exporter, proxy)
 
 
 def _stored() -> dict[str, list[dict[str, Any]]]:

@@ -13,7 +13,6 @@ starts over at 1). Prometheus runs as in ``test_prometheus_server`` (skipped wit
 from __future__ import annotations
 
 import math
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ import pytest
 from accelboard.api.services import token_create
 from accelboard.serving.models import InferenceMetric
 from tests.api import test_prometheus_server as dcgm_case
-from tests.api.test_prometheus_server import FlakyProxy, _start
+from tests.api.test_prometheus_server import FlakyProxy, _start, _stop
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
@@ -179,14 +178,7 @@ remote_write:
     try:
         yield {"page": page, "proxy": proxy, "process": process, "log": tmp_path / "prometheus.log"}
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        page.server.shutdown()
-        proxy.server.shutdown()
+        _stop(process, page, proxy)
 
 
 def test_prometheus_remote_writes_what_vllm_counted_once_per_interval(prometheus: dict[str, Any]) -> None:
