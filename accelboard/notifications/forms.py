@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any, cast
 
 from django import forms
 
 from accelboard.alerts.choices import AlertKind, DismissReason
 from accelboard.core.models import Team
+from accelboard.importers.metrics import metric_label
 
 from . import selectors
 from .choices import DeliveryMode
@@ -17,6 +20,22 @@ from .models import series_label
 class SeriesChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, obj: Any) -> str:
         return f"{obj.team.name} · {series_label(obj)}"
+
+
+def series_choices(series: Iterable[Any]) -> list[tuple[Any, Any]]:
+    """The series picker's options, grouped by team and model (a team's dozens of series were
+    one flat list of raw names): each option says the metric as people read it ("p99 latency"),
+    its raw name, the workload and the hardware."""
+    groups: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for item in series:
+        variant = item.workload.variant
+        hardware = f" · {item.accelerator_count}× {item.accelerator_type}" if item.accelerator_type_id else ""
+        label = f"{metric_label(item.metric)} ({item.metric}) · {item.workload}{hardware}"
+        groups[f"{item.team.name} · {variant.model.name} {variant.name}"].append((item.pk, label))
+    return [
+        ("", "Every series"),
+        *((group, sorted(options, key=lambda o: o[1])) for group, options in sorted(groups.items())),
+    ]
 
 
 class SubscriptionAddForm(forms.Form):
@@ -35,7 +54,9 @@ class SubscriptionAddForm(forms.Form):
         super().__init__(*args, **kwargs)
         # The form's own fields (copies of the class's): a ModelChoiceField each.
         cast(forms.ModelChoiceField, self.fields["team"]).queryset = selectors.subscribable_teams(user=user)
-        cast(SeriesChoiceField, self.fields["series"]).queryset = selectors.subscribable_series(user=user)
+        field = cast(SeriesChoiceField, self.fields["series"])
+        field.queryset = selectors.subscribable_series(user=user)
+        field.choices = series_choices(field.queryset)
 
     def clean(self) -> dict[str, Any]:
         super().clean()

@@ -147,9 +147,14 @@ def test_it_only_offers_series_of_the_users_teams(
     runs_and_series(team)
     runs_and_series(other_team)
     html = login_client(lead).get(PAGE).content.decode()
-    own = Series.objects.filter(team=team).count()
-    assert html.count("Inference Platform · ") == own
+    for series in Series.objects.filter(team=team):
+        assert f'<option value="{series.pk}">' in html
+    for series in Series.objects.filter(team=other_team):
+        assert f'<option value="{series.pk}">' not in html
     assert "Research · " not in html
+    # Grouped by team and model, each option read as people read the metric, then its raw name.
+    assert '<optgroup label="Inference Platform · Llama-3.1-8B bf16">' in html
+    assert "p99 latency (latency_p99_ms) · " in html
 
 
 def test_it_renders_the_page_in_a_fixed_number_of_queries(
