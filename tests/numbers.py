@@ -34,6 +34,11 @@ NUMBER = re.compile(r"(?<![\w.,\-−])([-+−]?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d
 E_NOTATION = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?[eE][-+]?\d+(?![\w.])")
 # A run of zeros or nines after a significant digit: what binary floats leave (0.1 + 0.2).
 FLOAT_NOISE = re.compile(r"\d\.0*[1-9]\d*?(?:0{5,}[1-9]|9{5,})")
+# "1 runs", "1 GPUs": a count of one with a plural noun (a template without ``pluralize``).
+ONE_PLURAL = re.compile(
+    r"(?<![\w.,\-−])1 (runs|results|hosts|GPUs|alerts|days|emails|requests|samples|metrics|workloads|"
+    r"teams|minutes|hours|weeks|months|instances|jobs|pods|tokens|commits|models|variants|evaluations)\b"
+)
 RAW_BYTES = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d{4,})\s*(?:bytes|B)\b")
 MAX_SIGNIFICANT_DECIMALS = 4
 DASHES = {"", "—", "-", "–", "n/a"}
@@ -61,6 +66,8 @@ def text_problems(text: str, *, where: str = "") -> list[str]:
             )
     for match in RAW_BYTES.finditer(text):
         found.append(f"{prefix}bytes shown raw: {_around(text, match)!r}")
+    for match in ONE_PLURAL.finditer(text):
+        found.append(f"{prefix}a plural after one: {_around(text, match)!r}")
     return sorted(set(found))
 
 

@@ -12,6 +12,8 @@ def test_it_finds_unreadable_numbers_in_page_text() -> None:
         "Energy 1.2e-05 J": "e-notation",
         "73233.09340000003": "float noise",
         "Peak memory 76,339,878,590 bytes": "bytes shown raw",
+        "Llama-3.1-8B · Offline 1 runs": "a plural after one",
+        "Would need 1 GPUs.": "a plural after one",
     }
     for text, kind in bad.items():
         found = numbers.text_problems(text)
@@ -21,7 +23,8 @@ def test_it_finds_unreadable_numbers_in_page_text() -> None:
 def test_it_passes_numbers_as_pages_should_write_them() -> None:
     text = (
         "Spend 1,401.50 USD | 0.001902 USD per 1M | +3.2 % | 71.1 GiB | Llama-3.1-8B | "
-        "driver 550.54.15 / CUDA 12.4 | p99 | sm90_xmma_gemm | commit 3b0193b95d80 | 2026-12-01 02:36 UTC"
+        "driver 550.54.15 / CUDA 12.4 | p99 | sm90_xmma_gemm | commit 3b0193b95d80 | 2026-12-01 02:36 UTC | "
+        "1 run | 11 runs | 0.1 days | 21 GPUs"
     )
     assert numbers.text_problems(text) == []
 

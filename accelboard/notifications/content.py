@@ -439,7 +439,7 @@ def alert_rows(facts: AlertFacts) -> list[Row]:
 def chart_alt(facts: AlertFacts, points: int) -> str:
     """The chart's text alternative: what a reader who cannot see it should know."""
     label = facts.metric_label or facts.metric or "the series"
-    text = f"Chart of {label}, {points} results"
+    text = f"Chart of {label}, {points} result{'s' if points != 1 else ''}"
     before = level_text(facts.before_mean, None, facts.unit)
     after = level_text(facts.after_mean, None, facts.unit)
     if before and after:

@@ -473,7 +473,7 @@ class Plan:
         text = (
             f"{best.option.label} serves the planned peak of {self.demand_peak_tps:,.0f} output tokens/s "
             f"at {self.inputs.objective.text} with {best.replicas} replica{'s' if best.replicas != 1 else ''} "
-            f"({best.gpus} GPUs) for {best.total_monthly:,.0f} {self.currency} a month."
+            f"({best.gpus} GPU{'s' if best.gpus != 1 else ''}) for {best.total_monthly:,.0f} {self.currency} a month."
         )
         cheapest = self.benchmark_cheapest
         if cheapest is not None and cheapest.option.key != best.option.key:

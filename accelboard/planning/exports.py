@@ -206,11 +206,11 @@ def assumption_rows(
         ("Hours per month", f"{c.HOURS_PER_MONTH:g}", "8 760 h / 12"),
         ("Idle power", f"{c.IDLE_POWER_SHARE:.0%} of board power per GPU", "power between idle and the benchmark's is linear in utilisation"),
         ("Length tolerance", f"± {c.LENGTH_TOLERANCE:.0%}", "benchmark tokens per request further from the production mix are flagged"),
-        ("Today", f"{current.hardware}, {current.gpus} GPUs" if current else "unknown", "GPUs the serving metrics of the last day name"),
+        ("Today", f"{current.hardware}, {current.gpus} GPU{'s' if current.gpus != 1 else ''}" if current else "unknown", "GPUs the serving metrics of the last day name"),
         (
             "Today's cost",
             f"{current.monthly_cost:,.2f} {current.currency} per month" if current and current.monthly_cost else "unknown",
-            f"serving cost tables of {current.cost_days} days: cost per GPU-hour × today's GPUs × 730 h" if current else "",
+            f"serving cost tables of {current.cost_days} day{'s' if current.cost_days != 1 else ''}: cost per GPU-hour × today's GPUs × 730 h" if current else "",
         ),
     ]  # fmt: skip
     return [{"assumption": name, "value": value, "source": source} for name, value, source in rows]

@@ -341,7 +341,7 @@ class OptionPrice:
     @property
     def label(self) -> str:
         where = " ".join(x for x in (self.provider, self.region) if x)
-        what = self.instance_type or f"{self.instance_gpus} GPUs"
+        what = self.instance_type or f"{self.instance_gpus} GPU{'s' if self.instance_gpus != 1 else ''}"
         return f"{where} {what} ({self.instance_gpus} GPU{'s' if self.instance_gpus != 1 else ''}), {self.pricing_model}"
 
 

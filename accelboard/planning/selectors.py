@@ -414,7 +414,7 @@ def plan_current(
     )
     return pi.CurrentDeployment(
         gpus=len(uuids),
-        hardware=hardware or f"{len(uuids)} GPUs",
+        hardware=hardware or f"{len(uuids)} GPU{'s' if len(uuids) != 1 else ''}",
         variants=tuple(sorted(variants)),
         accelerator_slugs=tuple(sorted({slug for slug, _name in types})),
         monthly_cost=monthly,
