@@ -26,7 +26,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -140,9 +140,11 @@ def exposition(k: int) -> str:
 
 
 class Exporter:
-    """The dcgm-exporter page: each GET serves the next step; ``frozen`` answers 503 (no samples)."""
+    """An exporter's page (``page(k)``: its text at step ``k``; dcgm-exporter's by default): each GET
+    serves the next step; ``frozen`` answers 503 (no samples)."""
 
-    def __init__(self) -> None:
+    def __init__(self, page: Callable[[int], str] | None = None) -> None:
+        text = page or exposition
         self.served: list[int] = []
         self.frozen = False
         self.lock = threading.Lock()
@@ -155,9 +157,9 @@ class Exporter:
                         self.send_error(503)
                         return
                     k = len(exporter.served)
-                    body = exposition(k).encode()
+                    body = text(k).encode()
                     self.send_response(200)
-                    self.send_header("Content-Type", "text/plain; version=0.0.4")
+                    self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)

@@ -13,10 +13,8 @@ starts over at 1). Prometheus runs as in ``test_prometheus_server`` (skipped wit
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,7 @@ import pytest
 from accelboard.api.services import token_create
 from accelboard.serving.models import InferenceMetric
 from tests.api import test_prometheus_server as dcgm_case
-from tests.api.test_prometheus_server import FlakyProxy, _start, _stop
+from tests.api.test_prometheus_server import Exporter, FlakyProxy, _start, _stop
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
@@ -114,42 +112,11 @@ def expected(k: int) -> dict[str, Any]:
     }
 
 
-class VllmPage:
-    """vLLM's ``/metrics``: each GET the next step; ``frozen`` answers 503."""
-
-    def __init__(self) -> None:
-        self.served: list[int] = []
-        self.frozen = False
-        self.lock = threading.Lock()
-        page = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                with page.lock:
-                    if page.frozen:
-                        self.send_error(503)
-                        return
-                    body = exposition(len(page.served)).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    page.served.append(len(page.served))
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.port = self.server.server_address[1]
-
-
 @pytest.fixture
 def prometheus(live_server: Any, team: Any, tmp_path: Path) -> Iterator[dict[str, Any]]:
     binary = dcgm_case.prometheus_binary.__wrapped__()  # the same skip (or CI failure) without it
     token = token_create(team=team, kind="ingest", name="prometheus")[1]
-    page = VllmPage()
+    page = Exporter(exposition)  # vLLM's /metrics, a step each GET
     proxy = FlakyProxy(live_server.url, down=2, lost=3)
     config = f"""
 global:
