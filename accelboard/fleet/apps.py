@@ -14,7 +14,6 @@ class FleetConfig(AppConfig):
         from accelboard.core.pipeline_selectors import probe_register
 
         from .remote_write import label_cache
-
         from .remote_write_selectors import remote_write_checks
         from .selectors import rollup_lag_checks
 

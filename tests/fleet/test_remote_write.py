@@ -64,7 +64,7 @@ def test_it_refuses_what_is_not_snappy_or_not_protobuf() -> None:
     with pytest.raises(WriteRejected) as caught:
         write_request_decode(b"\x0a\xff\x01abc")  # a field claiming 255 bytes, 3 there
     assert (caught.value.status, caught.value.code) == (400, "bad_protobuf")
-    with pytest.raises(WriteRejected, match="wire type"):
+    with pytest.raises(WriteRejected, match="not a protobuf prometheus.WriteRequest"):
         write_request_decode(b"\x0b")  # a group
 
 
@@ -317,10 +317,11 @@ def test_a_gpus_series_share_one_base_of_labels_and_the_cache_holds_a_fleet_in_b
 
     # Bounded: emptied when full, and what it hands out stays right.
     cache = LabelCache(size=2)
-    keys = [item for item in _label_bytes(metrics)]
-    for key in keys * 2:
-        assert cache.get(key)["__name__"] in metrics
-    assert len(cache) <= 2
+    for _ in range(2):
+        for key, metric in zip(_label_bytes(metrics), metrics, strict=True):
+            assert cache.put(key, {"__name__": metric, **GPU})["__name__"] == metric
+            assert cache.peek(key) == {"__name__": metric, **GPU}
+            assert len(cache) <= 2
 
 
 def _label_bytes(metrics: list[str]) -> list[bytes]:
