@@ -86,7 +86,7 @@ class ImportPlan:
     model_raw: str = ""
     accelerator_raw: str = ""
     choices: dict[str, str] = field(default_factory=dict)
-    scenario: str = "offline"
+    scenario: str = Scenario.UNSTATED.value
     count: int = 1
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -164,9 +164,10 @@ def _same_name(a: str, b: str) -> bool:
 
 def run_fingerprint(run: ParsedRun) -> str:
     """Which run of a file this is, from what it measured: not from the upload's name (the same
-    bytes under another name are the same run) nor from what the uploader added."""
+    bytes under another name are the same run), its folders (an MLPerf model folder is absent
+    from loose files) nor what the uploader added; only a model name read from a file counts."""
     payload = {
-        "model": run.model if run.field_sources.get("model") != "user" else "",
+        "model": run.model if run.field_sources.get("model", "").startswith("file:") else "",
         "metrics": [(m.name, m.value, m.raw_value) for m in run.metrics],
         "accuracy": [(a.task, a.metric, a.value) for a in run.accuracy],
     }
@@ -239,7 +240,9 @@ def import_plan(
     if count > 32_767:
         plan.missing.append(("count", f"accelerator count {count} is out of range"))
 
-    scenario = run.workload.scenario or Scenario.OFFLINE.value
+    # The scenario is what the file (or the uploader) says; when neither says one, the run is
+    # stored as "not stated", never as Offline: an online benchmark would land among Offline runs.
+    scenario = run.workload.scenario or Scenario.UNSTATED.value
     if not run.workload.scenario:
         run.field_sources["workload.scenario"] = "default"
     if scenario not in Scenario.values:

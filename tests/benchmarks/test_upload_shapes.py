@@ -1,0 +1,138 @@
+"""One result, one run, one name: an MLPerf result uploaded as loose files, as a folder or as a zip
+is one run whose metrics have the same names (issue 33, class 5)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from accelboard.benchmarks.import_plans import run_fingerprint
+from accelboard.benchmarks.models import BenchmarkRun, MetricValue
+from accelboard.importers import ParsedRun, parse_files
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+FIXTURES = Path(__file__).resolve().parents[1] / "importers" / "fixtures"
+ROOT = FIXTURES / "mlperf_llm"
+ACME = "closed/Acme"
+SERVER = f"{ACME}/results/acme-8xH100/llama2-70b-99/Server"
+# The Server result's files as someone would pick them one by one: no folders, so no model.
+LOOSE = {
+    "mlperf_log_detail.txt": f"{SERVER}/performance/run_1/mlperf_log_detail.txt",
+    "mlperf_log_summary.txt": f"{SERVER}/performance/run_1/mlperf_log_summary.txt",
+    "accuracy.txt": f"{SERVER}/accuracy/accuracy.txt",
+    "acme-8xH100.json": f"{ACME}/systems/acme-8xH100.json",
+    "acme-8xH100_Server.json": f"{ACME}/measurements/acme-8xH100/llama2-70b-99/Server/acme-8xH100_Server.json",
+}
+
+
+@pytest.fixture
+def media(settings: Any, tmp_path: Path) -> Path:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT
+
+
+def _loose() -> list[tuple[str, bytes]]:
+    return [(name, (ROOT / path).read_bytes()) for name, path in LOOSE.items()]
+
+
+def _folder() -> list[tuple[str, bytes]]:
+    """The submission folder as the upload page sends it: each file with its path in the folder."""
+    return [
+        (f"mlperf_llm/{path.relative_to(ROOT)}", path.read_bytes())
+        for path in sorted(ROOT.rglob("*"))
+        if path.is_file()
+    ]
+
+
+def _zip() -> list[tuple[str, bytes]]:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in _folder():
+            archive.writestr(name, data)
+    return [("acme-submission.zip", buffer.getvalue())]
+
+
+SHAPES = {"loose": _loose, "folder": _folder, "zip": _zip}
+
+
+def _server_run(shape: str) -> ParsedRun:
+    # The uploader states the model where the files do not (loose files have no model folder).
+    runs = parse_files(SHAPES[shape](), context={"model": "Llama-2-70B"}).runs
+    (run,) = [r for r in runs if r.workload.scenario == "server"]
+    return run
+
+
+def test_each_shape_reads_the_same_identity_and_metric_names() -> None:
+    runs = {shape: _server_run(shape) for shape in SHAPES}
+    names = {shape: [m.name for m in run.metrics] for shape, run in runs.items()}
+    assert names["loose"] == names["folder"] == names["zip"]
+    # the accuracy figure has one name, from the file, not from a folder or the uploader's model
+    assert [n for n in names["loose"] if n.startswith("accuracy:")] == [
+        "accuracy:mlperf:rouge1",
+        "accuracy:mlperf:rouge2",
+        "accuracy:mlperf:rougeL",
+        "accuracy:mlperf:rougeLsum",
+    ]
+    assert len({run.content_sha256 for run in runs.values()}) == 1
+    assert len({run_fingerprint(run) for run in runs.values()}) == 1
+    assert len({run.workload.scenario for run in runs.values()}) == 1
+
+
+def _upload_page(client: Any, team: Any, files: list[tuple[str, bytes]], fields: dict[str, str]) -> list[Any]:
+    """Preview then save, as the upload page does (a folder's paths come in ``paths``)."""
+    preview = client.post(
+        reverse("benchmarks:upload_preview"),
+        {"files": [SimpleUploadedFile(Path(n).name, d) for n, d in files], "paths": [n for n, _ in files]},
+    )
+    assert preview.status_code == 200, preview.json()
+    runs = preview.json()["runs"]
+    data = {"token": preview.json()["token"], "team": team.pk}
+    for index in range(len(runs)):
+        data.update({f"r{index}-{key}": value for key, value in fields.items()})
+    saved = client.post(reverse("benchmarks:upload_save"), data)
+    assert saved.status_code == 200, saved.json()
+    return [BenchmarkRun.objects.get(pk=run["id"]) for run in saved.json()["runs"]]
+
+
+@pytest.mark.parametrize("order", [("loose", "folder", "zip"), ("zip", "loose", "folder")])
+def test_it_is_one_run_whatever_the_uploads_shape(
+    login_client: Any, engineer: Any, team: Any, media: Path, order: tuple[str, ...]
+) -> None:
+    factories.accelerator_type_from(factories.H100)
+    client = login_client(engineer)
+    stored: dict[str, BenchmarkRun] = {}
+    for shape in order:
+        # loose files name no model: the uploader states it; the folder and the zip name it by path
+        fields = {"model": "Llama-2-70B"} if shape == "loose" else {}
+        runs = _upload_page(client, team, SHAPES[shape](), fields)
+        (stored[shape],) = [run for run in runs if run.workload.scenario == "server"]
+    assert len({run.pk for run in stored.values()}) == 1
+    assert BenchmarkRun.objects.filter(team=team, workload__scenario="server").count() == 1
+    # the folder and the zip hold the Offline result too: one more run, once
+    assert BenchmarkRun.objects.filter(team=team).count() == 2
+    run = stored["loose"]
+    assert run.workload.variant.model.name == "Llama-2-70B"
+    # every accuracy figure of both runs under one name, whoever named the model and how
+    accuracy = set(MetricValue.objects.filter(name__startswith="accuracy:").values_list("name", flat=True))
+    assert accuracy == {f"accuracy:mlperf:{key}" for key in ("rouge1", "rouge2", "rougeL", "rougeLsum")}
+
+
+def test_the_same_file_uploaded_twice_on_the_page_is_one_run(
+    login_client: Any, engineer: Any, team: Any, media: Path
+) -> None:
+    factories.accelerator_type_from(factories.H100)
+    client = login_client(engineer)
+    data = (FIXTURES / "vllm_rate_inf.json").read_bytes()
+    first = _upload_page(client, team, [("vllm_rate_inf.json", data)], {"precision": "bf16"})
+    second = _upload_page(client, team, [("renamed.json", data)], {"precision": "bf16"})
+    assert [run.pk for run in first] == [run.pk for run in second]
+    assert first[0].workload.scenario == "serving"
+    assert BenchmarkRun.objects.count() == 1
