@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
@@ -109,8 +110,19 @@ def _aware(text: str | None) -> datetime | None:
 
 
 def jsonable(value: Any) -> Any:
-    """A JSON round trip: jsonb takes only plain JSON, and PostgreSQL refuses the NUL character."""
-    return json.loads(json.dumps(value, default=str).replace("\\u0000", ""))
+    """A JSON round trip: jsonb takes only plain JSON, and PostgreSQL refuses the NUL character
+    and the non-finite numbers (vLLM writes ``"request_rate": Infinity``): those become text."""
+    return _finite(json.loads(json.dumps(value, default=str).replace("\\u0000", "")))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # "inf", "-inf", "nan"
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _apply_overrides(

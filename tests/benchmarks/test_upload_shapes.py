@@ -4,7 +4,9 @@ is one run whose metrics have the same names (issue 33, class 5)."""
 from __future__ import annotations
 
 import io
+import re
 import zipfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +15,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from accelboard.benchmarks.import_plans import run_fingerprint
+from accelboard.benchmarks.import_services import run_import
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue
-from accelboard.importers import ParsedRun, parse_files
+from accelboard.importers import ParsedRun, parse_files, parse_path
 from tests import factories
+from tests.importers.test_scenario_from_file import EXPECTED
+from tests.run_identity import runs_identity_problems
 
 pytestmark = pytest.mark.django_db
 
@@ -136,3 +141,42 @@ def test_the_same_file_uploaded_twice_on_the_page_is_one_run(
     assert [run.pk for run in first] == [run.pk for run in second]
     assert first[0].workload.scenario == "serving"
     assert BenchmarkRun.objects.count() == 1
+
+
+def test_every_importer_fixture_lands_under_the_scenario_its_file_says(
+    login_client: Any, lead: Any, team: Any, media: Path
+) -> None:
+    """Every fixture of every importer, stored as one model on one accelerator: the hardware page
+    groups each run under the scenario its file states, or under "not stated"; none under Offline
+    unless its file says Offline."""
+    factories.accelerator_type_from(factories.H100)
+    overrides = {"model": "Llama-3.1-8B", "precision": "bf16", "accelerator": "H100 SXM 80GB", "count": "1"}
+    expected: Counter[str] = Counter()
+    for name in sorted(EXPECTED):
+        path = FIXTURES / name
+        for parsed in parse_path(path):
+            if parsed.source_format == "nvidia-smi":
+                continue  # telemetry, not a run
+            stored, _ = run_import(
+                team=team,
+                parsed=parsed,
+                raw_name=name,
+                raw_bytes=None,
+                uploaded_via="cli",
+                overrides=overrides,
+            )
+            if stored.valid:
+                expected[parsed.workload.scenario or "unstated"] += 1
+    runs = BenchmarkRun.objects.filter(team=team).select_related("workload").prefetch_related("metrics")
+    assert runs_identity_problems(runs) == []
+    assert expected["serving"] >= 5 and expected["offline"] >= 2 and expected["unstated"] >= 3
+    page = login_client(lead).get(reverse("dashboard:hardware"))
+    assert page.status_code == 200
+    shown = {
+        scenario: int(count)
+        for scenario, count in re.findall(
+            r'data-group="Llama-3\.1-8B\|([\w-]+)">[^<]*<span class="n">(\d+) runs?</span>',
+            page.content.decode(),
+        )
+    }
+    assert shown == dict(expected)
