@@ -180,3 +180,39 @@ def test_every_importer_fixture_lands_under_the_scenario_its_file_says(
         )
     }
     assert shown == dict(expected)
+
+
+def test_the_upload_page_shows_the_scenario_the_file_says_and_takes_one_it_does_not(
+    login_client: Any, engineer: Any, team: Any, media: Path
+) -> None:
+    factories.accelerator_type_from(factories.H100)
+    client = login_client(engineer)
+    files = {
+        "vllm_rate_inf.json": (FIXTURES / "vllm_rate_inf.json").read_bytes(),
+        "lm_eval_v04.json": (FIXTURES / "lm_eval_v04.json").read_bytes(),
+    }
+    page = client.get(reverse("benchmarks:upload"))
+    assert 'id="scenario-choices"' in page.content.decode()
+    preview = client.post(
+        reverse("benchmarks:upload_preview"),
+        {"files": [SimpleUploadedFile(name, data) for name, data in files.items()]},
+    ).json()
+    shown = {run["format"]: (run["scenario"], run["scenario_stated"]) for run in preview["runs"]}
+    assert shown == {"vllm-serving": ("serving", True), "lm-eval": ("unstated", False)}
+    # the uploader states what the lm-eval file does not
+    index = next(run["index"] for run in preview["runs"] if run["format"] == "lm-eval")
+    saved = client.post(
+        reverse("benchmarks:upload_save"),
+        {
+            "token": preview["token"],
+            "team": team.pk,
+            f"r{index}-scenario": "offline",
+            **{f"r{run['index']}-precision": "bf16" for run in preview["runs"]},
+            **{f"r{run['index']}-accelerator": "H100 SXM 80GB" for run in preview["runs"]},
+        },
+    )
+    assert saved.status_code == 200, saved.json()
+    stored = {run.source_format: run for run in BenchmarkRun.objects.select_related("workload")}
+    assert stored["lm-eval"].workload.scenario == "offline"
+    assert stored["lm-eval"].field_sources["workload.scenario"] == "user"
+    assert stored["vllm-serving"].workload.scenario == "serving"

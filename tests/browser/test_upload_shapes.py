@@ -76,6 +76,8 @@ def test_loose_files_and_the_folder_of_one_result_are_one_run(
     page.select_option("#r0-model", "Llama-3.1-8B")
     page.select_option("#r0-accelerator", "H100 SXM 80GB")
     page.select_option("#r0-precision", "bf16")
+    assert page.locator("#r0-scenario option").first.inner_text() == "from file: Online serving"
+    screenshot(page, "upload-shapes-vllm-inf-preview")
     _save(page)
 
     page.goto("/hardware/")
