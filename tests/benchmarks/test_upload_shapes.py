@@ -3,6 +3,7 @@ is one run whose metrics have the same names (issue 33, class 5)."""
 
 from __future__ import annotations
 
+import importlib
 import io
 import re
 import zipfile
@@ -17,6 +18,7 @@ from django.urls import reverse
 from accelboard.benchmarks.import_plans import run_fingerprint
 from accelboard.benchmarks.import_services import run_import
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue
+from accelboard.benchmarks.services import WorkloadSpec
 from accelboard.importers import ParsedRun, parse_files, parse_path
 from tests import factories
 from tests.importers.test_scenario_from_file import EXPECTED
@@ -216,3 +218,23 @@ def test_the_upload_page_shows_the_scenario_the_file_says_and_takes_one_it_does_
     assert stored["lm-eval"].workload.scenario == "offline"
     assert stored["lm-eval"].field_sources["workload.scenario"] == "user"
     assert stored["vllm-serving"].workload.scenario == "serving"
+
+
+def test_the_migration_unstates_only_workloads_whose_every_run_was_offline_by_default(team: Any) -> None:
+    from django.apps import apps
+
+    migration = importlib.import_module("accelboard.benchmarks.migrations.0004_scenario_serving_unstated")
+    defaulted = factories.run_create(team=team, batch_size=8)
+    stated = factories.run_create(team=team, batch_size=16)
+    mixed = factories.run_create(team=team, batch_size=32)
+    factories.run_create(team=team, batch_size=32)  # a second run of that workload, Offline stated
+    for run in (defaulted, mixed):
+        BenchmarkRun.objects.filter(pk=run.pk).update(field_sources={"workload.scenario": "default"})
+    BenchmarkRun.objects.filter(pk=stated.pk).update(field_sources={"workload.scenario": "file:x.json:k"})
+    migration.defaulted_offline_unstated(apps, None)
+    scenarios = {run.workload.batch_size: run.workload.scenario for run in BenchmarkRun.objects.all()}
+    assert scenarios == {8: "unstated", 16: "offline", 32: "offline"}
+    moved = BenchmarkRun.objects.get(pk=defaulted.pk).workload
+    # the same identity a new import of that workload computes: it joins, not duplicates
+    spec = WorkloadSpec(scenario="unstated", batch_size=8, options=moved.options)
+    assert moved.identity == spec.identity(moved.variant_id)
