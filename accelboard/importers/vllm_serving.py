@@ -133,7 +133,9 @@ def _run(file: InputFile, record: dict[str, Any], line: int) -> ParsedRun:
         raise ParseError(file.display, str(exc), line=line, key="max_concurrency") from exc
     for key in ("request_rate", "burstiness", "num_prompts"):
         if record.get(key) is not None:
-            run.workload.options[key] = record[key]
+            value = record[key]
+            # JSON's Infinity (Python's json writes it) is not JSON to anything else: kept as "inf"
+            run.workload.options[key] = "inf" if value == float("inf") else value
             run.field_sources[f"workload.options.{key}"] = src(key)
     date = record.get("date")
     if isinstance(date, str) and date:

@@ -117,3 +117,9 @@ def test_an_optimum_benchmark_scenario_it_does_not_know_claims_none(tmp_path: Pa
     config["scenario"]["name"] = "something-new"
     (run,) = parse_bytes(json.dumps(data).encode(), filename="benchmark.json")
     assert run.workload.scenario == ""
+
+
+def test_jsons_infinity_rate_is_kept_as_inf_text_so_the_run_stays_plain_json() -> None:
+    first, second = _runs("vllm_sweep_rates.jsonl")
+    assert (first.workload.options["request_rate"], second.workload.options["request_rate"]) == ("inf", 4.0)
+    json.dumps(first.to_dict(), allow_nan=False)  # accelboard parse prints JSON any reader takes
