@@ -378,6 +378,7 @@ def upload(request: HttpRequest) -> HttpResponse:
     context = {
         "teams": teams,
         "precisions": _choices("precision"),
+        "scenarios": _choices("scenario"),
         "max_mb": UPLOAD_MAX_BYTES // (1024 * 1024),
         "max_files": UPLOAD_MAX_FILES,
         # The pickers: the catalogue's models the teams may name, every accelerator type.
@@ -410,6 +411,9 @@ def _run_preview(run: RunRead, names: dict[int, str], team: Any, catalogues: Cat
         "identity": preview.get("identity"),
         "variant": variant.get("name", ""),
         "precision": variant.get("precision", ""),
+        # the scenario the run would be stored under, and whether a file (not a default) said it
+        "scenario": (preview.get("workload") or {}).get("scenario", ""),
+        "scenario_stated": (preview.get("field_sources") or {}).get("workload.scenario") != "default",
         "accelerator": hardware.get("accelerator", ""),
         "accelerator_type": hardware.get("accelerator_type"),
         "accelerator_count": hardware.get("count"),
