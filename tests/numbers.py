@@ -19,8 +19,8 @@ What is a problem:
 4. **Changes**: a percentage change (``data-change``) between periods not equally covered by
    data (the same share of their days), or whose windows are not named.
 5. **Exports**: a column whose sum is not the page's total for it.
-6. **Level lines** (a trace whose ``meta.level`` is true: a baseline, a level before or after a
-   change): a line that does not run from one of its series' results to another, or is not drawn
+6. **Level lines** (a trace whose ``meta.level`` is true, or named as one: ``before: …``,
+   ``after: …``, ``baseline median · …``, ``current level median · …``): a line that does not run from one of its series' results to another, or is not drawn
    at the median of the results it spans (``alerts.levels``: a level holds over its segment, and
    only there); a baseline drawn over a regressed level its chart draws apart (``current-level``).
 """
@@ -251,9 +251,12 @@ def figure_problems(
     return found
 
 
+LEVEL_NAME = re.compile(r"^(?:before|after):|^(?:baseline|current level) median\b")
+
+
 def level_problems(data: Sequence[Mapping[str, Any]], *, prefix: str = "") -> list[str]:
     """Rule 6: each level line against the results of its series (the trace with role ``series``
-    and the same ``meta.series``, 0 when unnamed)."""
+    and the same ``meta.series``; else the chart's first trace)."""
     found: list[str] = []
     series: dict[Any, Mapping[str, Any]] = {}
     spans: dict[tuple[Any, str], tuple[int, int]] = {}
@@ -261,9 +264,11 @@ def level_problems(data: Sequence[Mapping[str, Any]], *, prefix: str = "") -> li
         meta = trace.get("meta") if isinstance(trace.get("meta"), Mapping) else {}
         if meta.get("role") == "series":
             series[meta.get("series", 0)] = trace
+    if data and not series:
+        series[0] = data[0]
     for trace in data:
         meta = trace.get("meta") if isinstance(trace.get("meta"), Mapping) else {}
-        if not meta.get("level"):
+        if not (meta.get("level") or LEVEL_NAME.search(str(trace.get("name") or ""))):
             continue
         name = f"{prefix} level line {trace.get('name')!r}"
         source = series.get(meta.get("series", 0))

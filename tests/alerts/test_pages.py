@@ -18,6 +18,7 @@ from accelboard.alerts.models import Alert, AlertEvent, ExpectedChange
 from accelboard.alerts.services import alert_dismiss, alert_raise
 from accelboard.benchmarks.models import BenchmarkRun, Series
 from accelboard.core.models import Team
+from tests import numbers
 from tests.factories import alert_create, run_create
 
 pytestmark = pytest.mark.django_db
@@ -336,24 +337,9 @@ def _level(figure: dict[str, Any], role: str) -> dict[str, Any]:
 
 
 def level_line_problems(figure: dict[str, Any]) -> list[str]:
-    """Every level line of an alert chart against the points it spans: it runs from a point to a
-    point, and its y is the median of the points from its start to its end (the segment it holds)."""
-    points = figure["data"][0]
-    xs, ys = points["x"], points["y"]
-    problems = []
-    for trace in figure["data"][1:]:
-        if trace.get("meta", {}).get("role") not in ("before", "after"):
-            continue
-        x0, x1 = trace["x"]
-        if x0 not in xs or x1 not in xs:
-            problems.append(f"{trace['name']}: spans {x0}..{x1}, not from a point to a point")
-            continue
-        held = ys[xs.index(x0) : xs.index(x1) + 1]
-        if trace["y"][0] != pytest.approx(float(np.median(held))):
-            problems.append(
-                f"{trace['name']}: drawn at {trace['y'][0]}, the median of its span is {np.median(held)}"
-            )
-    return problems
+    """The page-wide invariant (``tests/numbers.py``, rule 6): every level line runs from a result
+    to a result at the median of the results it spans."""
+    return numbers.level_problems(figure["data"])
 
 
 def _figure(response: Any) -> dict[str, Any]:
