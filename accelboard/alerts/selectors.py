@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, F, Q, Window
+from django.db.models import Count, F, Q, Subquery, Window
 from django.db.models.functions import RowNumber
 
+from accelboard.benchmarks import selectors as benchmark_selectors
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue, Series
 from accelboard.core.access import Scope
 from accelboard.core.models import Team
@@ -166,6 +167,27 @@ def _baseline_marks(
         else:
             holds.setdefault(series_id, set()).add(first_run_id)
     return resets, holds
+
+
+def run_baseline_runs(*, run: BenchmarkRun) -> list[int]:
+    """The runs "Compare with baseline" sets against ``run``: the few runs of its series just before
+    it, or, while a regression of one of its series is open (``levels.baseline_resolve``, 2a),
+    just before that regression's first bad run, so the comparison is with the level before the
+    change rather than with the regressed runs. One query."""
+    held = (
+        Alert.objects.filter(
+            kind=AlertKind.REGRESSION,
+            state__in=[AlertState.OPEN, AlertState.ACKNOWLEDGED],
+            series__team_id=run.team_id,
+            series__workload_id=run.workload_id,
+            series__accelerator_type_id=run.accelerator_type_id,
+            series__accelerator_count=run.accelerator_count,
+            first_run__started_at__lte=run.started_at,
+        )
+        .order_by("first_run__started_at")
+        .values("first_run__started_at")[:1]
+    )
+    return benchmark_selectors.run_baseline_ids(run=run, held_since=Subquery(held))
 
 
 def run_baseline_compare(*, run: BenchmarkRun) -> list[dict[str, Any]]:

@@ -796,3 +796,18 @@ def test_it_compares_a_run_with_the_level_before_an_open_regression(team: Team) 
     Alert.objects.filter(pk=alert.pk).update(state=AlertState.RESOLVED)
     (entry,) = [e for e in run_baseline_compare(run=runs[-1]) if e["name"] == "throughput_tokens_per_s"]
     assert entry["baseline"] == float(np.median(values[STEP_AT:-1]))
+
+
+def test_it_compares_with_the_runs_before_an_open_regression(
+    team: Team, lead: Any, login_client: Any
+) -> None:
+    """ "Compare with baseline" sets a regressed run against the runs before the change while the
+    alert is open, not against the regressed runs just before it."""
+    runs = step_series(team, n=40)
+    alert = regression_alert(team, runs)
+    response = login_client(lead).get(reverse("benchmarks:compare_baseline", args=[runs[-1].pk]))
+    before = ",".join(str(r.pk) for r in runs[STEP_AT - 5 : STEP_AT])
+    assert response.status_code == 302 and f"?a={before}&b={runs[-1].pk}" in response["Location"]
+    Alert.objects.filter(pk=alert.pk).update(state=AlertState.RESOLVED)
+    response = login_client(lead).get(reverse("benchmarks:compare_baseline", args=[runs[-1].pk]))
+    assert f"?a={','.join(str(r.pk) for r in runs[-6:-1])}&" in response["Location"]
