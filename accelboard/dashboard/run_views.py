@@ -20,7 +20,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from accelboard.alerts.selectors import run_baseline_compare
+from accelboard.alerts.selectors import run_baseline_compare, run_baseline_runs
 from accelboard.benchmarks import arrival_services as arrival
 from accelboard.benchmarks import selectors as run_selectors
 from accelboard.benchmarks import table_selectors as run_table
@@ -227,7 +227,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                 ),
             }
         )
-    baseline_ids = run_selectors.run_baseline_ids(run=run)
+    baseline_ids = run_baseline_runs(run=run)
     cost = run_cost_summary(scope=request_scope(request), run=run)
     gpus, averages = fleet_selectors.run_window_profiling(
         host_id=run.host_id,
@@ -271,7 +271,7 @@ def run_raw(request: HttpRequest, run_id: int) -> FileResponse:
 @require_GET
 def run_compare_baseline(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _visible_run(request, run_id)
-    ids = run_selectors.run_baseline_ids(run=run)
+    ids = run_baseline_runs(run=run)
     if not ids:
         return render(request, "benchmarks/compare.html", {"error": None, "no_baseline": run}, status=200)
     a = ",".join(str(pk) for pk in reversed(ids))

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db.models.fields.json import KeyTextTransform
+
 from accelboard.alerts.choices import DismissReason
 from accelboard.alerts.models import Alert, DetectionSetting, ExpectedChange
 from accelboard.benchmarks.filters import SeriesFilterSet
@@ -170,11 +172,15 @@ def series_histories(*, series_ids: list[int], scope: Scope) -> list[SeriesHisto
         "dismissed_reason",
         "first_run_id",
         "first_run__started_at",
+        reverted_at_run=KeyTextTransform("reverted_at_run", "detail"),
     )
     for alert in alerts.order_by("opened_at"):
         # A change a person marked expected shows as its ExpectedChange annotation, not as an alert.
         if alert["dismissed_reason"] != DismissReason.EXPECTED:
-            histories[alert["series_id"]].alerts.append(dict(alert))
+            reverted = str(alert["reverted_at_run"] or "")
+            entry: dict[str, Any] = dict(alert)
+            entry["reverted_at_run"] = int(reverted) if reverted.isdigit() else None
+            histories[alert["series_id"]].alerts.append(entry)
 
     changes = (
         ExpectedChange.objects.filter(series_id__in=series_ids)
