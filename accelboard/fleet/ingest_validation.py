@@ -412,7 +412,12 @@ def _samples_parse(value: object, now: datetime) -> tuple[list[str], list[float]
         raise _sample_error(samples, now)
 
     columns: dict[str, list[Any]] = {}
+    # The fields no sample carries are all None (checked in C: most batches fill about half).
+    carried = set().union(*samples)
     for name, (integer, lowest, highest) in SAMPLE_FIELDS.items():
+        if name not in carried:
+            columns[name] = [None] * len(samples)
+            continue
         column = [sample.get(name) for sample in samples]
         types = set(map(type, column))
         if not types <= (_INT_TYPES if integer else _NUMBER_TYPES):
