@@ -544,3 +544,66 @@ def test_mig_instances_are_no_extra_gpus(client: Client, team: Any, ingest_token
     assert overview_summary(scope=scope)["gpus"] == 2
     [host] = host_grid(scope=scope, now=timezone.now())
     assert len(host["gpus"]) == 2
+
+
+def _on_host(payload: dict[str, Any], hostname: str, suffix: str) -> dict[str, Any]:
+    """``payload`` as another host's: its hostname and GPUs renamed."""
+    moved = copy.deepcopy(payload)
+    rename = {GPU_A: GPU_A[:-4] + suffix + "a", GPU_B: GPU_B[:-4] + suffix + "b"}
+    moved["host"]["hostname"] = hostname
+    moved["batch_id"] = f"{hostname}:{payload['batch_id']}"
+    for item in [*moved["accelerators"], *moved["samples"], *moved.get("attribution", [])]:
+        key = "uuid" if "uuid" in item else "gpu"
+        item[key] = rename.get(item[key], item[key])
+    return moved
+
+
+def test_several_hosts_intervals_are_stored_in_one_pass_as_they_would_be_one_by_one(team: Any) -> None:
+    """A remote-write request carries hundreds of hosts: their intervals are checked and stored
+    together (one lock statement, one read, one upsert, one COPY), each host's as on its own."""
+    from accelboard.fleet import ingest_services
+
+    payloads = [_on_host(_payload(_batch()), f"gpu-node-{n:02d}", f"{n:03d}") for n in range(3)]
+    with CaptureQueriesContext(connection) as captured:
+        results = ingest_services.telemetry_batches_ingest(team_id=team.pk, payloads=payloads)
+    assert [(r["attribution"], r["attribution_duplicates"]) for r in results] == [(4, 0)] * 3
+    locks = [q["sql"] for q in captured.captured_queries if "pg_advisory_xact_lock(7310002" in q["sql"]]
+    assert len(locks) == 1, locks
+    stored = _stored()
+    assert len(stored) == 3 * len(EXPECTED)
+    # Each host's rows are EXPECTED under its GPUs' names.
+    for n in range(3):
+        mine = [row for row in stored if row[0].endswith((f"{n:03d}a", f"{n:03d}b"))]
+        assert [row[1:] for row in mine] == [row[1:] for row in EXPECTED]
+    # Sent again: duplicates, nothing stored twice.
+    again = [dict(p, batch_id=p["batch_id"] + ":again") for p in payloads]
+    results = ingest_services.telemetry_batches_ingest(team_id=team.pk, payloads=again)
+    assert [(r["attribution"], r["attribution_duplicates"]) for r in results] == [(0, 4)] * 3
+    assert len(_stored()) == 3 * len(EXPECTED)
+
+
+def test_a_conflict_in_one_hosts_intervals_names_its_batch_and_stores_none(team: Any) -> None:
+    from accelboard.fleet import ingest_services
+
+    first = _on_host(_payload([_interval(GPU_A, T, T + 60, POD)]), "gpu-node-01", "001")
+    ingest_services.telemetry_batches_ingest(team_id=team.pk, payloads=[first])
+    before = _counts()
+    clean = _on_host(_payload(_batch()), "gpu-node-02", "002")
+    clash = _on_host(_payload([_interval(GPU_A, T + 30, T + 90, PROCESS)]), "gpu-node-01", "001")
+    with pytest.raises(ingest_services.IngestRejected) as refused:
+        ingest_services.telemetry_batches_ingest(team_id=team.pk, payloads=[clean, clash])
+    assert (refused.value.index, refused.value.code, refused.value.path) == (
+        1,
+        "attribution_conflict",
+        "attribution[0]",
+    )
+    assert POD["uid"] in refused.value.message
+    assert _counts() == before
+    # Two batches of one host in one call: the second is checked against the first's intervals.
+    again = _on_host(_payload([_interval(GPU_B, T, T + 60, JOB)]), "gpu-node-03", "003")
+    overlap = _on_host(_payload([_interval(GPU_B, T + 10, T + 20, PROCESS)]), "gpu-node-03", "003")
+    overlap["batch_id"] += ":2"
+    with pytest.raises(ingest_services.IngestRejected) as refused:
+        ingest_services.telemetry_batches_ingest(team_id=team.pk, payloads=[again, overlap])
+    assert (refused.value.index, refused.value.code) == (1, "attribution_conflict")
+    assert _counts() == before
