@@ -148,3 +148,24 @@ def test_it_allows_an_exports_rows_their_own_rounding_but_not_more() -> None:
     assert "sums to 7.0000" in " ".join(counts)
     rows[0][1] = "23.2130"
     assert numbers.export_total_problems(header=header, rows=rows, page_totals=totals)
+
+
+def test_it_finds_live_figures_that_do_not_say_how_fresh() -> None:
+    # The overview said "9 GPUs now · of 85 reporting" with stale hosts among them.
+    for text in (
+        "0.2% of GPU-time throttled · 9 GPUs now of 85 GPUs reporting",
+        "Hosts · GPUs 15 · 85 | 2 | of | 80 | GPUs reporting now",
+        "3 hosts live",
+    ):
+        assert any("how fresh" in p for p in numbers.live_problems(text)), text
+
+
+def test_it_passes_live_figures_that_say_how_fresh() -> None:
+    for text in (
+        "1 of 4 GPUs reporting now (as of 14:05 UTC)",
+        "12 hosts and 80 GPUs reporting in the last 5 min; 3 stale",
+        "2 | of | 4 | GPUs reporting throttled now (as of 14:05 UTC)",
+        "of 85 GPUs that reported in the last 24 h",  # not a live figure: a window of a day
+        "Alert #3 is now acknowledged",
+    ):
+        assert numbers.live_problems(text) == [], text
