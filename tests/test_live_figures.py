@@ -1,5 +1,5 @@
 """Live figures ("now", "reporting", "live") count fresh data only, by the hosts page's one stale
-rule (``fleet.selectors.FRESHNESS_DEFINITION``), and say how fresh: every page of the test world
+rule (``fleet.selectors.freshness_definition``), and say how fresh: every page of the test world
 (``tests/browser/world.py``) with one of its hosts gone stale, as a team member and as staff.
 
 The overview said "9 GPUs now · of 85 reporting" while the hosts page said 15 hosts were stale:
@@ -154,8 +154,13 @@ def test_every_page_says_how_fresh_its_live_figures_are(
     assert problems == []
 
 
-def test_it_shows_the_stale_limit_the_hosts_are_held_to() -> None:
+def test_it_shows_the_stale_limit_the_hosts_are_held_to(settings: Any) -> None:
     assert selectors.stale_limit_text([]) == "5 min"
+    settings.HOST_STALE_SECONDS = 60
+    assert selectors.stale_limit_text([]) == "60 s"
+    assert selectors.stale_after(interval_s=None) == timedelta(seconds=60)
+    assert selectors.stale_limit_text([timedelta(seconds=60), timedelta(minutes=15)]) == "60 s-15 min"
+    settings.HOST_STALE_SECONDS = 300
     assert selectors.stale_limit_text([timedelta(minutes=5), timedelta(minutes=5)]) == "5 min"
     assert selectors.stale_limit_text([timedelta(minutes=5), timedelta(minutes=15)]) == "5-15 min"
 

@@ -181,8 +181,8 @@ HOST_RANGES: dict[str, timedelta] = {
 HOST_RANGE_DEFAULT = "6h"
 MINUTE_ROLLUP_MAX_SPAN = timedelta(hours=24)
 # An agent is stale when it has not reported for three of its intervals, and never sooner than
-# five minutes: a 1 s agent that misses 3 s behind a slow network is not down.
-STALE_MIN = timedelta(minutes=5)
+# ``settings.HOST_STALE_SECONDS`` (5 minutes): a 1 s agent that misses 3 s behind a slow network
+# is not down.
 STALE_INTERVALS = 3
 
 # ``bucket`` is the bucket start in epoch seconds: charts send numbers, not ISO strings (a 24-hour
@@ -207,11 +207,16 @@ def rollup_width_for(*, span: timedelta) -> int:
     return 60 if span <= MINUTE_ROLLUP_MAX_SPAN else 3600
 
 
+def stale_min() -> timedelta:
+    """The shortest stale limit, whatever the agent's interval (``HOST_STALE_SECONDS``)."""
+    return timedelta(seconds=settings.HOST_STALE_SECONDS)
+
+
 def stale_after(*, interval_s: float | None) -> timedelta:
-    """How long without a report before an agent counts as stale. Pure."""
+    """How long without a report before an agent counts as stale."""
     if not interval_s or interval_s <= 0:
-        return STALE_MIN
-    return max(STALE_MIN, timedelta(seconds=STALE_INTERVALS * float(interval_s)))
+        return stale_min()
+    return max(stale_min(), timedelta(seconds=STALE_INTERVALS * float(interval_s)))
 
 
 def agent_is_stale(*, last_seen_at: datetime | None, now: datetime, interval_s: float | None = None) -> bool:
@@ -225,25 +230,34 @@ def agent_is_stale(*, last_seen_at: datetime | None, now: datetime, interval_s: 
 # utilisation): a GPU's newest sample counts only while its host is live (``agent_is_stale``) and
 # the sample itself is within the same limit. A stale GPU keeps its last state on the grid, marked
 # as such, but no live figure counts it.
-FRESHNESS_DEFINITION = (
-    "Live figures count only GPUs whose host reported and whose newest sample is no older than the "
-    "stale limit: three of the agent's sampling intervals, and never under 5 minutes. A stale host's "
-    "GPUs are left out of every live figure."
-)
+def freshness_definition() -> str:
+    """The freshness rule in words, for the pages that show live figures."""
+    return (
+        "Live figures count only GPUs whose host reported and whose newest sample is no older than "
+        f"the stale limit: three of the agent's sampling intervals, and never under "
+        f"{_duration_text(stale_min())}. A stale host's GPUs are left out of every live figure."
+    )
+
+
+def _duration_text(limit: timedelta) -> str:
+    seconds = limit.total_seconds()
+    return f"{round(seconds / 60)} min" if seconds >= 120 else f"{round(seconds)} s"
 
 
 def stale_limit_text(limits: Sequence[timedelta]) -> str:
-    """The stale limit of the hosts shown, in words: "5 min", or "5-15 min" where agents sample at
-    different intervals. Pure."""
+    """The stale limit of the hosts shown, in words: "5 min", or "5-15 min" where agents sample
+    at different intervals."""
     if not limits:
-        return f"{int(STALE_MIN.total_seconds() // 60)} min"
-    low, high = (round(limit.total_seconds() / 60) for limit in (min(limits), max(limits)))
-    return f"{low} min" if low == high else f"{low}-{high} min"
+        return _duration_text(stale_min())
+    low, high = _duration_text(min(limits)), _duration_text(max(limits))
+    if low == high:
+        return low
+    return f"{low.removesuffix(' min')}-{high}" if high.endswith(" min") else f"{low}-{high}"
 
 
 def fleet_live_summary(*, grid: Sequence[dict[str, Any]], now: datetime) -> dict[str, Any]:
     """The live figures of a hosts grid (``host_grid``), as the hosts page and the overview both
-    show them, so the two always agree. Pure.
+    show them, so the two always agree.
 
     - ``hosts`` = ``hosts_live`` + ``hosts_stale`` (by ``agent_is_stale``);
     - ``gpus`` = ``gpus_live`` + ``gpus_stale``: a GPU is live ("reporting now") when it has a
@@ -264,7 +278,7 @@ def fleet_live_summary(*, grid: Sequence[dict[str, Any]], now: datetime) -> dict
         "throttled_now": sum(1 for gpu in gpus if gpu["throttled"]),
         "as_of": now,
         "stale_limit": stale_limit_text([item["stale_after"] for item in grid]),
-        "definition": FRESHNESS_DEFINITION,
+        "definition": freshness_definition(),
     }
 
 
@@ -293,7 +307,7 @@ def gpu_live_state(
 
     Memory total falls back to the GPU's registered memory and the power limit to its registered
     limit, so a sample without them still shows "used of total" and "draw of limit". ``stale``
-    follows ``FRESHNESS_DEFINITION`` (the GPU's sample or its host, ``host_stale``, past the stale
+    follows ``freshness_definition`` (the GPU's sample or its host, ``host_stale``, past the stale
     limit); ``live`` is a fresh sample, and ``throttled`` means throttled now, so a stale GPU is
     never counted throttled (``was_throttled`` keeps what its last sample said).
     """
@@ -520,7 +534,7 @@ def fleet_throttling(
     - ``gpus`` and ``gpus_throttled``: the GPUs that reported in the window, and how many of them
       were throttled at all in it (the old "throttled" figure, kept for the hover text);
     - ``now``: live GPUs whose newest sample is throttled (the hosts grid's badges), of
-      ``reporting``, the live GPUs (``FRESHNESS_DEFINITION``: a stale GPU is in neither).
+      ``reporting``, the live GPUs (``freshness_definition``: a stale GPU is in neither).
 
     ``live``: the GPUs' ``gpu_live_state`` where the caller has them (the hosts grid), else
     they are read (``host_grid``). One aggregate over at most GPUs × hours rollup rows, and the
@@ -542,7 +556,7 @@ def fleet_throttling(
         gpus, samples, throttled, gpus_throttled = cursor.fetchone()
     if live is None:
         live = [gpu for item in host_grid(scope=scope, now=now) for gpu in item["gpus"]]
-    # Live figures by ``FRESHNESS_DEFINITION``: a stale GPU's last sample is not "now".
+    # Live figures by ``freshness_definition``: a stale GPU's last sample is not "now".
     throttled_now = sum(1 for gpu in live if gpu["throttled"])
     reporting = sum(1 for gpu in live if gpu["live"])
     return {
