@@ -336,8 +336,10 @@ if not 0.001 <= PROMETHEUS_SCRAPE_INTERVAL_S <= 3600:
 PROMETHEUS_SERVING_HOST_LABELS = env_list("PROMETHEUS_SERVING_HOST_LABELS", ["Hostname", "node", "instance"])
 PROMETHEUS_LABEL_VARIANT = env_str("PROMETHEUS_LABEL_VARIANT", "variant")
 PROMETHEUS_SERVING_VARIANT = env_str("PROMETHEUS_SERVING_VARIANT", "bf16")
-# A host whose agent has not reported for this long is flagged stale.
-HOST_STALE_SECONDS = env_int("HOST_STALE_SECONDS", 120, minimum=5)
+# The shortest stale limit: an agent is stale after three of its sampling intervals and never
+# sooner than this (``fleet.selectors.stale_after``); every live figure ("now", "reporting") counts
+# only fresher data, on every page.
+HOST_STALE_SECONDS = env_int("HOST_STALE_SECONDS", 300, minimum=5)
 
 LOGGING = {
     "version": 1,

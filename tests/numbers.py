@@ -23,6 +23,8 @@ What is a problem:
    ``after: …``, ``baseline median · …``, ``current level median · …``): a line that does not run from one of its series' results to another, or is not drawn
    at the median of the results it spans (``alerts.levels``: a level holds over its segment, and
    only there); a baseline drawn over a regressed level its chart draws apart (``current-level``).
+7. **Live figures**: a count of GPUs or hosts said to be "now", "live" or "reporting" with no
+   word of how fresh it is ("as of 14:05", "in the last 5 min") beside it.
 """
 
 from __future__ import annotations
@@ -72,6 +74,33 @@ def text_problems(text: str, *, where: str = "") -> list[str]:
         found.append(f"{prefix}bytes shown raw: {_around(text, match)!r}")
     for match in ONE_PLURAL.finditer(text):
         found.append(f"{prefix}a plural after one: {_around(text, match)!r}")
+    return sorted(set(found))
+
+
+# A live figure: "3 GPUs now", "1 of 4 GPUs reporting now", "2 hosts live" (rule 7).
+LIVE_FIGURE = re.compile(
+    r"(?<![\w.,])\d[\d,]*\s+(?:of\s+\d[\d,]*\s+)?(?:GPUs?|hosts?)\b[^.;]{0,60}?\b(?:now|live|reporting)\b",
+    re.IGNORECASE,
+)
+# How fresh it is: a time it holds as of, or a window it was seen in.
+FRESHNESS = re.compile(
+    r"\bas of (?:\d{4}-\d{2}-\d{2}[ T])?\d{1,2}:\d{2}|\bin the last \d+(?:-\d+)?\s*(?:s|sec|seconds?|min|minutes?)\b",
+    re.IGNORECASE,
+)
+LIVE_WINDOW = 250
+
+
+def live_problems(text: str, *, where: str = "") -> list[str]:
+    """Live figures that do not say how fresh they are (rule 7): each needs ``FRESHNESS`` within
+    ``LIVE_WINDOW`` characters of it. A page's text nodes come " | "-joined (``<b>1</b> of 4
+    GPUs`` is three): they are read as one text here."""
+    found: list[str] = []
+    prefix = f"{where}: " if where else ""
+    text = text.replace(" | ", " ")
+    for match in LIVE_FIGURE.finditer(text):
+        start, end = max(0, match.start() - LIVE_WINDOW), min(len(text), match.end() + LIVE_WINDOW)
+        if FRESHNESS.search(text, start, end) is None:
+            found.append(f"{prefix}a live figure that does not say how fresh: {_around(text, match)!r}")
     return sorted(set(found))
 
 

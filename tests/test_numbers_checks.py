@@ -171,3 +171,24 @@ def test_it_finds_a_level_line_that_does_not_hold_the_results_it_spans() -> None
     off = {"data": [points, line("after", 4, 7, 8.0) | {"x": [xs[4], "2026-11-01"]}]}
     (problem,) = numbers.figure_problems(off)
     assert "not from a result of its series to another" in problem
+
+
+def test_it_finds_live_figures_that_do_not_say_how_fresh() -> None:
+    # The overview said "9 GPUs now · of 85 reporting" with stale hosts among them.
+    for text in (
+        "0.2% of GPU-time throttled · 9 GPUs now of 85 GPUs reporting",
+        "Hosts · GPUs 15 · 85 | 2 | of | 80 | GPUs reporting now",
+        "3 hosts live",
+    ):
+        assert any("how fresh" in p for p in numbers.live_problems(text)), text
+
+
+def test_it_passes_live_figures_that_say_how_fresh() -> None:
+    for text in (
+        "1 of 4 GPUs reporting now (as of 14:05 UTC)",
+        "12 hosts and 80 GPUs reporting in the last 5 min; 3 stale",
+        "2 | of | 4 | GPUs reporting throttled now (as of 14:05 UTC)",
+        "of 85 GPUs that reported in the last 24 h",  # not a live figure: a window of a day
+        "Alert #3 is now acknowledged",
+    ):
+        assert numbers.live_problems(text) == [], text

@@ -146,9 +146,10 @@ def test_it_keeps_the_overview_query_count_flat(
     for _ in range(5):
         factories.run_create(team=team)
     client = login_client(lead)
-    # session + user, visible teams, the rollup frame, four KPI counts, the cost days and their
+    # session + user, visible teams, the rollup frame, two KPI counts, the cost days and their
     # exchange rates, the spend series and its rates, two mover lists, the saturation aggregate,
-    # the throttling aggregate and the GPUs' live state: nothing per host, GPU, day or alert.
+    # the throttling aggregate and the hosts' and GPUs' live state (the hosts and GPUs cards are
+    # counted from it, as on the hosts page): nothing per host, GPU, day or alert.
     with django_assert_max_num_queries(17):
         response = client.get(reverse("dashboard:overview"))
     assert response.status_code == 200

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, F, Q, Subquery, Window
+from django.db.models import Count, F, Q, QuerySet, Subquery, Window
 from django.db.models.functions import RowNumber
 
 from accelboard.benchmarks import selectors as benchmark_selectors
@@ -55,14 +55,19 @@ _FALSE = Q(state=AlertState.DISMISSED, dismissed_reason=DismissReason.FALSE_ALAR
 _CONFIRMED = _CONFIRMED & ~_FALSE
 
 
-def alert_feedback_stats(*, scope: Scope) -> dict[str, list[FeedbackRow]]:
+def alert_feedback_stats(
+    *, scope: Scope, alerts: QuerySet[Alert] | None = None
+) -> dict[str, list[FeedbackRow]]:
     """False-positive rate of benchmark alerts per team and per minimum-effect threshold.
 
     Feedback is what people did: a dismissal as false alarm counts against the detector; an
     acknowledgement, a manual resolve or a dismissal as expected counts for it. Alerts nobody
     touched (or that resolved by themselves) are counted in ``alerts`` but not judged.
+    ``alerts``: the alerts a page shows (its team filter and the rest, already within ``scope``),
+    so its feedback covers the same teams as its list; else every alert ``scope`` may see.
     """
-    base = Alert.objects.visible_to(scope).filter(kind__in=[AlertKind.REGRESSION, AlertKind.IMPROVEMENT])
+    visible = Alert.objects.visible_to(scope) if alerts is None else alerts
+    base = visible.filter(kind__in=[AlertKind.REGRESSION, AlertKind.IMPROVEMENT])
     aggregates = {
         "alerts": Count("id", distinct=True),
         "false_alarms": Count("id", filter=_FALSE, distinct=True),

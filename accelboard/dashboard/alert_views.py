@@ -122,7 +122,16 @@ def _list_context(
     else:
         status = 400
     context["any_triage"] = scope.can_anywhere(Action.TRIAGE)
-    context["feedback"] = alert_feedback_stats(scope=scope)
+    # The feedback tables cover the alerts the filters pick (every state, as the state counts):
+    # one scope for the page's cards and its list, a team filter included.
+    valid = not params or filterset.is_valid()
+    context["feedback"] = alert_feedback_stats(
+        scope=scope, alerts=filterset.qs_without("state") if valid else None
+    )
+    team_slug = filterset.form.cleaned_data.get("team") if params and valid else ""
+    context["feedback_team"] = dict(filterset.filters["team"].extra.get("choices", [])).get(
+        team_slug, team_slug
+    )
     # Where triage returns to: this list with its filters (on a refused bulk POST, the list the
     # form came from, not the POST's own URL).
     list_url = reverse("alerts:list")

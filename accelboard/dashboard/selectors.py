@@ -21,13 +21,15 @@ from accelboard.core.access import Scope
 from accelboard.costs.periods import month_comparison, trailing_comparison
 from accelboard.costs.selectors import cost_daily_series, cost_days_totals
 from accelboard.fleet.models import Accelerator, Host
-from accelboard.fleet.selectors import fleet_throttling, fleet_utilisation_hourly
+from accelboard.fleet.selectors import fleet_live, fleet_throttling, fleet_utilisation_hourly
 
 
-def overview_summary(*, scope: Scope, now: datetime | None = None) -> dict[str, Any]:
+def overview_summary(
+    *, scope: Scope, now: datetime | None = None, live: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The overview's cards. Hosts and GPUs are counted as the hosts page counts them: from
+    ``live`` (``overview_live``'s figures) where the caller has them, so the two pages agree."""
     now = now or timezone.now()
-    hosts = Host.objects.visible_to(scope)
-    gpus = Accelerator.objects.visible_to(scope).physical()
     runs = BenchmarkRun.objects.visible_to(scope)
     alerts = Alert.objects.visible_to(scope).filter(state__in=[AlertState.OPEN, AlertState.ACKNOWLEDGED])
     by_severity = alerts.aggregate(
@@ -35,12 +37,24 @@ def overview_summary(*, scope: Scope, now: datetime | None = None) -> dict[str, 
         warning=Count("id", filter=Q(severity="warning")),
         info=Count("id", filter=Q(severity="info")),
     )
+    if live is None:
+        hosts = Host.objects.visible_to(scope).count()
+        gpus = Accelerator.objects.visible_to(scope).physical().count()
+    else:
+        hosts, gpus = live["hosts"], live["gpus"]
     return {
-        "hosts": hosts.count(),
-        "gpus": gpus.count(),
+        "hosts": hosts,
+        "gpus": gpus,
         "runs_week": runs.filter(started_at__gte=now - timedelta(days=7)).count(),
         "alerts": by_severity,
     }
+
+
+def overview_live(*, scope: Scope, now: datetime) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The visible GPUs' live state and the live figures, exactly as the hosts page counts them
+    (``fleet.selectors.fleet_live``: hosts live and stale, GPUs reporting now, as of ``now``)."""
+    grid, live = fleet_live(scope=scope, now=now)
+    return [gpu for item in grid for gpu in item["gpus"]], live
 
 
 def overview_fleet_frame(*, scope: Scope, days: int = 14, now: datetime | None = None) -> pd.DataFrame:
@@ -141,12 +155,16 @@ SATURATED_UTIL_PCT = 90.0
 MEMORY_PRESSURE = 0.95
 
 
-def overview_saturation(*, scope: Scope, now: datetime, hours: int = 24) -> dict[str, Any]:
+def overview_saturation(
+    *, scope: Scope, now: datetime, hours: int = 24, live: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Per GPU over the last ``hours`` (hour rollups): the share of GPUs whose mean utilisation was
     above 90% and whose memory peaked above 95% of its total; throttling as the hosts page shows
     it (``fleet.selectors.fleet_throttling``: the share of GPU-time slowed for power or heat, and
     the GPUs throttled now), not "any GPU with one power-cap sample", which read as 100%.
-    Two aggregate queries over at most GPUs × hours rows, and the GPUs' live state."""
+    ``gpus`` are the GPUs that reported in the window; the "now" figures count live GPUs only
+    (``live``: ``overview_live``'s, else read). Two aggregate queries over at most GPUs × hours
+    rows, and the GPUs' live state."""
     team_filter, team_params = scope.sql_filter("h.team_id")
     sql = f"""
         WITH per_gpu AS (
@@ -184,7 +202,7 @@ def overview_saturation(*, scope: Scope, now: datetime, hours: int = 24) -> dict
         "busy_pct": share(busy),
         "memory": memory,
         "memory_pct": share(memory),
-        "throttling": fleet_throttling(scope=scope, now=now, hours=hours),
+        "throttling": fleet_throttling(scope=scope, now=now, hours=hours, live=live),
     }
 
 

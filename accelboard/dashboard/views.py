@@ -27,11 +27,14 @@ def overview(request: HttpRequest) -> HttpResponse:
     today = now.astimezone(UTC).date()
     frame = selectors.overview_fleet_frame(scope=scope, days=OVERVIEW_DAYS, now=now)
     spend = selectors.overview_spend_days(scope=scope, today=today, days=OVERVIEW_SPEND_DAYS)
+    # The live figures ("now", "reporting"): the hosts page's, by its one freshness rule.
+    live_gpus, live = selectors.overview_live(scope=scope, now=now)
     context = {
-        "summary": selectors.overview_summary(scope=scope, now=now),
+        "summary": selectors.overview_summary(scope=scope, now=now, live=live),
+        "live": live,
         "periods": selectors.overview_periods(scope=scope, today=today),
         "movers": selectors.overview_movers(scope=scope, now=now),
-        "saturation": selectors.overview_saturation(scope=scope, now=now),
+        "saturation": selectors.overview_saturation(scope=scope, now=now, live=live_gpus),
         "window_days": OVERVIEW_DAYS,
         "spend_days": OVERVIEW_SPEND_DAYS,
         # A user in no team sees nothing; telling them how to install an agent would mislead.

@@ -181,8 +181,8 @@ HOST_RANGES: dict[str, timedelta] = {
 HOST_RANGE_DEFAULT = "6h"
 MINUTE_ROLLUP_MAX_SPAN = timedelta(hours=24)
 # An agent is stale when it has not reported for three of its intervals, and never sooner than
-# five minutes: a 1 s agent that misses 3 s behind a slow network is not down.
-STALE_MIN = timedelta(minutes=5)
+# ``settings.HOST_STALE_SECONDS`` (5 minutes): a 1 s agent that misses 3 s behind a slow network
+# is not down.
 STALE_INTERVALS = 3
 
 # ``bucket`` is the bucket start in epoch seconds: charts send numbers, not ISO strings (a 24-hour
@@ -207,11 +207,16 @@ def rollup_width_for(*, span: timedelta) -> int:
     return 60 if span <= MINUTE_ROLLUP_MAX_SPAN else 3600
 
 
+def stale_min() -> timedelta:
+    """The shortest stale limit, whatever the agent's interval (``HOST_STALE_SECONDS``)."""
+    return timedelta(seconds=settings.HOST_STALE_SECONDS)
+
+
 def stale_after(*, interval_s: float | None) -> timedelta:
-    """How long without a report before an agent counts as stale. Pure."""
+    """How long without a report before an agent counts as stale."""
     if not interval_s or interval_s <= 0:
-        return STALE_MIN
-    return max(STALE_MIN, timedelta(seconds=STALE_INTERVALS * float(interval_s)))
+        return stale_min()
+    return max(stale_min(), timedelta(seconds=STALE_INTERVALS * float(interval_s)))
 
 
 def agent_is_stale(*, last_seen_at: datetime | None, now: datetime, interval_s: float | None = None) -> bool:
@@ -219,6 +224,68 @@ def agent_is_stale(*, last_seen_at: datetime | None, now: datetime, interval_s: 
     if last_seen_at is None:
         return True
     return now - last_seen_at > stale_after(interval_s=interval_s)
+
+
+# The one freshness rule behind every live figure ("now", "reporting", live power and
+# utilisation): a GPU's newest sample counts only while its host is live (``agent_is_stale``) and
+# the sample itself is within the same limit. A stale GPU keeps its last state on the grid, marked
+# as such, but no live figure counts it.
+def freshness_definition() -> str:
+    """The freshness rule in words, for the pages that show live figures."""
+    return (
+        "Live figures count only GPUs whose host reported and whose newest sample is no older than "
+        f"the stale limit: three of the agent's sampling intervals, and never under "
+        f"{_duration_text(stale_min())}. A stale host's GPUs are left out of every live figure."
+    )
+
+
+def _duration_text(limit: timedelta) -> str:
+    seconds = limit.total_seconds()
+    return f"{round(seconds / 60)} min" if seconds >= 120 else f"{round(seconds)} s"
+
+
+def stale_limit_text(limits: Sequence[timedelta]) -> str:
+    """The stale limit of the hosts shown, in words: "5 min", or "5-15 min" where agents sample
+    at different intervals."""
+    if not limits:
+        return _duration_text(stale_min())
+    low, high = _duration_text(min(limits)), _duration_text(max(limits))
+    if low == high:
+        return low
+    return f"{low.removesuffix(' min')}-{high}" if high.endswith(" min") else f"{low}-{high}"
+
+
+def fleet_live_summary(*, grid: Sequence[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    """The live figures of a hosts grid (``host_grid``), as the hosts page and the overview both
+    show them, so the two always agree.
+
+    - ``hosts`` = ``hosts_live`` + ``hosts_stale`` (by ``agent_is_stale``);
+    - ``gpus`` = ``gpus_live`` + ``gpus_stale``: a GPU is live ("reporting now") when it has a
+      sample and neither it nor its host is stale; a GPU that never sent one counts as stale;
+    - ``throttled_now``: live GPUs whose newest sample is throttled;
+    - ``as_of`` and ``stale_limit``: how fresh the live figures are.
+    """
+    gpus = [gpu for item in grid for gpu in item["gpus"]]
+    hosts_stale = sum(1 for item in grid if item["stale"])
+    gpus_live = sum(1 for gpu in gpus if gpu["live"])
+    return {
+        "hosts": len(grid),
+        "hosts_live": len(grid) - hosts_stale,
+        "hosts_stale": hosts_stale,
+        "gpus": len(gpus),
+        "gpus_live": gpus_live,
+        "gpus_stale": len(gpus) - gpus_live,
+        "throttled_now": sum(1 for gpu in gpus if gpu["throttled"]),
+        "as_of": now,
+        "stale_limit": stale_limit_text([item["stale_after"] for item in grid]),
+        "definition": freshness_definition(),
+    }
+
+
+def fleet_live(*, scope: Scope, now: datetime) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The visible hosts grid and its live figures (``fleet_live_summary``). Three queries."""
+    grid = host_grid(scope=scope, now=now)
+    return grid, fleet_live_summary(grid=grid, now=now)
 
 
 def _number(value: Any) -> float | None:
@@ -234,12 +301,15 @@ def host_interval_s(*, host: Host) -> float | None:
 
 
 def gpu_live_state(
-    *, accelerator: Accelerator, now: datetime, interval_s: float | None = None
+    *, accelerator: Accelerator, now: datetime, interval_s: float | None = None, host_stale: bool = False
 ) -> dict[str, Any]:
     """One GPU's newest sample (``last_state``) as the grid shows it, with derived flags. No query.
 
     Memory total falls back to the GPU's registered memory and the power limit to its registered
-    limit, so a sample without them still shows "used of total" and "draw of limit".
+    limit, so a sample without them still shows "used of total" and "draw of limit". ``stale``
+    follows ``freshness_definition`` (the GPU's sample or its host, ``host_stale``, past the stale
+    limit); ``live`` is a fresh sample, and ``throttled`` means throttled now, so a stale GPU is
+    never counted throttled (``was_throttled`` keeps what its last sample said).
     """
     state = accelerator.last_state or {}
     power = _number(state.get("power_w"))
@@ -250,6 +320,9 @@ def gpu_live_state(
     )
     reasons = state.get("throttle_reasons")
     throttled = isinstance(reasons, int) and (reasons & THROTTLE_MASK) != 0
+    stale = host_stale or agent_is_stale(
+        last_seen_at=accelerator.last_seen_at, now=now, interval_s=interval_s
+    )
     return {
         "id": accelerator.pk,
         "index": accelerator.index,
@@ -265,11 +338,13 @@ def gpu_live_state(
         "mem_total_gib": mem_total / 2**30 if mem_total is not None else None,
         "mem_pct": round(100.0 * mem_used / mem_total, 1) if mem_used is not None and mem_total else None,
         "temperature_c": _number(state.get("temperature_c")),
-        "throttled": throttled,
+        "throttled": throttled and not stale,
+        "was_throttled": throttled and stale,
         "throttle_reasons": throttle_reason_names(reasons),
         "last_seen_at": accelerator.last_seen_at,
-        "stale": agent_is_stale(last_seen_at=accelerator.last_seen_at, now=now, interval_s=interval_s),
+        "stale": stale,
         "has_state": bool(state),
+        "live": bool(state) and not stale,
     }
 
 
@@ -282,14 +357,16 @@ def host_grid(*, scope: Scope, now: datetime) -> list[dict[str, Any]]:
     grid = []
     for host in host_list(scope=scope):
         interval = host_interval_s(host=host)
+        stale = agent_is_stale(last_seen_at=host.last_seen_at, now=now, interval_s=interval)
         gpus = [
-            gpu_live_state(accelerator=gpu, now=now, interval_s=interval) for gpu in host.accelerators.all()
+            gpu_live_state(accelerator=gpu, now=now, interval_s=interval, host_stale=stale)
+            for gpu in host.accelerators.all()
         ]
         grid.append(
             {
                 "host": host,
                 "gpus": gpus,
-                "stale": agent_is_stale(last_seen_at=host.last_seen_at, now=now, interval_s=interval),
+                "stale": stale,
                 "stale_after": stale_after(interval_s=interval),
                 "throttled": sum(1 for gpu in gpus if gpu["throttled"]),
                 "gpu_types": gpu_types_summary([gpu["type"] for gpu in gpus]),
@@ -456,11 +533,12 @@ def fleet_throttling(
       share of GPU-time slowed for power or heat (``THROTTLING_DEFINITION``), None without data;
     - ``gpus`` and ``gpus_throttled``: the GPUs that reported in the window, and how many of them
       were throttled at all in it (the old "throttled" figure, kept for the hover text);
-    - ``now``: GPUs whose newest sample is throttled (the hosts grid's badges), of ``reporting``.
+    - ``now``: live GPUs whose newest sample is throttled (the hosts grid's badges), of
+      ``reporting``, the live GPUs (``freshness_definition``: a stale GPU is in neither).
 
     ``live``: the GPUs' ``gpu_live_state`` where the caller has them (the hosts grid), else
-    they are read. Two queries: one aggregate over at most GPUs × hours rollup rows, one over the
-    GPUs' live state (none with ``live``).
+    they are read (``host_grid``). One aggregate over at most GPUs × hours rollup rows, and the
+    grid's three queries without ``live``.
     """
     team_filter, team_params = scope.sql_filter("h.team_id")
     sql = f"""
@@ -477,12 +555,10 @@ def fleet_throttling(
         cursor.execute(sql, {"start": now - timedelta(hours=hours), "end": now, **team_params})
         gpus, samples, throttled, gpus_throttled = cursor.fetchone()
     if live is None:
-        states = [s for s in Accelerator.objects.visible_to(scope).values_list("last_state", flat=True) if s]
-        throttled_now = sum(1 for s in states if throttle_reason_names(s.get("throttle_reasons")))
-        reporting = len(states)
-    else:
-        throttled_now = sum(1 for gpu in live if gpu["throttled"])
-        reporting = sum(1 for gpu in live if gpu["has_state"])
+        live = [gpu for item in host_grid(scope=scope, now=now) for gpu in item["gpus"]]
+    # Live figures by ``freshness_definition``: a stale GPU's last sample is not "now".
+    throttled_now = sum(1 for gpu in live if gpu["throttled"])
+    reporting = sum(1 for gpu in live if gpu["live"])
     return {
         "hours": hours,
         "gpus": gpus or 0,

@@ -31,13 +31,15 @@ def _now() -> datetime:
 def host_list(request: HttpRequest) -> HttpResponse:
     scope = request_scope(request)
     now = _now()
-    grid = selectors.host_grid(scope=scope, now=now)
+    grid, live = selectors.fleet_live(scope=scope, now=now)
     context = {
         "grid": grid,
         "now": now,
         "no_team": scope.sees_no_team,
-        "stale_hosts": sum(1 for item in grid if item["stale"]),
-        "gpu_count": sum(len(item["gpus"]) for item in grid),
+        # The live figures, by the one freshness rule the overview shows them by.
+        "live": live,
+        "stale_hosts": live["hosts_stale"],
+        "gpu_count": live["gpus"],
         # The overview's throttling figures, from the same selector: the two pages agree.
         "throttling": selectors.fleet_throttling(
             scope=scope, now=now, live=[gpu for item in grid for gpu in item["gpus"]]
@@ -64,7 +66,7 @@ def _visible_host(request: HttpRequest, host_id: int) -> Host:
         raise Http404("No such host in your teams") from exc
 
 
-def _telemetry(host: Host, range_key: str, now: datetime) -> dict[str, Any]:
+def _telemetry(host: Host, range_key: str, now: datetime, *, stale: bool = False) -> dict[str, Any]:
     """Figures and facts of one host's telemetry over the range ending now. Where the host's data
     starts inside the range (an agent that began reporting minutes ago), the charts start there
     too, so minutes of data are not squeezed against the right edge of hours."""
@@ -73,8 +75,11 @@ def _telemetry(host: Host, range_key: str, now: datetime) -> dict[str, Any]:
     health = selectors.host_health_telemetry(host_id=host.pk, start=start, end=now)
     if not frame.empty:
         frame = frame.merge(health, on=["bucket", "accelerator_id"], how="left")
+    # Live state by the hosts grid's rule: the agent's interval and its host's staleness.
+    interval = selectors.host_interval_s(host=host)
     gpus = [
-        selectors.gpu_live_state(accelerator=gpu, now=now) for gpu in selectors.host_accelerators(host=host)
+        selectors.gpu_live_state(accelerator=gpu, now=now, interval_s=interval, host_stale=stale)
+        for gpu in selectors.host_accelerators(host=host)
     ]
     shown_from = start
     if not frame.empty:
@@ -112,8 +117,9 @@ def host_detail(request: HttpRequest, host_id: int) -> HttpResponse:
     except BadRange as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
     now = _now()
-    telemetry = _telemetry(host, range_key, now)
     interval = selectors.host_interval_s(host=host)
+    stale = selectors.agent_is_stale(last_seen_at=host.last_seen_at, now=now, interval_s=interval)
+    telemetry = _telemetry(host, range_key, now, stale=stale)
     start = now - selectors.HOST_RANGES[range_key]
     # Charts of a signal the host never sent in the range (DCGM profiling) are left out.
     keys = [key for key in charts.CHARTS if key not in charts.OPTIONAL_CHARTS or telemetry["has_profiling"]]
@@ -129,7 +135,9 @@ def host_detail(request: HttpRequest, host_id: int) -> HttpResponse:
         "profiling_labels": list(charts.PROFILING_LABELS.values()),
         "profiling": telemetry["profiling"],
         "ranges": list(selectors.HOST_RANGES),
-        "stale": selectors.agent_is_stale(last_seen_at=host.last_seen_at, now=now, interval_s=interval),
+        "stale": stale,
+        "stale_after": selectors.stale_after(interval_s=interval),
+        "now": now,
         "refresh_url": reverse("fleet:host_telemetry", args=[host.pk]) + f"?range={range_key}",
         "refresh_ms": REFRESH_MS,
         "refresh_s": REFRESH_MS // 1000,
@@ -144,6 +152,9 @@ def host_telemetry_json(request: HttpRequest, host_id: int) -> JsonResponse:
         range_key = _range(request)
     except BadRange as exc:
         return JsonResponse({"error": str(exc), "field": "range"}, status=400)
-    telemetry = _telemetry(host, range_key, _now())
+    now = _now()
+    interval = selectors.host_interval_s(host=host)
+    stale = selectors.agent_is_stale(last_seen_at=host.last_seen_at, now=now, interval_s=interval)
+    telemetry = _telemetry(host, range_key, now, stale=stale)
     del telemetry["gpus"], telemetry["profiling"]
     return JsonResponse(telemetry)

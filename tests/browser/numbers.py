@@ -84,6 +84,7 @@ def page_number_problems(
     False for a caller with nothing to see, whose charts are rightly empty)."""
     read = read or page_read(page)
     found = numbers.text_problems(read["text"], where=where)
+    found += numbers.live_problems(read["text"], where=where)
     for table in read["tables"]:
         found += numbers.table_problems(table, where=where)
     for figure in read["figures"]:
