@@ -128,7 +128,9 @@ def _group(qs: QuerySet, *keys: str) -> list[dict]:
     groups = (
         qs.values(*keys, "currency")
         .annotate(
-            **{f"sum_{f}": Sum(f) for f in (*MONEY_FIELDS, *QUANTITY_FIELDS)},
+            **{f"sum_{f}": Sum(f) for f in QUANTITY_FIELDS},
+            # The parts of spend only where there is a spend (as the report counts them).
+            **{f"sum_{f}": Sum(f, filter=Q(total_cost__isnull=False)) for f in MONEY_FIELDS},
             stale_rows=Count("id", filter=Q(price_stale=True)),
             unpriced_hours=Sum("alloc_hours", filter=Q(total_cost=None)),
             rows=Count("id"),
