@@ -65,6 +65,7 @@ from .plan_inputs import (
     GROWTH_BLOCK_DAYS,
     Accuracy,
     Assumptions,
+    CurrentDeployment,
     OptionPrice,
     PlanInputs,
     ServingOption,
@@ -445,6 +446,25 @@ class Plan:
         return ranked[0] if ranked and not ranked[0].over_budget else None
 
     @property
+    def saving_missing(self) -> str | None:
+        """Why no saving against today is shown, or None when it is: the first thing missing,
+        the same words for the saving card, the notes and the exports."""
+        current = self.inputs.current
+        if current is None:
+            return today_missing(current)
+        if current.monthly_cost is None:
+            return today_missing(current)
+        best = self.best
+        if best is None:
+            return (
+                f"No option to compare with today's {current.hardware} "
+                f"({current.monthly_cost:,.0f} {current.currency} per month): none meets the objective within budget"
+            )
+        if best.saving_monthly is None:
+            return f"Today's cost is in {current.currency}, the plan in {self.currency}: not compared"
+        return None
+
+    @property
     def benchmark_cheapest(self) -> OptionPlan | None:
         """The option a reading of the benchmarks alone would pick: lowest cost per 1M at full load."""
         priced = [o for o in self.options if o.benchmark_cost_per_1m is not None]
@@ -519,11 +539,25 @@ def _plan_notes(inputs: PlanInputs, options: Sequence[OptionPlan]) -> list[str]:
         )
     if not options:
         notes.append("No benchmark of this model measured token throughput on a known accelerator.")
-    if inputs.current is None:
-        notes.append("Which GPUs serve the model today is unknown (no GPUs named in the serving metrics).")
-    elif inputs.current.monthly_cost is None:
-        notes.append("Today's cost is unknown (no serving costs computed for the window): no saving shown.")
+    missing = today_missing(inputs.current)
+    if missing is not None:
+        notes.append(f"{missing} No saving shown.")
     return notes
+
+
+def today_missing(current: CurrentDeployment | None) -> str | None:
+    """Why today's deployment or its cost is unknown, in one sentence with its fix (the real
+    first missing input, ``costs.gaps``); None when both are known."""
+    if current is None:
+        return (
+            "Which GPUs serve the model today is unknown: the serving metrics name no GPU "
+            "(send them with the GPUs' UUIDs)."
+        )
+    if current.monthly_cost is not None:
+        return None
+    if current.cost_gap is None:
+        return "Today's cost is unknown."
+    return f"Today's cost is unknown. {current.cost_gap.text}"
 
 
 def plan_build(inputs: PlanInputs) -> Plan:

@@ -209,7 +209,7 @@ def assumption_rows(
         ("Today", f"{current.hardware}, {current.gpus} GPU{'s' if current.gpus != 1 else ''}" if current else "unknown", "GPUs the serving metrics of the last day name"),
         (
             "Today's cost",
-            f"{current.monthly_cost:,.2f} {current.currency} per month" if current and current.monthly_cost else "unknown",
+            f"{current.monthly_cost:,.2f} {current.currency} per month" if current and current.monthly_cost is not None else f"unknown: {c.today_missing(current)}",
             f"serving cost tables of {current.cost_days} day{'s' if current.cost_days != 1 else ''}: cost per GPU-hour × today's GPUs × 730 h" if current else "",
         ),
     ]  # fmt: skip

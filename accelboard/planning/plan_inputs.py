@@ -33,6 +33,7 @@ from accelboard.costs.formulas.types import (
     ElectricityRate,
     ExchangeRate,
 )
+from accelboard.costs.gaps import CostGap
 
 DAYS_PER_MONTH = 365.25 / 12
 # Growth needs two whole weeks of complete days; a day is complete when the window holds all of
@@ -376,6 +377,8 @@ class CurrentDeployment:
     currency: str
     cost_days: int
     cost_per_1m: Decimal | None = None
+    # Why ``monthly_cost`` is None: the first input it lacks and its fix (``costs.gaps``).
+    cost_gap: CostGap | None = None
 
     def runs(self, option: ServingOption) -> bool:
         return option.variant in self.variants and option.accelerator_slug in self.accelerator_slugs
