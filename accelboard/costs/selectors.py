@@ -42,6 +42,7 @@ __all__ = [
     "price_basis",
     "run_cost_gaps",
     "serving_cost_gap",
+    "serving_price_bases",
     "run_cost_summary",
     "run_costs_for",
     "serving_costs_for",
@@ -316,6 +317,7 @@ def serving_costs_for(
             generated_tokens=Sum("generated_tokens"),
             requests=Sum("requests"),
             cost=Sum("cost"),
+            capacity_cost=Sum("capacity_cost"),
             energy_kwh=Sum("energy_kwh"),
             gpu_hours=Sum("gpu_hours"),
         )
@@ -332,6 +334,23 @@ def serving_costs_for(
             item["energy_kwh"] * 3_600_000 / tokens if tokens and item["energy_kwh"] else None
         )
     return items
+
+
+def serving_price_bases(*, scope: Scope, start: date, end: date, variant_ids: Sequence[int]) -> list[str]:
+    """The price rows the serving costs of these variants in [start, end) were priced with, in
+    words (``price_basis``), most used first. One query."""
+    ids = (
+        ServingCostDaily.objects.visible_to(scope, Action.VIEW_COSTS)
+        .filter(
+            day__gte=start, day__lt=end, variant_id__in=list(variant_ids), accelerator_price__isnull=False
+        )
+        .values("accelerator_price_id")
+        .annotate(n=Count("id"))
+        .order_by("-n", "accelerator_price_id")
+    )
+    used = [row["accelerator_price_id"] for row in ids]
+    prices = AcceleratorPrice.objects.in_bulk(used)
+    return list(dict.fromkeys(price_basis(prices[i]) for i in used if i in prices))
 
 
 def serving_cost_gap(*, scope: Scope, start: date, end: date, variant_ids: Sequence[int]) -> CostGap | None:

@@ -137,6 +137,11 @@ class OptionPlan:
     point_cost_per_1m: Decimal | None = None  # at the operating point, full load
     saving_monthly: Decimal | None = None
     saving_pct: float | None = None
+    # The saving split by cause (``today_rebased``): saving = basis + hardware, where ``basis``
+    # is what pricing today's GPUs on this option's price basis changes alone, and ``hardware``
+    # what the option saves against today on one basis. None where today cannot be re-priced.
+    saving_basis: Decimal | None = None
+    saving_hardware: Decimal | None = None
     rank: int | None = None
     notes: tuple[str, ...] = ()
 
@@ -392,9 +397,15 @@ def option_plan(*, option: ServingOption, inputs: PlanInputs) -> OptionPlan:
     saving: Decimal | None = None
     saving_pct: float | None = None
     current = inputs.current
+    saving_basis: Decimal | None = None
+    saving_hardware: Decimal | None = None
     if current is not None and current.monthly_cost and current.currency == inputs.currency:
         saving = current.monthly_cost - total
         saving_pct = float(saving / current.monthly_cost)
+        rebased = today_rebased(inputs)
+        if rebased is not None:
+            saving_basis = current.monthly_cost - rebased
+            saving_hardware = rebased - total
     return replace(
         sized,
         instances=instances,
@@ -411,6 +422,8 @@ def option_plan(*, option: ServingOption, inputs: PlanInputs) -> OptionPlan:
         ),
         saving_monthly=saving,
         saving_pct=saving_pct,
+        saving_basis=saving_basis,
+        saving_hardware=saving_hardware,
         notes=tuple(notes),
     )
 
@@ -543,6 +556,36 @@ def _plan_notes(inputs: PlanInputs, options: Sequence[OptionPlan]) -> list[str]:
     if missing is not None:
         notes.append(f"{missing} No saving shown.")
     return notes
+
+
+def today_rebased(inputs: PlanInputs) -> Decimal | None:
+    """Today's monthly cost on the plan's price basis: its capacity part replaced by today's
+    GPUs × 730 h × the plan's price per GPU-hour for their type (energy kept as measured).
+
+    Today's cost comes from the cost tables, priced with each host's own price row (a cloud
+    on-demand row, say); the options are priced on the basis the page chose (on-prem amortised,
+    say). Their difference mixes the two causes; this figure separates them: today → today
+    re-priced is the change of basis, today re-priced → option the change of hardware. None
+    where today runs on several GPU types, or the basis has no price (or rate) for today's.
+    """
+    current = inputs.current
+    if current is None or current.monthly_cost is None or current.capacity_monthly is None:
+        return None
+    if len(current.accelerator_slugs) != 1:
+        return None
+    price = inputs.prices.get(current.accelerator_slugs[0])
+    if price is None:
+        return None
+    try:
+        per_gpu = _convert(
+            price.rate.price_per_accelerator_hour,
+            from_currency=price.rate.currency,
+            to_currency=inputs.currency,
+            rates=inputs.rates,
+        )
+    except MissingRateError:
+        return None
+    return current.monthly_cost - current.capacity_monthly + per_gpu * current.gpus * _MONTH_HOURS
 
 
 def today_missing(current: CurrentDeployment | None) -> str | None:

@@ -45,7 +45,7 @@ from accelboard.costs.pricebook_selectors import (
     exchange_rates_on,
 )
 from accelboard.costs.report_selectors import rates_load
-from accelboard.costs.selectors import serving_cost_gap, serving_costs_for
+from accelboard.costs.selectors import serving_cost_gap, serving_costs_for, serving_price_bases
 from accelboard.drift import computation as drift_computation
 from accelboard.drift.selectors import accuracy_values, drift_evaluate
 from accelboard.fleet.models import Accelerator, AcceleratorType
@@ -391,6 +391,7 @@ def plan_current(
     costs = serving_costs_for(scope=scope, start=start.date(), end=end.date(), variant_ids=variant_ids)
     rates = rates_load(currency=currency)
     total = Decimal(0)
+    capacity = Decimal(0)
     gpu_hours = 0.0
     tokens = 0
     days: set[date] = set()
@@ -403,6 +404,7 @@ def plan_current(
             unconverted = True
             continue
         total += row["cost"] * as_decimal(factor)
+        capacity += (row["capacity_cost"] or Decimal(0)) * as_decimal(factor)
         gpu_hours += row["gpu_hours"]
         tokens += row["generated_tokens"] or 0
         days.add(row["day"])
@@ -437,6 +439,14 @@ def plan_current(
         cost_days=len(days),
         cost_per_1m=total / tokens * 1_000_000 if tokens and monthly is not None else None,
         cost_gap=gap if monthly is None else None,
+        capacity_monthly=(
+            capacity / as_decimal(gpu_hours) * len(uuids) * as_decimal(c.HOURS_PER_MONTH)
+            if monthly is not None
+            else None
+        ),
+        price_basis="; ".join(
+            serving_price_bases(scope=scope, start=start.date(), end=end.date(), variant_ids=variant_ids)
+        ),
     )
 
 

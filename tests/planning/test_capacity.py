@@ -525,3 +525,31 @@ def test_it_never_calls_a_known_cost_of_today_unknown() -> None:
     assert "no price row for H100 SXM 80GB at on-prem east" in plan.saving_missing
     assert any(note.startswith(plan.saving_missing) for note in plan.notes)
     assert "no serving costs computed" not in " ".join(plan.notes)
+
+
+def test_it_splits_the_saving_into_hardware_and_price_basis() -> None:
+    """Today is priced on the hosts' own rows (cloud, 3.00 per GPU-hour), the plan on its basis
+    (2.00 for the H100): the saving is the sum of the change of basis and that of hardware."""
+    current = pi.CurrentDeployment(
+        gpus=4,
+        hardware="4× H100 SXM 80GB",
+        variants=("fp16",),
+        accelerator_slugs=("h100",),
+        monthly_cost=Decimal("9000"),
+        capacity_monthly=Decimal("8760"),  # 4 GPUs × 730 h × 3.00
+        currency="USD",
+        cost_days=28,
+        price_basis="aws p5.48xlarge on-demand",
+    )
+    plan = _peaky_plan(current=current)
+    # Re-priced on the plan's 2.00: 9000 − 8760 + 4 × 730 × 2.00 = 6080.
+    assert c.today_rebased(plan.inputs) == Decimal("6080")
+    for option in plan.options:
+        if option.saving_monthly is None:
+            continue
+        assert option.saving_basis == Decimal("2920")
+        assert option.saving_basis + option.saving_hardware == option.saving_monthly
+    # Today on several GPU types, or a type the basis has no price for: not split, never guessed.
+    assert (
+        c.today_rebased(replace(plan.inputs, current=replace(current, accelerator_slugs=("a100",)))) is None
+    )
