@@ -74,6 +74,7 @@ def test_the_hardware_page_gives_each_configuration_its_real_first_missing_input
     assert "no price row for H100 SXM 80GB at on-prem basement (host bare-h100)" in body
     assert "has no throughput metric to cost a unit of work by" in body
     assert "no price for their accelerator" not in body
+    assert "Cost per 1M needs a price for the accelerator" not in body
 
 
 @pytest.mark.parametrize("code", ["no-host", "no-price"])
