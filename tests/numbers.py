@@ -25,6 +25,9 @@ What is a problem:
    only there); a baseline drawn over a regressed level its chart draws apart (``current-level``).
 7. **Live figures**: a count of GPUs or hosts said to be "now", "live" or "reporting" with no
    word of how fresh it is ("as of 14:05", "in the last 5 min") beside it.
+8. **Named parts**: a total shown beside its parts (spend beside capacity and energy cost,
+   GPU-hours held beside busy and idle) that is not their sum, in a row or in the totals; two
+   breakdowns of one report whose totals of the same figure differ.
 """
 
 from __future__ import annotations
@@ -185,6 +188,7 @@ def table_problems(table: Mapping[str, Any], *, where: str = "") -> list[str]:
                 found.append(
                     f"{prefix} totals row: {header!r} shows {cell!r} but its rows sum to {sum(shown):,.4f}"
                 )
+    found += parts_problems(header=headers, rows=[*rows, *(table.get("foot") or [])], where=prefix)
     return found
 
 
@@ -446,3 +450,70 @@ def _as_float(value: Any) -> float | None:
         return float(str(value).replace(",", ""))
     except ValueError:
         return None
+
+
+# --- named parts -----------------------------------------------------------------------------
+# A total beside its named parts is their sum, in every row and in the totals (rule 8): the
+# parts are found by their labels, whatever the table (a breakdown, a drill-down, an export).
+# whole label prefix -> part label prefixes; "Spend on ..." is a part of spend, not spend.
+PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Spend", ("Capacity", "Energy cost")),
+    ("GPU-hours held", ("GPU-hours busy", "GPU-hours idle")),
+)
+
+
+def _column(header: Sequence[str], prefix: str) -> int | None:
+    """The column whose label is ``prefix`` alone or followed by a unit or a qualifier."""
+    for index, label in enumerate(header):
+        rest = label[len(prefix) :] if label.startswith(prefix) else None
+        if rest is not None and (rest == "" or rest.startswith((" (", ","))):
+            return index
+    return None
+
+
+def parts_problems(*, header: Sequence[str], rows: Sequence[Sequence[Any]], where: str = "") -> list[str]:
+    """Each whole of ``PARTS`` whose parts are all columns of the table equals their sum, row by
+    row (a row with no whole, a gap, is left alone; a missing part counts as zero only beside a
+    whole that is there). Cells may be numbers or page text ("4,799.36")."""
+    found = []
+    for whole, parts in PARTS:
+        whole_at = _column(header, whole)
+        parts_at = [_column(header, part) for part in parts]
+        if whole_at is None or any(index is None for index in parts_at):
+            continue
+        for number, row in enumerate(rows, start=1):
+            total = _cell_value(row[whole_at])
+            if total is None:
+                continue
+            cells = [row[index] for index in parts_at if index is not None]
+            summed = sum(value or 0.0 for value in (_cell_value(cell) for cell in cells))
+            slack = sum(_rounding(cell) for cell in [row[whole_at], *cells])
+            if abs(summed - total) > slack + 1e-6:
+                found.append(
+                    f"{where}: row {number} {header[whole_at]!r} is {row[whole_at]!r} but "
+                    f"{' + '.join(header[index] for index in parts_at if index is not None)} is {summed:,.4f}"
+                )
+    return found
+
+
+def _cell_value(cell: Any) -> float | None:
+    if isinstance(cell, str):
+        return None if cell.strip() in DASHES else parse_number(cell)
+    return _as_float(cell)
+
+
+def same_totals_problems(
+    totals: Mapping[str, Mapping[str, float | None]], *, where: str = "", places: int = 2
+) -> list[str]:
+    """Every breakdown of one report adds up to the same total of each figure it has.
+
+    ``totals``: breakdown name -> figure label -> that breakdown's total (None: it has no column).
+    """
+    found = []
+    labels = sorted({label for figures in totals.values() for label in figures})
+    for label in labels:
+        seen = {name: value for name, figures in totals.items() if (value := figures.get(label)) is not None}
+        if len({round(value, places) for value in seen.values()}) > 1:
+            listed = ", ".join(f"{name} {value:,.{places}f}" for name, value in seen.items())
+            found.append(f"{where}: {label!r} differs between breakdowns: {listed}")
+    return found

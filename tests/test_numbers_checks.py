@@ -192,3 +192,36 @@ def test_it_passes_live_figures_that_say_how_fresh() -> None:
         "Alert #3 is now acknowledged",
     ):
         assert numbers.live_problems(text) == [], text
+
+
+# --- named parts -------------------------------------------------------------------------------
+
+
+def test_it_finds_a_total_that_is_not_the_sum_of_its_named_parts() -> None:
+    header = ["Team", "Spend (USD)", "Capacity (USD)", "Energy cost (USD)", "Spend on a stale price (USD)"]
+    good = [["A", "4,799.36", "4,740.00", "59.36", "50.00"], ["B", "—", "—", "—", "—"]]
+    assert numbers.parts_problems(header=header, rows=good) == []
+    # The energy of an unpriced day counted in the part and not in the whole.
+    bad = [["A", "4,799.36", "4,740.00", "61.36", "50.00"]]
+    assert numbers.parts_problems(header=header, rows=bad, where="by_team") == [
+        "by_team: row 1 'Spend (USD)' is '4,799.36' but Capacity (USD) + Energy cost (USD) is 4,801.3600"
+    ]
+    # Busy counted as utilisation-weighted hours is not a part of the hours held.
+    hours = ["Host", "GPU-hours held (h)", "GPU-hours busy (h)", "GPU-hours idle (h)"]
+    assert numbers.parts_problems(header=hours, rows=[["a", 192.0, 144.0, 48.0]]) == []
+    assert len(numbers.parts_problems(header=hours, rows=[["a", 192.0, 70.0, 48.0]])) == 1
+    # A table without every part (a serving table: no busy, no idle) is not checked.
+    assert (
+        numbers.parts_problems(header=["GPU-hours held (h)", "GPU-hours idle (h)"], rows=[[1.0, 9.0]]) == []
+    )
+
+
+def test_it_finds_breakdowns_of_one_report_that_add_up_to_different_totals() -> None:
+    totals = {
+        "by_team": {"GPU-hours held": 51693.0, "Spend on a stale price": 26.0},
+        "by_model": {"GPU-hours held": 51693.004, "Spend on a stale price": 0.0},
+        "daily": {"GPU-hours held": None},
+    }
+    assert numbers.same_totals_problems(totals, where="report") == [
+        "report: 'Spend on a stale price' differs between breakdowns: by_team 26.00, by_model 0.00"
+    ]

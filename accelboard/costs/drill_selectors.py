@@ -17,6 +17,7 @@ from accelboard.core.access import Scope
 from .filters import CostFilters
 from .models import AcceleratorPrice, ElectricityPrice, is_stale
 from .report_selectors import (
+    MONEY_FIELDS,
     SUM_FIELDS,
     cost_daily_scoped,
     month_bounds,
@@ -54,8 +55,16 @@ def cost_drill_hosts(*, scope: Scope, filters: CostFilters) -> list[dict[str, An
             gpus_max=Max("gpus"),
             days=Count("day", distinct=True),
             stale_rows=Count("id", filter=Q(price_stale=True)),
+            # The parts of spend where there is a spend (as in the report): Spend = Capacity + Energy.
+            **{
+                name: Sum(name, filter=Q(total_cost__isnull=False))
+                for name in SUM_FIELDS
+                if name in MONEY_FIELDS and name != "total_cost"
+            },
         )
-        .annotate(**{name: Sum(name) for name in SUM_FIELDS})
+        .annotate(
+            **{name: Sum(name) for name in SUM_FIELDS if name not in MONEY_FIELDS or name == "total_cost"}
+        )
         .order_by("host__hostname", "accelerator_type__name", "accelerator_price_id")
     )
     return [_price_inputs(dict(row)) for row in rows]
@@ -113,6 +122,14 @@ def _price_inputs(row: dict[str, Any]) -> dict[str, Any]:
     row["kwh_fetched_on"] = row.pop("electricity_price__fetched_on")
     if "stale_rows" in row:
         row["price_stale"] = row["stale_rows"] > 0
+    if "idle_hours" in row and row.get("alloc_hours") is not None:
+        row["active_hours"] = row["alloc_hours"] - (row["idle_hours"] or 0.0)
+    if row.get("total_cost") is None:
+        # No spend (no accelerator price, or no exchange rate for its energy): none of its parts
+        # either, so that every table's Spend column is the sum of its Capacity and Energy columns.
+        for name in ("capacity_cost", "energy_cost", "idle_cost"):
+            if name in row:
+                row[name] = None
     return row
 
 

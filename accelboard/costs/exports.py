@@ -261,6 +261,17 @@ def tables_xlsx(*, tables: list[ExportTable]) -> bytes:
 # Built from the report selectors' plain rows; the page, the CSV and the XLSX all read these.
 
 
+# GPU-hours held = busy + idle (a minute at 10 % utilisation or more is busy, below it idle);
+# the utilisation-weighted hours (Σ utilisation × time, the usage basis) are another measure,
+# not a part of the hours held, and their label says so.
+_HOURS_COLUMNS = [
+    Column("alloc_hours", "GPU-hours held (h)", "hours"),
+    Column("active_hours", "GPU-hours busy, ≥ 10 % utilisation (h)", "hours", on_page=False),
+    Column("idle_hours", "GPU-hours idle, < 10 % utilisation (h)", "hours"),
+    Column("busy_hours", "Utilisation-weighted GPU-hours (h)", "hours", on_page=False),
+]
+
+
 def _breakdown_columns(label: str, currency: str, compared: str | None) -> list[Column]:
     """``compared``: the windows the change compares, in words (``Dec 1–5 vs Nov 1–5``)."""
     before = compared.split(" vs ", 1)[1].split(",")[0] if compared else "Previous month"
@@ -269,12 +280,11 @@ def _breakdown_columns(label: str, currency: str, compared: str | None) -> list[
         Column("total_cost", f"Spend ({currency})", "money"),
         Column("capacity_cost", f"Capacity ({currency})", "money"),
         Column("energy_cost", f"Energy cost ({currency})", "money"),
-        Column("idle_cost", f"Idle cost ({currency})", "money"),
+        Column("idle_cost", f"Idle cost, part of capacity ({currency})", "money"),
+        Column("stale_cost", f"Spend on a stale price ({currency})", "money"),
         Column("previous_total", f"{before} ({currency})", "money"),
         Column("change_pct", f"Change, {compared} (%)" if compared else "Change (%)", "change"),
-        Column("alloc_hours", "GPU-hours held (h)", "hours"),
-        Column("busy_hours", "GPU-hours busy (h)", "hours", on_page=False),
-        Column("idle_hours", "GPU-hours idle (h)", "hours"),
+        *_HOURS_COLUMNS,
         Column("energy_kwh", "Energy (kWh)", "kwh"),
         Column("energy_kwh_pue", "Energy × PUE (kWh)", "kwh", on_page=False),
         Column("carbon_kg", "Carbon (kgCO2e)", "kg"),
@@ -308,7 +318,9 @@ def group_row(group: Any, *, link: str | None = None) -> dict[str, Any]:
             "capacity_cost",
             "energy_cost",
             "idle_cost",
+            "stale_cost",
             "alloc_hours",
+            "active_hours",
             "busy_hours",
             "idle_hours",
             "energy_kwh",
@@ -365,11 +377,11 @@ def model_table(*, groups: list[Any], currency: str, links: list[str | None] | N
             Column("total_cost", f"Spend ({currency})", "money"),
             Column("capacity_cost", f"Capacity ({currency})", "money"),
             Column("energy_cost", f"Energy cost ({currency})", "money"),
-            Column("alloc_hours", "GPU-hours (h)", "hours"),
+            Column("stale_cost", f"Spend on a stale price ({currency})", "money"),
+            Column("alloc_hours", "GPU-hours held (h)", "hours"),
             Column("energy_kwh", "Energy (kWh)", "kwh"),
             Column("energy_kwh_pue", "Energy × PUE (kWh)", "kwh"),
             Column("carbon_kg", "Carbon (kgCO2e)", "kg"),
-            Column("stale_rows", "Days on a stale price", "int", total=True),
         ],
         rows=[
             group_row(group, link=link)
@@ -415,15 +427,13 @@ _ENERGY_INPUTS = [
 ]
 _INPUT_COLUMNS = [
     Column("gpus", "GPUs", "int", total=False),
-    Column("alloc_hours", "GPU-hours held (h)", "hours"),
-    Column("busy_hours", "GPU-hours busy (h)", "hours", on_page=False),
-    Column("idle_hours", "GPU-hours idle (h)", "hours"),
+    *_HOURS_COLUMNS,
     Column("gpu_hour_rate", "Price per GPU-hour", "rate"),
     *_PRICE_INPUTS,
     *_ENERGY_INPUTS,
     Column("capacity_cost", "Capacity", "money"),
     Column("energy_cost", "Energy cost", "money"),
-    Column("idle_cost", "Idle cost", "money"),
+    Column("idle_cost", "Idle cost, part of capacity", "money"),
     Column("total_cost", "Spend", "money"),
     Column("currency", "Currency", on_page=False),
     Column("price_stale", "Stale price", "flag"),
@@ -503,7 +513,7 @@ def serving_table(*, rows: list[dict[str, Any]]) -> ExportTable:
             Column("requests", "Requests", "int", total=True),
             Column("prompt_tokens", "Prompt tokens", "int", on_page=False, total=True),
             Column("generated_tokens", "Generated tokens", "int", total=True),
-            Column("gpu_hours", "GPU-hours (h)", "hours"),
+            Column("gpu_hours", "GPU-hours held (h)", "hours"),
             *_PRICE_INPUTS,
             *_ENERGY_INPUTS,
             Column("energy_per_token_j", "Energy per token (J)", "rate"),

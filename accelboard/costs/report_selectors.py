@@ -47,7 +47,11 @@ SUM_FIELDS = (
     "idle_cost",
     "total_cost",
 )
-MONEY_FIELDS = ("capacity_cost", "energy_cost", "idle_cost", "total_cost")
+MONEY_FIELDS = ("capacity_cost", "energy_cost", "idle_cost", "total_cost", "stale_cost")
+# The parts of spend are counted where the spend is: a host-day with no spend (no accelerator
+# price, or no exchange rate for its energy) adds its hours but none of its money, so that in
+# every row and every total Spend = Capacity + Energy cost to the cent.
+_PRICED = Q(total_cost__isnull=False)
 DIMENSIONS = {
     "team": "Team",
     "project": "Project",
@@ -207,6 +211,7 @@ class Group:
     energy_cost: Decimal = ZERO
     idle_cost: Decimal = ZERO
     total_cost: Decimal = ZERO
+    stale_cost: Decimal = ZERO
     rows: int = 0
     stale_rows: int = 0
     unpriced_rows: int = 0
@@ -229,6 +234,9 @@ class Group:
             setattr(self, name, getattr(self, name) + _money(row[name]) * factor)
             if row[name] is not None:
                 self.known.add(name)
+        if row["total_cost"] is not None:
+            # A priced slice has a spend on a stale price, if only 0.
+            self.known.add("stale_cost")
         self.rows += row["rows"]
         self.stale_rows += row["stale_rows"]
         self.unpriced_rows += row["unpriced_rows"]
@@ -245,9 +253,16 @@ class Group:
             self.previous_total = (self.previous_total or ZERO) + spend
             self.covered_before.add(row["day"])
 
+    @property
+    def active_hours(self) -> float:
+        """GPU-hours held at 10 % utilisation or more: held = active + idle, exactly."""
+        return self.alloc_hours - self.idle_hours
+
     def value(self, name: str) -> Any:
         """A figure, or None where no row behind it had one."""
-        if name in SUM_FIELDS and name not in self.known:
+        if name == "active_hours":
+            return None if "idle_hours" not in self.known else self.active_hours
+        if name in (*SUM_FIELDS, "stale_cost") and name not in self.known:
             return None
         return getattr(self, name)
 
@@ -322,8 +337,17 @@ def _aggregate_rows(*, scope: Scope, filters: CostFilters) -> list[dict[str, Any
             rows=Count("id"),
             stale_rows=Count("id", filter=Q(price_stale=True)),
             unpriced_rows=Count("id", filter=Q(total_cost__isnull=True)),
+            stale_cost=Sum("total_cost", filter=Q(price_stale=True)),
+            **{
+                name: Sum(name, filter=_PRICED)
+                for name in MONEY_FIELDS
+                if name not in ("stale_cost", "total_cost")
+            },
         )
-        .annotate(**{name: Sum(name) for name in SUM_FIELDS})
+        .annotate(
+            total_cost=Sum("total_cost"),
+            **{name: Sum(name) for name in SUM_FIELDS if name not in MONEY_FIELDS},
+        )
         .order_by()
     ]
 
@@ -341,8 +365,9 @@ def _model_rows(*, scope: Scope, filters: CostFilters) -> list[dict[str, Any]]:
         )
         .annotate(
             total_cost=Sum("cost"),
-            capacity_cost=Sum("capacity_cost"),
-            energy_cost=Sum("energy_cost"),
+            capacity_cost=Sum("capacity_cost", filter=Q(cost__isnull=False)),
+            energy_cost=Sum("energy_cost", filter=Q(cost__isnull=False)),
+            stale_cost=Sum("cost", filter=Q(price_stale=True)),
             energy_kwh=Sum("energy_kwh"),
             energy_kwh_pue=Sum("energy_kwh_pue"),
             carbon_kg=Sum("carbon_kg"),
@@ -421,7 +446,7 @@ def report_build(
             unconverted[row["currency"]] += _money(row["total_cost"])
             continue
         group = by_model.setdefault(name, Group(name, name))
-        row = {**row, "busy_hours": None, "idle_hours": None, "idle_cost": None}
+        row = {**row, "busy_hours": None, "idle_hours": None, "idle_cost": None, "unpriced_rows": 0}
         group.add(row, factor)
 
     breakdowns = {
@@ -458,22 +483,25 @@ def report_build(
 
 def _models_with_rest(by_model: dict[str, Group], total: Group) -> list[Group]:
     """Serving spend per model, biggest first, then what no model's serving accounts for
-    (training, benchmarks, idle hosts): the column adds up to the month's spend."""
+    (training, benchmarks, idle hosts): every column adds up to the month's total, the same
+    total every other breakdown adds up to (the rest is the difference, never clamped: a
+    negative rest would show serving counted twice rather than hide it)."""
     models = sorted(by_model.values(), key=lambda group: (-group.total_cost, group.label))
     if not models:
         return []
     rest = Group("-", "Not attributed to a model")
-    for name in ("total_cost", "capacity_cost", "energy_cost"):
-        setattr(rest, name, max(getattr(total, name) - sum(getattr(g, name) for g in models), ZERO))
+    for name in ("total_cost", "capacity_cost", "energy_cost", "stale_cost"):
+        setattr(rest, name, getattr(total, name) - sum((getattr(g, name) for g in models), ZERO))
     for name in ("alloc_hours", "energy_kwh", "energy_kwh_pue", "carbon_kg"):
-        setattr(rest, name, max(getattr(total, name) - sum(getattr(g, name) for g in models), 0.0))
-    rest.known = {name for name in SUM_FIELDS if name in total.known} - {
+        setattr(rest, name, getattr(total, name) - sum(getattr(g, name) for g in models))
+    rest.known = {name for name in (*SUM_FIELDS, "stale_cost") if name in total.known} - {
         "busy_hours",
         "idle_hours",
         "idle_cost",
     }
-    # Where serving accounts for every cent there is nothing to attribute: no empty line.
-    return [*models, rest] if rest.total_cost >= Decimal("0.005") else models
+    # Where serving accounts for every cent and hour there is nothing to attribute: no empty line.
+    empty = abs(rest.total_cost) < Decimal("0.005") and abs(rest.alloc_hours) < 0.05
+    return models if empty else [*models, rest]
 
 
 def _daily_totals(daily: dict[tuple[dt.date, str, str], Decimal]) -> dict[dt.date, Decimal]:

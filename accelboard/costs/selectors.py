@@ -24,10 +24,12 @@ from typing import Any
 
 from django.db.models import Count, F, Q, QuerySet, Sum
 
+from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.core.access import Action, Scope
 
+from .gaps import CostGap, cost_gap, cost_gap_from_flags
 from .models import AcceleratorPrice, CostDaily, ElectricityPrice, ExchangeRate, RunCost, ServingCostDaily
-from .pricebook_selectors import carbon_for_host, electricity_for_host, price_for_host
+from .pricebook_selectors import carbon_for_host, electricity_for_host, price_book_load, price_for_host
 
 __all__ = [
     "BREAKDOWNS",
@@ -38,6 +40,9 @@ __all__ = [
     "price_book_rows",
     "price_for_host",
     "price_basis",
+    "run_cost_gaps",
+    "serving_cost_gap",
+    "serving_price_bases",
     "run_cost_summary",
     "run_costs_for",
     "serving_costs_for",
@@ -128,7 +133,9 @@ def _group(qs: QuerySet, *keys: str) -> list[dict]:
     groups = (
         qs.values(*keys, "currency")
         .annotate(
-            **{f"sum_{f}": Sum(f) for f in (*MONEY_FIELDS, *QUANTITY_FIELDS)},
+            **{f"sum_{f}": Sum(f) for f in QUANTITY_FIELDS},
+            # The parts of spend only where there is a spend (as the report counts them).
+            **{f"sum_{f}": Sum(f, filter=Q(total_cost__isnull=False)) for f in MONEY_FIELDS},
             stale_rows=Count("id", filter=Q(price_stale=True)),
             unpriced_hours=Sum("alloc_hours", filter=Q(total_cost=None)),
             rows=Count("id"),
@@ -245,6 +252,51 @@ def run_costs_for(*, run_ids: Sequence[int]) -> dict[int, RunCost]:
     }
 
 
+def run_cost_gaps(*, run_ids: Sequence[int]) -> dict[int, CostGap]:
+    """run id -> why it has no cost per 1M (``gaps.cost_gap``: the first input it lacks and the
+    fix), for the runs among ``run_ids`` without one. One query, and the price book's four when
+    a run has no stored cost to say whether its price exists."""
+    runs = list(
+        BenchmarkRun.objects.filter(pk__in=list(run_ids))
+        .filter(Q(cost__isnull=True) | Q(cost__total_cost_per_1m__isnull=True))
+        .select_related("host", "accelerator_type", "cost")
+    )
+    book = None
+    gaps: dict[int, CostGap] = {}
+    for run in runs:
+        host, kind = run.host, run.accelerator_type
+        hostname, accelerator = (host.hostname if host else None), (kind.name if kind else None)
+        provider, region = (host.provider, host.region) if host else ("", "")
+        stored = getattr(run, "cost", None)
+        if stored is not None:
+            gap = cost_gap_from_flags(
+                stored.flags or [],
+                host=hostname,
+                accelerator=accelerator,
+                provider=provider,
+                region=region,
+                currency=stored.currency,
+            )
+        else:
+            # No stored cost: the run reported no throughput; say first what else it lacks.
+            found = False
+            if host is not None and kind is not None:
+                book = book or price_book_load(today=run.started_at.date())
+                day = run.started_at.date()
+                found = book.accelerator_price(host=host, accelerator_type_id=kind.pk, day=day) is not None
+            gap = cost_gap(
+                host=hostname,
+                accelerator=accelerator,
+                provider=provider,
+                region=region,
+                price_found=found,
+                throughput=False,
+            )
+        if gap is not None:
+            gaps[run.pk] = gap
+    return gaps
+
+
 def serving_costs_for(
     *,
     scope: Scope,
@@ -265,6 +317,7 @@ def serving_costs_for(
             generated_tokens=Sum("generated_tokens"),
             requests=Sum("requests"),
             cost=Sum("cost"),
+            capacity_cost=Sum("capacity_cost"),
             energy_kwh=Sum("energy_kwh"),
             gpu_hours=Sum("gpu_hours"),
         )
@@ -281,6 +334,53 @@ def serving_costs_for(
             item["energy_kwh"] * 3_600_000 / tokens if tokens and item["energy_kwh"] else None
         )
     return items
+
+
+def serving_price_bases(*, scope: Scope, start: date, end: date, variant_ids: Sequence[int]) -> list[str]:
+    """The price rows the serving costs of these variants in [start, end) were priced with, in
+    words (``price_basis``), most used first. One query."""
+    ids = (
+        ServingCostDaily.objects.visible_to(scope, Action.VIEW_COSTS)
+        .filter(
+            day__gte=start, day__lt=end, variant_id__in=list(variant_ids), accelerator_price__isnull=False
+        )
+        .values("accelerator_price_id")
+        .annotate(n=Count("id"))
+        .order_by("-n", "accelerator_price_id")
+    )
+    used = [row["accelerator_price_id"] for row in ids]
+    prices = AcceleratorPrice.objects.in_bulk(used)
+    return list(dict.fromkeys(price_basis(prices[i]) for i in used if i in prices))
+
+
+def serving_cost_gap(*, scope: Scope, start: date, end: date, variant_ids: Sequence[int]) -> CostGap | None:
+    """Why the serving of these variants in [start, end) has no cost (``gaps.cost_gap``): no
+    serving cost computed, or the latest unpriced row's first missing input. Two queries."""
+    qs = ServingCostDaily.objects.visible_to(scope, Action.VIEW_COSTS).filter(
+        day__gte=start, day__lt=end, variant_id__in=list(variant_ids)
+    )
+    subject = "the model's serving in the window"
+    row = qs.filter(cost__isnull=True).select_related("host").order_by("-day").first()
+    if row is None:
+        if qs.exists():
+            return None
+        return cost_gap(subject=subject, computed=False, host=None, accelerator=None, price_found=False)
+    host = row.host
+    kind = (
+        host.accelerators.exclude(accelerator_type=None)
+        .values_list("accelerator_type__name", flat=True)
+        .order_by("accelerator_type__name")
+        .first()
+    )
+    return cost_gap_from_flags(
+        row.flags or [],
+        subject=subject,
+        host=host.hostname,
+        accelerator=kind,
+        provider=host.provider,
+        region=host.region,
+        currency=row.currency,
+    )
 
 
 def cost_days_totals(*, scope: Scope, start: date, end: date, currency: str = "USD") -> dict[str, Any]:

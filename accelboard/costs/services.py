@@ -38,6 +38,15 @@ def _money(value: Decimal | None, places: Decimal = AMOUNT_PLACES) -> Decimal | 
     return money_round(value, places)
 
 
+def _spend(total: Decimal | None, *, capacity: Decimal | None, energy: Decimal | None) -> Decimal | None:
+    """The stored spend: the sum of its stored (rounded) parts, so that Spend = Capacity + Energy
+    cost holds to the last place in every row and every sum of rows (rounding the unrounded
+    total apart could differ from that sum by 0.0001 a row)."""
+    if total is None:
+        return None
+    return (_money(capacity) or Decimal(0)) + (_money(energy) or Decimal(0))
+
+
 def _day_bounds(day: date) -> tuple[datetime, datetime]:
     start = datetime.combine(day, time.min, tzinfo=UTC)
     return start, start + timedelta(days=1)
@@ -111,7 +120,7 @@ def _cost_row(*, day: date, host: Host, agg: dict, book: PriceBook, now: datetim
         usage_cost=_money(figures.usage),
         energy_cost=_money(figures.energy),
         idle_cost=_money(figures.idle),
-        total_cost=_money(figures.total),
+        total_cost=_spend(figures.total, capacity=figures.capacity, energy=figures.energy),
         currency=figures.currency,
         accelerator_price=price,
         electricity_price=electricity,

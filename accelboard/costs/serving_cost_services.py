@@ -30,7 +30,7 @@ from .formulas.daily import host_day_cost
 from .formulas.money import RATE_PLACES, money_round
 from .models import ServingCostDaily
 from .pricebook_selectors import PriceBook, accelerator_rate_value, electricity_rate_value, price_book_load
-from .services import ROLLUP_WIDTH_S, _day_bounds, _day_lock, _money
+from .services import ROLLUP_WIDTH_S, _day_bounds, _day_lock, _money, _spend
 
 
 def _serving_rows(*, day: date, book: PriceBook) -> list[ServingCostDaily]:
@@ -112,7 +112,7 @@ def _serving_rows(*, day: date, book: PriceBook) -> list[ServingCostDaily]:
                 carbon_kg=figures.carbon_kg,
                 capacity_cost=_money(figures.capacity),
                 energy_cost=_money(figures.energy),
-                cost=_money(figures.total),
+                cost=_spend(figures.total, capacity=figures.capacity, energy=figures.energy),
                 cost_per_1m_tokens=(
                     money_round(figures.total / generated * 1_000_000, RATE_PLACES)
                     if figures.total is not None and generated

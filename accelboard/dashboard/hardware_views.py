@@ -14,6 +14,8 @@ from django.views.decorators.http import require_GET
 
 from accelboard.core.access import Scope, request_scope
 from accelboard.core.numbers import column_decimals
+from accelboard.costs.gaps import CostGap
+from accelboard.costs.selectors import run_cost_gaps
 
 from . import hardware_charts, hardware_selectors
 from .forms import HardwareQueryForm
@@ -44,11 +46,16 @@ def _comparison(*, scope: Scope, model_id: int, scenario: str, query: dict[str, 
     sweeps = sweeps_build(points=points)
     throughput_units = sorted({p.throughput_unit for p in points if p.throughput_unit})
     bases = hardware_selectors.hardware_price_bases(run_ids=[i for p in points for i in p.run_ids])
+    # Why a configuration has no cost: its latest run's first missing input (``costs.gaps``).
+    gaps = run_cost_gaps(run_ids=[p.latest_run_id for p in points if p.total_cost_per_1m is None])
+    cost_gaps = {p.label: gaps[p.latest_run_id] for p in points if p.latest_run_id in gaps}
     context: dict[str, Any] = {
         "points": points,
         # The price row behind each configuration's cost (its latest run's; "mixed" when its runs
         # were priced differently), and one number format per column of the table.
         "price_bases": {p.label: _price_basis(p.run_ids, bases) for p in points},
+        "cost_gaps": cost_gaps,
+        "cost_gap_lines": _gap_lines(cost_gaps),
         "decimals": _column_decimals(points),
         "currency": currency,
         "cost_unit": cost_unit,
@@ -92,6 +99,14 @@ def _column_decimals(points: list[Any]) -> dict[str, int]:
     """One number of decimals per column (``core.numbers.column_decimals``); money per 1M keeps
     three significant digits of the cheapest, at most six decimals."""
     return {key: column_decimals([figure(p) for p in points]) for key, figure in _COLUMNS.items()}
+
+
+def _gap_lines(gaps: dict[str, CostGap]) -> list[dict[str, Any]]:
+    """Configurations without a cost, grouped by the reason and fix their latest run gives."""
+    by_text: dict[str, list[str]] = {}
+    for label, gap in gaps.items():
+        by_text.setdefault(gap.text, []).append(label)
+    return [{"text": text, "labels": labels} for text, labels in by_text.items()]
 
 
 def _price_basis(run_ids: tuple[int, ...], bases: dict[int, str]) -> str:

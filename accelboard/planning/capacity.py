@@ -65,6 +65,7 @@ from .plan_inputs import (
     GROWTH_BLOCK_DAYS,
     Accuracy,
     Assumptions,
+    CurrentDeployment,
     OptionPrice,
     PlanInputs,
     ServingOption,
@@ -136,6 +137,11 @@ class OptionPlan:
     point_cost_per_1m: Decimal | None = None  # at the operating point, full load
     saving_monthly: Decimal | None = None
     saving_pct: float | None = None
+    # The saving split by cause (``today_rebased``): saving = basis + hardware, where ``basis``
+    # is what pricing today's GPUs on this option's price basis changes alone, and ``hardware``
+    # what the option saves against today on one basis. None where today cannot be re-priced.
+    saving_basis: Decimal | None = None
+    saving_hardware: Decimal | None = None
     rank: int | None = None
     notes: tuple[str, ...] = ()
 
@@ -391,9 +397,15 @@ def option_plan(*, option: ServingOption, inputs: PlanInputs) -> OptionPlan:
     saving: Decimal | None = None
     saving_pct: float | None = None
     current = inputs.current
+    saving_basis: Decimal | None = None
+    saving_hardware: Decimal | None = None
     if current is not None and current.monthly_cost and current.currency == inputs.currency:
         saving = current.monthly_cost - total
         saving_pct = float(saving / current.monthly_cost)
+        rebased = today_rebased(inputs)
+        if rebased is not None:
+            saving_basis = current.monthly_cost - rebased
+            saving_hardware = rebased - total
     return replace(
         sized,
         instances=instances,
@@ -410,6 +422,8 @@ def option_plan(*, option: ServingOption, inputs: PlanInputs) -> OptionPlan:
         ),
         saving_monthly=saving,
         saving_pct=saving_pct,
+        saving_basis=saving_basis,
+        saving_hardware=saving_hardware,
         notes=tuple(notes),
     )
 
@@ -443,6 +457,25 @@ class Plan:
     def best(self) -> OptionPlan | None:
         ranked = self.ranked
         return ranked[0] if ranked and not ranked[0].over_budget else None
+
+    @property
+    def saving_missing(self) -> str | None:
+        """Why no saving against today is shown, or None when it is: the first thing missing,
+        the same words for the saving card, the notes and the exports."""
+        current = self.inputs.current
+        if current is None:
+            return today_missing(current)
+        if current.monthly_cost is None:
+            return today_missing(current)
+        best = self.best
+        if best is None:
+            return (
+                f"No option to compare with today's {current.hardware} "
+                f"({current.monthly_cost:,.0f} {current.currency} per month): none meets the objective within budget"
+            )
+        if best.saving_monthly is None:
+            return f"Today's cost is in {current.currency}, the plan in {self.currency}: not compared"
+        return None
 
     @property
     def benchmark_cheapest(self) -> OptionPlan | None:
@@ -519,11 +552,55 @@ def _plan_notes(inputs: PlanInputs, options: Sequence[OptionPlan]) -> list[str]:
         )
     if not options:
         notes.append("No benchmark of this model measured token throughput on a known accelerator.")
-    if inputs.current is None:
-        notes.append("Which GPUs serve the model today is unknown (no GPUs named in the serving metrics).")
-    elif inputs.current.monthly_cost is None:
-        notes.append("Today's cost is unknown (no serving costs computed for the window): no saving shown.")
+    missing = today_missing(inputs.current)
+    if missing is not None:
+        notes.append(f"{missing} No saving shown.")
     return notes
+
+
+def today_rebased(inputs: PlanInputs) -> Decimal | None:
+    """Today's monthly cost on the plan's price basis: its capacity part replaced by today's
+    GPUs × 730 h × the plan's price per GPU-hour for their type (energy kept as measured).
+
+    Today's cost comes from the cost tables, priced with each host's own price row (a cloud
+    on-demand row, say); the options are priced on the basis the page chose (on-prem amortised,
+    say). Their difference mixes the two causes; this figure separates them: today → today
+    re-priced is the change of basis, today re-priced → option the change of hardware. None
+    where today runs on several GPU types, or the basis has no price (or rate) for today's.
+    """
+    current = inputs.current
+    if current is None or current.monthly_cost is None or current.capacity_monthly is None:
+        return None
+    if len(current.accelerator_slugs) != 1:
+        return None
+    price = inputs.prices.get(current.accelerator_slugs[0])
+    if price is None:
+        return None
+    try:
+        per_gpu = _convert(
+            price.rate.price_per_accelerator_hour,
+            from_currency=price.rate.currency,
+            to_currency=inputs.currency,
+            rates=inputs.rates,
+        )
+    except MissingRateError:
+        return None
+    return current.monthly_cost - current.capacity_monthly + per_gpu * current.gpus * _MONTH_HOURS
+
+
+def today_missing(current: CurrentDeployment | None) -> str | None:
+    """Why today's deployment or its cost is unknown, in one sentence with its fix (the real
+    first missing input, ``costs.gaps``); None when both are known."""
+    if current is None:
+        return (
+            "Which GPUs serve the model today is unknown: the serving metrics name no GPU "
+            "(send them with the GPUs' UUIDs)."
+        )
+    if current.monthly_cost is not None:
+        return None
+    if current.cost_gap is None:
+        return "Today's cost is unknown."
+    return f"Today's cost is unknown. {current.cost_gap.text}"
 
 
 def plan_build(inputs: PlanInputs) -> Plan:

@@ -72,6 +72,8 @@ def option_row(o: c.OptionPlan) -> dict[str, Any]:
         "benchmark_throughput": o.fastest.throughput if o.fastest else None,
         "benchmark_p99_e2e_ms": o.fastest.p99_ms if o.fastest else None,
         "saving_monthly": money_round(o.saving_monthly),
+        "saving_hardware": money_round(o.saving_hardware),
+        "saving_basis": money_round(o.saving_basis),
         "saving_pct": _pct(o.saving_pct),
         "accuracy_loss_pct": _pct(o.accuracy.loss) if o.accuracy else None,
         "accuracy_budget_pct": _pct(o.accuracy.budget) if o.accuracy else None,
@@ -137,6 +139,14 @@ def options_table(*, plan: c.Plan) -> ExportTable:
             Column("benchmark_throughput", "Benchmark's highest output tokens/s per replica", "rate"),
             Column("benchmark_p99_e2e_ms", "p99 e2e at that load (ms)", "rate"),
             Column("saving_monthly", f"Saving per month against today ({cur})", "money"),
+            Column(
+                "saving_hardware",
+                f"of which the hardware, today re-priced on this price row ({cur})",
+                "money",
+            ),
+            Column(
+                "saving_basis", f"of which the price basis, today's rows against this row ({cur})", "money"
+            ),
             Column("saving_pct", "Saving against today (%)", "rate"),
             Column("accuracy_loss_pct", "Accuracy loss against the reference (%)", "rate"),
             Column("accuracy_budget_pct", "Drift budget (%)", "rate"),
@@ -209,8 +219,8 @@ def assumption_rows(
         ("Today", f"{current.hardware}, {current.gpus} GPU{'s' if current.gpus != 1 else ''}" if current else "unknown", "GPUs the serving metrics of the last day name"),
         (
             "Today's cost",
-            f"{current.monthly_cost:,.2f} {current.currency} per month" if current and current.monthly_cost else "unknown",
-            f"serving cost tables of {current.cost_days} day{'s' if current.cost_days != 1 else ''}: cost per GPU-hour × today's GPUs × 730 h" if current else "",
+            f"{current.monthly_cost:,.2f} {current.currency} per month" if current and current.monthly_cost is not None else f"unknown: {c.today_missing(current)}",
+            f"serving cost tables of {current.cost_days} day{'s' if current.cost_days != 1 else ''}: cost per GPU-hour × today's GPUs × 730 h, priced with {current.price_basis or 'the hosts own price rows'}" if current else "",
         ),
     ]  # fmt: skip
     return [{"assumption": name, "value": value, "source": source} for name, value, source in rows]

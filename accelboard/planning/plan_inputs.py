@@ -33,6 +33,7 @@ from accelboard.costs.formulas.types import (
     ElectricityRate,
     ExchangeRate,
 )
+from accelboard.costs.gaps import CostGap
 
 DAYS_PER_MONTH = 365.25 / 12
 # Growth needs two whole weeks of complete days; a day is complete when the window holds all of
@@ -376,6 +377,12 @@ class CurrentDeployment:
     currency: str
     cost_days: int
     cost_per_1m: Decimal | None = None
+    # Why ``monthly_cost`` is None: the first input it lacks and its fix (``costs.gaps``).
+    cost_gap: CostGap | None = None
+    # The capacity part of ``monthly_cost`` (the rest is energy), and the price rows the cost
+    # tables priced today's GPUs with, in words ("aws p5.48xlarge on-demand"): today's basis.
+    capacity_monthly: Decimal | None = None
+    price_basis: str = ""
 
     def runs(self, option: ServingOption) -> bool:
         return option.variant in self.variants and option.accelerator_slug in self.accelerator_slugs

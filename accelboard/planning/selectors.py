@@ -37,6 +37,7 @@ from accelboard.benchmarks.models import Model, ModelVariant
 from accelboard.core.access import NOBODY, Action, Scope, scope_for_team
 from accelboard.core.models import Team
 from accelboard.costs.formulas.money import as_decimal
+from accelboard.costs.gaps import cost_gap
 from accelboard.costs.models import AcceleratorPrice, CarbonIntensity, ElectricityPrice
 from accelboard.costs.pricebook_selectors import (
     accelerator_rate_value,
@@ -44,7 +45,7 @@ from accelboard.costs.pricebook_selectors import (
     exchange_rates_on,
 )
 from accelboard.costs.report_selectors import rates_load
-from accelboard.costs.selectors import serving_costs_for
+from accelboard.costs.selectors import serving_cost_gap, serving_costs_for, serving_price_bases
 from accelboard.drift import computation as drift_computation
 from accelboard.drift.selectors import accuracy_values, drift_evaluate
 from accelboard.fleet.models import Accelerator, AcceleratorType
@@ -390,6 +391,7 @@ def plan_current(
     costs = serving_costs_for(scope=scope, start=start.date(), end=end.date(), variant_ids=variant_ids)
     rates = rates_load(currency=currency)
     total = Decimal(0)
+    capacity = Decimal(0)
     gpu_hours = 0.0
     tokens = 0
     days: set[date] = set()
@@ -402,9 +404,24 @@ def plan_current(
             unconverted = True
             continue
         total += row["cost"] * as_decimal(factor)
+        capacity += (row["capacity_cost"] or Decimal(0)) * as_decimal(factor)
         gpu_hours += row["gpu_hours"]
         tokens += row["generated_tokens"] or 0
         days.add(row["day"])
+    gap = None
+    if unconverted:
+        currencies = sorted({row["currency"] for row in costs if row["cost"] is not None} - {currency})
+        gap = cost_gap(
+            subject="the model's serving",
+            host="",
+            accelerator="",
+            price_found=True,
+            rate_found=False,
+            currency=", ".join(currencies),
+            to_currency=currency,
+        )
+    elif not gpu_hours:
+        gap = serving_cost_gap(scope=scope, start=start.date(), end=end.date(), variant_ids=variant_ids)
     # What today's GPUs cost per GPU-hour in the cost tables, held for a month: partial days (the
     # window's first, an agent outage) weigh by their hours instead of counting as whole days.
     monthly = (
@@ -421,6 +438,15 @@ def plan_current(
         currency=currency,
         cost_days=len(days),
         cost_per_1m=total / tokens * 1_000_000 if tokens and monthly is not None else None,
+        cost_gap=gap if monthly is None else None,
+        capacity_monthly=(
+            capacity / as_decimal(gpu_hours) * len(uuids) * as_decimal(c.HOURS_PER_MONTH)
+            if monthly is not None
+            else None
+        ),
+        price_basis="; ".join(
+            serving_price_bases(scope=scope, start=start.date(), end=end.date(), variant_ids=variant_ids)
+        ),
     )
 
 

@@ -19,7 +19,7 @@ from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.benchmarks.selectors import run_get_visible
 from accelboard.core.access import Action, Scope
 from accelboard.costs.pricebook_selectors import accelerator_rate_value, price_book_load
-from accelboard.costs.selectors import run_costs_for
+from accelboard.costs.selectors import price_basis, run_cost_gaps, run_costs_for
 
 from . import categories as cats
 from .comparison import Comparison, Side, change_headline, profiles_compare
@@ -74,8 +74,10 @@ def profile_costs(*, profile: Profile) -> dict[str, Any] | None:
         costs = cost_shares(
             summary, cost=float(run_cost.total_cost_per_1m), currency=run_cost.currency, per=f"per 1M {unit}s"
         )
+        basis = price_basis(run_cost.accelerator_price) if run_cost.accelerator_price else ""
     else:
         costs = None
+        basis = ""
         host = run.host
         if host is not None and run.accelerator_type_id is not None:
             book = price_book_load(today=run.started_at.date())
@@ -83,6 +85,7 @@ def profile_costs(*, profile: Profile) -> dict[str, Any] | None:
                 host=host, accelerator_type_id=run.accelerator_type_id, day=run.started_at.date()
             )
             if price is not None:
+                basis = price_basis(price)
                 rate = accelerator_rate_value(price, today=book.today)
                 costs = cost_shares(
                     summary,
@@ -93,6 +96,7 @@ def profile_costs(*, profile: Profile) -> dict[str, Any] | None:
     if costs is not None:
         costs["sentences"] = headline_costs(costs)
         costs["source"] = "run cost" if run_cost is not None and run_cost.total_cost_per_1m else "price book"
+        costs["basis"] = basis
     return costs
 
 
@@ -103,6 +107,8 @@ def profile_page(*, profile: Profile, scope: Scope) -> dict[str, Any]:
     kernels = list(ProfileKernel.objects.filter(profile=profile).order_by("-total_us")[:TOP_KERNELS_SHOWN])
     totals = profile.totals
     base = totals.get("base_us") or 0.0
+    may_see_costs = scope.can(Action.VIEW_COSTS, profile.run.team_id)
+    costs = profile_costs(profile=profile) if may_see_costs else None
     category_rows = [
         {
             "key": key,
@@ -130,8 +136,11 @@ def profile_page(*, profile: Profile, scope: Scope) -> dict[str, Any]:
         "categories": category_rows,
         # JSON objects come back from PostgreSQL in its own key order: the cards go in ours.
         "groups": [(group, totals.get("group_shares", {}).get(group)) for group in cats.GROUPS],
-        "costs": profile_costs(profile=profile)
-        if scope.can(Action.VIEW_COSTS, profile.run.team_id)
+        "costs": costs,
+        "may_see_costs": may_see_costs,
+        # Why there is no cost: the run's first missing input and its fix (``costs.gaps``).
+        "cost_gap": run_cost_gaps(run_ids=[profile.run_id]).get(profile.run_id)
+        if costs is None and may_see_costs
         else None,
     }
 

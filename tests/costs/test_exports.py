@@ -46,7 +46,7 @@ def test_it_exports_the_team_breakdown_as_csv_with_the_pages_numbers(
     assert [row["Team"] for row in rows] == ["Inference Platform", "Research"]
     inference = rows[0]
     assert float(inference["Spend (USD)"]) == pytest.approx(4749.36)
-    assert float(inference["Idle cost (USD)"]) == pytest.approx(1179.84)
+    assert float(inference["Idle cost, part of capacity (USD)"]) == pytest.approx(1179.84)
     # The change compares October with September (per day: 31 days against 30); the column says so.
     assert float(inference["Sep 1–30 (USD)"]) == pytest.approx(984.70)
     assert float(inference["Energy × PUE (kWh)"]) == pytest.approx(300.0)
@@ -87,7 +87,7 @@ def test_it_exports_host_days_with_every_input_as_a_column(
     assert [row["Day (UTC)"] for row in rows] == ["2026-10-01", "2026-10-02"]
     row = rows[0]
     assert float(row["GPU-hours held (h)"]) == 192.0
-    assert float(row["GPU-hours idle (h)"]) == 48.0
+    assert float(row["GPU-hours idle, < 10 % utilisation (h)"]) == 48.0
     assert float(row["Price per GPU-hour"]) == pytest.approx(12.29)
     assert float(row["Instance price per hour"]) == pytest.approx(98.32)
     assert row["GPUs in priced instance"] == "8"

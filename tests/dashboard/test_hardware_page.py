@@ -269,7 +269,13 @@ def test_it_explains_missing_costs_and_sweeps(login_client: Any, lead: Any, team
     run_create(team=team, accelerator_type=accelerator_type_from(H100), model=MODEL)
     body = login_client(lead).get(f"{URL}?p99_ms=100").content.decode()
     assert "No costs to chart" in body and "No batch-size sweep" in body
-    assert "without a cost (no price for their accelerator in the price book)" in body
+    # The run names no host: that is why it has no price, and the page says so and how to fix it,
+    # never "no price for their accelerator" (the price was never looked up).
+    assert "1 without a cost (why: below the table)" in body
+    assert 'data-cost-gap="no-host"' in body
+    assert "names no host of its team, so no price can be looked up" in body
+    assert "upload the result with its host" in body
+    assert "no price for their accelerator" not in body
 
 
 @pytest.mark.parametrize(

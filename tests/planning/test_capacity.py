@@ -18,6 +18,7 @@ import pytest
 from accelboard.benchmarks.configurations import ConfigPoint
 from accelboard.costs.formulas.money import as_decimal
 from accelboard.costs.formulas.types import AcceleratorRate, ElectricityRate, ExchangeRate, PriceRef
+from accelboard.costs.gaps import cost_gap
 from accelboard.planning import capacity as c
 from accelboard.planning import plan_inputs as pi
 
@@ -496,3 +497,59 @@ def test_it_shows_where_growth_and_headroom_change_the_answer() -> None:
         ("fp8 on 1× L40S", Decimal("1314")),
         ("fp8 on 1× L40S", Decimal("1971")),
     ]
+
+
+def test_it_never_calls_a_known_cost_of_today_unknown() -> None:
+    """The saving card, the notes and the exports give one reason for a missing saving, the real one."""
+    current = pi.CurrentDeployment(
+        gpus=4,
+        hardware="4× H100 SXM 80GB",
+        variants=("fp16",),
+        accelerator_slugs=("h100",),
+        monthly_cost=Decimal("47139.74"),
+        currency="USD",
+        cost_days=28,
+    )
+    # Nothing meets a 1 ms objective: no option, but today's cost is known and said.
+    plan = _peaky_plan(current=current, objective=pi.Objective(e2e_p99_ms=1.0))
+    assert plan.best is None
+    assert plan.saving_missing is not None
+    assert "unknown" not in plan.saving_missing and "47,140 USD per month" in plan.saving_missing
+    assert not any("cost is unknown" in note for note in plan.notes)
+    # Today's cost missing: the reason is the first missing input of the cost tables, with its fix.
+    gap = cost_gap(
+        host="gpu-a", accelerator="H100 SXM 80GB", provider="on-prem", region="east", price_found=False
+    )
+    plan = _peaky_plan(current=replace(current, monthly_cost=None, cost_gap=gap))
+    assert plan.saving_missing == c.today_missing(plan.inputs.current)
+    assert "no price row for H100 SXM 80GB at on-prem east" in plan.saving_missing
+    assert any(note.startswith(plan.saving_missing) for note in plan.notes)
+    assert "no serving costs computed" not in " ".join(plan.notes)
+
+
+def test_it_splits_the_saving_into_hardware_and_price_basis() -> None:
+    """Today is priced on the hosts' own rows (cloud, 3.00 per GPU-hour), the plan on its basis
+    (2.00 for the H100): the saving is the sum of the change of basis and that of hardware."""
+    current = pi.CurrentDeployment(
+        gpus=4,
+        hardware="4× H100 SXM 80GB",
+        variants=("fp16",),
+        accelerator_slugs=("h100",),
+        monthly_cost=Decimal("9000"),
+        capacity_monthly=Decimal("8760"),  # 4 GPUs × 730 h × 3.00
+        currency="USD",
+        cost_days=28,
+        price_basis="aws p5.48xlarge on-demand",
+    )
+    plan = _peaky_plan(current=current)
+    # Re-priced on the plan's 2.00: 9000 − 8760 + 4 × 730 × 2.00 = 6080.
+    assert c.today_rebased(plan.inputs) == Decimal("6080")
+    for option in plan.options:
+        if option.saving_monthly is None:
+            continue
+        assert option.saving_basis == Decimal("2920")
+        assert option.saving_basis + option.saving_hardware == option.saving_monthly
+    # Today on several GPU types, or a type the basis has no price for: not split, never guessed.
+    assert (
+        c.today_rebased(replace(plan.inputs, current=replace(current, accelerator_slugs=("a100",)))) is None
+    )

@@ -288,3 +288,23 @@ def test_it_reads_a_flat_number_of_queries(
     w.benchmarks_record(team=world.team, now=timezone.now() - timedelta(days=5))
     with django_assert_max_num_queries(len(captured.captured_queries)):
         _plan(client)
+
+
+def test_it_names_the_price_basis_of_today_and_of_the_plan_and_splits_the_saving(
+    world: w.World, lead: Any, login_client: Any
+) -> None:
+    """Today is priced by the cost tables, the options on the page's basis: the saving card says
+    both, and splits the saving into the hardware and the change of basis, which add up to it."""
+    response = _plan(login_client(lead))
+    plan: c.Plan = response.context["plan"]
+    best = plan.best
+    assert best is not None and best.saving_monthly is not None
+    assert best.saving_basis is not None and best.saving_hardware is not None
+    assert best.saving_basis + best.saving_hardware == best.saving_monthly
+    html = response.content.decode()
+    card = html.split('data-kpi="saving"')[1].split("</div>")[0]
+    assert "priced on" in card and "data-saving-split" in card
+    assert f"Of it, {best.saving_hardware:,.0f} is the hardware" in card
+    assert f"{best.price.label}" in card  # type: ignore[union-attr]
+    monthly = html.split('data-kpi="monthly"')[1].split("</div>")[0]
+    assert "priced on" in monthly and "data-price-basis" in monthly
