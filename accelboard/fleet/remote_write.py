@@ -103,6 +103,19 @@ def snappy_decode(body: bytes, *, max_bytes: int) -> bytes:
 # --- protobuf -----------------------------------------------------------------------------------
 
 
+# The messages and fields remote-write 1.0 reads: (message, ((field, number, type, repeated of), ...)).
+_FieldKind = descriptor_pb2.FieldDescriptorProto
+_MESSAGES = (
+    ("Label", (("name", 1, _FieldKind.TYPE_STRING, ""), ("value", 2, _FieldKind.TYPE_STRING, ""))),
+    ("Sample", (("value", 1, _FieldKind.TYPE_DOUBLE, ""), ("timestamp", 2, _FieldKind.TYPE_INT64, ""))),
+    (
+        "TimeSeries",
+        (("labels", 1, _FieldKind.TYPE_MESSAGE, "Label"), ("samples", 2, _FieldKind.TYPE_MESSAGE, "Sample")),
+    ),
+    ("WriteRequest", (("timeseries", 1, _FieldKind.TYPE_MESSAGE, "TimeSeries"),)),
+)
+
+
 def _message_classes() -> tuple[Any, Any]:
     """``prometheus.TimeSeries`` and ``prometheus.WriteRequest`` (remote.proto, types.proto: the
     fields remote-write 1.0 reads) as protobuf message classes, built from their descriptor when
@@ -112,40 +125,16 @@ def _message_classes() -> tuple[Any, Any]:
     file = descriptor_pb2.FileDescriptorProto(
         name="accelboard/prometheus_remote_write.proto", package="prometheus", syntax="proto3"
     )
-    optional, repeated = (
-        descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
-        descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-    )
-    kinds = descriptor_pb2.FieldDescriptorProto
-    label = file.message_type.add(name="Label")
-    label.field.add(name="name", number=1, type=kinds.TYPE_STRING, label=optional)
-    label.field.add(name="value", number=2, type=kinds.TYPE_STRING, label=optional)
-    sample = file.message_type.add(name="Sample")
-    sample.field.add(name="value", number=1, type=kinds.TYPE_DOUBLE, label=optional)
-    sample.field.add(name="timestamp", number=2, type=kinds.TYPE_INT64, label=optional)
-    series = file.message_type.add(name="TimeSeries")
-    series.field.add(
-        name="labels",
-        number=1,
-        type=kinds.TYPE_MESSAGE,
-        label=repeated,
-        type_name=".prometheus.Label",
-    )
-    series.field.add(
-        name="samples",
-        number=2,
-        type=kinds.TYPE_MESSAGE,
-        label=repeated,
-        type_name=".prometheus.Sample",
-    )
-    request = file.message_type.add(name="WriteRequest")
-    request.field.add(
-        name="timeseries",
-        number=1,
-        type=kinds.TYPE_MESSAGE,
-        label=repeated,
-        type_name=".prometheus.TimeSeries",
-    )
+    for name, fields in _MESSAGES:
+        message = file.message_type.add(name=name)
+        for field_name, number, kind, of in fields:
+            message.field.add(
+                name=field_name,
+                number=number,
+                type=kind,
+                label=_FieldKind.LABEL_REPEATED if of else _FieldKind.LABEL_OPTIONAL,
+                type_name=f".prometheus.{of}" if of else None,
+            )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     return (
