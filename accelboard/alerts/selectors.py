@@ -19,7 +19,7 @@ from accelboard.core.models import Team
 from . import detection
 from .choices import AlertKind, AlertState, DismissReason
 from .detection import DEFAULT_MIN_EFFECT
-from .models import Alert, DetectionSetting, ExpectedChange, ServingSlo
+from .models import Alert, AlertMetric, DetectionSetting, ExpectedChange, ServingSlo
 
 
 @dataclass(frozen=True)
@@ -145,15 +145,16 @@ def _baseline_resets(*, series_ids: list[int], before: datetime) -> dict[int, da
     Marking a change expected resets the baseline, so results before the change's first run no
     longer count."""
     resets: dict[int, datetime] = {}
+    # Every metric of a change alert (one change is one alert, ``AlertMetric`` per metric).
     alerts = (
-        Alert.objects.filter(
+        AlertMetric.objects.filter(
             series_id__in=series_ids,
-            dismissed_reason=DismissReason.EXPECTED,
-            first_run__isnull=False,
-            first_run__started_at__lte=before,
+            alert__dismissed_reason=DismissReason.EXPECTED,
+            alert__first_run__isnull=False,
+            alert__first_run__started_at__lte=before,
         )
-        .order_by("series_id", "-first_run__started_at")
-        .values_list("series_id", "first_run__started_at")
+        .order_by("series_id", "-alert__first_run__started_at")
+        .values_list("series_id", "alert__first_run__started_at")
     )
     for series_id, started_at in alerts:
         resets.setdefault(series_id, started_at)

@@ -12,8 +12,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Q
+
 from accelboard.alerts.choices import DismissReason
-from accelboard.alerts.models import Alert, DetectionSetting, ExpectedChange
+from accelboard.alerts.models import Alert, AlertMetric, DetectionSetting, ExpectedChange
 from accelboard.benchmarks.filters import SeriesFilterSet
 from accelboard.benchmarks.models import MetricValue, Series
 from accelboard.core.access import Scope
@@ -158,7 +160,14 @@ def series_histories(*, series_ids: list[int], scope: Scope) -> list[SeriesHisto
             history.run_ids.append(run_id)
             history.commits.append(commit or "")
 
-    alerts = Alert.objects.filter(series_id__in=series_ids).values(
+    # One change is one alert: a grouped alert is drawn on each of its series, with that
+    # series' own change.
+    held: dict[int, dict[int, float | None]] = defaultdict(dict)
+    for alert_id, series_id, pct_change in AlertMetric.objects.filter(series_id__in=series_ids).values_list(
+        "alert_id", "series_id", "pct_change"
+    ):
+        held[alert_id][series_id] = pct_change
+    alerts = Alert.objects.filter(Q(series_id__in=series_ids) | Q(pk__in=list(held))).values(
         "id",
         "series_id",
         "title",
@@ -173,8 +182,14 @@ def series_histories(*, series_ids: list[int], scope: Scope) -> list[SeriesHisto
     )
     for alert in alerts.order_by("opened_at"):
         # A change a person marked expected shows as its ExpectedChange annotation, not as an alert.
-        if alert["dismissed_reason"] != DismissReason.EXPECTED:
-            histories[alert["series_id"]].alerts.append(dict(alert))
+        if alert["dismissed_reason"] == DismissReason.EXPECTED:
+            continue
+        own = held.get(alert["id"]) or {alert["series_id"]: alert["pct_change"]}
+        for series_id, pct_change in own.items():
+            if series_id in histories:
+                histories[series_id].alerts.append(
+                    {**alert, "series_id": series_id, "pct_change": pct_change}
+                )
 
     changes = (
         ExpectedChange.objects.filter(series_id__in=series_ids)
