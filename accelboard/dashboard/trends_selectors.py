@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import Q
 
 from accelboard.alerts.choices import DismissReason
-from accelboard.alerts.models import Alert, AlertMetric, DetectionSetting, ExpectedChange
+from accelboard.alerts.models import Alert, DetectionSetting, ExpectedChange
 from accelboard.benchmarks.filters import SeriesFilterSet
 from accelboard.benchmarks.models import MetricValue, Series
 from accelboard.core.access import Scope
@@ -160,14 +160,9 @@ def series_histories(*, series_ids: list[int], scope: Scope) -> list[SeriesHisto
             history.run_ids.append(run_id)
             history.commits.append(commit or "")
 
-    # One change is one alert: a grouped alert is drawn on each of its series, with that
-    # series' own change.
-    held: dict[int, dict[int, float | None]] = defaultdict(dict)
-    for alert_id, series_id, pct_change in AlertMetric.objects.filter(series_id__in=series_ids).values_list(
-        "alert_id", "series_id", "pct_change"
-    ):
-        held[alert_id][series_id] = pct_change
-    alerts = Alert.objects.filter(Q(series_id__in=series_ids) | Q(pk__in=list(held))).values(
+    # One change is one alert: a grouped alert is drawn on each of its series, with that series'
+    # own change (one row per alert and metric it holds; none for an alert without metrics).
+    alerts = Alert.objects.filter(Q(series_id__in=series_ids) | Q(metrics__series_id__in=series_ids)).values(
         "id",
         "series_id",
         "title",
@@ -179,17 +174,21 @@ def series_histories(*, series_ids: list[int], scope: Scope) -> list[SeriesHisto
         "dismissed_reason",
         "first_run_id",
         "first_run__started_at",
+        "metrics__series_id",
+        "metrics__pct_change",
     )
-    for alert in alerts.order_by("opened_at"):
+    drawn: set[tuple[int, int]] = set()
+    for row in alerts.order_by("opened_at", "id"):
         # A change a person marked expected shows as its ExpectedChange annotation, not as an alert.
-        if alert["dismissed_reason"] == DismissReason.EXPECTED:
+        if row["dismissed_reason"] == DismissReason.EXPECTED:
             continue
-        own = held.get(alert["id"]) or {alert["series_id"]: alert["pct_change"]}
-        for series_id, pct_change in own.items():
-            if series_id in histories:
-                histories[series_id].alerts.append(
-                    {**alert, "series_id": series_id, "pct_change": pct_change}
-                )
+        alert = {k: v for k, v in row.items() if not k.startswith("metrics__")}
+        if row["metrics__series_id"] is not None:
+            alert.update(series_id=row["metrics__series_id"], pct_change=row["metrics__pct_change"])
+        key = (alert["id"], alert["series_id"])
+        if alert["series_id"] in histories and key not in drawn:
+            drawn.add(key)
+            histories[alert["series_id"]].alerts.append(alert)
 
     changes = (
         ExpectedChange.objects.filter(series_id__in=series_ids)

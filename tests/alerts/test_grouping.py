@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.urls import reverse
 
 from accelboard.alerts.models import Alert, AlertMetric, ExpectedChange
 from accelboard.alerts.regression_services import alerts_history_check, run_check
@@ -20,6 +21,8 @@ from accelboard.benchmarks.services import (
     workload_get_or_create,
 )
 from accelboard.importers.metrics import METRICS
+from accelboard.notifications import content
+from accelboard.notifications.selectors import alert_facts, alerts_for_email
 
 from .history import START, noisy
 
@@ -129,3 +132,33 @@ def test_marking_a_grouped_alert_expected_moves_every_metric_s_baseline(team: An
     for run in runs[24:]:
         run_check(run_id=run.pk)
     assert Alert.objects.count() == 1
+
+
+def test_the_pages_show_one_alert_with_its_metrics_and_say_what_severity_means(
+    team: Any, lead: Any, login_client: Any
+) -> None:
+    runs = multi_history(
+        team,
+        {
+            "latency_p99_ms": shifted(20, 5, 0.21, seed=12),
+            "latency_p50_ms": shifted(20, 5, 0.08, seed=13),
+        },
+    )
+    for run in runs:
+        run_check(run_id=run.pk)
+    alert = Alert.objects.get()
+    p50 = AlertMetric.objects.get(alert=alert, series__metric="latency_p50_ms").series
+    client = login_client(lead)
+    listing = client.get(reverse("alerts:list")).content.decode()
+    assert listing.count('data-alert="') == 1
+    assert "and p50 latency" in listing and 'id="severity-definition"' in listing
+    page = client.get(reverse("alerts:detail", args=[alert.pk])).content.decode()
+    assert 'id="alert-metrics"' in page and "Metrics this change moved (2)" in page
+    assert f'data-series="{p50.pk}"' in page and "from 5× the threshold" in page
+    # The other metric's trend shows the alert too, with its own change.
+    trends = client.get(reverse("dashboard:trends"), {"series": p50.pk}).content.decode()
+    assert f'data-alert="{alert.pk}"' in trends
+    # Its email names the other metric; the API lists both.
+    (facts,) = [alert_facts(alert=a) for a in alerts_for_email(alert_ids=[alert.pk])]
+    assert facts.other_metrics and facts.other_metrics[0].startswith("p50 latency +")
+    assert any(row.label == "Also moved" for row in content.alert_rows(facts))
