@@ -178,13 +178,15 @@ def series_histories(*, series_ids: list[int], scope: Scope) -> list[SeriesHisto
         "metrics__pct_change",
     )
     drawn: set[tuple[int, int]] = set()
-    for row in alerts.order_by("opened_at", "id"):
+    for alert_row in alerts.order_by("opened_at", "id"):
         # A change a person marked expected shows as its ExpectedChange annotation, not as an alert.
-        if row["dismissed_reason"] == DismissReason.EXPECTED:
+        if alert_row["dismissed_reason"] == DismissReason.EXPECTED:
             continue
-        alert = {k: v for k, v in row.items() if not k.startswith("metrics__")}
-        if row["metrics__series_id"] is not None:
-            alert.update(series_id=row["metrics__series_id"], pct_change=row["metrics__pct_change"])
+        alert: dict[str, Any] = {k: v for k, v in alert_row.items() if not k.startswith("metrics__")}
+        if alert_row["metrics__series_id"] is not None:
+            alert.update(
+                series_id=alert_row["metrics__series_id"], pct_change=alert_row["metrics__pct_change"]
+            )
         key = (alert["id"], alert["series_id"])
         if alert["series_id"] in histories and key not in drawn:
             drawn.add(key)
