@@ -187,7 +187,6 @@ def _headline_sync(*, alert: Alert, title: Any, detail: dict[int, dict[str, Any]
         fields["title"] = str(title(top, len(members) - 1))[:300]
     merged = {**alert.detail, **detail.get(top.series_id, {})}
     merged.update({"metric": top.series.metric, "unit": top.series.unit, "direction": top.series.direction})
-    merged["metrics"] = len(members)
     fields["detail"] = merged
     Alert.objects.filter(pk=alert.pk).update(**fields)
     for name, value in fields.items():
