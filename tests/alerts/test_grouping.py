@@ -25,6 +25,7 @@ from accelboard.notifications import content
 from accelboard.notifications.selectors import alert_facts, alerts_for_email
 
 from .history import START, noisy
+from .invariants import alert_invariant_problems, assert_alert_invariants
 
 pytestmark = pytest.mark.django_db
 
@@ -82,6 +83,7 @@ def test_one_change_that_moves_three_metrics_is_one_alert_named_after_the_worst(
     assert alert.title.startswith("p99 latency regressed +2") and "(and 2 more metrics)" in alert.title
     assert members["latency_p50_ms"].severity == "warning"
     assert alert.first_run == runs[20]
+    assert_alert_invariants()
 
 
 def test_the_replay_of_a_loaded_history_groups_the_same_way(team: Any) -> None:
@@ -98,6 +100,28 @@ def test_the_replay_of_a_loaded_history_groups_the_same_way(team: Any) -> None:
     assert alert.metrics.count() == 2
     # Power and energy are secondary: +15% (7.5x the threshold) is a Warning, not Critical.
     assert alert.severity == "warning"
+    assert_alert_invariants()
+
+
+def test_the_invariants_catch_a_change_split_into_alerts_of_one_severity(team: Any) -> None:
+    """What the detector did before: one alert per metric, all Critical (power +14.7% too)."""
+    runs = multi_history(team, {"latency_p99_ms": [1.0] * 3, "power_avg_w": [1.0] * 3})
+    for n, value in enumerate(runs[1].metrics.order_by("name")):
+        Alert.objects.create(
+            team=team,
+            kind="regression",
+            severity="critical",
+            title=f"{value.name} regressed",
+            series=value.series,
+            first_run=runs[1],
+            dedupe_key=f"bench:{value.series_id}:{runs[1].pk}",
+            opened_at=runs[1].started_at,
+            pct_change=20.0 if n == 0 else 14.7,
+            min_effect=0.02,
+        )
+    problems = alert_invariant_problems()
+    assert any("has 2 open alerts" in p for p in problems)
+    assert any("every change alert is critical" in p for p in problems)
 
 
 def test_the_alert_resolves_once_every_metric_went_back(team: Any) -> None:
