@@ -46,7 +46,9 @@ Usage::
    and starts the new shards. Not modelled: the WAL's segment reads (samples reach the queues at
    once), exemplars and metadata.
 
-   Measured over the scrapes: the web server's CPU (gunicorn and its workers, psutil) in cores
+   First ``--warm-scrapes`` (2) scrapes at real pace, not timed: each web worker decodes a series'
+   labels once, then looks its bytes up (``LabelCache``); their CPU is printed apart. Measured over
+   the timed scrapes: the web server's CPU (gunicorn and its workers, psutil) in cores
    (target <= 0.5), the Celery workers', beat's and this database's PostgreSQL backends' beside
    it; request latency p50/p99; the lag behind the newest sample as Prometheus reports it
    (``prometheus_remote_storage_highest_timestamp_in_seconds`` minus
@@ -155,6 +157,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--scrapes", type=int, default=8, help="fleet: timed scrapes of every target (15 s apart)"
     )
+    parser.add_argument(
+        "--warm-scrapes",
+        type=int,
+        default=2,
+        help="fleet: scrapes at real pace before the timed ones (each web worker learns the series; "
+        "their CPU is printed apart)",
+    )
     parser.add_argument("--tp-hosts", type=int, default=64, help="throughput: hosts")
     parser.add_argument("--tp-scrapes", type=int, default=20, help="throughput: scrapes of each host")
     parser.add_argument("--tp-shards", type=int, default=4, help="throughput: Prometheus shards (clients)")
@@ -170,7 +179,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--database", default="accelboard_bench_remote_write")
     args = parser.parse_args()
     if args.quick:
-        args.hosts, args.scrapes, args.tp_hosts, args.tp_scrapes = 40, 3, 8, 5
+        args.hosts, args.scrapes, args.tp_hosts, args.tp_scrapes, args.warm_scrapes = 40, 3, 8, 5, 1
+    if args.warm_scrapes < 0:
+        parser.error("--warm-scrapes must be at least 0")
     if min(args.hosts, args.gpus, args.scrapes, args.tp_hosts, args.tp_scrapes, args.tp_shards) < 1:
         parser.error("counts must be at least 1")
     return args
@@ -669,15 +680,34 @@ def fleet_run(
     manager = QueueManager(fleet, port=port, token=token)
     stop = threading.Event()
     watcher = threading.Thread(target=manager.watch, args=(stop,), daemon=True)
-    cpu_before = {name: cpu_seconds(process) for name, process in stack.items()}
-    pg_before = backends.sample()
-    begin = time.time()
+    warm_before = {name: cpu_seconds(process) for name, process in stack.items()}
+    start = time.time()
     watcher.start()
-    # Period k starts at begin + k * 15; target h is scraped at its offset in each period.
+    # Period k starts at start + k * 15; target h is scraped at its offset in each period. The
+    # first ``--warm-scrapes`` periods are not timed: each web worker decodes a series' labels the
+    # first time it sees it (``fleet.remote_write.LabelCache``), after which only the bytes are
+    # looked up; the steady state is what a running fleet costs.
+    begin = start + args.warm_scrapes * SCRAPE_S
     schedule = sorted(
-        (begin + k * SCRAPE_S + fleet.offsets[h], h) for k in range(args.scrapes) for h in range(args.hosts)
+        (start + k * SCRAPE_S + fleet.offsets[h], h)
+        for k in range(args.warm_scrapes + args.scrapes)
+        for h in range(args.hosts)
     )
+    cpu_before: dict[str, float] = {}
+    pg_before = 0.0
     for due, host in schedule:
+        if not cpu_before and due >= begin:
+            wait = begin - time.time()
+            if wait > 0:
+                time.sleep(wait)
+            cpu_before = {name: cpu_seconds(process) for name, process in stack.items()}
+            pg_before = backends.sample()
+            if args.warm_scrapes:
+                warm = {name: cpu_before[name] - warm_before[name] for name, _ in stack.items()}
+                print(
+                    f"warm-up ({args.warm_scrapes} scrapes, not timed): CPU in cores "
+                    + ", ".join(f"{name} {seconds / (begin - start):.2f}" for name, seconds in warm.items())
+                )
         wait = due - time.time()
         if wait > 0:
             time.sleep(wait)
@@ -692,7 +722,8 @@ def fleet_run(
     manager.close()
     wall = end - begin
     stats = manager.stats
-    expected = args.hosts * args.gpus * (args.scrapes + 1)
+    expected = args.hosts * args.gpus * (args.warm_scrapes + args.scrapes + 1)
+    timed_samples = args.hosts * args.gpus * len(METRICS) * args.scrapes
     # mem_total_bytes is the framebuffer's parts summed within one request (docs/api.md: a cut
     # between FB_USED, FB_FREE and FB_RESERVED leaves it missing): counted apart.
     nulls = " OR ".join(f"{column} IS NULL" for column in STORED if column != "mem_total_bytes")
@@ -713,7 +744,7 @@ def fleet_run(
     errors = len(stats.refused)
     print(
         f"posted {stats.requests:,} requests ({stats.retries} retried, statuses {stats.statuses}), "
-        f"{stats.samples:,} samples in {wall:.0f} s (last scrape at {scraped - begin:.0f} s, "
+        f"{stats.samples:,} samples (warm-up included), timed {wall:.0f} s (last scrape at {scraped - begin:.0f} s, "
         f"queues {'drained' if drained else 'NOT drained'} {end - scraped:.1f} s later)"
     )
     print(
@@ -731,14 +762,13 @@ def fleet_run(
         "CPU in cores over the run: "
         + ", ".join(f"{name} {seconds / wall:.2f}" for name, seconds in cpu.items())
         + f", this database's PostgreSQL backends {pg / wall:.2f}"
-        + f"; web {cpu['web'] / max(stats.samples, 1) * 1e6:.1f} us per sample, "
-        f"{cpu['web'] / max(stats.requests, 1) * 1000:.1f} ms per request"
+        + f"; web {cpu['web'] / timed_samples * 1e6:.1f} us per sample"
     )
     full_rate = 2000 * 8 * len(METRICS) / SCRAPE_S
     if args.hosts * args.gpus < 16_000:
         print(
             f"at 2,000 hosts x 8 GPUs ({full_rate:,.0f} samples/s) the web's CPU per sample of this run would be "
-            f"{cpu['web'] / max(stats.samples, 1) * full_rate:.2f} cores (a linear extrapolation, not a measurement)"
+            f"{cpu['web'] / timed_samples * full_rate:.2f} cores (a linear extrapolation, not a measurement)"
         )
     print(
         f"rows: expected {expected:,} (registration scrape included), stored {stored:,} ({distinct:,} distinct), "

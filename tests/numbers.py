@@ -19,6 +19,10 @@ What is a problem:
 4. **Changes**: a percentage change (``data-change``) between periods not equally covered by
    data (the same share of their days), or whose windows are not named.
 5. **Exports**: a column whose sum is not the page's total for it.
+6. **Level lines** (a trace whose ``meta.level`` is true, or named as one: ``before: …``,
+   ``after: …``, ``baseline median · …``, ``current level median · …``): a line that does not run from one of its series' results to another, or is not drawn
+   at the median of the results it spans (``alerts.levels``: a level holds over its segment, and
+   only there); a baseline drawn over a regressed level its chart draws apart (``current-level``).
 """
 
 from __future__ import annotations
@@ -232,6 +236,7 @@ def figure_problems(
     for trace in data:
         if trace.get("type") == "treemap" and trace.get("branchvalues") == "total":
             found += _treemap_problems(trace, prefix)
+    found += level_problems(data, prefix=prefix)
     meta = layout.get("meta") if isinstance(layout.get("meta"), Mapping) else {}
     sums_to = meta.get("sums_to") if meta else None
     if sums_to:
@@ -243,6 +248,59 @@ def figure_problems(
             points = sum(len(_points(t)) for t in data) or 1
             if abs(drawn - card) > 0.005 * (points + 1) + 1e-9:
                 found.append(f"{prefix} adds up to {drawn:,.2f}, but {sums_to!r} shows {card:,.2f}")
+    return found
+
+
+LEVEL_NAME = re.compile(r"^(?:before|after):|^(?:baseline|current level) median\b")
+
+
+def level_problems(data: Sequence[Mapping[str, Any]], *, prefix: str = "") -> list[str]:
+    """Rule 6: each level line against the results of its series (the trace with role ``series``
+    and the same ``meta.series``; else the chart's first trace)."""
+    found: list[str] = []
+    series: dict[Any, Mapping[str, Any]] = {}
+    spans: dict[tuple[Any, str], tuple[int, int]] = {}
+    for trace in data:
+        meta = trace.get("meta") if isinstance(trace.get("meta"), Mapping) else {}
+        if meta.get("role") == "series":
+            series[meta.get("series", 0)] = trace
+    if data and not series:
+        series[0] = data[0]
+    for trace in data:
+        meta = trace.get("meta") if isinstance(trace.get("meta"), Mapping) else {}
+        if not (meta.get("level") or LEVEL_NAME.search(str(trace.get("name") or ""))):
+            continue
+        name = f"{prefix} level line {trace.get('name')!r}"
+        source = series.get(meta.get("series", 0))
+        if source is None:
+            found.append(f"{name} has no series to hold")
+            continue
+        xs, ys = list(source.get("x") or []), list(source.get("y") or [])
+        x0, x1 = (trace.get("x") or [None])[0], (trace.get("x") or [None])[-1]
+        if x0 not in xs or x1 not in xs:
+            found.append(f"{name} spans {x0}..{x1}, not from a result of its series to another")
+            continue
+        start, end = xs.index(x0), xs.index(x1)
+        spans[(meta.get("series", 0), str(meta.get("role")))] = (start, end)
+        held = sorted(
+            float(y) for y in ys[start : end + 1] if isinstance(y, int | float) and math.isfinite(y)
+        )
+        if not held:
+            continue
+        middle = len(held) // 2
+        median = held[middle] if len(held) % 2 else (held[middle - 1] + held[middle]) / 2
+        drawn = [float(y) for y in trace.get("y") or []]
+        if not drawn or any(not math.isclose(y, median, rel_tol=1e-6, abs_tol=1e-9) for y in drawn):
+            found.append(
+                f"{name} is drawn at {drawn[:1]}, but the median of the results it spans is {median:g}"
+            )
+    for (position, role), (start, _) in spans.items():
+        if role != "current-level" or (position, "baseline-level") not in spans:
+            continue
+        if spans[(position, "baseline-level")][1] >= start:
+            found.append(
+                f"{prefix} series {position}: the baseline runs over the regressed level drawn apart"
+            )
     return found
 
 

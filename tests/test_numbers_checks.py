@@ -148,3 +148,26 @@ def test_it_allows_an_exports_rows_their_own_rounding_but_not_more() -> None:
     assert "sums to 7.0000" in " ".join(counts)
     rows[0][1] = "23.2130"
     assert numbers.export_total_problems(header=header, rows=rows, page_totals=totals)
+
+
+def test_it_finds_a_level_line_that_does_not_hold_the_results_it_spans() -> None:
+    xs = [f"2026-10-{day:02d}" for day in range(1, 9)]
+    ys = [10.0, 10.0, 10.0, 10.0, 8.0, 8.0, 8.0, 8.0]
+    points = {"x": xs, "y": ys, "meta": {"role": "series"}}
+
+    def line(role: str, x0: int, x1: int, y: float) -> dict:
+        return {"x": [xs[x0], xs[x1]], "y": [y, y], "meta": {"role": role, "level": True}}
+
+    right = {"data": [points, line("baseline-level", 0, 3, 10.0), line("current-level", 4, 7, 8.0)]}
+    assert numbers.figure_problems(right) == []
+    # A baseline stretched over the whole chart at the old level, or one that followed the
+    # regression: neither is the median of what it spans.
+    across = {"data": [points, line("before", 0, 7, 10.0)]}
+    (problem,) = numbers.figure_problems(across)
+    assert "median of the results it spans is 9" in problem
+    followed = {"data": [points, line("baseline-level", 4, 7, 8.0), line("current-level", 4, 7, 8.0)]}
+    (problem,) = numbers.figure_problems(followed)
+    assert "baseline runs over the regressed level" in problem
+    off = {"data": [points, line("after", 4, 7, 8.0) | {"x": [xs[4], "2026-11-01"]}]}
+    (problem,) = numbers.figure_problems(off)
+    assert "not from a result of its series to another" in problem

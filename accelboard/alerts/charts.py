@@ -2,8 +2,11 @@
 
 The alert detail chart is what a person looks at to decide whether a regression is real: the
 series' points over time, the alert's change point as a red vertical line, the level before and
-after as mean ± spread bands, the other change points ``segment`` finds in the history (dotted),
-and the marks people left when they declared a change expected. Figures are plain Plotly JSON
+after as median ± spread bands, the other change points ``segment`` finds in the history (dotted),
+and the marks people left when they declared a change expected. Each level is a segment of
+``alerts.levels`` (cut at the detector's change points, the alert's first bad run, its revert and
+the expected marks): its line runs from the segment's first result to its last, at the median of
+those results, never across the whole chart. Figures are plain Plotly JSON
 dicts (as on the run page: ``go.Figure`` costs ~30 ms per chart for nothing we need) handed to the
 page through ``json_script`` and drawn by ``static/js/charts.js``.
 """
@@ -11,6 +14,7 @@ page through ``json_script`` and drawn by ``static/js/charts.js``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -26,14 +30,25 @@ EXPECTED = "#d97706"
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
 
 
+@dataclass(frozen=True)
+class LevelSpan:
+    """A level drawn over the results it holds: first and last result's time, median, spread
+    (None when too few results have one), and how many results."""
+
+    start: datetime
+    end: datetime
+    level: float
+    spread: float | None
+    count: int
+
+
 def _iso(moment: datetime) -> str:
     return moment.isoformat()
 
 
-def _band(
-    *, name: str, x0: str, x1: str, mean: float, spread: float | None, colour: str, unit: str
-) -> list[dict[str, Any]]:
-    """A level as a line at ``mean`` over [x0, x1] with a shaded ± ``spread`` band around it."""
+def _band(*, name: str, span: LevelSpan, colour: str, unit: str) -> list[dict[str, Any]]:
+    """A level as a line at its median over its results, with a shaded ± spread band around it."""
+    x0, x1, mean, spread = _iso(span.start), _iso(span.end), span.level, span.spread
     traces: list[dict[str, Any]] = []
     if spread is not None and spread > 0:
         traces.append(
@@ -48,12 +63,13 @@ def _band(
                 "name": f"{name} ± spread",
                 "hoverinfo": "skip",
                 "showlegend": False,
+                "meta": {"role": f"{name}-band"},
             }
         )
     label = (
         f"{name}: {numbers.sig(mean, digits=4)}"
         + (f" ± {numbers.spread(spread)}" if spread else "")
-        + f" {unit}"
+        + f" {unit} (median of {span.count} result{'' if span.count == 1 else 's'})"
     )
     traces.append(
         {
@@ -64,6 +80,8 @@ def _band(
             "name": label,
             "line": {"color": colour, "width": 2, "dash": "dash"},
             "hovertemplate": label + "<extra></extra>",
+            # ``level``: a level over the results it spans (what tests/numbers.py checks it by).
+            "meta": {"role": name, "level": True},
         }
     )
     return traces
@@ -76,9 +94,8 @@ def alert_series_figure(
     unit: str,
     direction: str,
     change_at: datetime | None,
-    before: tuple[float, float | None] | None,
-    after: tuple[float, float | None] | None,
-    before_from: datetime | None = None,
+    before: LevelSpan | None,
+    after: LevelSpan | None,
     history_changes: Sequence[datetime] = (),
     expected: Sequence[dict[str, Any]] = (),
     run_ids: Sequence[int] = (),
@@ -87,8 +104,7 @@ def alert_series_figure(
 
     ``points``: dicts with ``measured_at``, ``value``, ``run_id`` and ``git_commit``, oldest first.
     ``change_at``: when the first bad result was measured (the red line). ``before``/``after``:
-    (mean, spread) of the two levels; the before band starts at ``before_from`` (the previous
-    change point, else the first point) and the after band runs to the last point.
+    the segments either side of the change, each drawn over its own results only.
     ``history_changes``: other change points of the series (dotted grey lines). ``expected``:
     dicts with ``at`` (datetime) and ``text``, the changes people declared intended.
     ``run_ids``: runs to ring (last good and first bad).
@@ -106,38 +122,17 @@ def alert_series_figure(
             "customdata": [[(p.get("git_commit") or "")[:10], p["run_id"]] for p in points],
             "hovertemplate": "%{y:,.4g} " + unit + "<br>run %{customdata[1]} · commit %{customdata[0]}"
             "<extra></extra>",
+            "meta": {"role": "series"},
         }
     ]
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     if xs:
-        first_x, last_x = xs[0], xs[-1]
         change_x = _iso(change_at) if change_at else None
-        if change_x and before is not None and before[0] is not None:
-            start = _iso(before_from) if before_from else first_x
-            data.extend(
-                _band(
-                    name="before",
-                    x0=start,
-                    x1=change_x,
-                    mean=before[0],
-                    spread=before[1],
-                    colour=BEFORE,
-                    unit=unit,
-                )
-            )
-        if change_x and after is not None and after[0] is not None:
-            data.extend(
-                _band(
-                    name="after",
-                    x0=change_x,
-                    x1=last_x,
-                    mean=after[0],
-                    spread=after[1],
-                    colour=AFTER,
-                    unit=unit,
-                )
-            )
+        if change_x and before is not None:
+            data.extend(_band(name="before", span=before, colour=BEFORE, unit=unit))
+        if change_x and after is not None:
+            data.extend(_band(name="after", span=after, colour=AFTER, unit=unit))
         ringed = [p for p in points if p["run_id"] in set(run_ids)]
         if ringed:
             data.append(

@@ -7,7 +7,8 @@ grow without stepping on each other. Every read a page starts from takes the cal
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, F
@@ -18,8 +19,11 @@ from accelboard.core.models import Team
 from accelboard.importers.metrics import metric_label
 
 from . import severity as severity_rule
+from .charts import LevelSpan
 from .choices import AlertState, Severity
+from .detection import SPREAD_MIN_RESULTS
 from .filters import AlertFilterSet
+from .levels import Segment, change_levels
 from .models import Alert, AlertEvent, AlertMetric, ExpectedChange
 
 # A series chart wider than this is unreadable and slow; the change is near the end anyway.
@@ -124,6 +128,45 @@ def alert_series_points(*, alert: Alert, limit: int = CHART_POINTS) -> list[dict
         ]
     ]
     return before + after
+
+
+def alert_chart_levels(
+    *, alert: Alert, points: Sequence[Mapping[str, Any]], marks_at: Sequence[datetime] = ()
+) -> tuple[LevelSpan | None, LevelSpan | None]:
+    """The levels before and after the alert's change over the chart's ``points`` (oldest first,
+    with ``run_id``, ``measured_at`` and ``value``), each over the results it holds
+    (``alerts.levels.change_levels``). The other boundaries are those the detector stored with
+    the alert (``detail["change_runs"]``, its revert) and ``marks_at``, the expected changes: the
+    page shows the evidence the alert was raised on, without running the detector again. No query.
+    """
+    position = {p["run_id"]: i for i, p in enumerate(points)}
+    first = position.get(alert.first_run_id)
+    if first is None:
+        return None, None
+    detail = alert.detail if isinstance(alert.detail, dict) else {}
+    stored = detail.get("change_runs")
+    changes = [position[r] for r in stored if r in position] if isinstance(stored, list) else []
+    fixed = [position[r] for r in [detail.get("reverted_at_run")] if r in position]
+    times = [p["measured_at"] for p in points]
+    fixed += [i for i in (next((i for i, t in enumerate(times) if t >= at), None) for at in marks_at) if i]
+    before, after = change_levels(
+        values=[float(p["value"]) for p in points], first=first, changes=changes, fixed=fixed
+    )
+
+    def span(segment: Segment | None) -> LevelSpan | None:
+        if segment is None:
+            return None
+        # Fewer than three results have no spread of their own (as the alert's own "after").
+        spread = segment.spread if segment.count >= SPREAD_MIN_RESULTS else None
+        return LevelSpan(
+            start=times[segment.start],
+            end=times[segment.end],
+            level=segment.level,
+            spread=spread,
+            count=segment.count,
+        )
+
+    return span(before), span(after)
 
 
 def alert_run_range(*, alert: Alert) -> list[BenchmarkRun]:

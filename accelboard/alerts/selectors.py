@@ -3,15 +3,15 @@ its series' baselines (the detector's verdict per metric, for the run page and t
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, F, Q, Window
+from django.db.models import Count, F, Q, Subquery, Window
 from django.db.models.functions import RowNumber
 
+from accelboard.benchmarks import selectors as benchmark_selectors
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue, Series
 from accelboard.core.access import Scope
 from accelboard.core.models import Team
@@ -19,6 +19,7 @@ from accelboard.core.models import Team
 from . import detection
 from .choices import AlertKind, AlertState, DismissReason
 from .detection import DEFAULT_MIN_EFFECT
+from .levels import baseline_resolve
 from .models import Alert, AlertMetric, DetectionSetting, ExpectedChange, ServingSlo
 
 
@@ -131,34 +132,67 @@ def expected_change_runs(*, series: Series) -> list[int]:
 
 # --- A run against its series' baselines --------------------------------------------------------
 
-# The baseline shown is the median of this many recent results; the detector reads further back
-# (up to its own cap) to estimate the series' noise.
-BASELINE_POINTS = 20
+# Earlier results read per series: the baseline (``levels.baseline_resolve``) is a segment of them,
+# and the detector reads as far back to estimate the series' noise.
 HISTORY_POINTS = 200
 # No detector verdict: the series has no earlier result to compare with.
 VERDICT_NEW = "new"
 
 
-def _baseline_resets(*, series_ids: list[int], before: datetime) -> dict[int, datetime]:
-    """Per series, when its current baseline starts: the last change a person marked expected.
+def _baseline_marks(
+    *, series_ids: list[int], before: datetime
+) -> tuple[dict[int, datetime], dict[int, set[int]]]:
+    """Per series, when its current baseline starts (the last change a person marked expected),
+    and the first bad runs of its open or acknowledged regression alerts. One query.
 
     Marking a change expected resets the baseline, so results before the change's first run no
-    longer count."""
+    longer count; an open regression holds the baseline at the level before it
+    (``levels.baseline_resolve``)."""
     resets: dict[int, datetime] = {}
+    holds: dict[int, set[int]] = {}
     # Every metric of a change alert (one change is one alert, ``AlertMetric`` per metric).
     alerts = (
         AlertMetric.objects.filter(
+            Q(alert__dismissed_reason=DismissReason.EXPECTED)
+            | Q(
+                alert__kind=AlertKind.REGRESSION, alert__state__in=[AlertState.OPEN, AlertState.ACKNOWLEDGED]
+            ),
             series_id__in=series_ids,
-            alert__dismissed_reason=DismissReason.EXPECTED,
             alert__first_run__isnull=False,
             alert__first_run__started_at__lte=before,
         )
         .order_by("series_id", "-alert__first_run__started_at")
-        .values_list("series_id", "alert__first_run__started_at")
+        .values_list(
+            "series_id", "alert__first_run__started_at", "alert__first_run_id", "alert__dismissed_reason"
+        )
     )
-    for series_id, started_at in alerts:
-        resets.setdefault(series_id, started_at)
-    return resets
+    for series_id, started_at, first_run_id, reason in alerts:
+        if reason == DismissReason.EXPECTED:
+            resets.setdefault(series_id, started_at)
+        else:
+            holds.setdefault(series_id, set()).add(first_run_id)
+    return resets, holds
+
+
+def run_baseline_runs(*, run: BenchmarkRun) -> list[int]:
+    """The runs "Compare with baseline" sets against ``run``: the few runs of its series just before
+    it, or, while a regression of one of its series is open (``levels.baseline_resolve``, 2a),
+    just before that regression's first bad run, so the comparison is with the level before the
+    change rather than with the regressed runs. One query."""
+    held = (
+        Alert.objects.filter(
+            kind=AlertKind.REGRESSION,
+            state__in=[AlertState.OPEN, AlertState.ACKNOWLEDGED],
+            series__team_id=run.team_id,
+            series__workload_id=run.workload_id,
+            series__accelerator_type_id=run.accelerator_type_id,
+            series__accelerator_count=run.accelerator_count,
+            first_run__started_at__lte=run.started_at,
+        )
+        .order_by("first_run__started_at")
+        .values("first_run__started_at")[:1]
+    )
+    return benchmark_selectors.run_baseline_ids(run=run, held_since=Subquery(held))
 
 
 def run_baseline_compare(*, run: BenchmarkRun) -> list[dict[str, Any]]:
@@ -166,15 +200,17 @@ def run_baseline_compare(*, run: BenchmarkRun) -> list[dict[str, Any]]:
 
     1. History: the series' valid results before this run (by time, then by run id for results at
        the same instant), since the last expected-change mark, newest ``HISTORY_POINTS``.
-    2. Baseline: the median of the newest ``BASELINE_POINTS`` of them; delta % = (value - baseline)
-       / |baseline| x 100 (None with no history or a zero baseline).
+    2. Baseline: ``levels.baseline_resolve`` over them (the definition the trends page and the
+       alert charts use): the median of the current segment after the detector's last change
+       point, or, while a regression alert is open, of the segment before its first bad run;
+       delta % = (value - baseline) / |baseline| x 100 (None with no history or a zero baseline).
     3. Verdict: ``detection.check_latest`` on history + this value, with the runs' repeated
        samples and the series' own minimum effect; ``"new"`` when there is no history.
     Two queries whatever the number of metrics (metrics, then all histories in one window query).
     """
     values = list(run.metrics.select_related("series").order_by("name"))
     series_ids = [value.series_id for value in values]
-    resets = _baseline_resets(series_ids=series_ids, before=run.started_at)
+    resets, holds = _baseline_marks(series_ids=series_ids, before=run.started_at)
     earlier = Q(measured_at__lt=run.started_at) | Q(measured_at=run.started_at, run_id__lt=run.pk)
     rows = (
         MetricValue.objects.filter(earlier, series_id__in=series_ids, run__valid=True)
@@ -187,20 +223,35 @@ def run_baseline_compare(*, run: BenchmarkRun) -> list[dict[str, Any]]:
             )
         )
         .filter(newest__lte=HISTORY_POINTS)
-        .values_list("series_id", "value", "samples", "measured_at", "newest")
+        .values_list("series_id", "value", "samples", "measured_at", "newest", "run_id")
     )
-    history: dict[int, list[tuple[int, float, list[float]]]] = {}
-    for series_id, value, samples, measured_at, newest in rows:
+    history: dict[int, list[tuple[int, float, list[float], int]]] = {}
+    for series_id, value, samples, measured_at, newest, run_id in rows:
         reset = resets.get(series_id)
         if reset is not None and measured_at < reset:
             continue
-        history.setdefault(series_id, []).append((newest, value, samples or []))
+        history.setdefault(series_id, []).append((newest, value, samples or [], run_id))
     result = []
     for metric in values:
         points = sorted(history.get(metric.series_id, []), key=lambda item: -item[0])  # oldest first
-        past = [value for _, value, _ in points]
-        recent = past[-BASELINE_POINTS:]
-        baseline = float(statistics.median(recent)) if recent else None
+        past = [value for _, value, _, _ in points]
+        min_effect = (
+            metric.series.min_effect if metric.series.min_effect is not None else detection.DEFAULT_MIN_EFFECT
+        )
+        held = holds.get(metric.series_id, set())
+        view = (
+            baseline_resolve(
+                values=past,
+                changes=[
+                    cp.index
+                    for cp in detection.segment(past, direction=metric.direction, min_effect=min_effect)
+                ],
+                holds=[i for i, point in enumerate(points) if point[3] in held],
+            )
+            if past
+            else None
+        )
+        baseline = view.baseline.level if view else None
         delta_pct = (metric.value - baseline) / abs(baseline) * 100 if baseline else None
         entry: dict[str, Any] = {
             "name": metric.name,
@@ -209,7 +260,7 @@ def run_baseline_compare(*, run: BenchmarkRun) -> list[dict[str, Any]]:
             "direction": metric.direction,
             "series_id": metric.series_id,
             "baseline": baseline,
-            "baseline_points": len(recent),
+            "baseline_points": view.baseline.count if view else 0,
             "delta_pct": delta_pct,
             "verdict": VERDICT_NEW,
             "confidence": None,
@@ -217,15 +268,13 @@ def run_baseline_compare(*, run: BenchmarkRun) -> list[dict[str, Any]]:
             "reason": "first result of this series" if not past else "",
         }
         if past:
-            samples = [list(s) or None for _, _, s in points] + [list(metric.samples) or None]
+            samples = [list(s) or None for _, _, s, _ in points] + [list(metric.samples) or None]
             has_samples = any(s is not None for s in samples)
             verdict = detection.check_latest(
                 [*past, metric.value],
                 direction=metric.direction,
                 samples=samples if has_samples else None,
-                min_effect=metric.series.min_effect
-                if metric.series.min_effect is not None
-                else detection.DEFAULT_MIN_EFFECT,
+                min_effect=min_effect,
             )
             entry.update(
                 verdict=verdict.kind,

@@ -92,7 +92,7 @@ class VariantIn(StrictModel):
 
 
 class WorkloadIn(StrictModel):
-    scenario: ScenarioValue = "offline"
+    scenario: ScenarioValue = "unstated"  # a run that states no scenario is not claimed Offline
     batch_size: Count32 | None = None
     concurrency: Count32 | None = None
     input_length: Count32 | None = None

@@ -488,10 +488,6 @@ def upload_preview(
     return token, submission, previews
 
 
-def _upload_run_uuid(token: str, run_index: int) -> uuid_lib.UUID:
-    return uuid_lib.uuid5(uuid_lib.NAMESPACE_URL, f"accelboard-upload:{token}:run:{run_index}")
-
-
 def upload_save(
     *,
     team: Team,
@@ -506,9 +502,10 @@ def upload_save(
     index), then attach the profiler traces among them to the one run saved; return what each run
     did, the files (their read errors are errors of the save) and the traces' profile.
 
-    A run in ``refused`` (its fields did not validate) is skipped with that error. Run ids derive
-    from the token and the run's place, so saving the same preview twice (a double click, a retry
-    after fixing one run) keeps the runs saved the first time instead of copying them. The stash
+    A run in ``refused`` (its fields did not validate) is skipped with that error. A run is known
+    by what its files hold (``import_services``, point 5), not by this upload: saving the same
+    preview twice (a double click, a retry after fixing one run) keeps the runs saved the first
+    time, and so does a later upload of the same result as loose files, a folder or a zip. The stash
     is discarded once every run, every file and the profile are saved; otherwise it stays for
     that second save."""
     read = submission_read([(item.index, item.name, item.data) for item in files])
@@ -518,7 +515,7 @@ def upload_save(
         uploaded_by=user,
         uploaded_via="web",
         overrides=lambda index: dict(overrides.get(index, {})),
-        run_uuid=lambda index: _upload_run_uuid(token, index),
+        run_uuid=lambda _index: None,
         refused=refused,
     )
     traces = [(item.index, item.name, item.data) for item in files if item.profile]

@@ -19,14 +19,24 @@ class Direction(models.TextChoices):
 
 
 class Scenario(models.TextChoices):
+    """How the load was offered: what the file says, never guessed (``importers`` docstrings).
+
+    Offline, Server, SingleStream, MultiStream and Interactive are MLPerf LoadGen's scenarios
+    (Server: queries arrive at a target rate). ``serving`` is an online-serving benchmark whose load
+    is not an arrival rate: N requests kept in flight or every request sent at once (vLLM
+    ``benchmark_serving`` with ``request_rate`` inf, llmperf, genai-perf and AIPerf in concurrency
+    mode). ``unstated``: the file names no scenario and the uploader stated none."""
+
     OFFLINE = "offline", "Offline"
     SERVER = "server", "Server"
+    SERVING = "serving", "Online serving"
     SINGLE_STREAM = "single-stream", "SingleStream"
     MULTI_STREAM = "multi-stream", "MultiStream"
     INTERACTIVE = "interactive", "Interactive"
     CHAT = "chat", "Chat serving"
     BATCH = "batch", "Batch"
     TRAINING = "training", "Training"
+    UNSTATED = "unstated", "Scenario not stated"
 
 
 class UploadSource(models.TextChoices):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
@@ -86,7 +87,7 @@ class ImportPlan:
     model_raw: str = ""
     accelerator_raw: str = ""
     choices: dict[str, str] = field(default_factory=dict)
-    scenario: str = "offline"
+    scenario: str = Scenario.UNSTATED.value
     count: int = 1
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -109,8 +110,19 @@ def _aware(text: str | None) -> datetime | None:
 
 
 def jsonable(value: Any) -> Any:
-    """A JSON round trip: jsonb takes only plain JSON, and PostgreSQL refuses the NUL character."""
-    return json.loads(json.dumps(value, default=str).replace("\\u0000", ""))
+    """A JSON round trip: jsonb takes only plain JSON, and PostgreSQL refuses the NUL character
+    and the non-finite numbers (vLLM writes ``"request_rate": Infinity``): those become text."""
+    return _finite(json.loads(json.dumps(value, default=str).replace("\\u0000", "")))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # "inf", "-inf", "nan"
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _apply_overrides(
@@ -164,9 +176,10 @@ def _same_name(a: str, b: str) -> bool:
 
 def run_fingerprint(run: ParsedRun) -> str:
     """Which run of a file this is, from what it measured: not from the upload's name (the same
-    bytes under another name are the same run) nor from what the uploader added."""
+    bytes under another name are the same run), its folders (an MLPerf model folder is absent
+    from loose files) nor what the uploader added; only a model name read from a file counts."""
     payload = {
-        "model": run.model if run.field_sources.get("model") != "user" else "",
+        "model": run.model if run.field_sources.get("model", "").startswith("file:") else "",
         "metrics": [(m.name, m.value, m.raw_value) for m in run.metrics],
         "accuracy": [(a.task, a.metric, a.value) for a in run.accuracy],
     }
@@ -239,7 +252,9 @@ def import_plan(
     if count > 32_767:
         plan.missing.append(("count", f"accelerator count {count} is out of range"))
 
-    scenario = run.workload.scenario or Scenario.OFFLINE.value
+    # The scenario is what the file (or the uploader) says; when neither says one, the run is
+    # stored as "not stated", never as Offline: an online benchmark would land among Offline runs.
+    scenario = run.workload.scenario or Scenario.UNSTATED.value
     if not run.workload.scenario:
         run.field_sources["workload.scenario"] = "default"
     if scenario not in Scenario.values:

@@ -25,10 +25,12 @@ the pure steps of ``import_plans``, so that the preview shows exactly what the i
    enters through the agent and ``POST /api/v1/telemetry``.
 4. **Accuracy results become metrics** ``accuracy:<task>:<metric>`` (the catalogue knows the
    prefix), unless the importer already added them.
-5. **Idempotent**: on ``run_uuid`` when given; otherwise on the sha256 of the raw file and the
-   team, plus a fingerprint of the run within the file (one file may hold several runs).
-   The hash is kept in ``context["raw_sha256"]`` and the run's id is derived from it, so that two
-   concurrent uploads of one file meet on the unique ``uuid`` and make one run.
+5. **Idempotent**: on ``run_uuid`` when given; otherwise on the team, the sha256 of the contents
+   of the files the run was read from (``ParsedRun.content_sha256``: names, folders and archives
+   left out, so one result uploaded as loose files, as a folder or as a zip is one run) and a
+   fingerprint of the run within them (one file may hold several runs) that reads only what the
+   files say. The hash is kept in ``context["raw_sha256"]`` and the run's id is derived from it,
+   so that two concurrent uploads of one file meet on the unique ``uuid`` and make one run.
 6. **All or nothing**: the run, its series and metric values and the raw file are written in one
    transaction; the raw file is removed again when the transaction fails.
 """
@@ -106,12 +108,16 @@ def run_import(
         suffix = f" (also missing or invalid: {', '.join(dict.fromkeys(others))})" if others else ""
         raise ImportRejected(f"{PurePosixPath(parsed.source_file).name}: {message}{suffix}", field=name)
 
-    content = (
-        raw_bytes
-        if raw_bytes is not None
-        else json.dumps(parsed.to_dict(), sort_keys=True, default=str).encode()
-    )
-    sha = hashlib.sha256(content).hexdigest()
+    # The run's content, not the upload's shape: loose files, a folder and an archive of one
+    # result are one run (``content_sha256``: the files it was read from, names left out).
+    sha = parsed.content_sha256
+    if not sha:
+        content = (
+            raw_bytes
+            if raw_bytes is not None
+            else json.dumps(parsed.to_dict(), sort_keys=True, default=str).encode()
+        )
+        sha = hashlib.sha256(content).hexdigest()
     part = run_fingerprint(parsed)
     context_json = jsonable({**plan.context, "raw_sha256": sha, "raw_part": part})
 

@@ -112,7 +112,7 @@ class Workload(models.Model):
 
     team = models.ForeignKey("core.Team", on_delete=models.CASCADE, related_name="workloads")
     variant = models.ForeignKey(ModelVariant, on_delete=models.PROTECT, related_name="workloads")
-    scenario = models.CharField(max_length=16, choices=Scenario.choices, default=Scenario.OFFLINE)
+    scenario = models.CharField(max_length=16, choices=Scenario.choices, default=Scenario.UNSTATED)
     batch_size = models.PositiveIntegerField(null=True, blank=True)
     concurrency = models.PositiveIntegerField(null=True, blank=True)
     input_length = models.PositiveIntegerField(null=True, blank=True)

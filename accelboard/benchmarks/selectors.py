@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, F, Q, Window
+from django.db.models import Count, F, Q, Subquery, Window
 from django.db.models.functions import RowNumber
 
 from accelboard.core.access import Scope
@@ -136,20 +136,24 @@ def run_metric_later_counts(*, run: BenchmarkRun) -> dict[int, int]:
     return counts
 
 
-def run_baseline_ids(*, run: BenchmarkRun, count: int = BASELINE_RUNS) -> list[int]:
-    """The ``count`` runs of the same series (workload and hardware) just before this one."""
-    return list(
-        BenchmarkRun.objects.filter(
-            team_id=run.team_id,
-            workload_id=run.workload_id,
-            accelerator_type_id=run.accelerator_type_id,
-            accelerator_count=run.accelerator_count,
-            started_at__lte=run.started_at,
+def run_baseline_ids(
+    *, run: BenchmarkRun, count: int = BASELINE_RUNS, held_since: Subquery | None = None
+) -> list[int]:
+    """The ``count`` runs of the same series (workload and hardware) just before this one; with
+    ``held_since`` (a subquery of one start time, or none), just before that time when it has one:
+    the first bad run of a change still open (``alerts.selectors.run_baseline_runs``). One query."""
+    runs = BenchmarkRun.objects.filter(
+        team_id=run.team_id,
+        workload_id=run.workload_id,
+        accelerator_type_id=run.accelerator_type_id,
+        accelerator_count=run.accelerator_count,
+        started_at__lte=run.started_at,
+    ).exclude(pk=run.pk)
+    if held_since is not None:
+        runs = runs.alias(held_since=held_since).filter(  # type: ignore[assignment]
+            Q(held_since__isnull=True) | Q(started_at__lt=F("held_since"))
         )
-        .exclude(pk=run.pk)
-        .order_by("-started_at", "-pk")
-        .values_list("pk", flat=True)[:count]
-    )
+    return list(runs.order_by("-started_at", "-pk").values_list("pk", flat=True)[:count])
 
 
 @dataclass

@@ -30,7 +30,7 @@ from .selectors import model_resolve, variant_resolve
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    scenario: str = "offline"
+    scenario: str = "unstated"  # Scenario.UNSTATED: nothing said, nothing claimed
     batch_size: int | None = None
     concurrency: int | None = None
     input_length: int | None = None

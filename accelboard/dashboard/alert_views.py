@@ -193,16 +193,17 @@ def _chart(alert: Alert, marks: list[Any]) -> tuple[dict[str, Any] | None, int]:
     change_runs = {r for r in stored if isinstance(r, int)} if isinstance(stored, list) else set()
     found = [p["measured_at"] for p in points if p["run_id"] in change_runs]
     history = [moment for moment in found if moment != change_at]
-    before_from = max((m for m in history if change_at and m < change_at), default=None)
+    before, after = page_selectors.alert_chart_levels(
+        alert=alert, points=points, marks_at=[m.run.started_at for m in marks]
+    )
     figure = charts.alert_series_figure(
         points=points,
         label=metric_label(series.metric),
         unit=series.unit,
         direction=series.direction,
         change_at=change_at,
-        before=(alert.before_mean, alert.before_spread) if alert.before_mean is not None else None,
-        after=(alert.after_mean, _after_spread(alert)) if alert.after_mean is not None else None,
-        before_from=before_from,
+        before=before,
+        after=after,
         history_changes=history,
         expected=[{"at": m.run.started_at, "text": m.note or m.get_scope_display()} for m in marks],
         run_ids=[r for r in (alert.last_good_run_id, alert.first_run_id) if r],

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from django import forms
 
-from accelboard.benchmarks.choices import Precision
+from accelboard.benchmarks.choices import Precision, Scenario
 from accelboard.core.models import Team
 from accelboard.fleet.choices import FormFactor, Vendor
 
@@ -34,6 +34,11 @@ class UploadOverridesForm(forms.Form):
     remember = forms.BooleanField(required=False)
     accelerator_count = forms.IntegerField(required=False, min_value=1, max_value=4096)
     precision = forms.ChoiceField(required=False, choices=[("", "from file")] + list(Precision.choices))
+    # What the file does not say (a scenario "not stated"); never offered as a default.
+    scenario = forms.ChoiceField(
+        required=False,
+        choices=[("", "from file")] + [c for c in Scenario.choices if c[0] != Scenario.UNSTATED],
+    )
     git_commit = forms.RegexField(
         required=False, regex=r"^[0-9a-fA-F]{4,64}$", error_messages={"invalid": "expected a hex commit id"}
     )

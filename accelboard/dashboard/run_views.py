@@ -20,7 +20,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from accelboard.alerts.selectors import run_baseline_compare
+from accelboard.alerts.selectors import run_baseline_compare, run_baseline_runs
 from accelboard.benchmarks import arrival_services as arrival
 from accelboard.benchmarks import selectors as run_selectors
 from accelboard.benchmarks import table_selectors as run_table
@@ -227,7 +227,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                 ),
             }
         )
-    baseline_ids = run_selectors.run_baseline_ids(run=run)
+    baseline_ids = run_baseline_runs(run=run)
     cost = run_cost_summary(scope=request_scope(request), run=run)
     gpus, averages = fleet_selectors.run_window_profiling(
         host_id=run.host_id,
@@ -271,7 +271,7 @@ def run_raw(request: HttpRequest, run_id: int) -> FileResponse:
 @require_GET
 def run_compare_baseline(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _visible_run(request, run_id)
-    ids = run_selectors.run_baseline_ids(run=run)
+    ids = run_baseline_runs(run=run)
     if not ids:
         return render(request, "benchmarks/compare.html", {"error": None, "no_baseline": run}, status=200)
     a = ",".join(str(pk) for pk in reversed(ids))
@@ -378,6 +378,7 @@ def upload(request: HttpRequest) -> HttpResponse:
     context = {
         "teams": teams,
         "precisions": _choices("precision"),
+        "scenarios": _choices("scenario"),
         "max_mb": UPLOAD_MAX_BYTES // (1024 * 1024),
         "max_files": UPLOAD_MAX_FILES,
         # The pickers: the catalogue's models the teams may name, every accelerator type.
@@ -410,6 +411,9 @@ def _run_preview(run: RunRead, names: dict[int, str], team: Any, catalogues: Cat
         "identity": preview.get("identity"),
         "variant": variant.get("name", ""),
         "precision": variant.get("precision", ""),
+        # the scenario the run would be stored under, and whether a file (not a default) said it
+        "scenario": (preview.get("workload") or {}).get("scenario", ""),
+        "scenario_stated": (preview.get("field_sources") or {}).get("workload.scenario") != "default",
         "accelerator": hardware.get("accelerator", ""),
         "accelerator_type": hardware.get("accelerator_type"),
         "accelerator_count": hardware.get("count"),

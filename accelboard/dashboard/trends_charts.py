@@ -3,9 +3,10 @@ expected-change annotations. Pure: plain values in, Plotly JSON out (no ORM).
 
 1. Change points come from ``alerts.detection.segment`` on each series' whole history (the same
    detector the alerts use, so the chart and the alerts agree).
-2. The baseline band is the current segment's median ± robust spread (1.4826 × MAD), where the
-   current segment starts at the later of the last change point and the last expected change (a
-   change a person marked expected resets the baseline).
+2. The baseline is ``alerts.levels.baseline_resolve``'s (the one definition the alert pages, the
+   emails and the run page use): the current segment's median ± robust spread (1.4826 × MAD), or,
+   while a regression alert is open or acknowledged, the segment before its first bad run. The
+   band spans that segment only; a held change's current level is drawn over its own segment.
 3. Several series share one y axis when their units agree; with two units each gets its own axis
    (left and right); otherwise, or when asked, each is normalised to % of its own baseline.
 """
@@ -19,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from accelboard.alerts.baseline import robust_sigma
 from accelboard.alerts.detection import DEFAULT_MIN_EFFECT, ChangePoint, segment
+from accelboard.alerts.levels import BaselineView, Segment, baseline_resolve
 
 PALETTE = ["#2563eb", "#9333ea", "#0891b2", "#d97706", "#4b5563", "#db2777", "#65a30d", "#7c3aed"]
 WORSE = "#dc2626"
@@ -36,11 +37,10 @@ SCALE_NORMALISED = "normalised"
 SCALES = (SCALE_AUTO, SCALE_SHARED, SCALE_AXES, SCALE_NORMALISED)
 
 
-@dataclass
-class Baseline:
-    start_index: int  # first point of the current segment
-    level: float
-    spread: float
+# Alerts that hold the baseline at the level before their change (``alerts.levels``, 2a): the
+# values of ``alerts.choices`` (a Django module this pure one may not import).
+_HOLDING_STATES = ("open", "acknowledged")
+_CHANGE_KINDS = ("regression", "improvement")
 
 
 @dataclass
@@ -72,24 +72,37 @@ def change_points(values: Sequence[float], *, direction: str, min_effect: float 
     )
 
 
+def _first_at_or_after(times: Sequence[datetime], moment: datetime) -> int | None:
+    return next((i for i, at in enumerate(times) if at >= moment), None)
+
+
 def baseline_current(
     *,
     times: Sequence[datetime],
     values: Sequence[float],
     cps: Sequence[ChangePoint],
     resets: Sequence[datetime],
-) -> Baseline | None:
-    """The current segment's level and spread; None for an empty series."""
-    if not values:
-        return None
-    start = cps[-1].index if cps else 0
-    for reset in resets:
-        # The first point at or after the expected change starts the new baseline.
-        later = [i for i, moment in enumerate(times) if moment >= reset]
-        if later and later[0] > start and later[0] < len(values):
-            start = later[0]
-    current = np.asarray(values[start:], dtype=float)
-    return Baseline(start_index=start, level=float(np.median(current)), spread=robust_sigma(current))
+    alerts: Sequence[dict[str, Any]] = (),
+) -> BaselineView | None:
+    """The series' baseline and current level (``alerts.levels.baseline_resolve``); None for an
+    empty series. ``alerts``: the series' alerts with ``index`` (their first bad point, or None
+    when it is not on the chart), ``state``, ``kind`` and ``reverted_index`` (or None)."""
+    reset_at = [i for i in (_first_at_or_after(times, r) for r in resets) if i is not None]
+    holds: list[int] = []
+    ends: list[int] = []
+    for alert in alerts:
+        index = alert.get("first_index")
+        if index is None or alert.get("kind") not in _CHANGE_KINDS:
+            continue
+        if alert.get("kind") == "regression" and alert.get("state") in _HOLDING_STATES:
+            holds.append(index)
+        else:
+            ends.append(index)
+        if alert.get("reverted_index") is not None:
+            ends.append(alert["reverted_index"])
+    return baseline_resolve(
+        values=values, changes=[cp.index for cp in cps], resets=reset_at, holds=holds, ends=ends
+    )
 
 
 def scale_resolve(*, requested: str, units: Sequence[str]) -> str:
@@ -126,9 +139,14 @@ def trend_figure(
     for position, item in enumerate(inputs):
         colour = PALETTE[position % len(PALETTE)]
         cps = change_points(item.values, direction=item.direction, min_effect=item.min_effect)
-        baseline = baseline_current(
-            times=item.times, values=item.values, cps=cps, resets=[e["at"] for e in item.expected]
+        view = baseline_current(
+            times=item.times,
+            values=item.values,
+            cps=cps,
+            resets=[e["at"] for e in item.expected],
+            alerts=item.alerts,
         )
+        baseline = view.baseline if view else None
         factor = 1.0
         if used == SCALE_NORMALISED and baseline and baseline.level:
             factor = 100.0 / baseline.level
@@ -155,39 +173,35 @@ def trend_figure(
                 "meta": {"role": "series", "series": position},
             }
         )
-        if baseline is not None:
-            lo, hi = (baseline.level - baseline.spread) * factor, (baseline.level + baseline.spread) * factor
-            t0, t1 = xs[baseline.start_index], xs[-1]
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "lines",
-                    "name": f"baseline · {item.label}",
-                    "x": [t0, t1, t1, t0, t0],
-                    "y": [lo, lo, hi, hi, lo],
-                    "yaxis": yaxis,
-                    "fill": "toself",
-                    "fillcolor": _rgba(colour, 0.12),
-                    "line": {"width": 0},
-                    "hoverinfo": "skip",
-                    "showlegend": False,
-                    "meta": {"role": "baseline", "series": position},
-                }
+        if view is not None and baseline is not None:
+            data.extend(
+                _level_traces(
+                    segment=baseline,
+                    xs=xs,
+                    factor=factor,
+                    colour=colour,
+                    yaxis=yaxis,
+                    unit=unit,
+                    name=f"baseline · {item.label}",
+                    role="baseline",
+                    position=position,
+                )
             )
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "lines",
-                    "name": f"baseline median · {item.label}",
-                    "x": [t0, t1],
-                    "y": [baseline.level * factor, baseline.level * factor],
-                    "yaxis": yaxis,
-                    "line": {"color": colour, "width": 1, "dash": "dot"},
-                    "hovertemplate": "baseline %{y:,.4g} " + unit + "<extra></extra>",
-                    "showlegend": False,
-                    "meta": {"role": "baseline-level", "series": position},
-                }
-            )
+            if view.held:
+                # The regressed level, over its own results: shown beside the baseline, never as it.
+                data.extend(
+                    _level_traces(
+                        segment=view.current,
+                        xs=xs,
+                        factor=factor,
+                        colour=WORSE,
+                        yaxis=yaxis,
+                        unit=unit,
+                        name=f"current level · {item.label}",
+                        role="current",
+                        position=position,
+                    )
+                )
         if cps:
             worse = [cp.kind == "regression" for cp in cps]
             data.append(
@@ -292,10 +306,14 @@ def trend_figure(
                     for cp in cps
                 ],
                 "baseline": baseline,
-                "baseline_text": f"{_readable(baseline.level, 4)} ± {_readable(baseline.spread, 2)} {item.unit}"
-                if baseline
-                else "",
-                "baseline_since": item.times[baseline.start_index] if baseline else None,
+                "baseline_text": _level_text(baseline, item.unit) if baseline else "",
+                "baseline_since": item.times[baseline.start] if baseline else None,
+                "baseline_until": item.times[baseline.end] if baseline and view and view.held else None,
+                # While a regression is open the baseline stays before it; the level now is apart.
+                "current": view.current if view and view.held else None,
+                "current_text": _level_text(view.current, item.unit) if view and view.held else "",
+                "current_since": item.times[view.current.start] if view and view.held else None,
+                "current_pct": view.current_pct if view and view.held else None,
             }
         )
 
@@ -346,6 +364,63 @@ def trend_figure(
         layout["xaxis"]["range"] = list(x_range)
         layout["xaxis"]["autorange"] = False
     return {"data": data, "layout": layout}, summaries
+
+
+def _level_text(segment: Segment, unit: str) -> str:
+    return f"{_readable(segment.level, 4)} ± {_readable(segment.spread, 2)} {unit}"
+
+
+def _level_traces(
+    *,
+    segment: Segment,
+    xs: Sequence[str],
+    factor: float,
+    colour: str,
+    yaxis: str,
+    unit: str,
+    name: str,
+    role: str,
+    position: int,
+) -> list[dict[str, Any]]:
+    """A level's band (median ± spread) and its median line, over its segment's first to last point."""
+    lo, hi = (segment.level - segment.spread) * factor, (segment.level + segment.spread) * factor
+    t0, t1 = xs[segment.start], xs[segment.end]
+    level = segment.level * factor
+    word = name.split(" · ")[0]
+    return [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": name,
+            "x": [t0, t1, t1, t0, t0],
+            "y": [lo, lo, hi, hi, lo],
+            "yaxis": yaxis,
+            "fill": "toself",
+            "fillcolor": _rgba(colour, 0.12),
+            "line": {"width": 0},
+            "hoverinfo": "skip",
+            "showlegend": False,
+            "meta": {"role": role, "series": position, "start": segment.start, "end": segment.end},
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": f"{word} median · {name.split(' · ', 1)[-1]}",
+            "x": [t0, t1],
+            "y": [level, level],
+            "yaxis": yaxis,
+            "line": {"color": colour, "width": 1, "dash": "dot"},
+            "hovertemplate": word + " %{y:,.4g} " + unit + "<extra></extra>",
+            "showlegend": False,
+            "meta": {
+                "role": f"{role}-level",
+                "series": position,
+                "start": segment.start,
+                "end": segment.end,
+                "level": True,
+            },
+        },
+    ]
 
 
 TICKS = {"tickformat": ",~r", "exponentformat": "none"}

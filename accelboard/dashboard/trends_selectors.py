@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
+from django.db.models.fields.json import KeyTextTransform
 
 from accelboard.alerts.choices import DismissReason
 from accelboard.alerts.models import Alert, DetectionSetting, ExpectedChange
@@ -176,6 +177,8 @@ def series_histories(*, series_ids: list[int], scope: Scope) -> list[SeriesHisto
         "first_run__started_at",
         "metrics__series_id",
         "metrics__pct_change",
+        "metrics__reverted_at_run",
+        reverted_at_run=KeyTextTransform("reverted_at_run", "detail"),
     )
     drawn: set[tuple[int, int]] = set()
     for alert_row in alerts.order_by("opened_at", "id"):
@@ -183,9 +186,15 @@ def series_histories(*, series_ids: list[int], scope: Scope) -> list[SeriesHisto
         if alert_row["dismissed_reason"] == DismissReason.EXPECTED:
             continue
         alert: dict[str, Any] = {k: v for k, v in alert_row.items() if not k.startswith("metrics__")}
+        reverted = str(alert_row["reverted_at_run"] or "")
+        alert["reverted_at_run"] = int(reverted) if reverted.isdigit() else None
         if alert_row["metrics__series_id"] is not None:
+            # This series' own change and its own way back (one metric of a change may revert
+            # before the others).
             alert.update(
-                series_id=alert_row["metrics__series_id"], pct_change=alert_row["metrics__pct_change"]
+                series_id=alert_row["metrics__series_id"],
+                pct_change=alert_row["metrics__pct_change"],
+                reverted_at_run=alert_row["metrics__reverted_at_run"],
             )
         key = (alert["id"], alert["series_id"])
         if alert["series_id"] in histories and key not in drawn:

@@ -118,12 +118,19 @@ def _alert_url(alert_id: int) -> str:
         return reverse("alerts:list") + f"#alert-{alert_id}"
 
 
+def _position(run_ids: list[int], run_id: object) -> int | None:
+    return run_ids.index(run_id) if isinstance(run_id, int) and run_id in run_ids else None
+
+
 def _trend_input(history: trends_selectors.SeriesHistory) -> trends_charts.TrendInput:
     alerts = [
         {
             **alert,
             "url": _alert_url(alert["id"]),
             "index": trends_charts.alert_index(alert=alert, run_ids=history.run_ids, times=history.times),
+            # Where its change begins and (after a revert) ends on the chart: the baseline's bounds.
+            "first_index": _position(history.run_ids, alert.get("first_run_id")),
+            "reverted_index": _position(history.run_ids, alert.get("reverted_at_run")),
         }
         for alert in history.alerts
     ]

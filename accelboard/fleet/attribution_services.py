@@ -86,15 +86,6 @@ ON CONFLICT (team_id, kind, uid) DO UPDATE SET
 RETURNING id, kind, uid
 """
 
-_LOCK_SQL = """
-SELECT pg_advisory_xact_lock(%s, %s), (
-    SELECT count(*) FROM fleet_workload w
-    JOIN unnest(%s::bigint[], %s::text[], %s::text[]) AS c(id, kind, uid)
-      ON w.id = c.id AND w.kind = c.kind AND w.uid = c.uid
-    WHERE w.team_id = %s
-)
-"""
-
 # A workload's ``last_seen_at`` is rewritten when a batch sees it this much later than written.
 WORKLOAD_SEEN_S = 60.0
 
@@ -232,14 +223,12 @@ def _stored(*, device_ids: list[int], first: datetime, last: datetime) -> list[t
 
 
 def _workloads_cached(
-    *, attribution: Attribution, team_id: int, seen: dict[WorkloadKey, tuple[float, float]]
+    *, fields: dict[WorkloadKey, dict[str, Any]], team_id: int, seen: dict[WorkloadKey, tuple[float, float]]
 ) -> dict[WorkloadKey, int]:
     """The workloads this process wrote as they are (``workloads_written``): their ids."""
     ids: dict[WorkloadKey, int] = {}
     for key, (first, last) in seen.items():
-        known = workloads_written.get(
-            team_id=team_id, key=key, fields=attribution.workload_fields[key], first=first, last=last
-        )
+        known = workloads_written.get(team_id=team_id, key=key, fields=fields[key], first=first, last=last)
         if known is not None:
             ids[key] = known
     return ids
@@ -247,7 +236,7 @@ def _workloads_cached(
 
 def _workloads_upsert(
     *,
-    attribution: Attribution,
+    fields: dict[WorkloadKey, dict[str, Any]],
     team_id: int,
     seen: dict[WorkloadKey, tuple[float, float]],
     cached: dict[WorkloadKey, int],
@@ -259,21 +248,14 @@ def _workloads_upsert(
     if not stale:
         return ids
     rows = [
-        {
-            **attribution.workload_fields[key],
-            "first_seen": _moment(first).isoformat(),
-            "last_seen": _moment(last).isoformat(),
-        }
+        {**fields[key], "first_seen": _moment(first).isoformat(), "last_seen": _moment(last).isoformat()}
         for key, (first, last) in stale.items()
     ]
     with connection.cursor() as cursor:
         cursor.execute(_WORKLOADS_SQL, [team_id, json.dumps(rows)])
         written = {(kind, uid): workload_id for workload_id, kind, uid in cursor.fetchall()}
     ids.update(written)
-    remember = {
-        key: (written[key], attribution.workload_fields[key], first, last)
-        for key, (first, last) in stale.items()
-    }
+    remember = {key: (written[key], fields[key], first, last) for key, (first, last) in stale.items()}
     transaction.on_commit(lambda: workloads_written.put(team_id=team_id, written=remember))
     return ids
 
@@ -290,6 +272,39 @@ def _copy(rows: list[tuple[Any, ...]]) -> None:
                 copy.write_row(row)
 
 
+@dataclass(frozen=True)
+class HostAttribution:
+    """One batch's intervals for ``attributions_store``: its host and the device ids its
+    registration vouches for (``attribution_store``'s ``registered``)."""
+
+    attribution: Attribution
+    host_id: int
+    registered: dict[str, int]
+
+
+_LOCKS_SQL = """
+SELECT (SELECT count(*) FROM (
+    SELECT pg_advisory_xact_lock(%s, h::int4) FROM (SELECT unnest(%s::int8[]) AS h ORDER BY h OFFSET 0) o
+) locks), (
+    SELECT count(*) FROM fleet_workload w
+    JOIN unnest(%s::bigint[], %s::text[], %s::text[]) AS c(id, kind, uid)
+      ON w.id = c.id AND w.kind = c.kind AND w.uid = c.uid
+    WHERE w.team_id = %s
+)
+"""
+
+
+def _fields_merged(items: list[Attribution]) -> dict[WorkloadKey, dict[str, Any]]:
+    """Each workload's fields over several batches, as their upserts one after the other would
+    leave them (a later batch's non-empty field wins: ``_WORKLOADS_SQL``)."""
+    merged: dict[WorkloadKey, dict[str, Any]] = {}
+    for attribution in items:
+        for key, fields in attribution.workload_fields.items():
+            was = merged.get(key)
+            merged[key] = fields if was is None else {k: v if v else was.get(k, v) for k, v in fields.items()}
+    return merged
+
+
 def attribution_store(
     *, attribution: Attribution, team_id: int, host_id: int, registered: dict[str, int] | None = None
 ) -> tuple[int, int] | None:
@@ -299,35 +314,69 @@ def attribution_store(
     transaction, after its partitions exist. ``registered``: ids of devices the caller's
     registration has checked are this host's, the team's, and (MIG instances) on this host's
     GPUs, in this transaction or confirmed before it commits; the others are read."""
-    vouched = registered or {}
-    device_ids: dict[str, int] | None
-    if all(gpu in vouched for gpu in attribution.gpus):
-        device_ids = {gpu: vouched[gpu] for gpu in attribution.gpus}
-    else:
-        device_ids = _devices(attribution=attribution, team_id=team_id, host_id=host_id)
-    if device_ids is None:
-        return None
-    count = len(attribution)
-    devices = [device_ids[gpu] for gpu in attribution.gpus]
-    parts = [
-        attribution_day_parts(_moment(start), _moment(end))
-        for start, end in zip(attribution.starts, attribution.ends, strict=True)
-    ]
-    first, last = _moment(min(attribution.starts)), _moment(max(attribution.ends))
+    return attributions_store(
+        items=[HostAttribution(attribution, host_id, registered or {})], team_id=team_id
+    )[0]
+
+
+def attributions_store(*, items: list[HostAttribution], team_id: int) -> list[tuple[int, int] | None]:
+    """``attribution_store`` for several batches (hosts) at once, in as many statements as for one:
+    one lock statement (the hosts' locks in id order), one read of the stored intervals, one
+    workloads upsert, one COPY. Each item's answer as ``attribution_store``'s; an
+    ``IngestRejected`` carries the item's position as ``index``. Two items of one host are
+    stored one after the other (the second checked against the first's intervals)."""
+    answers: list[tuple[int, int] | None] = [None] * len(items)
+    hosts = [item.host_id for item in items]
+    if len(set(hosts)) < len(hosts):
+        again = [k for k in range(len(items)) if hosts[k] in hosts[:k]]
+        once = [k for k in range(len(items)) if k not in again]
+        for part in (once, again):
+            try:
+                for k, answer in zip(
+                    part, attributions_store(items=[items[k] for k in part], team_id=team_id), strict=True
+                ):
+                    answers[k] = answer
+            except IngestRejected as exc:
+                if exc.index is not None:
+                    exc.index = part[exc.index]
+                raise
+        return answers
+    devices_of: dict[int, list[int]] = {}
+    for k, item in enumerate(items):
+        vouched = item.registered
+        attribution = item.attribution
+        try:
+            if all(gpu in vouched for gpu in attribution.gpus):
+                device_ids: dict[str, int] | None = {gpu: vouched[gpu] for gpu in attribution.gpus}
+            else:
+                device_ids = _devices(attribution=attribution, team_id=team_id, host_id=item.host_id)
+        except IngestRejected as exc:
+            exc.index = k
+            raise
+        if device_ids is not None:
+            devices_of[k] = [device_ids[gpu] for gpu in attribution.gpus]
+    live = [k for k in range(len(items)) if k in devices_of and len(items[k].attribution)]
+    for k in devices_of:
+        answers[k] = (0, 0)
+    if not live:
+        return answers
+    fields = _fields_merged([items[k].attribution for k in live])
     seen: dict[WorkloadKey, tuple[float, float]] = {}
-    for key, start, end in zip(attribution.workloads, attribution.starts, attribution.ends, strict=True):
-        was = seen.get(key)
-        seen[key] = (start, end) if was is None else (min(was[0], start), max(was[1], end))
-    cached = _workloads_cached(attribution=attribution, team_id=team_id, seen=seen)
+    for k in live:
+        attribution = items[k].attribution
+        for key, start, end in zip(attribution.workloads, attribution.starts, attribution.ends, strict=True):
+            was = seen.get(key)
+            seen[key] = (start, end) if was is None else (min(was[0], start), max(was[1], end))
+    cached = _workloads_cached(fields=fields, team_id=team_id, seen=seen)
     with connection.cursor() as cursor:
         # The lock's statement also counts the cached workloads still stored as they were: a row
         # deleted, or ids handed out again after the database was reset (the demo's reset
         # restarts them), must not take a batch's intervals. No extra round trip.
         cursor.execute(
-            _LOCK_SQL,
+            _LOCKS_SQL,
             [
                 ADVISORY_ATTRIBUTION,
-                host_id,
+                sorted({items[k].host_id for k in live}),
                 list(cached.values()),
                 [key[0] for key in cached],
                 [key[1] for key in cached],
@@ -338,58 +387,85 @@ def attribution_store(
     if alive != len(cached):
         workloads_written.clear()
         cached = {}
-    stored = _stored(device_ids=sorted(set(devices)), first=first, last=last)
-    duplicate = [False] * count
-    if stored:
-        by_key = {(row[0], (row[4], row[5]), row[1], row[2]): n for n, row in enumerate(stored)}
-        matched: set[int] = set()
-        for i in range(count):
-            keys = [(devices[i], attribution.workloads[i], start, end) for start, end in parts[i]]
-            if all(key in by_key for key in keys):
-                duplicate[i] = True
-                matched.update(by_key[key] for key in keys)
-        fresh = [i for i in range(count) if not duplicate[i]]
-        left = [row for n, row in enumerate(stored) if n not in matched]
-        conflict = attribution_conflict(
-            gpus=[devices[i] for i in fresh] + [row[0] for row in left],
-            starts=[attribution.starts[i] for i in fresh] + [row[1].timestamp() for row in left],
-            ends=[attribution.ends[i] for i in fresh] + [row[2].timestamp() for row in left],
-            workloads=[attribution.workloads[i] for i in fresh] + [(row[4], row[5]) for row in left],
-            shares=[attribution.shares[i] for i in fresh] + [row[3] for row in left],
-            new=len(fresh),
-        )
-        if conflict is not None:
-            earlier, later, rule = conflict
-            index = fresh[earlier]
-            device, start, end, _, kind, uid = left[later - len(fresh)]
-            raise IngestRejected(
-                f"overlaps the stored interval of {kind} {uid!r} on GPU {attribution.gpus[index]!r} "
-                f"from {start.isoformat()} to {end.isoformat()}: {rule}",
-                path=f"attribution[{index}]",
-                code="attribution_conflict",
-                status=409,
+    first = _moment(min(min(items[k].attribution.starts) for k in live))
+    last = _moment(max(max(items[k].attribution.ends) for k in live))
+    stored_by_device: dict[int, list[tuple[Any, ...]]] = {}
+    for row in _stored(device_ids=sorted({d for k in live for d in devices_of[k]}), first=first, last=last):
+        stored_by_device.setdefault(row[0], []).append(row)
+    fresh_of: dict[int, list[int]] = {}
+    for k in live:
+        attribution = items[k].attribution
+        devices = devices_of[k]
+        stored = [row for device in sorted(set(devices)) for row in stored_by_device.get(device, ())]
+        fresh_of[k] = _fresh(k=k, attribution=attribution, devices=devices, stored=stored)
+    workload_ids = _workloads_upsert(fields=fields, team_id=team_id, seen=seen, cached=cached)
+    rows: list[tuple[Any, ...]] = []
+    for k in live:
+        attribution, devices = items[k].attribution, devices_of[k]
+        for i in fresh_of[k]:
+            begins, ends = _moment(attribution.starts[i]), _moment(attribution.ends[i])
+            rows.extend(
+                (
+                    low,
+                    high,
+                    items[k].host_id,
+                    devices[i],
+                    workload_ids[attribution.workloads[i]],
+                    attribution.shares[i],
+                    attribution.bases[i],
+                    attribution.memory_bytes[i],
+                    attribution.sm_utils[i],
+                )
+                for low, high in attribution_day_parts(begins, ends)
             )
-    workload_ids = _workloads_upsert(attribution=attribution, team_id=team_id, seen=seen, cached=cached)
-    rows = [
-        (
-            start,
-            end,
-            host_id,
-            devices[i],
-            workload_ids[attribution.workloads[i]],
-            attribution.shares[i],
-            attribution.bases[i],
-            attribution.memory_bytes[i],
-            attribution.sm_utils[i],
-        )
-        for i in range(count)
-        if not duplicate[i]
-        for start, end in parts[i]
-    ]
+        answers[k] = (len(fresh_of[k]), len(attribution) - len(fresh_of[k]))
     if rows:
         _copy(rows)
-    duplicates = sum(duplicate)
-    return count - duplicates, duplicates
+    return answers
+
+
+def _fresh(
+    *, k: int, attribution: Attribution, devices: list[int], stored: list[tuple[Any, ...]]
+) -> list[int]:
+    """The positions of the batch's intervals not stored already (each of whose day parts is
+    stored as it is, with the same workload); raises ``IngestRejected`` (409, ``index`` ``k``)
+    for one that overlaps another stored interval."""
+    count = len(attribution)
+    if not stored:
+        return list(range(count))
+    by_key = {(row[0], (row[4], row[5]), row[1], row[2]): n for n, row in enumerate(stored)}
+    matched: set[int] = set()
+    fresh = []
+    for i in range(count):
+        parts = attribution_day_parts(_moment(attribution.starts[i]), _moment(attribution.ends[i]))
+        keys = [(devices[i], attribution.workloads[i], start, end) for start, end in parts]
+        if all(key in by_key for key in keys):
+            matched.update(by_key[key] for key in keys)
+        else:
+            fresh.append(i)
+    left = [row for n, row in enumerate(stored) if n not in matched]
+    conflict = attribution_conflict(
+        gpus=[devices[i] for i in fresh] + [row[0] for row in left],
+        starts=[attribution.starts[i] for i in fresh] + [row[1].timestamp() for row in left],
+        ends=[attribution.ends[i] for i in fresh] + [row[2].timestamp() for row in left],
+        workloads=[attribution.workloads[i] for i in fresh] + [(row[4], row[5]) for row in left],
+        shares=[attribution.shares[i] for i in fresh] + [row[3] for row in left],
+        new=len(fresh),
+    )
+    if conflict is not None:
+        earlier, later, rule = conflict
+        index = fresh[earlier]
+        device, start, end, _, kind, uid = left[later - len(fresh)]
+        exc = IngestRejected(
+            f"overlaps the stored interval of {kind} {uid!r} on GPU {attribution.gpus[index]!r} "
+            f"from {start.isoformat()} to {end.isoformat()}: {rule}",
+            path=f"attribution[{index}]",
+            code="attribution_conflict",
+            status=409,
+        )
+        exc.index = k
+        raise exc
+    return fresh
 
 
 # One statement: the rows' new ends, and their workloads' ``last_seen_at`` where it lags the new

@@ -19,7 +19,7 @@ per host, ``remote_write_services``):
    (``rollup_request_services.telemetry_rollups_request``): no task per batch.
 A batch may carry ``attribution`` (docs/attribution.md): its intervals are validated with the
 batch (``attribution_validation``), need partitions for their days too, and are stored in the
-same transaction after the registration (``attribution_services.attribution_store``); a batch
+same transaction after the registration (``attribution_services.attributions_store``); a batch
 without them runs exactly the statements it ran before.
 A Prometheus remote-write batch (``merge=True``) may carry the other part of a GPU-instant
 already stored (Prometheus splits a scrape over several requests): under per-host advisory locks
@@ -50,7 +50,7 @@ from django.db import IntegrityError, connection, transaction
 from accelboard.core.choices import BatchKind
 from accelboard.core.idempotency_services import ingest_batch_result_set, ingest_batches_claim
 
-from .attribution_services import attribution_range, attribution_store
+from .attribution_services import HostAttribution, attribution_range, attributions_store
 from .attribution_validation import Attribution, telemetry_batch_attribution_parse
 from .host_services import HOST_FIELDS, host_register
 from .ingest_validation import SAMPLE_FIELDS, IngestRejected, TelemetryBatch
@@ -604,7 +604,8 @@ def telemetry_batches_store(
     """Register each batch's host and GPUs, store its attribution intervals, then for all the
     batches at once: COPY the samples, write their partials, update live state and mark the ranges
     dirty; return per batch ``{"accepted": rows stored}``, with ``attribution`` and
-    ``attribution_duplicates`` (``attribution_services.attribution_store``) when it carries them.
+    ``attribution_duplicates`` (``attribution_services.attribution_store``) when it carries them,
+    all the batches' intervals stored at once (``attributions_store``).
 
     Must run inside a transaction (the caller's), after the partitions for the batches' time
     ranges exist. ``Host.last_seen_at`` is when the host last reported (``received_at``), whatever
@@ -633,6 +634,7 @@ def telemetry_batches_store(
             )
     results: list[dict[str, int]] = [{"accepted": 0} for _ in batches]
     stored: list[_Stored] = []
+    intervals: list[tuple[int, _Registration]] = []
     # Registration in host-name order (the rows it locks, in one order in every transaction).
     for slot in sorted(range(len(batches)), key=lambda n: batches[n][0].hostname):
         batch, attribution = batches[slot]
@@ -646,6 +648,12 @@ def telemetry_batches_store(
         results[slot] = {"accepted": len(batch.gpus), **registration.counts}
         if registration.stored is not None:
             stored.append(registration.stored)
+        if registration.attribution is not None:
+            intervals.append((slot, registration))
+    if intervals:
+        _intervals_store(
+            intervals=intervals, batches=batches, results=results, positions=positions, team_id=team_id
+        )
     if not stored:
         return results
     host_of_row: list[int] = []
@@ -700,10 +708,42 @@ def telemetry_batches_store(
     return results
 
 
+def _intervals_store(
+    *,
+    intervals: list[tuple[int, _Registration]],
+    batches: Sequence[tuple[TelemetryBatch, Attribution | None]],
+    results: list[dict[str, int]],
+    positions: list[int],
+    team_id: int,
+) -> None:
+    """The batches' attribution intervals, all in one ``attributions_store`` (a handful of
+    statements for a request of hundreds of hosts, not a handful per host); each batch's counts
+    into ``results``."""
+    items = [registration.attribution for _, registration in intervals]
+    try:
+        written = attributions_store(items=[item for item in items if item is not None], team_id=team_id)
+    except IngestRejected as exc:
+        if exc.index is not None:
+            exc.index = positions[intervals[exc.index][0]]
+        raise
+    for (slot, registration), answer in zip(intervals, written, strict=True):
+        hostname = batches[slot][0].hostname
+        if answer is None:  # the host is no longer the team's
+            registrations.drop(team_id=team_id, hostname=hostname)
+            if registration.cached:
+                raise StaleRegistration(hostname)
+            raise AssertionError(
+                "a host registered in this transaction is not the team's"
+            )  # pragma: no cover
+        results[slot].update(attribution=answer[0], attribution_duplicates=answer[1])
+
+
 @dataclass
 class _Registration:
     counts: dict[str, int]  # the attribution's, when the batch carries it
     stored: _Stored | None  # None: no samples (done here)
+    attribution: HostAttribution | None = None  # intervals to store (``attributions_store``)
+    cached: bool = False  # the host's registration came from the cache
 
 
 def _batch_register(
@@ -732,20 +772,11 @@ def _batch_register(
             for gpu in batch.accelerators
             if gpu["uuid"] in known and (not gpu.get("parent_uuid") or gpu["parent_uuid"] in known)
         }
+    pending = None
     if attribution is not None:
         counts = {"attribution": 0, "attribution_duplicates": 0}
         if len(attribution):
-            written = attribution_store(
-                attribution=attribution, team_id=team_id, host_id=host_id, registered=vouched
-            )
-            if written is None:  # the host is no longer the team's
-                registrations.drop(team_id=team_id, hostname=batch.hostname)
-                if cached is not None:
-                    raise StaleRegistration(batch.hostname)
-                raise AssertionError(
-                    "a host registered in this transaction is not the team's"
-                )  # pragma: no cover
-            counts = {"attribution": written[0], "attribution_duplicates": written[1]}
+            pending = HostAttribution(attribution, host_id, vouched)
     if not batch.gpus:
         if cached is None:
             registrations.put(
@@ -756,7 +787,7 @@ def _batch_register(
                 accelerators=known,
                 unchanged=unchanged,
             )
-        return _Registration(counts, None)
+        return _Registration(counts, None, pending, cached is not None)
     missing = set(batch.gpus) - known.keys()
     if missing:
         index = next(i for i, gpu in enumerate(batch.gpus) if gpu in missing)
@@ -781,4 +812,6 @@ def _batch_register(
             cached=cached is not None,
             also=list(vouched.values()) if attribution is not None and cached is not None else [],
         ),
+        pending,
+        cached is not None,
     )

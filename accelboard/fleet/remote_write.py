@@ -3,11 +3,14 @@
 1. ``snappy_decode``: the body is snappy's *block* format (what remote-write 1.0 sends, not the
    framed stream format), decompressed by cramjam; its length header is checked against the limit
    before any memory is given to it.
-2. ``write_request_decode``: the protobuf ``prometheus.WriteRequest`` (remote.proto, types.proto)
-   read by a small wire-format reader: ``timeseries`` (1) of ``labels`` (1: name 1, value 2) and
-   ``samples`` (2: value 1 double, timestamp 2 int64 ms). Metadata (3), exemplars (3) and native
-   histograms (4) are skipped, as is any field a newer sender adds. Prometheus's stale marker (the
-   NaN with bits ``0x7ff0000000000002``) is dropped here: it says a series ended, not a value.
+2. ``write_request_decode``: the protobuf ``prometheus.WriteRequest`` (remote.proto, types.proto),
+   parsed by the protobuf package (upb; message classes built from their descriptor, no generated
+   code): ``timeseries`` of ``labels`` (name, value) and ``samples`` (value, timestamp ms);
+   exemplars, native histograms, metadata and any field a newer sender adds are not read.
+   Prometheus sends the same series in every request: a series whose label fields are bytes
+   protobuf decoded before, followed by Prometheus's one-sample tail, is read from those bytes
+   (``LabelCache``), the rest parsed. Prometheus's stale marker (the NaN with bits
+   ``0x7ff0000000000002``) is dropped here: it says a series ended, not a value.
 3. ``dcgm_map``: dcgm-exporter's ``DCGM_FI_DEV_*`` series grouped by host (``Hostname``), GPU
    (``UUID``, else ``Hostname`` + ``gpu``; a MIG instance by ``GPU_I_ID`` under its GPU) and
    timestamp into telemetry batches in the shape the agent sends (docs/api-contract.md), each
@@ -26,11 +29,15 @@ from __future__ import annotations
 
 import math
 import struct
+import sys
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import cramjam
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
 
 from .remote_write_pods import Holders, PodLabelRejected, mig_slices, pod_observe, pod_workload
 
@@ -38,6 +45,7 @@ STALE_NAN_BITS = 0x7FF0000000000002
 MIB = 1024 * 1024
 _DOUBLE = struct.Struct("<d")
 _UINT64 = struct.Struct("<Q")
+_STALE = _UINT64.pack(STALE_NAN_BITS)
 
 
 class WriteRejected(Exception):
@@ -95,43 +103,93 @@ def snappy_decode(body: bytes, *, max_bytes: int) -> bytes:
 # --- protobuf -----------------------------------------------------------------------------------
 
 
-def _fields(data: bytes) -> list[tuple[int, int, Any]]:
-    """(field number, wire type, value) of one message: an int for varint and fixed fields (fixed
-    ones as their unsigned bits), bytes for length-delimited ones."""
-    out: list[tuple[int, int, Any]] = []
-    position, end = 0, len(data)
-    while position < end:
-        key = data[position]
-        if key < 0x80:  # field numbers below 16: one byte
-            position += 1
-        else:
-            key, position = _uvarint(data, position)
-        number, wire = key >> 3, key & 7
-        value: Any
-        if number == 0:
-            raise ValueError("field number 0")
-        if wire == 0:
-            value, position = _uvarint(data, position)
-        elif wire == 1:
-            if position + 8 > end:
-                raise ValueError("truncated fixed64")
-            value = _UINT64.unpack_from(data, position)[0]
-            position += 8
-        elif wire == 2:
-            length, position = _uvarint(data, position)
-            if position + length > end:
-                raise ValueError("truncated length-delimited field")
-            value = data[position : position + length]
-            position += length
-        elif wire == 5:
-            if position + 4 > end:
-                raise ValueError("truncated fixed32")
-            value = int.from_bytes(data[position : position + 4], "little")
-            position += 4
-        else:
-            raise ValueError(f"wire type {wire} (groups are not in remote-write)")
-        out.append((number, wire, value))
-    return out
+def _message_classes() -> tuple[Any, Any]:
+    """``prometheus.TimeSeries`` and ``prometheus.WriteRequest`` (remote.proto, types.proto: the
+    fields remote-write 1.0 reads) as protobuf message classes, built from their descriptor when
+    the module loads (no generated code): the protobuf package (upb) parses and checks the wire
+    format. Fields not declared here (exemplars, native histograms, metadata, whatever a newer
+    sender adds) are kept as unknown fields and not read."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="accelboard/prometheus_remote_write.proto", package="prometheus", syntax="proto3"
+    )
+    optional, repeated = (
+        descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+        descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+    )
+    kinds = descriptor_pb2.FieldDescriptorProto
+    label = file.message_type.add(name="Label")
+    label.field.add(name="name", number=1, type=kinds.TYPE_STRING, label=optional)
+    label.field.add(name="value", number=2, type=kinds.TYPE_STRING, label=optional)
+    sample = file.message_type.add(name="Sample")
+    sample.field.add(name="value", number=1, type=kinds.TYPE_DOUBLE, label=optional)
+    sample.field.add(name="timestamp", number=2, type=kinds.TYPE_INT64, label=optional)
+    series = file.message_type.add(name="TimeSeries")
+    series.field.add(
+        name="labels",
+        number=1,
+        type=kinds.TYPE_MESSAGE,
+        label=repeated,
+        type_name=".prometheus.Label",
+    )
+    series.field.add(
+        name="samples",
+        number=2,
+        type=kinds.TYPE_MESSAGE,
+        label=repeated,
+        type_name=".prometheus.Sample",
+    )
+    request = file.message_type.add(name="WriteRequest")
+    request.field.add(
+        name="timeseries",
+        number=1,
+        type=kinds.TYPE_MESSAGE,
+        label=repeated,
+        type_name=".prometheus.TimeSeries",
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return (
+        message_factory.GetMessageClass(pool.FindMessageTypeByName("prometheus.TimeSeries")),
+        message_factory.GetMessageClass(pool.FindMessageTypeByName("prometheus.WriteRequest")),
+    )
+
+
+TimeSeries, WriteRequest = _message_classes()
+
+
+class Labels(Mapping[str, str]):
+    """A series' labels, read-only: its metric name (``__name__``) and the rest, ``base``, one dict
+    shared by every series of the same device and pod (a GPU's dozen metrics). What the label
+    cache keeps per series is then the key's bytes and this pair."""
+
+    __slots__ = ("base", "name")
+
+    def __init__(self, name: str | None, base: dict[str, str]) -> None:
+        self.name = name
+        self.base = base
+
+    def __getitem__(self, key: str) -> str:
+        if key == "__name__":
+            if self.name is None:
+                raise KeyError(key)
+            return self.name
+        return self.base[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key == "__name__":
+            return default if self.name is None else self.name
+        return self.base.get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        if self.name is not None:
+            yield "__name__"
+        yield from self.base
+
+    def __len__(self) -> int:
+        return len(self.base) + (self.name is not None)
+
+    def __repr__(self) -> str:
+        return f"Labels({dict(self)!r})"
 
 
 @dataclass
@@ -139,16 +197,19 @@ class Series:
     """One time series of a WriteRequest: its labels and its (timestamp ms, value) samples, stale
     markers dropped (``stale``: how many)."""
 
-    labels: dict[str, str]
+    labels: Mapping[str, str]
     samples: list[tuple[int, float]] = field(default_factory=list)
     stale: int = 0
 
     @property
     def name(self) -> str:
-        return self.labels.get("__name__", "")
+        labels = self.labels
+        if type(labels) is Labels:
+            return labels.name or ""
+        return labels.get("__name__") or ""
 
 
-def labels_text(labels: dict[str, str]) -> str:
+def labels_text(labels: Mapping[str, str]) -> str:
     """``name{a="1", b="2"}``, as Prometheus writes a series."""
     rest = ", ".join(f'{key}="{value}"' for key, value in sorted(labels.items()) if key != "__name__")
     return f"{labels.get('__name__', '')}{{{rest}}}"
@@ -156,140 +217,94 @@ def labels_text(labels: dict[str, str]) -> str:
 
 class LabelCache:
     """Decoded label sets by their bytes: Prometheus sends the same series in every request, and
-    reading a dozen labels field by field costs more than all the rest of a series. Bounded: the
-    whole cache is dropped when full. The dicts it returns are shared, never to be changed."""
+    reading a dozen labels field by field costs more than all the rest of a series. Each entry is
+    a ``Labels`` whose ``base`` dict (and its strings) is shared with the other series of its
+    device and pod: about 450 bytes a series (mostly the key), so a fleet of 2,000 hosts x 8
+    GPUs x 18 series (288,000) holds in ~130 MB per web worker. Bounded by ``size`` (settings
+    ``PROMETHEUS_SERIES_CACHE``): when full it is emptied, so it must hold every series a worker
+    sees, or each one is decoded again about every ``size`` series. The ``Labels`` it returns
+    are shared, read-only."""
 
-    def __init__(self, size: int = 200_000) -> None:
+    def __init__(self, size: int = 500_000) -> None:
         self.size = size
-        self._entries: dict[bytes, dict[str, str]] = {}
+        self._entries: dict[bytes, Labels] = {}
+        self._bases: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 
-    def peek(self, key: bytes) -> dict[str, str] | None:
+    def peek(self, key: bytes) -> Labels | None:
         return self._entries.get(key)
 
-    def get(self, key: bytes) -> dict[str, str]:
-        labels = self._entries.get(key)
-        if labels is None:
-            labels = _labels_decode(key)
-            if len(self._entries) >= self.size:
-                self._entries = {}
-            self._entries[key] = labels
+    def put(self, key: bytes, decoded: dict[str, str]) -> Labels:
+        """Keep ``decoded``, the labels of the series whose label fields are ``key``."""
+        name = decoded.pop("__name__", None)
+        shape = tuple(decoded.items())
+        base = self._bases.get(shape)
+        if base is None:
+            base = {sys.intern(k): sys.intern(v) for k, v in shape}
+        if len(self._entries) >= self.size:
+            self._entries = {}
+            self._bases = {}
+        self._bases[shape] = base
+        labels = Labels(name if name is None else sys.intern(name), base)
+        self._entries[key] = labels
         return labels
 
-
-def _label_decode(data: bytes) -> tuple[str, str]:
-    name = text = ""
-    for number, wire, part in _fields(data):
-        if wire != 2:
-            continue
-        if number == 1:
-            name = part.decode()
-        elif number == 2:
-            text = part.decode()
-    return name, text
-
-
-def _labels_decode(data: bytes) -> dict[str, str]:
-    return dict(_label_decode(value) for number, wire, value in _fields(data) if number == 1 and wire == 2)
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 label_cache = LabelCache()
-
-
-def _sample_append(series: Series, data: bytes) -> None:
-    bits: int | None = None
-    stamp = 0
-    # The usual encoding first: the value (tag 0x09, 8 bytes), then the timestamp (tag 0x10, a
-    # varint), nothing else; any other layout is read field by field.
-    if len(data) >= 10 and data[0] == 0x09 and data[9] == 0x10:
-        stamp, position = _uvarint(data, 10)
-        if position == len(data):
-            bits = _UINT64.unpack_from(data, 1)[0]
-    if bits is None:
-        stamp = 0
-        for number, wire, part in _fields(data):
-            if number == 1 and wire == 1:
-                bits = part
-            elif number == 2 and wire == 0:
-                stamp = part
-    if stamp >= 1 << 63:  # int64 on the wire: two's complement
-        stamp -= 1 << 64
-    if bits == STALE_NAN_BITS:
-        series.stale += 1
-        return
-    series.samples.append((stamp, _DOUBLE.unpack(_UINT64.pack(bits or 0))[0]))
-
 
 # Prometheus 2.x writes one sample per series, after the labels: field 2 of 16 bytes (0x12 0x10),
 # the value (0x09, 8 bytes), the timestamp (0x10, a varint of 6 bytes: milliseconds from 2004 to
 # 2248). The fast path reads that tail when the bytes before it are a label set already decoded.
 _TAIL = 18
+_UNREAD = object()
 
 
-def _series_decode(data: bytes) -> Series:
-    end = len(data)
-    if (
-        end > _TAIL
-        and data[end - 18] == 0x12
-        and data[end - 17] == 0x10
-        and data[end - 16] == 0x09
-        and data[end - 7] == 0x10
-    ):
-        # A cached key is a run of whole label fields (the slow path below stores only those), so
-        # the tail is then one whole sample field, provided its varint ends exactly at the end.
-        labels = label_cache.peek(data[: end - 18])
-        if labels is not None:
-            stamp, position = _uvarint(data, end - 6)
-            if position == end:
-                series = Series(labels)
-                if stamp >= 1 << 63:
-                    stamp -= 1 << 64
-                bits = _UINT64.unpack_from(data, end - 15)[0]
-                if bits == STALE_NAN_BITS:
-                    series.stale = 1
-                else:
-                    series.samples.append((stamp, _DOUBLE.unpack_from(data, end - 15)[0]))
-                return series
-    # The labels (field 1) come first as senders write them: their bytes are the cache's key.
-    position = 0
-    while position < end and data[position] == 0x0A:
-        if position + 1 < end and data[position + 1] < 0x80:  # a one-byte length: the usual label
+def _series_read(message: Any, key: bytes | None) -> Series:
+    """A parsed ``TimeSeries`` as a ``Series``; its labels kept in ``label_cache`` under ``key``
+    (the bytes of its label fields, when they come first and whole: what the fast path looks up)."""
+    decoded = {label.name: label.value for label in message.labels}
+    labels: Mapping[str, str] = decoded if key is None else label_cache.put(key, decoded)
+    series = Series(labels)
+    for sample in message.samples:
+        value = sample.value
+        if _DOUBLE.pack(value) == _STALE:
+            series.stale += 1
+        else:
+            series.samples.append((sample.timestamp, value))
+    return series
+
+
+def _labels_end(data: bytes, position: int, stop: int) -> tuple[int, int]:
+    """Where the run of label fields (tag 0x0A) from ``position`` ends, and how many it holds
+    (the series was parsed already: its fields are whole)."""
+    count = 0
+    while position < stop and data[position] == 0x0A:
+        count += 1
+        if data[position + 1] < 0x80:  # a one-byte length: the usual label
             position += 2 + data[position + 1]
             continue
         length, position = _uvarint(data, position + 1)
         position += length
-    if position > end:
-        raise ValueError("truncated label")
-    series = Series(label_cache.get(data[:position]))
-    late: dict[str, str] = {}
-    for number, wire, value in _fields(data[position:]):
-        if number == 2 and wire == 2:
-            _sample_append(series, value)
-        elif number == 1 and wire == 2:  # a label after the samples: legal, if unusual
-            name, text = _label_decode(value)
-            late[name] = text
-        # 3 exemplars, 4 native histograms: not read.
-    if late:
-        series.labels = {**series.labels, **late}
-    return series
+    return position, count
 
 
 def _timeseries_decode(data: bytes) -> list[Series]:
-    """The WriteRequest's ``timeseries`` (field 1, tag 0x0A) read in one loop, each through
-    ``_series_decode``'s fast path inline (the same checks, on the request's bytes: no copy of
-    the series); anything else (metadata, a field a newer sender adds) through ``_fields``."""
+    """The WriteRequest's ``timeseries`` (field 1, tag 0x0A), one by one: a series whose label
+    fields are bytes seen before and whose tail is Prometheus's one sample (``_TAIL``) is read
+    from those bytes; any other is parsed by protobuf (``TimeSeries``) and its labels kept for
+    next time. A request with anything else at its top level (metadata, a field a newer sender
+    adds) is parsed whole by protobuf."""
     out: list[Series] = []
     append = out.append
     peek = label_cache.peek
     unpack = _UINT64.unpack_from
+    stamps: dict[bytes, Any] = {}  # a timestamp's varint bytes -> its value, None: not one varint
     position, end = 0, len(data)
     while position < end:
         if data[position] != 0x0A:
-            out.extend(
-                _series_decode(value)
-                for number, wire, value in _fields(data[position:])
-                if number == 1 and wire == 2
-            )
-            break
+            return [_series_read(message, None) for message in WriteRequest.FromString(data).timeseries]
         if position + 2 < end and data[position + 1] & 0x80 and data[position + 2] < 0x80:  # 128-16383 bytes
             length, position = (data[position + 1] & 0x7F) | data[position + 2] << 7, position + 3
         elif position + 1 < end and data[position + 1] < 0x80:
@@ -308,17 +323,31 @@ def _timeseries_decode(data: bytes) -> list[Series]:
             and data[tail + 11] == 0x10
             and (labels := peek(data[position:tail])) is not None
         ):
-            stamp, after = _uvarint(data, tail + 12)
-            if after == stop:
-                if stamp >= 1 << 63:
+            # A request's samples share a few instants: each timestamp's bytes read once.
+            raw = data[tail + 12 : stop]
+            stamp = stamps.get(raw, _UNREAD)
+            if stamp is _UNREAD:
+                try:
+                    stamp, after = _uvarint(raw, 0)
+                except ValueError:  # protobuf says why below
+                    stamp, after = None, 0
+                if after != len(raw):
+                    stamp = None
+                elif stamp >= 1 << 63:
                     stamp -= 1 << 64
+                stamps[raw] = stamp
+            if stamp is not None:
                 if unpack(data, tail + 3)[0] == STALE_NAN_BITS:
                     append(Series(labels, [], 1))
                 else:
                     append(Series(labels, [(stamp, _DOUBLE.unpack_from(data, tail + 3)[0])]))
                 position = stop
                 continue
-        append(_series_decode(data[position:stop]))
+        message = TimeSeries.FromString(data[position:stop])
+        # Cached when the label fields come first and are all its labels (one after the samples
+        # is legal, if unusual: the bytes before the tail are then not the label set).
+        labels_stop, count = _labels_end(data, position, stop)
+        append(_series_read(message, data[position:labels_stop] if count == len(message.labels) else None))
         position = stop
     return out
 
@@ -327,7 +356,7 @@ def write_request_decode(data: bytes) -> list[Series]:
     """The WriteRequest's time series; 400 when ``data`` is not one."""
     try:
         return _timeseries_decode(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (DecodeError, ValueError, UnicodeDecodeError) as exc:
         raise WriteRejected(
             f"body is not a protobuf prometheus.WriteRequest: {exc}", code="bad_protobuf"
         ) from None
@@ -352,7 +381,7 @@ class LabelNames:
     namespace: str = "namespace"
     container: str = "container"
 
-    def read(self, labels: dict[str, str], name: str) -> str:
+    def read(self, labels: Mapping[str, str], name: str) -> str:
         return labels.get(f"exported_{name}") or labels.get(name) or ""
 
 
@@ -407,7 +436,7 @@ class HostBatch:
     hostname: str
     accelerators: dict[str, dict[str, Any]] = field(default_factory=dict)
     samples: list[dict[str, Any]] = field(default_factory=list)
-    sources: list[dict[str, dict[str, str]]] = field(default_factory=list)
+    sources: list[dict[str, Mapping[str, str]]] = field(default_factory=list)
     epochs: list[float] = field(default_factory=list)
     holders: Holders = field(default_factory=dict)  # the pods seen on each device (remote_write_pods)
 
@@ -460,27 +489,35 @@ def _device(series: Series, names: LabelNames) -> tuple[str, str, dict[str, Any]
     return hostname, uuid, registrations
 
 
-# ``_device`` of a label set seen before: by the dict's identity (``label_cache`` hands out one
-# dict per label set), holding the dict so that its id is not reused; cleared when full.
-_DEVICES: dict[int, tuple[dict[str, str], LabelNames, tuple[str, str, dict[str, Any]]]] = {}
+def _identity(labels: Mapping[str, str]) -> Mapping[str, str]:
+    """What a device's and a pod's reading depends on: the labels but the metric name (one
+    ``Labels.base`` for all of a GPU's series from ``label_cache``), else the labels."""
+    return labels.base if type(labels) is Labels else labels
+
+
+# ``_device`` of a label set seen before: by the identity of its ``_identity`` (``label_cache``
+# hands out one base dict per device and pod), holding it so that its id is not reused; cleared
+# when full.
+_DEVICES: dict[int, tuple[Mapping[str, str], LabelNames, tuple[str, str, dict[str, Any]]]] = {}
 _DEVICES_KEPT = 300_000
 
 
 def _device_cached(series: Series, names: LabelNames) -> tuple[str, str, dict[str, Any]]:
-    entry = _DEVICES.get(id(series.labels))
-    if entry is not None and entry[0] is series.labels and (entry[1] is names or entry[1] == names):
+    held = _identity(series.labels)
+    entry = _DEVICES.get(id(held))
+    if entry is not None and entry[0] is held and (entry[1] is names or entry[1] == names):
         return entry[2]
     found = _device(series, names)
     if len(_DEVICES) >= _DEVICES_KEPT:
         _DEVICES.clear()
-    _DEVICES[id(series.labels)] = (series.labels, names, found)
+    _DEVICES[id(held)] = (held, names, found)
     return found
 
 
 # The pod of a label set seen before, kept as ``_DEVICES`` keeps its device: each of a GPU's
 # series carries the same pod labels, so reading and checking them once per label set (not per
 # series of every request) took the pods' share of the mapping from ~0.4 to ~0.1 of it.
-_WORKLOADS: dict[int, tuple[dict[str, str], LabelNames, dict[str, str] | None]] = {}
+_WORKLOADS: dict[int, tuple[Mapping[str, str], LabelNames, dict[str, str] | None]] = {}
 
 
 def _pods_observe(
@@ -490,8 +527,9 @@ def _pods_observe(
     (device, instant, pod) of the request's one-sample series recorded already (a GPU's dozen
     series of one scrape name the same pod: recorded once)."""
     labels = series.labels
-    entry = _WORKLOADS.get(id(labels))
-    if entry is not None and entry[0] is labels and (entry[1] is names or entry[1] == names):
+    held = _identity(labels)
+    entry = _WORKLOADS.get(id(held))
+    if entry is not None and entry[0] is held and (entry[1] is names or entry[1] == names):
         workload = entry[2]
     else:
         try:
@@ -504,7 +542,7 @@ def _pods_observe(
             raise WriteRejected(f"series {labels_text(labels)}: {exc}") from None
         if len(_WORKLOADS) >= _DEVICES_KEPT:
             _WORKLOADS.clear()
-        _WORKLOADS[id(labels)] = (labels, names, workload)
+        _WORKLOADS[id(held)] = (held, names, workload)
     if len(series.samples) == 1:
         key = (uuid, series.samples[0][0], id(workload))
         if key in seen:

@@ -29,6 +29,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import time
@@ -84,7 +85,13 @@ def unknown_metrics_count(*, counts: Counter[str]) -> None:
 
 
 def _label_names() -> LabelNames:
-    return LabelNames(**settings.PROMETHEUS_LABELS)
+    return _names_of(tuple(sorted(settings.PROMETHEUS_LABELS.items())))
+
+
+@functools.lru_cache(maxsize=8)
+def _names_of(items: tuple[tuple[str, str], ...]) -> LabelNames:
+    # One instance while the settings hold: the mapping's caches compare it by identity first.
+    return LabelNames(**dict(items))
 
 
 _SAMPLE_PATH = re.compile(r"^samples\[(\d+)\](?:\.(\w+))?$")

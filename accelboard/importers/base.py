@@ -146,8 +146,11 @@ class ParsedRun:
     context: dict[str, Any] = field(default_factory=dict)
     field_sources: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    # Every file the run was read from: its own file first, then the siblings it used.
+    # Every file the run was read from: its own file first, then the siblings it used; and the
+    # digest of their contents alone (``registry.content_digest``), the same whatever the
+    # upload's shape (loose files, a folder, an archive).
     files: list[str] = field(default_factory=list)
+    content_sha256: str = ""
 
     # -- fields -------------------------------------------------------------------------------
     def get(self, path: str) -> Any:

@@ -72,14 +72,16 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
             raise ParseError(file.display, str(exc), key=key) from exc
 
     run.put("model", str(data.get("model") or ""), src("model"))
-    # llmperf keeps N requests in flight (a closed loop): no scenario of the catalogue says that,
-    # so none is claimed; the concurrency below is what describes the load.
+    # llmperf keeps N requests in flight against a serving endpoint (a closed loop): online serving
+    # whose load is the concurrency below, never Offline.
     try:
         run.put(
             "workload.concurrency",
             to_int(data.get("num_concurrent_requests")),
             src("num_concurrent_requests"),
         )
+        if run.workload.concurrency:
+            run.put("workload.scenario", "serving", "derived:num_concurrent_requests")
         mean_in, mean_out = num("mean_input_tokens"), num("mean_output_tokens")
         run.put(
             "workload.input_length", round(mean_in) if mean_in is not None else None, src("mean_input_tokens")

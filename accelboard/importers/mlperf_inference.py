@@ -15,7 +15,8 @@
    ``measurements/<system>/<model>/<scenario>/*.json``; accuracy from ``accuracy/accuracy.txt``
    (``mlperf_accuracy``). Loose files given together (no such path) are one run too: the system
    and measurement descriptions and ``accuracy.txt`` given beside the logs are used (the model is
-   then not known: the uploader states it).
+   then not known: the uploader states it). The scenario the logs state wins over the folder's;
+   accuracy metrics are ``accuracy:mlperf:<key>`` in both shapes (never the folder's model name).
 4. Power (MLPerf Power, ``mlperf_power``): mean Watts of ``spl.txt`` samples inside the run.
 Latencies are ns in the files and ms here. Compliance audits and the power ranging pass are not
 results and are ignored.
@@ -37,6 +38,8 @@ from .naming import hints_from_model_name, normalise_precision
 from .units import UnitError, ns_to_ms, percentile_token, to_float
 
 NAME = "mlperf-inference"
+# The task of every MLPerf Inference accuracy figure: ``accuracy:mlperf:<checker key>``.
+ACCURACY_TASK = "mlperf"
 
 SCENARIOS = {
     "offline": "offline",
@@ -299,6 +302,11 @@ def _apply_detail(run: ParsedRun, file: InputFile, events: list[Event]) -> None:
             scenario = SCENARIOS.get(str(event.value).lower().replace(" ", ""))
             if scenario is None:
                 raise ParseError(file.display, f"unknown scenario {event.value!r}", line=event.line, key=key)
+            if run.workload.scenario and run.workload.scenario != scenario:
+                run.warnings.append(
+                    f"workload.scenario: the folder says {run.workload.scenario!r}, {file.name} says "
+                    f"{scenario!r}; the log's applies"
+                )
             run.put("workload.scenario", scenario, source)
         elif key == "effective_test_mode":
             run.context["mode"] = event.value
@@ -480,7 +488,15 @@ def _apply_summary(run: ParsedRun, file: InputFile) -> None:
             scenario = SCENARIOS.get(value.lower().replace(" ", ""))
             if scenario is None:
                 raise ParseError(file.display, f"unknown scenario {value!r}", line=number)
-            run.fill("workload.scenario", scenario, source)
+            if run.field_sources.get("workload.scenario") == "path":  # the log wins over the folder
+                if run.workload.scenario != scenario:
+                    run.warnings.append(
+                        f"workload.scenario: the folder says {run.workload.scenario!r}, {file.name} "
+                        f"says {scenario!r}; the log's applies"
+                    )
+                run.put("workload.scenario", scenario, source)
+            else:
+                run.fill("workload.scenario", scenario, source)
         elif label == "mode":
             run.context.setdefault("mode", value)
         elif label == "sut name":
@@ -541,7 +557,10 @@ def _number(value: str, file: InputFile, line: int) -> float:
 # -- accuracy.txt -------------------------------------------------------------------------------
 def _apply_accuracy(run: ParsedRun, file: InputFile) -> None:
     result = read_accuracy(file)
-    task = run.model  # "" for loose files: named once the uploader states the model
+    # The task is the file's (MLPerf's accuracy check), not the model folder's name: loose files
+    # have no such folder, and one result must give one metric name whatever the upload's shape.
+    # The model is the series' own identity already.
+    task = ACCURACY_TASK
     target = str(run.context.get("accuracy_target", ""))
     for key, value in result.counts.items():
         run.context[f"accuracy_{key}"] = value

@@ -30,6 +30,8 @@ from .naming import normalise_precision
 from .units import UnitError, kwh_to_j, to_float, to_int
 
 NAME = "optimum-benchmark"
+# ``scenario.name`` -> the workload's scenario; a name not here claims none.
+_SCENARIOS = {"inference": "offline", "energy_star": "offline", "training": "training"}
 
 _TARGET_KEYS = {"memory", "latency", "throughput", "energy", "efficiency"}
 # target -> latency family
@@ -278,10 +280,8 @@ def _apply_config(run: ParsedRun, config: dict[str, Any], name: str, *, prefix: 
     run.put("model", str(backend.get("model") or ""), src("backend.model"))
     run.put("workload.framework", str(backend.get("name") or ""), src("backend.name"))
     run.put("workload.framework_version", str(backend.get("version") or ""), src("backend.version"))
-    scenario_name = str(scenario.get("name") or "")
-    run.put(
-        "workload.scenario", "training" if scenario_name == "training" else "offline", src("scenario.name")
-    )
+    # "inference" and "energy_star" run fixed batches in the process, no server: Offline.
+    run.put("workload.scenario", _SCENARIOS.get(str(scenario.get("name") or "")), src("scenario.name"))
     shapes = json_object(scenario, "input_shapes")
     try:
         run.put(

@@ -168,9 +168,10 @@ def _apply_config(run: ParsedRun, config: dict[str, Any], name: str) -> None:
     run.put("model", str(config.get("model") or ""), src("model"))
     run.put("workload.framework", str(backend.get("name") or ""), src("backend.name"))
     run.put("workload.framework_version", str(backend.get("version") or ""), src("backend.version"))
+    # "inference" runs fixed batches in the process, no server: Offline; any other name, none.
     run.put(
         "workload.scenario",
-        "training" if benchmark.get("name") == "training" else "offline",
+        {"inference": "offline", "training": "training"}.get(str(benchmark.get("name") or "")),
         src("benchmark.name"),
     )
     shapes = json_object(benchmark, "input_shapes")

@@ -142,7 +142,9 @@ def apply_metrics(run: ParsedRun, file: InputFile, blocks: dict[str, Any], *, st
 
 
 def apply_load(run: ParsedRun, source: str, *, concurrency: Any, request_rate: Any) -> None:
-    """Concurrency and arrival rate; a finite request rate is LoadGen's Server pattern (as vLLM)."""
+    """Concurrency and arrival rate: a finite request rate is LoadGen's Server pattern (as vLLM); a
+    concurrency with no finite rate is a closed loop of N requests in flight, online serving
+    ("serving"); neither leaves the scenario unset (the CSV export alone)."""
     try:
         run.put("workload.concurrency", to_int(concurrency), f"{source}:concurrency")
         rate = to_float(request_rate)
@@ -152,6 +154,8 @@ def apply_load(run: ParsedRun, source: str, *, concurrency: Any, request_rate: A
         run.workload.options["request_rate"] = request_rate
     if rate is not None and 0 < rate < math.inf:
         run.put("workload.scenario", "server", "derived:request_rate")
+    elif run.workload.concurrency or rate == math.inf:
+        run.put("workload.scenario", "serving", "derived:concurrency")
 
 
 def apply_gpus(run: ParsedRun, gpus: list[dict[str, Any]], source: str) -> None:

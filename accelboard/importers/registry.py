@@ -20,6 +20,7 @@ uploader's context. A context value never overrides the file; a disagreement is 
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -390,10 +391,24 @@ def _parse_file(
     if not runs:
         raise ParseError(file.display, f"no results found for format {module.NAME}")
     used = [file.display] + [str(p) for p in recorder.read_paths if p != file.path]
+    digest = content_digest(
+        [file.data, *(tree.read(p) or b"" for p in recorder.read_paths if p != file.path)]
+    )
     for run in runs:
         run.files = list(used)
+        run.content_sha256 = digest
         _finalise(run, file.path, context)
     return runs
+
+
+def content_digest(contents: Iterable[bytes]) -> str:
+    """What a run was read from, by content only: the sha256 of its one file, or of its files'
+    sorted digests. Names, folders and archives are left out, so loose files, a folder and an
+    archive of the same result give the same digest (``import_services`` keys a run on it)."""
+    digests = sorted(hashlib.sha256(data).hexdigest() for data in contents)
+    if len(digests) == 1:
+        return digests[0]
+    return hashlib.sha256("\n".join(digests).encode()).hexdigest()
 
 
 def _walk(

@@ -11,8 +11,9 @@
    wrote it; 2024 files have none.
 Model = ``model_id`` (a local path is reduced to its last folder); hardware and precision are not
 in the file: from ``--metadata`` keys (``gpu``), the path, the model name or the context. The
-scenario is "server" only when the file gives a finite ``request_rate`` (an arrival rate);
-otherwise it is left unset.
+scenario is what ``request_rate`` says: a finite rate is an arrival rate ("server"); ``inf`` sends
+every request at once, bounded by ``max_concurrency`` ("serving": online serving, load set by
+concurrency); no rate at all leaves it unset. Never "offline": these are online benchmarks.
 """
 
 from __future__ import annotations
@@ -112,16 +113,19 @@ def _run(file: InputFile, record: dict[str, Any], line: int) -> ParsedRun:
         "vLLM" if backend.startswith(("vllm", "openai")) or not backend else backend,
         src("backend"),
     )
-    # No file states a scenario. A finite request_rate is an open-loop arrival process at a target
-    # rate (Poisson, or gamma with burstiness): LoadGen's Server pattern, so it is named so. "inf"
-    # sends everything at once (bounded by max_concurrency): no scenario is claimed for it.
+    # No file names a scenario; request_rate says which. A finite rate is an open-loop arrival
+    # process at a target rate (Poisson, or gamma with burstiness): LoadGen's Server pattern. "inf"
+    # sends everything at once through the server (bounded by max_concurrency): an online serving
+    # benchmark whose load is its concurrency, never Offline.
     rate = record.get("request_rate")
     try:
         rate_value = to_float(rate) if rate is not None else None
     except UnitError:
-        rate_value = None  # "inf" and friends are checked below as options, never as numbers
+        rate_value = None  # unreadable: kept below as an option, no scenario claimed
     if rate_value is not None and 0 < rate_value < float("inf"):
         run.put("workload.scenario", "server", "derived:request_rate")
+    elif rate_value == float("inf"):
+        run.put("workload.scenario", "serving", "derived:request_rate")
     concurrency = record.get("max_concurrency")
     try:
         run.put("workload.concurrency", to_int(concurrency), src("max_concurrency"))
@@ -129,7 +133,9 @@ def _run(file: InputFile, record: dict[str, Any], line: int) -> ParsedRun:
         raise ParseError(file.display, str(exc), line=line, key="max_concurrency") from exc
     for key in ("request_rate", "burstiness", "num_prompts"):
         if record.get(key) is not None:
-            run.workload.options[key] = record[key]
+            value = record[key]
+            # JSON's Infinity (Python's json writes it) is not JSON to anything else: kept as "inf"
+            run.workload.options[key] = "inf" if value == float("inf") else value
             run.field_sources[f"workload.options.{key}"] = src(key)
     date = record.get("date")
     if isinstance(date, str) and date:

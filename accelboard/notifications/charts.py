@@ -4,7 +4,8 @@ Drawn with matplotlib's Agg backend through a ``Figure`` of its own (not ``pyplo
 state is not safe in a worker's threads). Sized for email: 600 × 220 CSS pixels, rendered at
 twice that for high-density screens, a few tens of kilobytes. Values are the run results in time
 order; the change is a vertical red line at the first run after it, the levels before and after
-it dashed lines over their own stretch. The y axis is labelled in plain numbers with thousands
+it dashed lines over the results each holds (``alerts.levels``: first to last result of its
+segment, at their median), as on the alert page. The y axis is labelled in plain numbers with thousands
 separators (never an offset or e-notation), like the pages.
 """
 
@@ -35,10 +36,12 @@ def series_chart_png(
     values: Sequence[float],
     unit: str,
     change_at: datetime | None = None,
-    before: float | None = None,
-    after: float | None = None,
+    before: tuple[datetime, datetime, float] | None = None,
+    after: tuple[datetime, datetime, float] | None = None,
 ) -> bytes:
-    """PNG bytes of the series; raises ``ValueError`` with fewer than two points."""
+    """PNG bytes of the series; raises ``ValueError`` with fewer than two points.
+
+    ``before``/``after``: (first result's time, last result's time, level) of each level."""
     # Imported here: matplotlib costs about a second to import, which every web and command
     # process would otherwise pay at startup for a chart only the mail worker draws.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -58,14 +61,13 @@ def series_chart_png(
     # below label them.
     days = date2num(list(times))
     axes.plot(days, list(values), color=POINT, linewidth=1.0, marker="o", markersize=2.5, zorder=3)
-    start, end = float(days[0]), float(days[-1])
     if change_at is not None:
         at = float(date2num(change_at))
         axes.axvline(at, color=AFTER, linewidth=1.2, zorder=2)
-        if before is not None:
-            axes.hlines(before, start, at, colors=BEFORE, linestyles="dashed", linewidth=1.2, zorder=2)
-        if after is not None:
-            axes.hlines(after, at, end, colors=AFTER, linestyles="dashed", linewidth=1.2, zorder=2)
+        for level, colour in ((before, BEFORE), (after, AFTER)):
+            if level is not None:
+                x0, x1 = (float(date2num(moment)) for moment in level[:2])
+                axes.hlines(level[2], x0, x1, colors=colour, linestyles="dashed", linewidth=1.2, zorder=2)
     locator = AutoDateLocator(minticks=3, maxticks=6)
     axes.xaxis.set_major_locator(locator)
     # Day ticks read "Nov 17", hour ticks "14:00" with the day at midnight: no offset label to find.

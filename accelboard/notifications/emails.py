@@ -88,7 +88,7 @@ def _chart(alert: Alert, facts: content.AlertFacts) -> tuple[bytes, str] | None:
     """(PNG, text alternative) of the alert's series around its change, or None."""
     if alert.series_id is None or facts.first_run is None or facts.kind not in content.SERIES_KINDS:
         return None
-    times, values = selectors.alert_chart_series(alert=alert)
+    times, values, (before, after) = selectors.alert_chart_series(alert=alert)
     if len(values) < 2:
         return None
     png = charts.series_chart_png(
@@ -96,8 +96,8 @@ def _chart(alert: Alert, facts: content.AlertFacts) -> tuple[bytes, str] | None:
         values=values,
         unit=facts.unit,
         change_at=facts.first_run.started_at,
-        before=facts.before_mean,
-        after=facts.after_mean,
+        before=(before.start, before.end, before.level) if before else None,
+        after=(after.start, after.end, after.level) if after else None,
     )
     return png, content.chart_alt(facts, len(values))
 

@@ -7,9 +7,15 @@ from typing import Any
 
 from django.db.models import Count, QuerySet
 
+from accelboard.alerts.charts import LevelSpan
 from accelboard.alerts.detection import own_spread_after
 from accelboard.alerts.models import Alert
-from accelboard.alerts.page_selectors import alert_run_range, alert_series_points
+from accelboard.alerts.page_selectors import (
+    alert_chart_levels,
+    alert_expected_marks,
+    alert_run_range,
+    alert_series_points,
+)
 from accelboard.benchmarks.models import BenchmarkRun, Series
 from accelboard.core.access import Action, scope_for_user
 from accelboard.core.models import Team
@@ -162,10 +168,16 @@ def alert_facts(*, alert: Alert) -> AlertFacts:
     )
 
 
-def alert_chart_series(*, alert: Alert, limit: int = CHART_POINTS) -> tuple[list[datetime], list[float]]:
-    """(times, values) of the alert's series around its change, oldest first; empty without one."""
+def alert_chart_series(
+    *, alert: Alert, limit: int = CHART_POINTS
+) -> tuple[list[datetime], list[float], tuple[LevelSpan | None, LevelSpan | None]]:
+    """(times, values) of the alert's series around its change, oldest first (empty without one),
+    and the levels before and after the change over the results each holds, as the alert page
+    draws them (``alerts.page_selectors.alert_chart_levels``)."""
     points = alert_series_points(alert=alert, limit=limit)
-    return [p["measured_at"] for p in points], [float(p["value"]) for p in points]
+    marks = [mark.run.started_at for mark in alert_expected_marks(alert=alert)] if points else []
+    levels = alert_chart_levels(alert=alert, points=points, marks_at=marks)
+    return [p["measured_at"] for p in points], [float(p["value"]) for p in points], levels
 
 
 def alert_for_triage(*, alert_id: int) -> Alert | None:

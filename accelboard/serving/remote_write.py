@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -109,7 +109,7 @@ class ServingNames:
     precisions: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
 
 
-def _read(labels: dict[str, str], name: str) -> str:
+def _read(labels: Mapping[str, str], name: str) -> str:
     return labels.get(f"exported_{name}") or labels.get(name) or ""
 
 
@@ -122,7 +122,7 @@ def instance_host(instance: str) -> str:
     return instance
 
 
-def variant_of(model: str, labels: dict[str, str], names: ServingNames) -> str:
+def variant_of(model: str, labels: Mapping[str, str], names: ServingNames) -> str:
     """The variant label's value; else the precision the model's name states (``...-FP8`` -> fp8);
     else ``names.default_variant``."""
     given = _read(labels, names.variant)
@@ -145,7 +145,7 @@ class Target:
 @dataclass
 class ServingSeries:
     key: str  # the series' identity: metric and sorted labels, hashed
-    labels: dict[str, str]
+    labels: Mapping[str, str]
     role: Role
     target: Target
     group: str  # a histogram's identity (its labels but ``le``), else the key
@@ -154,7 +154,7 @@ class ServingSeries:
     samples: list[tuple[int, float]]
 
 
-def series_key(labels: dict[str, str]) -> str:
+def series_key(labels: Mapping[str, str]) -> str:
     text = "\x00".join(f"{name}\x01{value}" for name, value in sorted(labels.items()))
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 

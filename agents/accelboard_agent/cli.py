@@ -31,7 +31,17 @@ PROG = "accelboard-agent"
 # The server's vocabularies (docs/api-contract.md); checked here so a typo fails before a long
 # benchmark runs rather than when its result is uploaded.
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
-SCENARIOS = ("offline", "server", "single-stream", "multi-stream", "interactive", "chat", "batch", "training")
+SCENARIOS = (
+    "offline",
+    "server",
+    "serving",
+    "single-stream",
+    "multi-stream",
+    "interactive",
+    "chat",
+    "batch",
+    "training",
+)
 ENGINES = ("vllm", "trtllm", "tgi", "triton", "other")
 log = logging.getLogger("accelboard_agent")
 
@@ -112,7 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="numeric precision (default fp32, noted in the run)",
     )
     bench.add_argument(
-        "--scenario", choices=SCENARIOS, default="", help="workload scenario (server default: offline)"
+        "--scenario",
+        choices=SCENARIOS,
+        default="",
+        help="workload scenario (none given: stored as not stated)",
     )
     bench.add_argument("--batch-size", type=int, default=None)
     bench.add_argument("--results", help="the tool's results file (no importer in this version)")

@@ -18,6 +18,7 @@
   var previews = document.getElementById("previews");
   var chosen = [];
   var precisions = JSON.parse(document.getElementById("precision-choices").textContent);
+  var scenarios = JSON.parse(document.getElementById("scenario-choices").textContent);
   var catalogue = JSON.parse(document.getElementById("upload-catalogue").textContent);
   var csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
 
@@ -257,6 +258,15 @@
       precision.appendChild(el("option", {value: choice[0]}, choice[0] ? choice[1] : (run.precision ? "from file: " + run.precision : "choose…")));
     });
     extra.appendChild(labelled("Precision", precision, !!missing.precision));
+    // The scenario is what the file says; where it says none, the run is stored as "not stated"
+    // unless the uploader picks one (never Offline by default).
+    var scenario = el("select", {name: "r" + run.index + "-scenario", id: "r" + run.index + "-scenario"});
+    var fileScenario = scenarios.filter(function (c) { return c[0] === run.scenario; });
+    scenarios.forEach(function (choice) {
+      scenario.appendChild(el("option", {value: choice[0]}, choice[0] ? choice[1] :
+        (run.scenario_stated && fileScenario.length ? "from file: " + fileScenario[0][1] : "not stated")));
+    });
+    extra.appendChild(labelled("Scenario", scenario, false));
     extra.appendChild(labelled("Commit", textBox(run.index, "git_commit", "sha"), false));
     extra.appendChild(labelled("Branch", textBox(run.index, "branch", "main"), false));
     extra.appendChild(labelled("CI link", textBox(run.index, "ci_url", "https://…"), false));

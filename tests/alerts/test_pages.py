@@ -18,6 +18,7 @@ from accelboard.alerts.models import Alert, AlertEvent, ExpectedChange
 from accelboard.alerts.services import alert_dismiss, alert_raise
 from accelboard.benchmarks.models import BenchmarkRun, Series
 from accelboard.core.models import Team
+from tests import numbers
 from tests.factories import alert_create, run_create
 
 pytestmark = pytest.mark.django_db
@@ -326,6 +327,21 @@ def test_it_rejects_bad_bulk_input(
 # --- detail --------------------------------------------------------------------------------------
 
 
+def _throughputs(runs: list[BenchmarkRun]) -> list[float]:
+    return [next(m.value for m in r.metrics.all() if m.name == "throughput_tokens_per_s") for r in runs]
+
+
+def _level(figure: dict[str, Any], role: str) -> dict[str, Any]:
+    (line,) = [t for t in figure["data"] if t.get("meta", {}).get("role") == role]
+    return line
+
+
+def level_line_problems(figure: dict[str, Any]) -> list[str]:
+    """The page-wide invariant (``tests/numbers.py``, rule 6): every level line runs from a result
+    to a result at the median of the results it spans."""
+    return numbers.level_problems(figure["data"])
+
+
 def _figure(response: Any) -> dict[str, Any]:
     match = re.search(
         r'<script id="alert-chart-data" type="application/json">(.*?)</script>',
@@ -363,9 +379,11 @@ def test_it_charts_the_series_with_the_change_point_and_levels(
     change = [s for s in figure["layout"]["shapes"] if s["name"] == "change-point"]
     assert len(change) == 1
     assert change[0]["x0"] == runs[STEP_AT].started_at.isoformat()
-    names = [t["name"] for t in figure["data"]]
-    assert any(n.startswith("before: 5,000 ± 50 tokens/s") for n in names)
-    assert any(n.startswith("after: 4,250 ± 42.5 tokens/s") for n in names)
+    values = _throughputs(runs)
+    before, after = _level(figure, "before"), _level(figure, "after")
+    assert before["y"][0] == pytest.approx(float(np.median(values[:STEP_AT])))
+    assert after["y"][0] == pytest.approx(float(np.median(values[STEP_AT:])))
+    assert before["name"].endswith(f"tokens/s (median of {STEP_AT} results)")
     assert figure["layout"]["yaxis"]["title"]["text"].endswith("(tokens/s)")
     assert figure["layout"]["xaxis"]["title"]["text"] == "Run start (UTC)"
 
@@ -558,15 +576,20 @@ def test_it_draws_other_change_points_and_survives_empty_input() -> None:
         }
         for i in range(15)
     ]
+    from accelboard.alerts.charts import LevelSpan
+
     figure = alert_series_figure(
         points=points,
         label="Output tokens per second",
         unit="tokens/s",
         direction="higher",
         change_at=points[10]["measured_at"],
-        before=(11.0, None),
-        after=(12.0, 0.1),
-        before_from=points[5]["measured_at"],
+        before=LevelSpan(
+            start=points[5]["measured_at"], end=points[9]["measured_at"], level=11.0, spread=None, count=5
+        ),
+        after=LevelSpan(
+            start=points[10]["measured_at"], end=points[14]["measured_at"], level=12.0, spread=0.1, count=5
+        ),
         history_changes=[points[5]["measured_at"]],
         expected=[{"at": points[5]["measured_at"], "text": "new kernel"}],
         run_ids=[9, 10],
@@ -575,7 +598,8 @@ def test_it_draws_other_change_points_and_survives_empty_input() -> None:
     assert set(shapes) == {"history-change", "change-point", "expected-change"}
     assert shapes["history-change"]["line"]["dash"] == "dot"
     before = next(t for t in figure["data"] if t["name"].startswith("before"))
-    assert before["x"] == [points[5]["measured_at"].isoformat(), points[10]["measured_at"].isoformat()]
+    assert before["x"] == [points[5]["measured_at"].isoformat(), points[9]["measured_at"].isoformat()]
+    assert level_line_problems(figure) == []
     bands = [t for t in figure["data"] if t.get("fill") == "toself"]
     assert len(bands) == 1  # no spread before: a line without a band
     ringed = next(t for t in figure["data"] if t["name"] == "last good / first bad run")
@@ -708,6 +732,82 @@ def test_it_shows_each_levels_own_spread_as_the_chart_writes_it(
         r'id="after">4,250 tokens/s <span class="muted">\(2 results so far, too few for a spread\)', body
     )
     assert "± 62.4314" not in body  # (the band's edges, 5,062.4314, are chart data)
-    names = [t["name"] for t in _figure(response)["data"]]
-    assert any(n.startswith("before: 5,000 ± 62.4 tokens/s") for n in names)
-    assert any(n.startswith("after: 4,250 tokens/s") for n in names)
+    # The chart's lines are the levels the series holds over their results (ten after the change
+    # by now), each with its own spread.
+    figure = _figure(response)
+    assert level_line_problems(figure) == []
+    assert "±" in _level(figure, "after")["name"]
+
+
+def test_it_draws_each_level_over_the_results_it_holds(team: Team, lead: Any, login_client: Any) -> None:
+    """A regression that went back: the after level ends where the values went back, not at the
+    chart's edge; the before level starts at the detector's earlier change and ends at the last
+    good run. Every level line sits at the median of the results it spans."""
+    rng = np.random.default_rng(5)
+    levels = [5600.0] * 8 + [5000.0] * 14 + [4250.0] * 10 + [5000.0] * 10
+    runs = [
+        run_create(
+            team=team,
+            started_at=START + timedelta(days=i),
+            metrics={"throughput_tokens_per_s": float(level * (1 + 0.005 * rng.standard_normal()))},
+        )
+        for i, level in enumerate(levels)
+    ]
+    series = Series.objects.get(workload=runs[0].workload, metric="throughput_tokens_per_s")
+    alert, _ = alert_raise(
+        team=team,
+        kind="regression",
+        severity="critical",
+        dedupe_key="test:went-back",
+        title="Throughput down 15%",
+        series=series,
+        first_run=runs[22],
+        last_good_run=runs[21],
+        before_mean=5000.0,
+        before_spread=25.0,
+        after_mean=4250.0,
+        after_spread=21.0,
+        pct_change=-15.0,
+        detail={"change_runs": [runs[8].pk, runs[22].pk], "reverted_at_run": runs[32].pk, "results_after": 4},
+    )
+    figure = _figure(login_client(lead).get(reverse("alerts:detail", args=[alert.pk])))
+    assert level_line_problems(figure) == []
+    before, after = _level(figure, "before"), _level(figure, "after")
+    at = [r.started_at.isoformat() for r in runs]
+    assert before["x"] == [at[8], at[21]]
+    assert after["x"] == [at[22], at[31]]
+    values = _throughputs(runs)
+    assert after["y"] == [pytest.approx(float(np.median(values[22:32])))] * 2
+
+
+def test_it_compares_a_run_with_the_level_before_an_open_regression(team: Team) -> None:
+    """The run page's (and the upload answer's) baseline is the trends page's: while the alert is
+    open, 25 regressed results later, it is still the level before the change."""
+    from accelboard.alerts.selectors import run_baseline_compare
+
+    runs = step_series(team, n=40)
+    alert = regression_alert(team, runs)
+    values = _throughputs(runs)
+    (entry,) = [e for e in run_baseline_compare(run=runs[-1]) if e["name"] == "throughput_tokens_per_s"]
+    assert entry["baseline"] == float(np.median(values[:STEP_AT]))
+    assert entry["baseline_points"] == STEP_AT
+    assert entry["delta_pct"] == pytest.approx(-15.0, abs=2.0)
+    # Resolved (the new level accepted): the baseline is the level the series holds now.
+    Alert.objects.filter(pk=alert.pk).update(state=AlertState.RESOLVED)
+    (entry,) = [e for e in run_baseline_compare(run=runs[-1]) if e["name"] == "throughput_tokens_per_s"]
+    assert entry["baseline"] == float(np.median(values[STEP_AT:-1]))
+
+
+def test_it_compares_with_the_runs_before_an_open_regression(
+    team: Team, lead: Any, login_client: Any
+) -> None:
+    """ "Compare with baseline" sets a regressed run against the runs before the change while the
+    alert is open, not against the regressed runs just before it."""
+    runs = step_series(team, n=40)
+    alert = regression_alert(team, runs)
+    response = login_client(lead).get(reverse("benchmarks:compare_baseline", args=[runs[-1].pk]))
+    before = ",".join(str(r.pk) for r in runs[STEP_AT - 5 : STEP_AT])
+    assert response.status_code == 302 and f"?a={before}&b={runs[-1].pk}" in response["Location"]
+    Alert.objects.filter(pk=alert.pk).update(state=AlertState.RESOLVED)
+    response = login_client(lead).get(reverse("benchmarks:compare_baseline", args=[runs[-1].pk]))
+    assert f"?a={','.join(str(r.pk) for r in runs[-6:-1])}&" in response["Location"]

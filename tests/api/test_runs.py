@@ -287,3 +287,13 @@ def test_it_keeps_list_queries_bounded(
         _record(client, rw_token)
     with django_assert_max_num_queries(5):
         assert _get(client, URL, rw_token).json()["count"] == 5
+
+
+def test_it_stores_a_run_that_states_no_scenario_as_not_stated(
+    client: Client, team: Any, rw_token: str, h100: Any
+) -> None:
+    payload = run_payload()
+    del payload["workload"]["scenario"]
+    assert post_json(client, URL, payload, rw_token).status_code == 201
+    # never Offline by default: an online benchmark would land among the Offline runs
+    assert BenchmarkRun.objects.get().workload.scenario == "unstated"

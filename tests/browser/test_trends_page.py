@@ -131,3 +131,59 @@ def test_it_refuses_another_teams_series(
     login(page, other_lead)
     response = page.goto(f"/trends/?series={history['throughput'].pk}")
     assert response.status == 404
+
+
+def test_it_keeps_the_baseline_before_an_open_regression_on_trends_and_the_alert(
+    page: Any, login: Any, screenshot: Any, lead: Any, team: Any
+) -> None:
+    """Two regressed runs with the alert still open: trends shows the baseline at the level before
+    the change (over the results before it) and the regressed level apart; the alert's chart draws
+    each level over the results it holds."""
+    h100 = factories.accelerator_type_from(factories.H100)
+    rng = np.random.default_rng(11)
+    runs = [
+        factories.run_create(
+            team=team,
+            accelerator_type=h100,
+            started_at=START + timedelta(days=i),
+            metrics={"throughput_tokens_per_s": (4890.0 if i < 28 else 4100.0) + float(rng.normal(0, 20))},
+        )
+        for i in range(30)
+    ]
+    series = Series.objects.get(team=team, metric="throughput_tokens_per_s")
+    values = [r.metrics.get(name="throughput_tokens_per_s").value for r in runs]
+    alert = factories.alert_create(team=team, severity="critical", title="Throughput down 16% on H100")
+    alert.series, alert.first_run, alert.last_good_run = series, runs[28], runs[27]
+    alert.save(update_fields=["series", "first_run", "last_good_run"])
+
+    login(page, lead)
+    page.goto(f"/trends/?series={series.pk}")
+    page.wait_for_selector("#trend-chart .main-svg")
+    traces = page.evaluate(
+        "document.getElementById('trend-chart').data.map(t => ({role: t.meta && t.meta.role, x: t.x, y: t.y}))"
+    )
+    (level,) = [t for t in traces if t["role"] == "baseline-level"]
+    (current,) = [t for t in traces if t["role"] == "current-level"]
+    pre = float(np.median(values[:28]))
+    assert level["y"][0] == pytest.approx(pre)
+    assert [datetime.fromisoformat(x) for x in level["x"]] == [runs[0].started_at, runs[27].started_at]
+    assert current["y"][0] == pytest.approx(float(np.median(values[28:])))
+    row = page.inner_text("#trend-series tbody tr")
+    assert f"{pre:,.0f}" in row and "before the open regression" in row
+    assert "against the baseline" in row
+    assert page.js_errors == []
+    screenshot(page, "trends-open-regression")
+
+    page.goto(f"/alerts/{alert.pk}/")
+    page.wait_for_selector("#alert-chart .main-svg")
+    lines = page.evaluate(
+        "document.getElementById('alert-chart').data.filter(t => t.meta && t.meta.level)"
+        ".map(t => ({role: t.meta.role, x: t.x, y: t.y}))"
+    )
+    spans = {t["role"]: [datetime.fromisoformat(x) for x in t["x"]] for t in lines}
+    assert spans == {
+        "before": [runs[0].started_at, runs[27].started_at],
+        "after": [runs[28].started_at, runs[29].started_at],
+    }
+    assert page.js_errors == []
+    screenshot(page, "alert-open-regression")

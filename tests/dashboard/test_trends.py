@@ -79,13 +79,40 @@ def test_it_finds_the_step_and_puts_the_baseline_on_the_current_segment() -> Non
     cps = trends_charts.change_points(values, direction="higher", min_effect=None)
     assert [cp.index for cp in cps] == [10]
     assert cps[0].kind == "regression"
-    baseline = trends_charts.baseline_current(times=times, values=values, cps=cps, resets=[])
-    assert baseline is not None and baseline.start_index == 10
+    view = trends_charts.baseline_current(times=times, values=values, cps=cps, resets=[])
+    assert view is not None and not view.held
+    baseline = view.baseline
+    assert baseline.start == 10 and baseline.end == len(values) - 1
     assert baseline.level == pytest.approx(float(np.median(values[10:])))
     assert 0 < baseline.spread < 40
     # An expected change after the step starts the baseline again from there.
     moved = trends_charts.baseline_current(times=times, values=values, cps=cps, resets=[times[15]])
-    assert moved is not None and moved.start_index == 15
+    assert moved is not None and moved.baseline.start == 15
+
+
+def test_it_holds_the_baseline_before_an_open_regression() -> None:
+    values = _values()
+    times = [START + timedelta(days=i) for i in range(len(values))]
+    cps = trends_charts.change_points(values, direction="higher", min_effect=None)
+    alert = {"kind": "regression", "state": "open", "first_index": 10, "reverted_index": None}
+    for state in ("open", "acknowledged"):
+        view = trends_charts.baseline_current(
+            times=times, values=values, cps=cps, resets=[], alerts=[{**alert, "state": state}]
+        )
+        assert view is not None and view.held_at == 10
+        assert (view.baseline.start, view.baseline.end) == (0, 9)
+        assert view.baseline.level == pytest.approx(float(np.median(values[:10])))
+        assert (view.current.start, view.current.end) == (10, len(values) - 1)
+    # Resolved, dismissed, or accepted as expected: the new level is the baseline again.
+    for state in ("resolved", "dismissed"):
+        view = trends_charts.baseline_current(
+            times=times, values=values, cps=cps, resets=[], alerts=[{**alert, "state": state}]
+        )
+        assert view is not None and not view.held and view.baseline.start == 10
+    view = trends_charts.baseline_current(
+        times=times, values=values, cps=cps, resets=[times[10]], alerts=[alert]
+    )
+    assert view is not None and not view.held and view.baseline.start == 10
 
 
 @pytest.mark.parametrize(
@@ -123,10 +150,24 @@ def test_it_marks_change_points_alerts_and_the_baseline_band(
     step_time = runs[10].started_at.isoformat()
     assert cps["x"] == [step_time]
     assert cps["marker"]["color"] == [trends_charts.WORSE]  # throughput down: a regression, red
+    # The alert on the step is open: the baseline stays at the level before it, over the results
+    # before it, and the regressed level is drawn apart over its own results.
     (band,) = _traces(figure, "baseline")
-    assert band["x"][0] == step_time and band["fill"] == "toself"
-    level = float(np.median(_values()[10:]))
+    assert band["fill"] == "toself"
+    assert (min(band["x"]), max(band["x"])) == (
+        runs[0].started_at.isoformat(),
+        runs[9].started_at.isoformat(),
+    )
+    level = float(np.median(_values()[:10]))
     assert min(band["y"]) < level < max(band["y"])
+    (median,) = _traces(figure, "baseline-level")
+    assert median["y"] == [level, level]
+    (current,) = _traces(figure, "current-level")
+    assert current["x"] == [step_time, runs[-1].started_at.isoformat()]
+    assert current["y"][0] == pytest.approx(float(np.median(_values()[10:])))
+    (summary,) = response.context["rows"]
+    assert summary[1]["baseline"].level == level
+    assert summary[1]["current"].level == current["y"][0]
     (alerts,) = _traces(figure, "alerts")
     assert alerts["x"] == [step_time]
     assert alerts["customdata"][0].endswith(f"alert-{alert.pk}") or alerts["customdata"][0].endswith(

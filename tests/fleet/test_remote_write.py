@@ -64,7 +64,7 @@ def test_it_refuses_what_is_not_snappy_or_not_protobuf() -> None:
     with pytest.raises(WriteRejected) as caught:
         write_request_decode(b"\x0a\xff\x01abc")  # a field claiming 255 bytes, 3 there
     assert (caught.value.status, caught.value.code) == (400, "bad_protobuf")
-    with pytest.raises(WriteRejected, match="wire type"):
+    with pytest.raises(WriteRejected, match="not a protobuf prometheus.WriteRequest"):
         write_request_decode(b"\x0b")  # a group
 
 
@@ -294,3 +294,44 @@ def test_a_cached_device_is_read_again_under_other_label_names() -> None:
         dcgm_map(write_request_decode(body), names=LabelNames(hostname="host")).hosts[0].hostname
         == "other-host"
     )
+
+
+def test_a_gpus_series_share_one_base_of_labels_and_the_cache_holds_a_fleet_in_bounded_memory() -> None:
+    # The cache keeps, per series, the key's bytes and a (name, shared base) pair: a GPU's dozen
+    # metrics share one dict of their other labels, so that a 2,000-host fleet's 288,000 series
+    # fit in a web worker (~450 bytes a series) and a cached device is read once per GPU.
+    from accelboard.fleet.remote_write import LabelCache, Labels
+
+    metrics = ["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"]
+    body = write_request([series(metric, [(T0, 1.0)], pod="p-1") for metric in metrics])
+    decoded = write_request_decode(body)
+    labels = [s.labels for s in decoded]
+    assert all(isinstance(item, Labels) for item in labels)
+    assert len({id(item.base) for item in labels}) == 1  # type: ignore[attr-defined]
+    assert [dict(item) for item in labels] == [{"__name__": m, **GPU, "pod": "p-1"} for m in metrics]
+    assert labels[0]["__name__"] == metrics[0] and labels[0].get("pod") == "p-1"
+    assert len(labels[0]) == len(GPU) + 2 and "UUID" in labels[0] and "nope" not in labels[0]
+    with pytest.raises(KeyError):
+        Labels(None, {"a": "b"})["__name__"]
+    assert Labels(None, {"a": "b"}).get("__name__", "") == "" and list(Labels(None, {"a": "b"})) == ["a"]
+
+    # Bounded: emptied when full, and what it hands out stays right.
+    cache = LabelCache(size=2)
+    for _ in range(2):
+        for key, metric in zip(_label_bytes(metrics), metrics, strict=True):
+            assert cache.put(key, {"__name__": metric, **GPU})["__name__"] == metric
+            assert cache.peek(key) == {"__name__": metric, **GPU}
+            assert len(cache) <= 2
+
+
+def _label_bytes(metrics: list[str]) -> list[bytes]:
+    def field(number: int, payload: bytes) -> bytes:
+        return bytes([number << 3 | 2, len(payload)]) + payload
+
+    return [
+        b"".join(
+            field(1, field(1, k.encode()) + field(2, v.encode()))
+            for k, v in sorted({"__name__": m, **GPU}.items())
+        )
+        for m in metrics
+    ]

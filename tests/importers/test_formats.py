@@ -216,16 +216,18 @@ def test_it_rejects_bad_context_values(fixtures: Path):
 
 
 def test_it_claims_no_scenario_that_a_serving_file_does_not_state(fixtures: Path):
-    # a finite request_rate is an arrival process at a rate (LoadGen's Server); "inf" is none
+    # a finite request_rate is an arrival process at a rate (LoadGen's Server); "inf" sends every
+    # request at once through the server: online serving, never Offline; no rate claims nothing
     assert [r.workload.scenario for r in parse_path(fixtures / "vllm_2025.json")] == ["server"]
     assert (
         parse_path(fixtures / "vllm_2025.json")[0].field_sources["workload.scenario"]
         == "derived:request_rate"
     )
-    assert [r.workload.scenario for r in parse_path(fixtures / "vllm_2024.json")] == [""]
+    assert [r.workload.scenario for r in parse_path(fixtures / "vllm_2024.json")] == ["serving"]
     assert [r.workload.scenario for r in parse_path(fixtures / "vllm_append.jsonl")] == ["", ""]
-    (llm,) = parse_path(fixtures / "llmperf")
-    assert llm.workload.scenario == "" and "workload.scenario" not in llm.field_sources
+    (llm,) = parse_path(fixtures / "llmperf")  # a closed loop of N requests in flight
+    assert llm.workload.scenario == "serving"
+    assert llm.field_sources["workload.scenario"] == "derived:num_concurrent_requests"
 
 
 def test_it_names_the_cpu_key_the_file_has(fixtures: Path, tmp_path: Path):

@@ -42,7 +42,7 @@ def test_it_reads_a_results_directory_with_its_sibling_files(fixtures: Path):
         run.metric("latency_p90_ms").raw_value == "412345" and run.metric("latency_p90_ms").raw_unit == "ns"
     )
     # the checker's "accuracy=75.942%" is a proportion: stored as a ratio, the file's text kept
-    accuracy = run.metric("accuracy:resnet50:accuracy")
+    accuracy = run.metric("accuracy:mlperf:accuracy")
     assert (accuracy.value, accuracy.unit, accuracy.raw_value, accuracy.raw_unit) == (
         pytest.approx(0.75942),
         "ratio",
@@ -196,7 +196,7 @@ def test_it_gives_one_run_per_scenario_folder(fixtures: Path):
     assert _metrics(server)["throughput_tokens_per_s"] == 21028.3  # never the accuracy pass's 3400.1
     assert _metrics(offline)["throughput_tokens_per_s"] == 30105.4
     assert _metrics(offline)["throughput_samples_per_s"] == 102.96
-    assert _metrics(offline)["accuracy:llama2-70b-99:rouge1"] == pytest.approx(0.444586)
+    assert _metrics(offline)["accuracy:mlperf:rouge1"] == pytest.approx(0.444586)
     assert (offline.hardware.accelerator, offline.hardware.count, offline.variant.precision) == (
         "NVIDIA H100-SXM-80GB",
         8,
@@ -213,7 +213,7 @@ def test_it_keeps_an_accuracy_pass_alone_as_an_accuracy_run(fixtures: Path, tmp_
     assert len(server) == 1 and server[0].context["mode"] == "AccuracyOnly"
     # the accuracy pass's LoadGen figures are not results; its INVALID is not the run's
     assert sorted(_metrics(server[0])) == [
-        f"accuracy:llama2-70b-99:{k}" for k in ("rouge1", "rouge2", "rougeL", "rougeLsum")
+        f"accuracy:mlperf:{k}" for k in ("rouge1", "rouge2", "rougeL", "rougeLsum")
     ]
     assert server[0].valid is True
 

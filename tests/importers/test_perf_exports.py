@@ -28,7 +28,7 @@ def test_it_reads_an_aiperf_summary(fixtures: Path):
     assert metrics["wall_time_s"] == 32.01
     assert run.model == "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8" and run.variant.precision == "fp8"
     assert (run.workload.concurrency, run.workload.input_length, run.workload.output_length) == (64, 550, 256)
-    assert run.workload.scenario == ""  # a closed loop of 64 requests: no scenario claimed
+    assert run.workload.scenario == "serving"  # a closed loop of 64 requests: online serving
     assert run.started_at == "2025-06-12T09:15:02.123456Z"
     # DCGM saw two H100s; GPU 1 never worked: the run is one GPU, its power GPU 0's
     assert (run.hardware.accelerator, run.hardware.count, run.hardware.host) == (

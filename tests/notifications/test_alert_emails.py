@@ -231,3 +231,18 @@ def test_it_writes_each_levels_own_spread_and_no_borrowed_one(
         assert "13,075.8 ± 62.4 ms" in body
         assert "15,826.4 ms (2 results so far, too few for a spread)" in body
         assert "62.4314" not in body and body.count("± 62.4") == 1
+
+
+def test_it_draws_the_emails_levels_over_the_results_each_holds(team: Any) -> None:
+    """The email's chart draws the levels the alert page draws: before from the first result to
+    the last good one, after from the first bad one, each at the median of what it spans."""
+    from statistics import median
+
+    from accelboard.notifications import selectors
+
+    alert = latency_regression(team, runs_before=12, runs_after=3)
+    times, values, (before, after) = selectors.alert_chart_series(alert=alert)
+    assert before is not None and after is not None
+    assert (before.start, before.end) == (times[0], times[11])
+    assert (after.start, after.end) == (times[12], times[-1])
+    assert before.level == median(values[:12]) and after.level == median(values[12:])
