@@ -2,7 +2,17 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import Alert, AlertEvent, DetectionSetting, ExpectedChange, ServingSlo
+from .models import Alert, AlertEvent, AlertMetric, DetectionSetting, ExpectedChange, ServingSlo
+
+
+class AlertMetricInline(admin.TabularInline):
+    """The metrics one change moved (the headline is the alert's own series)."""
+
+    model = AlertMetric
+    extra = 0
+    raw_id_fields = ["series"]
+    readonly_fields = ["severity", "pct_change", "before_mean", "after_mean", "reverted_at_run"]
+    fields = ["series", *readonly_fields]
 
 
 @admin.register(Alert)
@@ -11,6 +21,7 @@ class AlertAdmin(admin.ModelAdmin):
     list_filter = ["kind", "severity", "state", "team"]
     search_fields = ["title", "dedupe_key"]
     list_select_related = ["team"]
+    inlines = [AlertMetricInline]
 
 
 @admin.register(AlertEvent)

@@ -1,4 +1,4 @@
-"""One alert per detected change (not per run), its triage history, expected-change marks and
+"""One alert per detected change (not per run or per metric), the metrics it moved, its triage history, expected-change marks and
 the detection thresholds a team may tune.
 
 State machine of an alert (transitions are conditional UPDATEs in services.py, each logged as an
@@ -69,6 +69,37 @@ class Alert(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+class AlertMetric(models.Model):
+    """One metric a benchmark change moved: a change alert holds one row per metric of its
+    configuration that moved at the same first bad run (the headline's row included).
+
+    The alert's own evidence fields and ``series`` are its headline metric's (the worst, see
+    ``severity.worst``); the detector reads these rows for each series' baseline and revert.
+    """
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="metrics")
+    series = models.ForeignKey("benchmarks.Series", on_delete=models.CASCADE, related_name="alert_metrics")
+    severity = models.CharField(max_length=8, choices=Severity.choices, default=Severity.WARNING)
+    before_mean = models.FloatField(null=True, blank=True)
+    before_spread = models.FloatField(null=True, blank=True)
+    after_mean = models.FloatField(null=True, blank=True)
+    after_spread = models.FloatField(null=True, blank=True)
+    pct_change = models.FloatField(null=True, blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    min_effect = models.FloatField(null=True, blank=True)
+    # Run ids (plain, as in Alert.detail): the check that found the change in this series, and
+    # the run where its values went back to the old level.
+    checked_run = models.BigIntegerField(null=True, blank=True)
+    reverted_at_run = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["alert_id", "id"]
+        constraints = [models.UniqueConstraint(fields=["alert", "series"], name="alert_metric_alert_series")]
+
+    def __str__(self) -> str:
+        return f"alert {self.alert_id}: series {self.series_id}"
 
 
 class AlertEvent(models.Model):

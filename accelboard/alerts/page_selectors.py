@@ -16,13 +16,15 @@ from django.db.models import Count, F
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue
 from accelboard.core.access import Scope
 from accelboard.core.models import Team
+from accelboard.importers.metrics import metric_label
 
+from . import severity as severity_rule
 from .charts import LevelSpan
-from .choices import AlertState
+from .choices import AlertState, Severity
 from .detection import SPREAD_MIN_RESULTS
 from .filters import AlertFilterSet
 from .levels import Segment, change_levels
-from .models import Alert, AlertEvent, ExpectedChange
+from .models import Alert, AlertEvent, AlertMetric, ExpectedChange
 
 # A series chart wider than this is unreadable and slow; the change is near the end anyway.
 CHART_POINTS = 400
@@ -201,3 +203,53 @@ def alert_expected_marks(*, alert: Alert) -> list[ExpectedChange]:
         .select_related("run", "created_by")
         .order_by("run__started_at", "pk")
     )
+
+
+def alert_metric_rows(*, alert: Alert) -> list[dict[str, Any]]:
+    """The metrics one change moved (a grouped change alert), the headline first, then in the
+    order ``severity.headline_order`` ranks them; empty for an alert that holds none."""
+    members = list(AlertMetric.objects.filter(alert=alert).select_related("series"))
+
+    def order(m: AlertMetric) -> tuple[int, int, int, float, int]:
+        effect = severity_rule.MetricEffect(
+            key=m.series_id,
+            metric=m.series.metric,
+            severity=m.severity,
+            pct_change=m.pct_change,
+            min_effect=m.min_effect,
+        )
+        return (0 if m.series_id == alert.series_id else 1, *severity_rule.headline_order(effect))
+
+    return [
+        {
+            "series": m.series,
+            "label": metric_label(m.series.metric),
+            "role": severity_rule.metric_role(m.series.metric),
+            "severity": m.severity,
+            "severity_label": Severity(m.severity).label,
+            "pct_change": m.pct_change,
+            "multiple": severity_rule.effect_multiple(pct_change=m.pct_change, min_effect=m.min_effect),
+            "before_mean": m.before_mean,
+            "after_mean": m.after_mean,
+            "unit": m.series.unit,
+            "headline": m.series_id == alert.series_id,
+            "reverted": m.reverted_at_run is not None,
+        }
+        for m in sorted(members, key=order)
+    ]
+
+
+def alerts_other_metrics(*, alerts: list[Alert]) -> dict[int, list[str]]:
+    """For each alert of a list page, the labels of the metrics its change moved besides the
+    headline (one query for the page)."""
+    headline = {a.pk: a.series_id for a in alerts}
+    others: dict[int, list[str]] = {}
+    rows = (
+        AlertMetric.objects.filter(alert_id__in=list(headline))
+        .order_by("alert_id", "id")
+        .values_list("alert_id", "series_id", "series__metric")
+    )
+    for alert_id, series_id, metric in rows:
+        if series_id != headline[alert_id]:
+            others.setdefault(alert_id, []).append(metric_label(metric))
+    return others

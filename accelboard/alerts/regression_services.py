@@ -9,12 +9,16 @@
    recorded, or the first bad run of an earlier change alert (an accepted change is the new
    level). An alert that reverted by itself is not a marker: its shifted results are hidden
    (NaN) so they neither form a baseline nor inflate the noise.
-4. Revert: an open or acknowledged change alert whose two newest results since the raise are
-   both nearer the old level than the new one is resolved by the detector (reason "reverted").
-   This covers the outlier flagged from its samples that went back and the later fix of a
-   regression.
-5. One alert per change: the dedupe key is ``bench:<series>:<first bad run>``. Regressions are
-   warnings (critical from 10%), improvements are info alerts (they move the baseline too).
+4. Revert: a metric of an open or acknowledged change alert whose two newest results since the
+   raise are both nearer the old level than the new one has reverted; the detector resolves the
+   alert (reason "reverted") once every metric it holds has. This covers the outlier flagged from
+   its samples that went back and the later fix of a regression.
+5. One alert per change: the metrics of one configuration (workload, hardware, count) that moved
+   at the same first bad run are one alert, dedupe key
+   ``bench:<kind>:<workload>:<accelerator>:<count>:<first bad run>``, with one ``AlertMetric``
+   per metric; its headline is its worst metric. Severity is ``severity.severity_for``: effect
+   size against the threshold and what the metric means to users (improvements are info alerts;
+   they move the baseline too).
 6. ``series_rescore`` re-segments a whole history offline (after a threshold change) and
    reports the change points the current settings see, without touching alerts.
 """
@@ -34,13 +38,13 @@ from accelboard.benchmarks.models import BenchmarkRun, MetricValue, Series
 from accelboard.importers.metrics import ACCURACY_PREFIX, metric_label
 
 from . import detection
-from .choices import AlertKind, AlertState, Severity
-from .models import Alert
+from . import severity as severity_rule
+from .choices import AlertKind, AlertState
+from .models import Alert, AlertMetric
 from .selectors import expected_change_runs, min_effect_for_series
-from .services import alert_raise, alert_resolve
+from .services import alert_metric_record, alert_raise, alert_resolve
 
 _LOCK_NAMESPACE = 0x41_4C  # "AL": advisory locks of the alerts app, keyed by series id
-_CRITICAL_PCT = 10.0
 # Runs whose repeated samples a per-run check reads: the detector's within-run estimate uses 40.
 _SAMPLES_TAIL = 60
 
@@ -93,26 +97,29 @@ def _history(series: Series, upto: BenchmarkRun | None, *, samples_tail: int | N
     return _History(run_ids=run_ids, values=np.array([r[1] for r in rows], dtype=float), samples=samples)
 
 
-def _change_alerts(series: Series) -> list[Alert]:
+def _change_alerts(series: Series) -> list[AlertMetric]:
+    """This series' part in every change alert that holds it (with the alert, in opening order)."""
     return list(
-        Alert.objects.filter(series=series, kind__in=[AlertKind.REGRESSION, AlertKind.IMPROVEMENT])
-        .exclude(first_run=None)
-        .order_by("opened_at", "id")
+        AlertMetric.objects.filter(
+            series=series, alert__kind__in=[AlertKind.REGRESSION, AlertKind.IMPROVEMENT]
+        )
+        .exclude(alert__first_run=None)
+        .select_related("alert")
+        .order_by("alert__opened_at", "alert_id")
     )
 
 
-def _baseline(h: _History, expected: list[int], alerts: list[Alert]) -> tuple[int, np.ndarray]:
+def _baseline(h: _History, expected: list[int], members: list[AlertMetric]) -> tuple[int, np.ndarray]:
     """Index where the baseline starts, and the values with reverted excursions hidden."""
     position: dict[int | None, int] = {run_id: i for i, run_id in enumerate(h.run_ids)}
     values = h.values.copy()
     markers = [position[r] for r in expected if r in position]
-    for alert in alerts:
-        start = position.get(alert.first_run_id)
+    for member in members:
+        start = position.get(member.alert.first_run_id)
         if start is None:
             continue
-        reverted_at = alert.detail.get("reverted_at_run")
-        if reverted_at is not None:
-            values[start : position.get(reverted_at, start)] = np.nan
+        if member.reverted_at_run is not None:
+            values[start : position.get(member.reverted_at_run, start)] = np.nan
         else:
             # Accepted, acknowledged, or even called a false alarm: the level did move there, and
             # re-testing the old baseline would only raise the same change again.
@@ -120,22 +127,33 @@ def _baseline(h: _History, expected: list[int], alerts: list[Alert]) -> tuple[in
     return (max(markers) if markers else 0), values
 
 
-def _revert_check(h: _History, alert: Alert) -> int | None:
+def _watched(member: AlertMetric) -> bool:
+    """Is this metric of an alert still watched for a revert? While the alert is open or
+    acknowledged, and after the detector resolved it (its other metrics may come back later)."""
+    if member.reverted_at_run is not None:
+        return False
+    alert = member.alert
+    return alert.state in (AlertState.OPEN, AlertState.ACKNOWLEDGED) or (
+        alert.state == AlertState.RESOLVED and alert.detail.get("reverted_at_run") is not None
+    )
+
+
+def _revert_check(h: _History, member: AlertMetric) -> int | None:
     """Run id where the values went back to the old level, if the two newest results say so."""
     position: dict[int | None, int] = {run_id: i for i, run_id in enumerate(h.run_ids)}
-    start = position.get(alert.first_run_id)
-    raised_at = position.get(alert.detail.get("checked_run"))
-    if start is None or raised_at is None or alert.before_mean is None or alert.after_mean is None:
+    start = position.get(member.alert.first_run_id)
+    raised_at = position.get(member.checked_run)
+    if start is None or raised_at is None or member.before_mean is None or member.after_mean is None:
         return None
     later = [i for i in range(raised_at + 1, len(h.values)) if math.isfinite(h.values[i])]
     if len(later) < 2:
         return None
     newest = later[-2:]
-    if all(abs(h.values[i] - alert.before_mean) < abs(h.values[i] - alert.after_mean) for i in newest):
+    if all(abs(h.values[i] - member.before_mean) < abs(h.values[i] - member.after_mean) for i in newest):
         # The revert began at the first of the run of results back near the old level.
         first = newest[0]
         for i in reversed(later[:-2]):
-            if abs(h.values[i] - alert.before_mean) < abs(h.values[i] - alert.after_mean):
+            if abs(h.values[i] - member.before_mean) < abs(h.values[i] - member.after_mean):
                 first = i
             else:
                 break
@@ -143,19 +161,50 @@ def _revert_check(h: _History, alert: Alert) -> int | None:
     return None
 
 
-def _is_return(alert: Alert, verdict: detection.Verdict) -> bool:
+def _revert(member: AlertMetric, run_id: int) -> bool:
+    """Record that this metric went back; resolve the alert once all its metrics have. True if
+    this resolved the alert."""
+    AlertMetric.objects.filter(pk=member.pk).update(reverted_at_run=run_id)
+    member.reverted_at_run = run_id
+    alert = member.alert
+    if alert.state not in (AlertState.OPEN, AlertState.ACKNOWLEDGED):
+        return False
+    if AlertMetric.objects.filter(alert=alert, reverted_at_run=None).exists():
+        return False
+    detail = {**alert.detail, "reverted_at_run": run_id}
+    Alert.objects.filter(pk=alert.pk).update(detail=detail)
+    alert.detail = detail
+    alert_resolve(alert=alert, reason="reverted", note="the values went back to the old level")
+    return True
+
+
+def _is_return(member: AlertMetric, verdict: detection.Verdict) -> bool:
     """Is ``verdict`` the way back of an open change alert (its new level nearer the old one)?"""
-    if alert.state not in (AlertState.OPEN, AlertState.ACKNOWLEDGED) or verdict.level_after is None:
+    if member.alert.state not in (AlertState.OPEN, AlertState.ACKNOWLEDGED) or verdict.level_after is None:
         return False
-    if alert.before_mean is None or alert.after_mean is None:
+    if member.before_mean is None or member.after_mean is None:
         return False
-    return abs(verdict.level_after - alert.before_mean) < abs(verdict.level_after - alert.after_mean)
+    return abs(verdict.level_after - member.before_mean) < abs(verdict.level_after - member.after_mean)
 
 
-def _title(series: Series, verdict: detection.Verdict) -> str:
-    word = "regressed" if verdict.kind == detection.REGRESSION else "improved"
-    pct = verdict.pct_change if verdict.pct_change is not None else math.nan
-    return f"{metric_label(series.metric)} {word} {pct:+.1f}% · {series.workload} · {series.accelerator_type or 'any'}"
+def _title(member: AlertMetric, others: int) -> str:
+    """ "Output tokens per second regressed -12.0% (and 2 more metrics) · workload · H100"."""
+    series = member.series
+    word = "regressed" if member.alert.kind == AlertKind.REGRESSION else "improved"
+    pct = member.pct_change if member.pct_change is not None else math.nan
+    more = f" (and {others} more metric{'s' if others != 1 else ''})" if others else ""
+    return (
+        f"{metric_label(series.metric)} {word} {pct:+.1f}%{more} · {series.workload} · "
+        f"{series.accelerator_type or 'any'}"
+    )
+
+
+def _change_key(series: Series, kind: str, first_run_id: int) -> str:
+    """The identity of one change: every metric of the configuration that moved at that run."""
+    return (
+        f"bench:{kind}:{series.workload_id}:{series.accelerator_type_id or '-'}:"
+        f"{series.accelerator_count}:{first_run_id}"
+    )
 
 
 @transaction.atomic
@@ -206,25 +255,22 @@ def _check_at(
     series: Series,
     h: _History,
     *,
-    alerts: list[Alert],
+    alerts: list[AlertMetric],
     expected: list[int],
     min_effect: float,
     opened_at: datetime | None = None,
 ) -> SeriesCheck:
-    """One check at the end of ``h``; ``alerts`` (the series' change alerts) is kept current."""
+    """One check at the end of ``h``; ``alerts`` (the series' part in its change alerts) is kept
+    current."""
     result = SeriesCheck(series_id=series.pk, verdict=detection.NONE, reason="no results")
     if not h.run_ids:
         return result
     checked_run = h.run_ids[-1]
-    for alert in alerts:
-        if alert.state in (AlertState.OPEN, AlertState.ACKNOWLEDGED):
-            reverted_at = _revert_check(h, alert)
-            if reverted_at is not None:
-                detail = {**alert.detail, "reverted_at_run": reverted_at}
-                Alert.objects.filter(pk=alert.pk).update(detail=detail)
-                alert.detail = detail
-                alert_resolve(alert=alert, reason="reverted", note="the values went back to the old level")
-                result.resolved.append(alert.pk)
+    for member in alerts:
+        if _watched(member):
+            reverted_at = _revert_check(h, member)
+            if reverted_at is not None and _revert(member, reverted_at):
+                result.resolved.append(member.alert_id)
     baseline, values = _baseline(h, expected, alerts)
     has_samples = any(s for s in h.samples)
     verdict = detection.check_latest(
@@ -241,7 +287,10 @@ def _check_at(
     if returning is not None:
         # Back towards the level before an open alert: a revert in the making (resolved once two
         # results confirm it), not a new change in the other direction.
-        result.verdict, result.reason = detection.NONE, f"returning to the level before alert #{returning.pk}"
+        result.verdict, result.reason = (
+            detection.NONE,
+            f"returning to the level before alert #{returning.alert_id}",
+        )
         return result
     first_run_id = h.run_ids[verdict.change_index]
     good = [i for i in range(verdict.change_index) if math.isfinite(values[i])]
@@ -249,39 +298,56 @@ def _check_at(
     runs = BenchmarkRun.objects.in_bulk([r for r in (first_run_id, last_good_id) if r is not None])
     first_run, last_good = runs[first_run_id], runs.get(last_good_id) if last_good_id else None
     regression = verdict.kind == detection.REGRESSION
-    pct = abs(verdict.pct_change or 0.0)
-    alert, created = alert_raise(
-        team=series.team,
-        kind=AlertKind.REGRESSION if regression else AlertKind.IMPROVEMENT,
-        severity=(Severity.CRITICAL if pct >= _CRITICAL_PCT else Severity.WARNING)
-        if regression
-        else Severity.INFO,
-        dedupe_key=f"bench:{series.pk}:{first_run_id}",
-        title=_title(series, verdict),
+    kind = AlertKind.REGRESSION if regression else AlertKind.IMPROVEMENT
+    severity = severity_rule.severity_for(
+        regression=regression, metric=series.metric, pct_change=verdict.pct_change, min_effect=min_effect
+    )
+    evidence = {
+        "before_mean": verdict.level_before,
+        "before_spread": verdict.spread_before,
+        "after_mean": verdict.level_after,
+        "after_spread": verdict.spread_after,
+        "pct_change": verdict.pct_change,
+        "confidence": verdict.confidence,
+    }
+    detail = _detail(
+        series, verdict, checked_run, first_run, last_good, min_effect, _change_runs(series, h, min_effect)
+    )
+    key = _change_key(series, kind, first_run_id)
+    # Another metric of the same change opened it already: this one joins it (the headline's
+    # evidence and detail stay the headline's).
+    alert = Alert.objects.filter(dedupe_key=key).first()
+    created = False
+    if alert is None:
+        alert, created = alert_raise(
+            team=series.team,
+            kind=kind,
+            severity=severity,
+            dedupe_key=key,
+            title=f"{metric_label(series.metric)} · {series.workload}",  # named by its headline below
+            series=series,
+            first_run=first_run,
+            last_good_run=last_good,
+            min_effect=min_effect,
+            detail=detail,
+            opened_at=opened_at,
+            **evidence,
+        )
+    member = alert_metric_record(
+        alert=alert,
         series=series,
-        first_run=first_run,
-        last_good_run=last_good,
-        before_mean=verdict.level_before,
-        before_spread=verdict.spread_before,
-        after_mean=verdict.level_after,
-        after_spread=verdict.spread_after,
-        pct_change=verdict.pct_change,
-        confidence=verdict.confidence,
+        severity=severity,
+        evidence=evidence,
         min_effect=min_effect,
-        detail=_detail(
-            series,
-            verdict,
-            checked_run,
-            first_run,
-            last_good,
-            min_effect,
-            _change_runs(series, h, min_effect),
-        ),
-        opened_at=opened_at,
+        checked_run=checked_run,
+        title=_title,
+        detail=detail,
     )
     if created:
         result.raised.append(alert.pk)
-        alerts.append(alert)
+    if member.alert_id == alert.pk and all(m.pk != member.pk for m in alerts):
+        member.alert = alert
+        alerts.append(member)
     return result
 
 

@@ -155,22 +155,28 @@ def _baseline_marks(
     (``levels.baseline_resolve``)."""
     resets: dict[int, datetime] = {}
     holds: dict[int, set[int]] = {}
+    # Every metric of a change alert (one change is one alert, ``AlertMetric`` per metric), and
+    # the alert's own series (an alert raised without metric rows).
+    wanted = set(series_ids)
     alerts = (
         Alert.objects.filter(
             Q(dismissed_reason=DismissReason.EXPECTED)
             | Q(kind=AlertKind.REGRESSION, state__in=[AlertState.OPEN, AlertState.ACKNOWLEDGED]),
-            series_id__in=series_ids,
+            Q(series_id__in=series_ids) | Q(metrics__series_id__in=series_ids),
             first_run__isnull=False,
             first_run__started_at__lte=before,
         )
-        .order_by("series_id", "-first_run__started_at")
-        .values_list("series_id", "first_run__started_at", "first_run_id", "dismissed_reason")
+        .order_by("-first_run__started_at", "pk")
+        .values_list(
+            "series_id", "metrics__series_id", "first_run__started_at", "first_run_id", "dismissed_reason"
+        )
     )
-    for series_id, started_at, first_run_id, reason in alerts:
-        if reason == DismissReason.EXPECTED:
-            resets.setdefault(series_id, started_at)
-        else:
-            holds.setdefault(series_id, set()).add(first_run_id)
+    for headline_id, member_id, started_at, first_run_id, reason in alerts:
+        for series_id in {headline_id, member_id} & wanted:
+            if reason == DismissReason.EXPECTED:
+                resets.setdefault(series_id, started_at)
+            else:
+                holds.setdefault(series_id, set()).add(first_run_id)
     return resets, holds
 
 

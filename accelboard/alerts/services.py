@@ -8,7 +8,10 @@
    was read in, so two people (or a person and the detector) cannot both move one alert. Each
    transition writes one AlertEvent. An impossible transition raises ``AlertTransitionError``
    with a sentence a page can show.
-3. New alerts are announced (``events.alerts_opened``) after the transaction commits; the
+3. A benchmark change that moved several metrics of one configuration at one run is one alert:
+   ``alert_metric_record`` adds each metric to it (one ``AlertMetric`` row each) and keeps the
+   alert's headline (series, evidence, severity, title) on its worst metric.
+4. New alerts are announced (``events.alerts_opened``) after the transaction commits; the
    notifications app reacts by mailing them.
 
 The per-run benchmark check (``regression_services``) and the production rules
@@ -21,14 +24,16 @@ import logging
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accelboard.benchmarks.models import BenchmarkRun, Series
 from accelboard.core.models import Team
 
+from . import severity as severity_rule
 from .choices import AlertState, DismissReason, ExpectedScope, Severity
 from .events import alerts_opened
-from .models import Alert, AlertEvent, ExpectedChange
+from .models import Alert, AlertEvent, AlertMetric, ExpectedChange
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +120,77 @@ def alert_raise(
                 for name, value in fresh.items():
                     setattr(alert, name, value)
     return alert, created
+
+
+def alert_metric_record(
+    *,
+    alert: Alert,
+    series: Series,
+    severity: str,
+    evidence: dict[str, float | None],
+    min_effect: float | None,
+    checked_run: int | None,
+    title: Any = None,
+    detail: dict[str, Any] | None = None,
+) -> AlertMetric:
+    """Add one metric's evidence to a change alert (or refresh it), then re-pick the headline.
+
+    ``title(member, others) -> str`` names the alert after its headline metric; ``detail`` is
+    this metric's detector detail, the alert's own once this metric is the headline. Safe to call twice: one row per (alert, series). A closed alert keeps its severity
+    and headline (people judged it as it was); the metric is still recorded, for the baseline.
+    """
+    with transaction.atomic():
+        member, created = AlertMetric.objects.get_or_create(
+            alert=alert,
+            series=series,
+            defaults={
+                "severity": severity,
+                "min_effect": min_effect,
+                "checked_run": checked_run,
+                **evidence,
+            },
+        )
+        active = Alert.objects.filter(pk=alert.pk, state__in=_ACTIVE).exists()
+        if not created and active:
+            fresh = {k: v for k, v in evidence.items() if v is not None}
+            AlertMetric.objects.filter(pk=member.pk).update(severity=severity, **fresh)
+            for name, value in {"severity": severity, **fresh}.items():
+                setattr(member, name, value)
+        if active:
+            _headline_sync(alert=alert, title=title, detail={series.pk: detail} if detail else {})
+    return member
+
+
+def _headline_sync(*, alert: Alert, title: Any, detail: dict[int, dict[str, Any]]) -> None:
+    """Point the alert at its worst metric: series, evidence, severity and title follow it."""
+    members = list(AlertMetric.objects.filter(alert=alert).select_related("series"))
+    head = severity_rule.worst(
+        severity_rule.MetricEffect(
+            key=m.series_id,
+            metric=m.series.metric,
+            severity=m.severity,
+            pct_change=m.pct_change,
+            min_effect=m.min_effect,
+        )
+        for m in members
+    )
+    if head is None:
+        return
+    top = next(m for m in members if m.series_id == head.key)
+    fields: dict[str, Any] = {
+        "series": top.series,
+        "severity": top.severity,
+        "min_effect": top.min_effect,
+        **{name: getattr(top, name) for name in _EVIDENCE},
+    }
+    if title is not None:
+        fields["title"] = str(title(top, len(members) - 1))[:300]
+    merged = {**alert.detail, **detail.get(top.series_id, {})}
+    merged.update({"metric": top.series.metric, "unit": top.series.unit, "direction": top.series.direction})
+    fields["detail"] = merged
+    Alert.objects.filter(pk=alert.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(alert, name, value)
 
 
 def _transition(
@@ -204,7 +280,7 @@ def alert_mark_expected(
 ) -> Alert:
     """Dismiss as expected and record an ExpectedChange that restarts the baseline at the change.
 
-    ``scope="series"`` marks the alert's series; ``scope="run"`` every series with a result in
+    ``scope="series"`` marks the alert's series (each metric the change moved); ``scope="run"`` every series with a result in
     the alert's first bad run (one commit that moved fifty series is marked once).
     """
     if scope not in ExpectedScope.values:
@@ -225,7 +301,10 @@ def alert_mark_expected(
                 .distinct()
             )
         else:
-            series_ids = [series_id]
+            # The alert's change, every metric it holds (the headline's series at least).
+            series_ids = sorted(
+                {series_id, *AlertMetric.objects.filter(alert=alert).values_list("series_id", flat=True)}
+            )
         now = timezone.now()
         ExpectedChange.objects.bulk_create(
             [
@@ -245,9 +324,12 @@ def alert_mark_expected(
         )
         if scope == ExpectedScope.RUN:
             # The same commit's other open alerts are the same intended change: close them too.
-            siblings = Alert.objects.filter(
-                first_run_id=alert.first_run_id, series_id__in=series_ids, state__in=_ACTIVE
-            ).exclude(pk=alert.pk)
+            siblings = (
+                Alert.objects.filter(first_run_id=alert.first_run_id, state__in=_ACTIVE)
+                .filter(Q(series_id__in=series_ids) | Q(metrics__series_id__in=series_ids))
+                .exclude(pk=alert.pk)
+                .distinct()
+            )
             for sibling in siblings:
                 try:
                     alert_dismiss(alert=sibling, user=user, reason=DismissReason.EXPECTED, note=note)

@@ -665,6 +665,18 @@ class PointOut(Schema):
         return str(point.run.uuid)
 
 
+class AlertMetricOut(Schema):
+    """One metric a change moved (a change alert holds every metric of its configuration that
+    moved at the same run; the alert's own figures are its headline metric's)."""
+
+    series_id: int
+    metric: str
+    severity: str
+    pct_change: float | None
+    before_mean: float | None
+    after_mean: float | None
+
+
 class AlertOut(Schema):
     id: int
     kind: str
@@ -679,7 +691,22 @@ class AlertOut(Schema):
     after_mean: float | None
     pct_change: float | None
     confidence: float | None
+    metrics: list[AlertMetricOut]
 
     @staticmethod
     def resolve_host(alert: Any) -> str | None:
         return alert.host.hostname if alert.host else None
+
+    @staticmethod
+    def resolve_metrics(alert: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "series_id": m.series_id,
+                "metric": m.series.metric,
+                "severity": m.severity,
+                "pct_change": m.pct_change,
+                "before_mean": m.before_mean,
+                "after_mean": m.after_mean,
+            }
+            for m in alert.metrics.all()
+        ]

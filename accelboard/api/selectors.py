@@ -57,4 +57,9 @@ def series_points(*, series: Series) -> QuerySet[MetricValue]:
 
 
 def alert_list(*, scope: Scope) -> QuerySet[Alert]:
-    return Alert.objects.visible_to(scope).select_related("host").order_by("-opened_at", "-id")
+    return (
+        Alert.objects.visible_to(scope)
+        .select_related("host")
+        .prefetch_related("metrics__series")
+        .order_by("-opened_at", "-id")
+    )

@@ -30,7 +30,8 @@ class DismissForm(forms.Form):
 
 
 class ExpectedForm(forms.Form):
-    SCOPES = [("series", "this series only"), ("run", "every series of the first bad run")]
+    # "series": the series this alert holds (one change is one alert: each metric it moved).
+    SCOPES = [("series", "this alert's series only"), ("run", "every series of the first bad run")]
     scope = forms.ChoiceField(choices=SCOPES, initial="series", widget=forms.RadioSelect)
     note = forms.CharField(
         required=False,

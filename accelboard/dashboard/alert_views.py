@@ -45,6 +45,7 @@ from accelboard.alerts.services import (
     alert_resolve,
     alerts_bulk_triage,
 )
+from accelboard.alerts.severity import SEVERITY_DEFINITION, SIGNAL_SEVERITY_DEFINITION
 from accelboard.core.access import Action, request_scope
 from accelboard.core.numbers import sig
 from accelboard.drift.alert_selectors import drift_alert_signal
@@ -102,6 +103,7 @@ def _list_context(
         for key in ("page", "state"):
             state_query.pop(key, None)
         counts = page_selectors.alert_state_counts(filterset=filterset)
+        others = page_selectors.alerts_other_metrics(alerts=list(page.object_list))
         context.update(
             page=page,
             rows=[
@@ -109,9 +111,12 @@ def _list_context(
                     "alert": a,
                     "can_triage": scope.can(Action.TRIAGE, a.team_id),
                     "confidence": _confidence(a.confidence),
+                    "other_metrics": others.get(a.pk, []),
                 }
                 for a in page.object_list
             ],
+            severity_definition=SEVERITY_DEFINITION,
+            signal_severity_definition=SIGNAL_SEVERITY_DEFINITION,
             filtered=filterset.is_active,
             query=query.urlencode(),
             state_query=state_query.urlencode(),
@@ -240,6 +245,9 @@ def _detail_context(
             run_a_id=alert.last_good_run_id, run_b_id=alert.first_run_id, scope=request_scope(request)
         ),
         "events": page_selectors.alert_events(alert=alert),
+        "metric_rows": page_selectors.alert_metric_rows(alert=alert),
+        "severity_definition": SEVERITY_DEFINITION,
+        "signal_severity_definition": SIGNAL_SEVERITY_DEFINITION,
         "marks": marks,
         "evidence": _evidence(detail),
         "signal": drift_alert_signal(alert=alert)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 
 from accelboard.alerts.choices import DismissReason
@@ -160,7 +161,9 @@ def series_histories(*, series_ids: list[int], scope: Scope) -> list[SeriesHisto
             history.run_ids.append(run_id)
             history.commits.append(commit or "")
 
-    alerts = Alert.objects.filter(series_id__in=series_ids).values(
+    # One change is one alert: a grouped alert is drawn on each of its series, with that series'
+    # own change (one row per alert and metric it holds; none for an alert without metrics).
+    alerts = Alert.objects.filter(Q(series_id__in=series_ids) | Q(metrics__series_id__in=series_ids)).values(
         "id",
         "series_id",
         "title",
@@ -172,15 +175,31 @@ def series_histories(*, series_ids: list[int], scope: Scope) -> list[SeriesHisto
         "dismissed_reason",
         "first_run_id",
         "first_run__started_at",
+        "metrics__series_id",
+        "metrics__pct_change",
+        "metrics__reverted_at_run",
         reverted_at_run=KeyTextTransform("reverted_at_run", "detail"),
     )
-    for alert in alerts.order_by("opened_at"):
+    drawn: set[tuple[int, int]] = set()
+    for alert_row in alerts.order_by("opened_at", "id"):
         # A change a person marked expected shows as its ExpectedChange annotation, not as an alert.
-        if alert["dismissed_reason"] != DismissReason.EXPECTED:
-            reverted = str(alert["reverted_at_run"] or "")
-            entry: dict[str, Any] = dict(alert)
-            entry["reverted_at_run"] = int(reverted) if reverted.isdigit() else None
-            histories[alert["series_id"]].alerts.append(entry)
+        if alert_row["dismissed_reason"] == DismissReason.EXPECTED:
+            continue
+        alert: dict[str, Any] = {k: v for k, v in alert_row.items() if not k.startswith("metrics__")}
+        reverted = str(alert_row["reverted_at_run"] or "")
+        alert["reverted_at_run"] = int(reverted) if reverted.isdigit() else None
+        if alert_row["metrics__series_id"] is not None:
+            # This series' own change and its own way back (one metric of a change may revert
+            # before the others).
+            alert.update(
+                series_id=alert_row["metrics__series_id"],
+                pct_change=alert_row["metrics__pct_change"],
+                reverted_at_run=alert_row["metrics__reverted_at_run"],
+            )
+        key = (alert["id"], alert["series_id"])
+        if alert["series_id"] in histories and key not in drawn:
+            drawn.add(key)
+            histories[alert["series_id"]].alerts.append(alert)
 
     changes = (
         ExpectedChange.objects.filter(series_id__in=series_ids)

@@ -75,6 +75,8 @@ class AlertFacts:
     compare_url: str = ""
     host: str = ""
     detail: Mapping[str, Any] = field(default_factory=dict)
+    # The other metrics one change moved (a grouped change alert): "p50 latency +5.0%".
+    other_metrics: tuple[str, ...] = ()
 
     @property
     def commit(self) -> str:
@@ -283,6 +285,8 @@ def _series_rows(facts: AlertFacts) -> list[Row]:
         if confidence:
             text += f", confidence {confidence}"
         rows.append(Row("Change", text))
+    if facts.other_metrics:
+        rows.append(Row("Also moved", ", ".join(facts.other_metrics)))
     before = level_text(facts.before_mean, facts.before_spread, facts.unit)
     if before:
         rows.append(Row("Before", before))

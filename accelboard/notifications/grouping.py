@@ -2,7 +2,8 @@
 
 1. For each (user, alert) pair, the user's subscriptions that match the alert are found: a team
    subscription matches every alert of the team, a kind subscription the alerts of that kind in
-   its team, a series subscription the alerts of that series. Alerts opened before the
+   its team, a series subscription the alerts of that series (one change is one alert: an alert
+   holding several metrics matches each of their series). Alerts opened before the
    subscription was created do not match (subscribing is not a backlog).
 2. Of the matches the most specific wins (series > kind > team) and its mode decides: a pair whose
    winner is in another mode than the one being planned is left for that mode's pass, so an alert
@@ -39,7 +40,7 @@ class SubscriptionRef:
         if alert.team_id != self.team_id or alert.opened_at < self.created_at:
             return False
         if self.series_id is not None:
-            return alert.series_id == self.series_id
+            return alert.series_id == self.series_id or self.series_id in alert.other_series
         if self.kind:
             return alert.kind == self.kind
         return True
@@ -53,6 +54,8 @@ class AlertRef:
     kind: str
     opened_at: datetime
     commit: str = ""
+    # The other series a grouped change alert holds: a series subscription matches those too.
+    other_series: frozenset[int] = frozenset()
 
 
 @dataclass

@@ -22,7 +22,7 @@ from accelboard.core.models import Team
 from accelboard.importers.metrics import metric_label
 
 from . import links
-from .content import AlertFacts, RunFacts
+from .content import AlertFacts, RunFacts, change_text
 from .models import Delivery, OutboxMessage, Subscription
 from .simulated_ci import MetricTemplate, RunTemplate
 
@@ -79,7 +79,8 @@ def delivery_list_for_user(*, user: Any, limit: int = 20) -> list[Delivery]:
 
 
 def alerts_for_email(*, alert_ids: list[int], open_only: bool = True) -> list[Alert]:
-    """The alerts of one email with everything ``alert_facts`` reads, in one query."""
+    """The alerts of one email with everything ``alert_facts`` reads, in two queries (the
+    alerts, and the metrics each change moved)."""
     alerts = Alert.objects.filter(pk__in=alert_ids)
     if open_only:
         alerts = alerts.filter(state="open")
@@ -91,7 +92,9 @@ def alerts_for_email(*, alert_ids: list[int], open_only: bool = True) -> list[Al
             "series__accelerator_type",
             "first_run",
             "last_good_run",
-        ).order_by("opened_at", "pk")
+        )
+        .prefetch_related("metrics__series")
+        .order_by("opened_at", "pk")
     )
 
 
@@ -157,6 +160,11 @@ def alert_facts(*, alert: Alert) -> AlertFacts:
         else "",
         host=alert.host.hostname if alert.host_id and alert.host else "",
         detail=detail,
+        other_metrics=tuple(
+            f"{metric_label(m.series.metric)} {change_text(m.pct_change) if m.pct_change is not None else ''}".strip()
+            for m in alert.metrics.all()
+            if m.series_id != alert.series_id
+        ),
     )
 
 

@@ -34,7 +34,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from accelboard.alerts.choices import AlertState, DismissReason
-from accelboard.alerts.models import Alert
+from accelboard.alerts.models import Alert, AlertMetric
 from accelboard.alerts.services import AlertTransitionError, alert_acknowledge, alert_dismiss
 from accelboard.benchmarks.models import Series
 from accelboard.core.access import Action, can, scope_for_user
@@ -165,6 +165,11 @@ def deliveries_plan(*, mode: str, now: datetime | None = None, settle: timedelta
                 "user_id", "alert_id"
             )
         )
+        held: dict[int, set[int]] = {}
+        for alert_id, series_id in AlertMetric.objects.filter(
+            alert_id__in=[a.pk for a in alerts]
+        ).values_list("alert_id", "series_id"):
+            held.setdefault(alert_id, set()).add(series_id)
         day = timezone.localdate(now).isoformat()
         groups = plan_groups(
             subscriptions=[
@@ -179,6 +184,7 @@ def deliveries_plan(*, mode: str, now: datetime | None = None, settle: timedelta
                     a.kind,
                     a.opened_at,
                     a.first_run.git_commit if a.first_run else "",
+                    frozenset(held.get(a.pk, set()) - {a.series_id}),
                 )
                 for a in alerts
             ],

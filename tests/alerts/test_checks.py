@@ -49,7 +49,7 @@ def test_it_opens_one_alert_for_a_sustained_step_with_its_evidence(team: Any) ->
     assert alert.confidence > 0.999
     assert alert.min_effect == 0.02
     assert alert.detail["commit_range"] == [runs[19].git_commit, runs[20].git_commit]
-    assert alert.dedupe_key == f"bench:{alert.series_id}:{runs[20].pk}"
+    assert alert.dedupe_key == f"bench:regression:{alert.series.workload_id}:-:1:{runs[20].pk}"
     assert "regressed -10" in alert.title or "regressed -9" in alert.title
     assert alert.title.startswith("Output tokens per second regressed")  # the label, not the key
 

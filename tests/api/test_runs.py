@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from accelboard.alerts.models import Alert, AlertMetric
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue, Series
 from accelboard.fleet.models import Host
-from tests.factories import accelerator_type_create, alert_create, host_create
+from tests.factories import accelerator_type_create, alert_create, host_create, run_create
 
 from .conftest import post_json, row_counts, run_payload
 
@@ -231,6 +232,21 @@ def test_it_lists_alerts_by_state_and_kind(
     alert_create(team=other_team, state="open", kind="regression")
     assert _get(client, "/api/v1/alerts", read_token).json()["count"] == 3
     assert _get(client, "/api/v1/alerts", read_token, state="open", kind="regression").json()["count"] == 1
+
+
+def test_an_alert_lists_every_metric_its_change_moved(client: Client, team: Any, read_token: str) -> None:
+    run = run_create(team=team)
+    p99 = run.metrics.get(name="latency_p99_ms").series
+    throughput = run.metrics.get(name="throughput_tokens_per_s").series
+    alert = alert_create(team=team, severity="critical")
+    Alert.objects.filter(pk=alert.pk).update(series=p99, first_run=run)
+    AlertMetric.objects.create(alert=alert, series=p99, severity="critical", pct_change=21.0)
+    AlertMetric.objects.create(alert=alert, series=throughput, severity="warning", pct_change=-6.0)
+    (item,) = _get(client, "/api/v1/alerts", read_token).json()["items"]
+    assert sorted((m["metric"], m["severity"], m["pct_change"]) for m in item["metrics"]) == [
+        ("latency_p99_ms", "critical", 21.0),
+        ("throughput_tokens_per_s", "warning", -6.0),
+    ]
 
 
 def test_it_refuses_reads_to_ingest_tokens_and_strangers(

@@ -92,3 +92,15 @@ def test_it_holds_back_a_commit_whose_newest_alert_is_too_fresh() -> None:
         hold_after=T0 + timedelta(hours=1, minutes=30),
     )
     assert held == []  # alert 2 of commit abc is fresh: alert 1 waits for it
+
+
+def test_a_series_subscription_matches_a_change_alert_that_holds_its_series() -> None:
+    # One change is one alert: p99 (series 10) heads it, p50 (series 11) is one of its metrics.
+    grouped = AlertRef(1, 1, 10, "regression", T0 + timedelta(hours=1), "abc", frozenset({11}))
+    groups = deliveries_plan(
+        subscriptions=[sub(1, 7, series=11), sub(2, 8, series=12)],
+        alerts=[grouped],
+        delivered=set(),
+        mode="immediate",
+    )
+    assert [(g.user_id, g.alert_ids) for g in groups] == [(7, [1])]
