@@ -51,9 +51,13 @@ def _band(
             }
         )
     label = (
-        f"{name}: {numbers.sig(mean, digits=4)}"
-        + (f" ± {numbers.spread(spread)}" if spread else "")
-        + f" {unit}"
+        f"{name}: {numbers.level_text(mean, spread or None, unit)}"
+        if unit == "bytes"
+        else (
+            f"{name}: {numbers.sig(mean, digits=4)}"
+            + (f" ± {numbers.spread(spread)}" if spread else "")
+            + f" {unit}"
+        )
     )
     traces.append(
         {
@@ -104,7 +108,7 @@ def alert_series_figure(
             "line": {"color": LINE, "width": 1.2},
             "marker": {"size": 5, "color": LINE},
             "customdata": [[(p.get("git_commit") or "")[:10], p["run_id"]] for p in points],
-            "hovertemplate": "%{y:,.4g} " + unit + "<br>run %{customdata[1]} · commit %{customdata[0]}"
+            "hovertemplate": "%{y:,.4~r} " + unit + "<br>run %{customdata[1]} · commit %{customdata[0]}"
             "<extra></extra>",
         }
     ]

@@ -21,6 +21,7 @@ import numpy as np
 
 from accelboard.alerts.baseline import robust_sigma
 from accelboard.alerts.detection import DEFAULT_MIN_EFFECT, ChangePoint, segment
+from accelboard.core import numbers
 
 PALETTE = ["#2563eb", "#9333ea", "#0891b2", "#d97706", "#4b5563", "#db2777", "#65a30d", "#7c3aed"]
 WORSE = "#dc2626"
@@ -58,9 +59,12 @@ class TrendInput:
     min_effect: float | None = None
 
 
-def _readable(value: float, digits: int) -> str:
-    """``digits`` significant digits, but whole numbers in full: 15,770 rather than 1.577e+04."""
-    return f"{value:,.0f}" if abs(value) >= 10**digits else f"{value:,.{digits}g}"
+def _level_text(level: float, spread: float, unit: str) -> str:
+    """The baseline as the alert page writes a level (``core.numbers``: never e-notation, bytes
+    in binary units): four significant digits ± two."""
+    if unit == "bytes":
+        return numbers.level_text(level, spread, unit)
+    return f"{numbers.sig(level, digits=4)} ± {numbers.sig(spread, digits=2)} {unit}"
 
 
 def change_points(values: Sequence[float], *, direction: str, min_effect: float | None) -> list[ChangePoint]:
@@ -147,7 +151,7 @@ def trend_figure(
                 "line": {"color": colour, "width": 1.6},
                 "marker": {"size": 5, "color": colour},
                 "customdata": [c[:10] for c in item.commits],
-                "hovertemplate": "%{y:,.4g} "
+                "hovertemplate": "%{y:,.4~r} "
                 + unit
                 + "<br>commit %{customdata}<extra>"
                 + item.label
@@ -183,7 +187,7 @@ def trend_figure(
                     "y": [baseline.level * factor, baseline.level * factor],
                     "yaxis": yaxis,
                     "line": {"color": colour, "width": 1, "dash": "dot"},
-                    "hovertemplate": "baseline %{y:,.4g} " + unit + "<extra></extra>",
+                    "hovertemplate": "baseline %{y:,.4~r} " + unit + "<extra></extra>",
                     "showlegend": False,
                     "meta": {"role": "baseline-level", "series": position},
                 }
@@ -292,9 +296,7 @@ def trend_figure(
                     for cp in cps
                 ],
                 "baseline": baseline,
-                "baseline_text": f"{_readable(baseline.level, 4)} ± {_readable(baseline.spread, 2)} {item.unit}"
-                if baseline
-                else "",
+                "baseline_text": _level_text(baseline.level, baseline.spread, item.unit) if baseline else "",
                 "baseline_since": item.times[baseline.start_index] if baseline else None,
             }
         )
