@@ -149,8 +149,9 @@ def test_it_keeps_the_overview_query_count_flat(
     client = login_client(lead)
     # session + user, visible teams, the rollup frame, four KPI counts, the cost days and their
     # exchange rates, the spend series and its rates, two mover lists, the saturation aggregate,
-    # the throttling aggregate and the GPUs' live state: nothing per host, GPU, day or alert.
-    with django_assert_max_num_queries(17):
+    # the throttling and busy aggregates and the GPUs' live state: nothing per host, GPU, day or
+    # alert.
+    with django_assert_max_num_queries(18):
         response = client.get(reverse("dashboard:overview"))
     assert response.status_code == 200
     assert response.context["summary"]["gpus"] == 24

@@ -21,7 +21,12 @@ from accelboard.core.access import Scope
 from accelboard.costs.periods import month_comparison, trailing_comparison
 from accelboard.costs.selectors import cost_daily_series, cost_days_totals
 from accelboard.fleet.models import Accelerator, Host
-from accelboard.fleet.selectors import fleet_busy, fleet_throttling, fleet_utilisation_hourly
+from accelboard.fleet.selectors import (
+    fleet_busy,
+    fleet_throttling,
+    fleet_utilisation_hourly,
+    gpu_live_figures,
+)
 
 
 def overview_summary(*, scope: Scope, now: datetime | None = None) -> dict[str, Any]:
@@ -171,16 +176,18 @@ def overview_saturation(*, scope: Scope, now: datetime, hours: int = 24) -> dict
         cursor.execute(sql, params)
         gpus, memory = cursor.fetchone()
 
+    live = gpu_live_figures(scope=scope)  # the GPUs' newest samples, read once for both figures
+
     def share(count: int) -> float | None:
         return count / gpus * 100 if gpus else None
 
     return {
         "hours": hours,
         "gpus": gpus,
-        "busy": fleet_busy(scope=scope, now=now, hours=hours),
+        "busy": fleet_busy(scope=scope, now=now, hours=hours, live=live),
         "memory": memory,
         "memory_pct": share(memory),
-        "throttling": fleet_throttling(scope=scope, now=now, hours=hours),
+        "throttling": fleet_throttling(scope=scope, now=now, hours=hours, live=live),
     }
 
 

@@ -512,6 +512,20 @@ def is_busy(util: float | None) -> bool:
     return util is not None and math.isfinite(util) and math.floor(util + 0.5) >= BUSY_UTIL_PCT
 
 
+def gpu_live_figures(*, scope: Scope) -> list[dict[str, Any]]:
+    """The visible GPUs' newest samples as ``fleet_throttling`` and ``fleet_busy`` read them
+    (``has_state``, ``throttled``, ``gpu_util``): one query for both figures."""
+    states = [s for s in Accelerator.objects.visible_to(scope).values_list("last_state", flat=True) if s]
+    return [
+        {
+            "has_state": True,
+            "throttled": bool(throttle_reason_names(s.get("throttle_reasons"))),
+            "gpu_util": _number(s.get("gpu_util")),
+        }
+        for s in states
+    ]
+
+
 def fleet_busy(
     *, scope: Scope, now: datetime, hours: int = 24, live: Sequence[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
