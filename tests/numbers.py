@@ -7,13 +7,18 @@ What is a problem:
 
 1. **Unreadable numbers** in page text: e-notation (``1.2e-05``), float noise
    (``73233.09340000003``), more than four significant decimals (``0.830808``; ``0.001902`` has
-   four), and byte counts shown raw (``76,339,878,590 bytes``).
+   four), past two decimals more than four significant digits in all (``6.3927 USD/h``,
+   ``30.3262 J``; money's cents, ``47,139.74``, are two decimals), byte counts shown raw
+   (``76,339,878,590 bytes``, ``76,403,379,358 ± 123,338,559 bytes``), and p-values written out
+   to many leading zeros (``p 0.0000006948``; ``< 0.001`` says it).
 2. **Tables**: a column holding more than one unit (``5.2 GiB`` above ``812 MiB``), or numbers
    written with different decimals (``0.0312`` above ``0.001902``), except in a table whose rows
    are different quantities (``data-rows-differ``: a run's metrics, each with its own unit column,
    where bytes in GiB sit below tokens/s);
    a totals row (``<tfoot>`` cells marked ``data-sum``) that is not the sum of the column.
-3. **Charts**: a figure with no trace holding data, an axis titled in raw bytes, a treemap whose
+3. **Charts**: a figure with no trace holding data, an axis titled in raw bytes, a hover text or
+   axis format that writes e-notation (d3's ``g``/``e``: ``%{y:,.4g}`` shows ``1.2e-5``) or more
+   than two fixed decimals (``%{y:,.3f}``; ``,.4~r`` keeps four significant digits), a treemap whose
    parent is not the sum of its children (Plotly then draws nothing), a chart declared to sum to a
    card (``layout.meta.sums_to``) that does not.
 4. **Changes**: a percentage change (``data-change``) between periods not equally covered by
@@ -40,7 +45,8 @@ from typing import Any
 # A number as pages write it: an optional sign, thousands separators or none, optional decimals.
 # Not part of a word (``p99``, ``sm90``, a commit hash) nor of a dotted version (``550.54.15``).
 NUMBER = re.compile(r"(?<![\w.,\-−])([-+−]?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w]|[.,]\d)")
-E_NOTATION = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?[eE][-+]?\d+(?![\w.])")
+# Not a group of a UUID ("GPU-db25de8f-56e8-446f-..."): a hyphen before it is no minus sign.
+E_NOTATION = re.compile(r"(?<![\w.\-])[-+]?\d+(?:\.\d+)?[eE][-+]?\d+(?![\w.\-])")
 # A run of zeros or nines after a significant digit: what binary floats leave (0.1 + 0.2).
 FLOAT_NOISE = re.compile(r"\d\.0*[1-9]\d*?(?:0{5,}[1-9]|9{5,})")
 # "1 runs", "1 GPUs": a count of one with a plural noun (a template without ``pluralize``).
@@ -49,13 +55,28 @@ ONE_PLURAL = re.compile(
     r"teams|minutes|hours|weeks|months|instances|jobs|pods|tokens|commits|models|variants|evaluations)\b"
 )
 RAW_BYTES = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d{4,})\s*(?:bytes|B)\b")
+# A level in raw bytes before its spread: "76,403,379,358 ± 123,338,559 bytes" (a million and up).
+RAW_BYTES_LEVEL = re.compile(
+    r"(?<![\w.,])(?:\d{1,3}(?:,\d{3}){2,}|\d{7,})(?:\.\d+)?\s*±\s*[\d,.]+\s*(?:bytes|B)\b"
+)
+# A p-value written out past 0.001 ("p 0.0000006948", "p-value: 0.00012", "p = 0.0003").
+LONG_P_VALUE = re.compile(r"\bp(?:-value)?\s*[=:]?\s*(0\.000\d+)")
 MAX_SIGNIFICANT_DECIMALS = 4
+# Past two decimals (money's cents), at most this many significant digits in all.
+MAX_SIGNIFICANT_DIGITS = 4
 DASHES = {"", "—", "-", "–", "n/a"}
 
 
 def significant_decimals(decimals: str) -> int:
     """Digits after the point once its leading zeros are dropped: "0012" -> 2, "830808" -> 6."""
     return len(decimals.lstrip("0"))
+
+
+def significant_digits(whole: str, decimals: str) -> int:
+    """Significant digits of a number as written: "30", "3262" -> 6; "0", "001902" -> 4. Zeros
+    that pad a column's decimals ("40.9700" beside "0.0680") add none."""
+    digits = (whole.replace(",", "") + decimals.rstrip("0")).lstrip("0")
+    return len(digits)
 
 
 def text_problems(text: str, *, where: str = "") -> list[str]:
@@ -73,8 +94,17 @@ def text_problems(text: str, *, where: str = "") -> list[str]:
                 f"{prefix}{match.group(0)!r} has more than {MAX_SIGNIFICANT_DECIMALS} significant "
                 f"decimals in {_around(text, match)!r}"
             )
+        elif len(decimals) > 2 and significant_digits(match.group(2), decimals) > MAX_SIGNIFICANT_DIGITS:
+            found.append(
+                f"{prefix}{match.group(0)!r} has more than {MAX_SIGNIFICANT_DIGITS} significant "
+                f"digits past two decimals in {_around(text, match)!r}"
+            )
     for match in RAW_BYTES.finditer(text):
         found.append(f"{prefix}bytes shown raw: {_around(text, match)!r}")
+    for match in RAW_BYTES_LEVEL.finditer(text):
+        found.append(f"{prefix}a level of bytes shown raw: {_around(text, match)!r}")
+    for match in LONG_P_VALUE.finditer(text):
+        found.append(f"{prefix}a p-value written to many leading zeros: {_around(text, match)!r}")
     for match in ONE_PLURAL.finditer(text):
         found.append(f"{prefix}a plural after one: {_around(text, match)!r}")
     return sorted(set(found))
@@ -147,7 +177,7 @@ def table_problems(table: Mapping[str, Any], *, where: str = "") -> list[str]:
     """One unit and one number format per column; totals rows that add up (rule 2).
 
     ``table``: ``{"name", "headers": [str], "rows": [[str]], "foot": [[str]], "sums": [[bool]],
-    "rows_differ": bool}`` (``foot``/``sums``: the totals rows and which of their cells are sums).
+    "rows_differ": bool, "per_value": [bool]}`` (``per_value``: columns written value by value) (``foot``/``sums``: the totals rows and which of their cells are sums).
     """
     found: list[str] = []
     name = table.get("name") or "table"
@@ -158,11 +188,27 @@ def table_problems(table: Mapping[str, Any], *, where: str = "") -> list[str]:
     for index in range(width):
         header = headers[index] if index < len(headers) else f"column {index + 1}"
         cells = [row[index].strip() for row in rows if index < len(row) and row[index].strip() not in DASHES]
+        if re.search(r"\bp-value\b", header, re.IGNORECASE):
+            # A p-value column: below 0.001 it says "< 0.001" (core.numbers.p_value).
+            found += [
+                f"{prefix} column {header!r}: p-value {cell!r} written to many leading zeros"
+                for cell in cells
+                if re.search(r"(?<![\d.])0\.000\d", cell)
+            ]
         numeric = [cell for cell in cells if _numeric(cell)]
         if not numeric or len(numeric) < len(cells):
             continue  # a text column, or one mixing text and numbers (labels): nothing to compare
         if table.get("rows_differ"):
             continue  # each row its own quantity, its unit in a column of its own
+        per_value = list(table.get("per_value") or [])
+        if index < len(per_value) and per_value[index]:
+            # A column that says its values are written one by one (``data-precision="value"``:
+            # too far apart in size for one format within the rules): one unit still.
+            if len({_template(cell) for cell in numeric}) > 1:
+                found.append(
+                    f"{prefix} column {header!r} mixes units {sorted({_template(c) for c in numeric})}"
+                )
+            continue
         units = sorted({_template(cell) for cell in numeric})
         if len(units) > 1:
             found.append(f"{prefix} column {header!r} mixes units {units}")
@@ -266,6 +312,7 @@ def figure_problems(
         text = title.get("text", "") if isinstance(title, Mapping) else str(title or "")
         if re.search(r"\bbytes\b|\(B\)", text):
             found.append(f"{prefix} axis {key} is in raw bytes ({text!r})")
+    found += _format_problems(figure, prefix)
     for trace in data:
         if trace.get("type") == "treemap" and trace.get("branchvalues") == "total":
             found += _treemap_problems(trace, prefix)
@@ -335,6 +382,36 @@ def level_problems(data: Sequence[Mapping[str, Any]], *, prefix: str = "") -> li
                 f"{prefix} series {position}: the baseline runs over the regressed level drawn apart"
             )
     return found
+
+
+# A d3 number format in a Plotly template ("%{y:,.4g}") or an axis' tickformat.
+TEMPLATE_FORMAT = re.compile(r"%\{[^}:|]+:([^}]*)\}")
+BAD_FORMAT = re.compile(r"(?:^|[^~])[eg]$|\.([3-9]|\d\d)f$")
+
+
+def _format_problems(figure: Mapping[str, Any], prefix: str) -> list[str]:
+    """Hover texts and axis formats that write numbers against the rules (rule 3)."""
+    specs: set[str] = set()
+
+    def walk(node: Any, key: str = "") -> None:
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                walk(v, str(k))
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key)
+        elif isinstance(node, str):
+            if key in ("hovertemplate", "texttemplate"):
+                specs.update(TEMPLATE_FORMAT.findall(node))
+            elif key in ("tickformat", "hoverformat") and node:
+                specs.add(node)
+
+    walk({"data": figure.get("data") or [], "layout": figure.get("layout") or {}})
+    return [
+        f"{prefix} formats numbers as {spec!r} (e-notation or more than two fixed decimals)"
+        for spec in sorted(specs)
+        if BAD_FORMAT.search(spec)
+    ]
 
 
 def _treemap_problems(trace: Mapping[str, Any], prefix: str) -> list[str]:

@@ -14,6 +14,13 @@ def test_it_finds_unreadable_numbers_in_page_text() -> None:
         "Peak memory 76,339,878,590 bytes": "bytes shown raw",
         "Llama-3.1-8B · Offline 1 runs": "a plural after one",
         "Would need 1 GPUs.": "a plural after one",
+        # The issue's own examples (#33, class 13), as the pages wrote them.
+        "GPU price 6.3927 USD/h": "significant digits past two decimals",
+        "Energy per request 30.3262 J": "significant digits past two decimals",
+        "Before 76,403,379,358 ± 123,338,559 bytes": "a level of bytes shown raw",
+        "After 1234567.5 ± 812 B": "a level of bytes shown raw",
+        "p-value 0.0000006948 significant": "many leading zeros",
+        "Welch's t test, p = 0.00012": "many leading zeros",
     }
     for text, kind in bad.items():
         found = numbers.text_problems(text)
@@ -24,7 +31,8 @@ def test_it_passes_numbers_as_pages_should_write_them() -> None:
     text = (
         "Spend 1,401.50 USD | 0.001902 USD per 1M | +3.2 % | 71.1 GiB | Llama-3.1-8B | "
         "driver 550.54.15 / CUDA 12.4 | p99 | sm90_xmma_gemm | commit 3b0193b95d80 | 2026-12-01 02:36 UTC | "
-        "1 run | 11 runs | 0.1 days | 21 GPUs"
+        "1 run | 11 runs | 0.1 days | 21 GPUs | 6.39 USD/h | 6.393 | 30.3 J | 4,890.12 tok/s | "
+        "47,139.74 USD | 19,056.6 | 0.7087 | 71.2 GiB ± 118 MiB | p-value < 0.001 | p = 0.012 | 0.000012 USD"
     )
     assert numbers.text_problems(text) == []
 
@@ -225,3 +233,46 @@ def test_it_finds_breakdowns_of_one_report_that_add_up_to_different_totals() -> 
     assert numbers.same_totals_problems(totals, where="report") == [
         "report: 'Spend on a stale price' differs between breakdowns: by_team 26.00, by_model 0.00"
     ]
+
+
+def test_it_finds_a_p_value_column_written_to_many_leading_zeros() -> None:
+    table = {
+        "headers": ["Metric", "p-value"],
+        "rows": [["p99", "0.0000006948 significant"], ["mean", "0.35"]],
+        "rows_differ": True,
+    }
+    found = " ".join(numbers.table_problems(table))
+    assert "'p-value': p-value '0.0000006948 significant'" in found
+    table["rows"] = [["p99", "< 0.001 significant"], ["mean", "0.35"]]
+    assert numbers.table_problems(table) == []
+
+
+def test_it_finds_a_chart_format_that_writes_e_notation_or_long_decimals() -> None:
+    def figure(template: str, tickformat: str = ",.0f") -> dict:
+        return {
+            "id": "c",
+            "data": [{"type": "scatter", "y": [1.0, 2.0], "hovertemplate": template}],
+            "layout": {"yaxis": {"tickformat": tickformat}},
+        }
+
+    # What the trends, run and alert charts wrote (#33): ".4g" shows 7.64e+10 for bytes.
+    assert "e-notation" in " ".join(numbers.figure_problems(figure("%{y:,.4g} W<extra></extra>")))
+    assert "e-notation" in " ".join(numbers.figure_problems(figure("%{y:,.3f} ms")))
+    assert numbers.figure_problems(figure("%{y:,.3f} ms", tickformat="")) != []
+    assert numbers.figure_problems(figure("%{x|%Y-%m-%d}<br>%{y:,.4~r} W", tickformat=",.2f")) == []
+    assert numbers.figure_problems(figure("%{y:.2f}% loss", tickformat=",~r")) == []
+
+
+def test_it_lets_a_column_written_value_by_value_mix_decimals_but_not_units() -> None:
+    table = {
+        "headers": ["Run", "Energy"],
+        "rows": [["a", "0.0066"], ["b", "112.9"]],
+        "per_value": [False, True],
+    }
+    assert numbers.table_problems(table) == []
+    table["rows"] = [["a", "0.0066 J"], ["b", "112.9 kJ"]]
+    assert "mixes units" in " ".join(numbers.table_problems(table))
+    table["per_value"] = []
+    assert "mixes number formats" in " ".join(
+        numbers.table_problems({**table, "rows": [["a", "0.0066"], ["b", "112.9"]]})
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -148,9 +149,10 @@ def test_it_keeps_the_overview_query_count_flat(
     client = login_client(lead)
     # session + user, visible teams, the rollup frame, two KPI counts, the cost days and their
     # exchange rates, the spend series and its rates, two mover lists, the saturation aggregate,
-    # the throttling aggregate and the hosts' and GPUs' live state (the hosts and GPUs cards are
-    # counted from it, as on the hosts page): nothing per host, GPU, day or alert.
-    with django_assert_max_num_queries(17):
+    # the throttling and busy aggregates and the hosts' and GPUs' live state (the hosts and GPUs
+    # cards, the throttled and busy GPUs now are counted from it, as on the hosts page): nothing
+    # per host, GPU, day or alert.
+    with django_assert_max_num_queries(18):
         response = client.get(reverse("dashboard:overview"))
     assert response.status_code == 200
     assert response.context["summary"]["gpus"] == 24
@@ -297,11 +299,51 @@ def test_it_measures_fleet_saturation_from_the_last_day_of_rollups(
     factories.telemetry_days_load(gpus=calm, days=1, interval_s=600, util_mean=40.0, seed=3)
     response = login_client(lead).get(reverse("dashboard:overview"))
     saturation = response.context["saturation"]
-    # One of four GPUs averaged above 90%; memory sits at 50% of total, nothing throttled.
-    assert (saturation["gpus"], saturation["busy"], saturation["memory"]) == (4, 1, 0)
+    # One of four GPUs was busy most of the day: its busy hours' share of the GPU-time (under a
+    # quarter: a few of its hours average below 90%); memory sits at 50% of total, nothing throttled.
+    from django.db.models import Sum
+
+    from accelboard.fleet.models import TelemetryRollup
+
+    assert (saturation["gpus"], saturation["memory"]) == (4, 0)
     assert saturation["throttling"]["share_pct"] == 0.0 and saturation["throttling"]["now"] == 0
-    assert saturation["busy_pct"] == pytest.approx(25.0)
-    assert 'data-sat="busy">25%<' in response.content.decode()
+    hours = TelemetryRollup.objects.filter(width_s=3600, bucket__gte=datetime.now(UTC) - timedelta(hours=24))
+    every = hours.aggregate(n=Sum("gpu_util_samples"))["n"]
+    busy = hours.filter(gpu_util_avg__gte=89.5).aggregate(n=Sum("gpu_util_samples"))["n"]
+    assert saturation["busy"]["share_pct"] == pytest.approx(100.0 * busy / every)
+    assert 15.0 < saturation["busy"]["share_pct"] <= 25.0
+    assert f'data-sat="busy">{saturation["busy"]["share_pct"]:.0f}%<' in response.content.decode()
+
+
+def test_it_counts_busy_gpus_as_the_hosts_page_shows_their_utilisation(
+    login_client: Any, lead: Any, team: Any
+) -> None:
+    # The demo's overview said "0% above 90% busy" while the hosts page showed GPUs at 90-97%: it
+    # counted GPUs whose 24-h mean was "> 90". One definition (fleet.selectors.is_busy): a GPU
+    # shown at 90% or more is busy, now by its newest sample, and both pages count it so.
+    from django.utils.html import escape
+
+    from accelboard.fleet.models import Accelerator
+    from accelboard.fleet.selectors import BUSY_DEFINITION, is_busy
+
+    factories.accelerator_type_from(factories.H100)
+    _, gpus = factories.host_create(team=team, gpus=5)
+    factories.telemetry_days_load(gpus=gpus, days=1, interval_s=600, util_mean=70.0)
+    for gpu, util in zip(gpus, (91.0, 95.0, 90.0, 89.6, 89.4), strict=True):
+        Accelerator.objects.filter(pk=gpu.pk).update(last_state={"gpu_util": util, "power_w": 300.0})
+    client = login_client(lead)
+    overview = client.get(reverse("dashboard:overview"))
+    busy = overview.context["saturation"]["busy"]
+    # 89.6 reads "90%" on the hosts page: busy; 89.4 reads "89%": not.
+    assert (busy["now"], busy["reporting"]) == (4, 5)
+    assert [is_busy(u) for u in (90.0, 89.5, 89.49, None)] == [True, True, False, False]
+    html = overview.content.decode()
+    assert 'data-sat="busy-now">4<' in html and escape(BUSY_DEFINITION) in html
+    hosts = client.get(reverse("fleet:hosts")).content.decode()
+    assert 'data-busy="now">4<' in hosts
+    shown = [int(v) for v in re.findall(r'data-metric="util">.*?<span class="num">(\d+)%', hosts)]
+    assert sorted(shown) == [89, 90, 90, 91, 95]
+    assert sum(1 for v in shown if v >= 90) == busy["now"]
 
 
 def test_it_shows_a_finance_member_every_teams_spend_as_on_the_cost_report(

@@ -66,11 +66,12 @@ def _band(*, name: str, span: LevelSpan, colour: str, unit: str) -> list[dict[st
                 "meta": {"role": f"{name}-band"},
             }
         )
-    label = (
-        f"{name}: {numbers.sig(mean, digits=4)}"
-        + (f" ± {numbers.spread(spread)}" if spread else "")
-        + f" {unit} (median of {span.count} result{'' if span.count == 1 else 's'})"
+    level = (
+        numbers.level_text(mean, spread or None, unit)
+        if unit == "bytes"
+        else numbers.sig(mean, digits=4) + (f" ± {numbers.spread(spread)}" if spread else "") + f" {unit}"
     )
+    label = f"{name}: {level} (median of {span.count} result{'' if span.count == 1 else 's'})"
     traces.append(
         {
             "type": "scatter",
@@ -120,7 +121,7 @@ def alert_series_figure(
             "line": {"color": LINE, "width": 1.2},
             "marker": {"size": 5, "color": LINE},
             "customdata": [[(p.get("git_commit") or "")[:10], p["run_id"]] for p in points],
-            "hovertemplate": "%{y:,.4g} " + unit + "<br>run %{customdata[1]} · commit %{customdata[0]}"
+            "hovertemplate": "%{y:,.4~r} " + unit + "<br>run %{customdata[1]} · commit %{customdata[0]}"
             "<extra></extra>",
             "meta": {"role": "series"},
         }

@@ -97,6 +97,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from accelboard.core import numbers
+
 from . import segmentation
 from .baseline import MAD_EFFICIENCY, MAD_TO_SIGMA, Baseline, baseline_estimate, robust_sigma
 
@@ -276,7 +278,7 @@ def _samples_check(
     test = stats.mannwhitneyu(newest, before, alternative="greater" if shift > 0 else "less")
     p = float(test.pvalue)
     if p > alpha:
-        return _none(f"samples do not differ (Mann-Whitney p={p:.3g})")
+        return _none(f"samples do not differ (Mann-Whitney {numbers.p_value_text(p)})")
     # Ranks alone say "different", not "by how much": with a few runs checked per series, p < 0.002
     # happens by chance. The mean shift must also stand out of the runs' own spread at the main
     # check's false-alarm rate (Welch-like z on pooled robust spreads).
@@ -286,7 +288,9 @@ def _samples_check(
             spread * math.sqrt(1 / len(newest) + 1 / len(before))
         )
         if z < _t_isf(alpha_z, max(1.0, df)):
-            return _none(f"newest run's samples differ (Mann-Whitney p={p:.3g}) but by only {z:.1f} sigma")
+            return _none(
+                f"newest run's samples differ (Mann-Whitney {numbers.p_value_text(p)}) but by only {z:.1f} sigma"
+            )
     if _relative(level_before, shift) < min_effect:
         return _none("shift below the minimum effect")
     return Verdict(
@@ -299,7 +303,7 @@ def _samples_check(
         pct_change=_pct(level_before, level_after),
         confidence=1.0 - p,
         results_after=1,
-        reason=f"newest run's samples differ from the previous runs' (Mann-Whitney p={p:.3g})",
+        reason=f"newest run's samples differ from the previous runs' (Mann-Whitney {numbers.p_value_text(p)})",
     )
 
 

@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from accelboard.core import numbers
+
 MEMORY_FRACTION = 0.95
 THROTTLE_FRACTION = 0.5
 DEFAULT_MIN_BUCKETS = 5
@@ -146,7 +148,7 @@ def decode_speed_drop(
         value=now,
         threshold=before * (1 - min_drop),
         reason=f"decode speed {now:.1f} tok/s per stream, {drop:.0%} below the {before:.1f} tok/s "
-        f"the reference window ran at this load ({load:.3g} requests/s)",
+        f"the reference window ran at this load ({numbers.sig(load, digits=3)} requests/s)",
         detail={"reference_tokens_per_s": before, "drop": drop, "load_requests_per_s": load},
         pct_change=-drop * 100,
         confidence=sum(v <= before * (1 - min_drop) for _, v in now_pts) / len(now_pts),
@@ -210,7 +212,8 @@ def energy_per_token_rise(
         since=since,
         value=now,
         threshold=before * (1 + min_rise),
-        reason=f"{now:.4f} J/token, {rise:.0%} above the {before:.4f} J/token the reference window "
+        reason=f"{numbers.sig(now, digits=3)} J/token, {rise:.0%} above the {numbers.sig(before, digits=3)} J/token "
+        "the reference window "
         f"spent at this load ({rate:,.0f} tokens/s)",
         detail={"reference_j_per_token": before, "rise": rise, "load_tokens_per_s": rate},
         pct_change=rise * 100,

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from accelboard.core import numbers
 from accelboard.core.charts import TIME_AXIS_MARGIN_R
 
 from .charts import _FONT, _iso, _note, _vline
@@ -46,7 +47,7 @@ def _layout(*, title: str, y_title: str, x_title: str) -> dict[str, Any]:
 
 
 def _hline(*, x0: str, x1: str, y: float, name: str, colour: str, unit: str) -> dict[str, Any]:
-    label = f"{name}: {y:,.4g} {unit}".strip()
+    label = f"{name}: {numbers.sig(y, digits=4)} {unit}".strip()
     return {
         "type": "scatter",
         "x": [x0, x1],
@@ -79,7 +80,7 @@ def signal_figure(
             "name": label,
             "line": {"color": SIGNAL, "width": 1.3},
             "marker": {"size": 4, "color": SIGNAL},
-            "hovertemplate": "%{x|%Y-%m-%d %H:%M}<br>%{y:,.4g} " + unit + "<extra></extra>",
+            "hovertemplate": "%{x|%Y-%m-%d %H:%M}<br>%{y:,.4~r} " + unit + "<extra></extra>",
         }
     ]
     layout = _layout(title=label, y_title=f"{label} ({unit})" if unit else label, x_title="Time (UTC)")
@@ -152,7 +153,7 @@ def _date(value: Any) -> str:
 
 def _num(value: Any, unit: str = "") -> str:
     if isinstance(value, int | float):
-        return f"{value:,.4g} {unit}".strip()
+        return f"{numbers.sig(value, digits=4)} {unit}".strip()
     return str(value)
 
 
@@ -173,17 +174,20 @@ _FIELDS: dict[str, tuple[str, Any]] = {
     "trend_t": ("Trend strength", lambda v: f"t = {v:.1f}"),
     "value": ("Latest accuracy", _num),
     "reference_value": ("Reference accuracy", _num),
-    "ratio": ("Latest / reference", lambda v: f"{v:.4f}"),
+    # The ratio the loss is (the same days, the same median: drift.computation.level_ratio).
+    "ratio": ("Ratio to the reference now", lambda v: f"{v:.4f}"),
+    "over_since": ("Over budget since", _date),
+    "detected_at": ("Detected by the check", _date),
     "measured_at": ("Latest result", _date),
     "as_of": ("First caught", _date),
     "points": ("Result pairs", _num),
     "since": ("Since", _date),
-    "reference_j_per_token": ("Reference at this load", lambda v: f"{v:.4f} J/token"),
+    "reference_j_per_token": ("Reference at this load", lambda v: f"{numbers.sig(v, digits=3)} J/token"),
     "reference_tokens_per_s": ("Reference at this load", lambda v: f"{v:.1f} tok/s per stream"),
     "rise": ("Rise", lambda v: f"{v * 100:+.0f}%"),
     "drop": ("Drop", lambda v: f"{v * 100:.0f}%"),
     "load_tokens_per_s": ("Load now", lambda v: f"{v:,.0f} tokens/s"),
-    "load_requests_per_s": ("Load now", lambda v: f"{v:.3g} requests/s"),
+    "load_requests_per_s": ("Load now", lambda v: f"{numbers.sig(v, digits=3)} requests/s"),
     "intervals_above": ("Intervals over the limit", _num),
     "intervals": ("Intervals in the window", _num),
     "counter": ("Counter", str),

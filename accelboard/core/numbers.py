@@ -7,7 +7,9 @@ The rules:
 
 1. Never e-notation, never float noise: a value is rounded to what it is written with.
 2. At most four significant decimals (``0.7087``, ``0.001902``, ``0.000012``): run-to-run noise
-   is larger than the fifth, and a long tail of digits hides the figure.
+   is larger than the fifth, and a long tail of digits hides the figure. Past two decimals a
+   figure has at most four significant digits in all (``6.393``, ``30.33``, never ``6.3927``
+   or ``30.3262``); from 10 up it carries two decimals at most (``4,890.12``, ``19,056.6``).
 3. One format per column: a table column is written with one number of decimals
    (``column_decimals``), enough for the smallest value in it to keep three significant digits.
 4. Bytes are never shown raw: ``bytes_text`` writes GiB (or MiB/KiB for small values), and a
@@ -16,7 +18,14 @@ The rules:
    column needs (rule 3).
 6. A spread (the ± beside a level) has three significant digits (``spread``): it is itself an
    estimate, good to a few per cent; the alert chart's legend, the alert page and the emails
-   write it alike ("± 62.4", never "± 62.4314").
+   write it alike ("± 62.4", never "± 62.4314"); a level of bytes and its spread each in a
+   binary unit (``level_text``: "71.2 GiB ± 118 MiB", never "76,403,379,358 ± 123,338,559 bytes").
+7. Prices per hour (and other rates of money) carry cents, and three significant digits below
+   one unit (``money_rate``: "6.39 USD/h", "0.253", "0.049"), never "6.3927".
+8. Energy has three significant digits in a unit that scales (``energy_text``: "30.3 J",
+   "4.12 kJ", "1.35 MJ", "12.4 kWh"), never "30.3262 J".
+9. A p-value has two significant digits, and below 0.001 is written "< 0.001" (``p_value``):
+   nobody reads 0.0000006948, and the test's assumptions do not hold that far out.
 """
 
 from __future__ import annotations
@@ -46,12 +55,15 @@ def finite(value: Any) -> float | None:
 
 def sig_decimals(number: float, digits: int = SIGNIFICANT_DIGITS) -> int:
     """Decimals that write ``number`` with ``digits`` significant digits, but never more than
-    four significant decimals (rule 2): 19056.63 -> 1, 0.708716 -> 4, 0.0000123 -> 8."""
+    four significant decimals nor, past two decimals, four significant digits in all (rule 2):
+    19056.63 -> 1, 50.2695 -> 2, 6.3927 -> 3, 0.708716 -> 4, 0.0000123 -> 8."""
     if number == 0:
         return 0
     exponent = math.floor(math.log10(abs(number)))
     if exponent >= 0:
-        return max(0, min(digits - 1 - exponent, MAX_SIGNIFICANT_DECIMALS))
+        # Past two decimals, four significant digits in all (rule 2): 6.393, 30.33, 4,890.12.
+        most = 3 if exponent == 0 else 2
+        return max(0, min(digits - 1 - exponent, most))
     # -exponent - 1 zeros after the point before the first significant digit.
     return -exponent - 1 + min(digits, MAX_SIGNIFICANT_DECIMALS)
 
@@ -96,6 +108,16 @@ def column_decimals(values: Iterable[Any], *, significant: int = 3, most: int = 
     return max(0, min(significant - 1 - exponent, most))
 
 
+def column_fits(values: Iterable[Any], decimals: int) -> bool:
+    """Whether one number of decimals writes every value of a column within rule 2: two decimals
+    at most, or no value past four significant digits. A column spanning 0.0066 to 112.918 does
+    not ("112.9180"): it is written value by value (``sig(v, digits=4)``) and says so."""
+    if decimals <= 2:
+        return True
+    largest = max((abs(n) for n in (finite(v) for v in values) if n), default=0.0)
+    return largest == 0 or math.floor(math.log10(largest)) + 1 + decimals <= 4
+
+
 def fixed(value: Any, decimals: int, sign: str = "") -> str:
     """``value`` with exactly ``decimals`` decimals and thousands separators (a column's format)."""
     number = finite(value)
@@ -133,11 +155,80 @@ def bytes_unit(values: Iterable[Any]) -> tuple[str, int]:
     return "B", 1
 
 
-def bytes_text(value: Any, unit: tuple[str, int] | None = None) -> str:
+def bytes_text(value: Any, unit: tuple[str, int] | None = None, digits: int = 4) -> str:
     """A byte count in a binary unit: ``71.1 GiB`` (never ``76,339,878,590 bytes``)."""
     number = finite(value)
     if number is None:
         return DASH
     name, size = unit or bytes_unit([number])
     scaled = number / size
-    return f"{sig(scaled, digits=4 if size > 1 else 6)} {name}"
+    return f"{sig(scaled, digits=digits if size > 1 else 6)} {name}"
+
+
+def level_text(mean: Any, spread_value: Any, unit: str) -> str:
+    """A level and its spread in ``unit`` (rule 6): "4,655.19 ± 62.4 ms"; bytes each in a binary
+    unit ("71.2 GiB ± 118 MiB"); "" without a level."""
+    if finite(mean) is None:
+        return ""
+    if unit == "bytes":
+        text = bytes_text(mean)
+        if finite(spread_value) is not None:
+            text += f" ± {bytes_text(spread_value, digits=SPREAD_DIGITS)}"
+        return text
+    text = sig(mean)
+    if finite(spread_value) is not None:
+        text += f" ± {spread(spread_value)}"
+    return f"{text} {unit}".rstrip()
+
+
+MONEY_RATE_DIGITS = 3
+
+
+def money_rate(value: Any) -> str:
+    """A price per hour or per unit (rule 7): cents from one up ("6.39", "1,234.50"), three
+    significant digits below (``0.2525`` -> "0.253", ``0.049`` -> "0.049", ``0.8`` -> "0.80")."""
+    number = finite(value)
+    if number is None:
+        return DASH
+    if number == 0 or abs(number) >= 1:
+        return f"{number:,.2f}"
+    exponent = math.floor(math.log10(abs(number)))
+    text = f"{number:,.{-exponent - 1 + MONEY_RATE_DIGITS}f}".rstrip("0")
+    whole, _, decimals = text.partition(".")
+    return f"{whole}.{decimals.ljust(2, '0')}"
+
+
+ENERGY_DIGITS = 3
+ENERGY_UNITS = (("kWh", 3.6e6 * 10), ("MJ", 1e6), ("kJ", 1e3))
+
+
+def energy_text(joules: Any) -> str:
+    """Energy in joules written in a unit that scales, three significant digits (rule 8):
+    30.3262 -> "30.3 J", 4120 -> "4.12 kJ", 1.35e6 -> "1.35 MJ", 4.46e7 -> "12.4 kWh"."""
+    number = finite(joules)
+    if number is None:
+        return DASH
+    for name, size in ENERGY_UNITS:
+        if abs(number) >= size:
+            scale = 3.6e6 if name == "kWh" else size
+            return f"{sig(number / scale, digits=ENERGY_DIGITS)} {name}"
+    return f"{sig(number, digits=ENERGY_DIGITS)} J"
+
+
+P_VALUE_FLOOR = 0.001
+
+
+def p_value(value: Any) -> str:
+    """A p-value (rule 9): two significant digits ("0.012", "0.35"), "< 0.001" below 0.001."""
+    number = finite(value)
+    if number is None:
+        return DASH
+    if number < P_VALUE_FLOOR:
+        return f"< {P_VALUE_FLOOR:g}"
+    return sig(number, digits=2)
+
+
+def p_value_text(value: Any) -> str:
+    """A p-value in a sentence (rule 9): "p = 0.012", "p < 0.001"."""
+    text = p_value(value)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from accelboard.core import numbers
+
 CSV_CONTENT_TYPE = "text/csv; charset=utf-8"
 XLSX_CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 FORMATS = ("csv", "xlsx")
@@ -113,13 +115,14 @@ class ExportTable:
     def page_rows(self) -> list[dict[str, Any]]:
         """Rows as the page shows them: formatted cells, and the row's drill-down link if any."""
         columns = self.page_columns()
+        decimals = self.rate_decimals()
         return [
             {
                 "link": row.get("_link"),
                 "stale": bool(row.get("price_stale") or row.get("stale")),
                 "cells": [
                     {
-                        "text": cell_format(row.get(column.key), column.kind),
+                        "text": cell_format(row.get(column.key), column.kind, decimals.get(column.key)),
                         "kind": column.kind,
                         "change": row.get("_change") if column.kind == "change" else None,
                     }
@@ -129,6 +132,14 @@ class ExportTable:
             for row in self.rows
         ]
 
+    def rate_decimals(self) -> dict[str, int]:
+        """Each rate column's one number of decimals on the page (exports keep every digit)."""
+        return {
+            column.key: rate_decimals([row.get(column.key) for row in self.rows])
+            for column in self.columns
+            if column.kind == "rate"
+        }
+
     def page_totals(self) -> list[dict[str, Any]] | None:
         """The totals row's cells as the page shows them (``sum``: the cell is a column's sum)."""
         totals = self.totals_row()
@@ -136,7 +147,7 @@ class ExportTable:
             return None
         return [
             {
-                "text": cell_format(totals.get(column.key), column.kind)
+                "text": cell_format(totals.get(column.key), column.kind, self.rate_decimals().get(column.key))
                 if totals.get(column.key) is not None
                 else "",
                 "kind": column.kind,
@@ -149,8 +160,19 @@ class ExportTable:
         ]
 
 
-def cell_format(value: Any, kind: str) -> str:
-    """How the page writes a value: thousands separators, fixed decimals per unit, "—" for a gap."""
+RATE_DECIMALS = 4
+
+
+def rate_decimals(values: Any) -> int:
+    """One number of decimals for a column of prices per hour or per kWh (``core.numbers`` rules
+    3 and 7): cents at least, enough for its smallest price to keep two significant digits, four
+    at most ("40.97" and "0.068" both readable; never "6.3927" beside "5.1212")."""
+    return max(2, numbers.column_decimals(values, significant=2, most=RATE_DECIMALS))
+
+
+def cell_format(value: Any, kind: str, decimals: int | None = None) -> str:
+    """How the page writes a value: thousands separators, fixed decimals per unit, "—" for a gap;
+    ``decimals``: the column's own (a rate column, ``rate_decimals``)."""
     if value is None or value == "":
         return "—"
     if kind == "flag":
@@ -158,7 +180,7 @@ def cell_format(value: Any, kind: str) -> str:
     if kind == "money":
         return f"{float(value):,.2f}"
     if kind == "rate":
-        return f"{float(value):,.4f}"
+        return f"{float(value):,.{RATE_DECIMALS if decimals is None else decimals}f}"
     if kind in ("hours", "kwh", "kg"):
         return f"{float(value):,.1f}"
     if kind in ("pct", "change"):

@@ -38,6 +38,7 @@ from accelboard.benchmarks.configurations import (
     RunFigures,
     config_points_build,
 )
+from accelboard.core import numbers
 
 __all__ = [
     "LAST_N_RUNS",
@@ -172,13 +173,13 @@ class Recommendation:
         if self.best is not None:
             return (
                 f"{self.best.label} meets p99 ≤ {self.p99_target_ms:g} ms{floor} at the lowest cost: "
-                f"{self.best.total_cost_per_1m:.4g} {self.currency} per 1M {_per(self.best)} "
-                f"(p99 {self.best.p99_ms:.4g} ms)."
+                f"{numbers.sig(self.best.total_cost_per_1m, digits=4)} {self.currency} per 1M {_per(self.best)} "
+                f"(p99 {numbers.sig(self.best.p99_ms, digits=4)} ms)."
             )
         if self.fastest is not None:
             return (
                 f"Nothing meets {self.p99_target_ms:g} ms{floor}; the fastest is {self.fastest.label} "
-                f"at {self.fastest.p99_ms:.4g} ms."
+                f"at {numbers.sig(self.fastest.p99_ms, digits=4)} ms."
             )
         return f"No configuration{floor} has both a p99 latency and a cost to rank."
 

@@ -70,7 +70,7 @@ def pareto_figure(
                     "size": 12,
                     "line": {"color": "#ffffff", "width": 1},
                 },
-                "hovertemplate": "%{text}<br>p99 %{x:.4g} ms<br>%{y:.4g} " + currency + "<extra></extra>",
+                "hovertemplate": "%{text}<br>p99 %{x:,.4~r} ms<br>%{y:,.4~r} " + currency + "<extra></extra>",
             }
         )
     best = sorted(
@@ -154,7 +154,7 @@ def sweep_figure(*, sweeps: Sequence[Sweep], throughput_unit: str) -> dict[str, 
                     "dash": dashes[variants.index(first.variant) % len(dashes)],
                 },
                 "marker": {"size": 7},
-                "hovertemplate": "%{text}<br>p99 %{x:.4g} ms<br>%{y:,.4g} "
+                "hovertemplate": "%{text}<br>p99 %{x:,.4~r} ms<br>%{y:,.4~r} "
                 + throughput_unit
                 + "<extra>"
                 + sweep.label

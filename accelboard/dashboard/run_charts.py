@@ -45,7 +45,7 @@ def metric_history_figure(
             "line": {"color": LINE, "width": 1.5},
             "marker": {"size": 5},
             "customdata": [(p.get("run__git_commit") or "")[:10] for p in points],
-            "hovertemplate": "%{y:,.4g} " + unit + "<br>commit %{customdata}<extra></extra>",
+            "hovertemplate": "%{y:,.4~r} " + unit + "<br>commit %{customdata}<extra></extra>",
         }
     ]
     current = [p for p in points if p["run_id"] == run_id]
@@ -58,7 +58,7 @@ def metric_history_figure(
                 "mode": "markers",
                 "name": "this run",
                 "marker": {"color": HIGHLIGHT, "size": 9},
-                "hovertemplate": "this run: %{y:,.4g} " + unit + "<extra></extra>",
+                "hovertemplate": "this run: %{y:,.4~r} " + unit + "<extra></extra>",
             }
         )
     better = "higher is better" if direction == "higher" else "lower is better"

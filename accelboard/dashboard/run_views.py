@@ -35,7 +35,7 @@ from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.benchmarks.upload_services import RunRead, UploadExpired, upload_load
 from accelboard.core.access import Action, request_scope
 from accelboard.core.middleware import SignedInRequest
-from accelboard.core.numbers import column_decimals, display_unit, fixed
+from accelboard.core.numbers import column_decimals, column_fits, display_unit, fixed, sig
 from accelboard.core.selectors import team_list_visible
 from accelboard.costs.selectors import run_cost_summary
 from accelboard.fleet import charts as fleet_charts
@@ -96,13 +96,17 @@ def _metric_columns(
         unit = next((u for u in units if u), "")
         shown, scale = display_unit(unit)
         values = [cells[run.pk][name]["value"] / scale for run in runs if name in cells.get(run.pk, {})]
+        decimals = column_decimals(values, significant=3, most=4)
         columns.append(
             {
                 "name": name,
                 "label": metric_label(name),
                 "unit": shown,
                 "scale": scale,
-                "decimals": column_decimals(values, significant=3, most=4),
+                "decimals": decimals,
+                # A column too wide in magnitude for one format within the rules ("112.9180"
+                # beside "0.0066") is written value by value, four significant digits each.
+                "per_value": not column_fits(values, decimals),
             }
         )
     return columns
@@ -148,7 +152,11 @@ def run_list(request: HttpRequest) -> HttpResponse:
         {
             "run": run,
             "metrics": [
-                fixed(cells[run.pk][c["name"]]["value"] / c["scale"], c["decimals"])
+                (
+                    sig(cells[run.pk][c["name"]]["value"] / c["scale"], digits=4)
+                    if c["per_value"]
+                    else fixed(cells[run.pk][c["name"]]["value"] / c["scale"], c["decimals"])
+                )
                 if c["name"] in cells.get(run.pk, {})
                 else "—"
                 for c in columns

@@ -21,7 +21,7 @@ from accelboard.core.access import Scope
 from accelboard.costs.periods import month_comparison, trailing_comparison
 from accelboard.costs.selectors import cost_daily_series, cost_days_totals
 from accelboard.fleet.models import Accelerator, Host
-from accelboard.fleet.selectors import fleet_live, fleet_throttling, fleet_utilisation_hourly
+from accelboard.fleet.selectors import fleet_busy, fleet_live, fleet_throttling, fleet_utilisation_hourly
 
 
 def overview_summary(
@@ -150,16 +150,16 @@ def overview_movers(*, scope: Scope, now: datetime, days: int = 7, limit: int = 
     }
 
 
-# Thresholds of "saturated": a GPU busy above 90% of the time, memory above 95% of its total.
-SATURATED_UTIL_PCT = 90.0
+# Threshold of memory pressure: memory above 95% of its total. "Busy" is ``fleet.selectors``'s
+# (``fleet_busy``), one definition with the hosts page.
 MEMORY_PRESSURE = 0.95
 
 
 def overview_saturation(
     *, scope: Scope, now: datetime, hours: int = 24, live: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
-    """Per GPU over the last ``hours`` (hour rollups): the share of GPUs whose mean utilisation was
-    above 90% and whose memory peaked above 95% of its total; throttling as the hosts page shows
+    """Per GPU over the last ``hours`` (hour rollups): the share of GPUs whose memory peaked above
+    95% of its total; busy GPUs (now, and the share of GPU-time) and throttling as the hosts page shows
     it (``fleet.selectors.fleet_throttling``: the share of GPU-time slowed for power or heat, and
     the GPUs throttled now), not "any GPU with one power-cap sample", which read as 100%.
     ``gpus`` are the GPUs that reported in the window; the "now" figures count live GPUs only
@@ -169,7 +169,6 @@ def overview_saturation(
     sql = f"""
         WITH per_gpu AS (
             SELECT r.accelerator_id,
-                   sum(r.gpu_util_avg * r.gpu_util_samples) / nullif(sum(r.gpu_util_samples), 0) AS util,
                    max(r.mem_used_max_bytes::float8 / nullif(r.mem_total_bytes, 0)) AS mem_peak
             FROM fleet_telemetryrollup r
             JOIN fleet_host h ON h.id = r.host_id
@@ -177,7 +176,6 @@ def overview_saturation(
             GROUP BY r.accelerator_id
         )
         SELECT count(*),
-               count(*) FILTER (WHERE util > %(util)s),
                count(*) FILTER (WHERE mem_peak > %(mem)s)
         FROM per_gpu
     """
@@ -185,12 +183,14 @@ def overview_saturation(
         "start": now - timedelta(hours=hours),
         "end": now,
         **team_params,
-        "util": SATURATED_UTIL_PCT,
         "mem": MEMORY_PRESSURE,
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        gpus, busy, memory = cursor.fetchone()
+        gpus, memory = cursor.fetchone()
+
+    if live is None:  # the GPUs' live state, read once for both figures
+        live = [gpu for item in fleet_live(scope=scope, now=now)[0] for gpu in item["gpus"]]
 
     def share(count: int) -> float | None:
         return count / gpus * 100 if gpus else None
@@ -198,8 +198,7 @@ def overview_saturation(
     return {
         "hours": hours,
         "gpus": gpus,
-        "busy": busy,
-        "busy_pct": share(busy),
+        "busy": fleet_busy(scope=scope, now=now, hours=hours, live=live),
         "memory": memory,
         "memory_pct": share(memory),
         "throttling": fleet_throttling(scope=scope, now=now, hours=hours, live=live),

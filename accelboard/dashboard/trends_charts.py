@@ -22,6 +22,7 @@ import numpy as np
 
 from accelboard.alerts.detection import DEFAULT_MIN_EFFECT, ChangePoint, segment
 from accelboard.alerts.levels import BaselineView, Segment, baseline_resolve
+from accelboard.core import numbers
 
 PALETTE = ["#2563eb", "#9333ea", "#0891b2", "#d97706", "#4b5563", "#db2777", "#65a30d", "#7c3aed"]
 WORSE = "#dc2626"
@@ -56,11 +57,6 @@ class TrendInput:
     alerts: Sequence[dict[str, Any]]  # id, title, severity, state, url, at, run index or None
     expected: Sequence[dict[str, Any]]  # at, note
     min_effect: float | None = None
-
-
-def _readable(value: float, digits: int) -> str:
-    """``digits`` significant digits, but whole numbers in full: 15,770 rather than 1.577e+04."""
-    return f"{value:,.0f}" if abs(value) >= 10**digits else f"{value:,.{digits}g}"
 
 
 def change_points(values: Sequence[float], *, direction: str, min_effect: float | None) -> list[ChangePoint]:
@@ -165,7 +161,7 @@ def trend_figure(
                 "line": {"color": colour, "width": 1.6},
                 "marker": {"size": 5, "color": colour},
                 "customdata": [c[:10] for c in item.commits],
-                "hovertemplate": "%{y:,.4g} "
+                "hovertemplate": "%{y:,.4~r} "
                 + unit
                 + "<br>commit %{customdata}<extra>"
                 + item.label
@@ -367,7 +363,11 @@ def trend_figure(
 
 
 def _level_text(segment: Segment, unit: str) -> str:
-    return f"{_readable(segment.level, 4)} ± {_readable(segment.spread, 2)} {unit}"
+    """A level as the alert page writes one (``core.numbers``: never e-notation, bytes in binary
+    units): four significant digits ± two."""
+    if unit == "bytes":
+        return numbers.level_text(segment.level, segment.spread, unit)
+    return f"{numbers.sig(segment.level, digits=4)} ± {numbers.sig(segment.spread, digits=2)} {unit}"
 
 
 def _level_traces(
@@ -410,7 +410,7 @@ def _level_traces(
             "y": [level, level],
             "yaxis": yaxis,
             "line": {"color": colour, "width": 1, "dash": "dot"},
-            "hovertemplate": word + " %{y:,.4g} " + unit + "<extra></extra>",
+            "hovertemplate": word + " %{y:,.4~r} " + unit + "<extra></extra>",
             "showlegend": False,
             "meta": {
                 "role": f"{role}-level",

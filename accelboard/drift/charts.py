@@ -139,7 +139,7 @@ def drift_figure(*, title: str, variants: Sequence[dict[str, Any]], budget: floa
                 "marker": {"size": 4},
                 "customdata": [[p.value, p.reference_value] for p in pairs],
                 "hovertemplate": variant["name"]
-                + ": %{y:.2f}% loss<br>%{customdata[0]:.4g} vs reference %{customdata[1]:.4g}<extra></extra>",
+                + ": %{y:.2f}% loss<br>%{customdata[0]:,.4~r} vs reference %{customdata[1]:,.4~r}<extra></extra>",
             }
         )
         cps = variant.get("change_points", [])

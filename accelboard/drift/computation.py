@@ -16,7 +16,9 @@ demo's replay, and is tested with hand-worked numbers.
 3. **Days**: pairs are first reduced to one loss per UTC day (the median of that day's pairs), so
    a variant evaluated nightly on several machines weighs as much as one evaluated on one.
    **Level**: the median of the last ``LEVEL_POINTS`` days' losses, so that one noisy evaluation
-   neither opens nor closes an over-budget verdict.
+   neither opens nor closes an over-budget verdict. Every "now" figure of a variant (its
+   accuracy Δ, its ratio to the reference: ``level_ratio``) is this level written another way,
+   never the newest single pair beside it (which read "Δ −5.19%" beside "ratio 0.9473").
 4. **Trend** (``drift_trend``): least-squares slope of loss per day over the last
    ``TREND_POINTS`` days, its standard error and t statistic. The trend is *significant* when
    t ≥ ``TREND_T_MIN`` (one-sided p ≈ 1e-4 at 19 degrees of freedom) and the slope makes the
@@ -170,6 +172,42 @@ def drift_level(pairs: Sequence[DriftPair], *, points: int = LEVEL_POINTS) -> fl
     if not pairs:
         return None
     return _median([d.loss for d in daily_losses(pairs)[-points:]])
+
+
+def over_budget_since(
+    pairs: Sequence[DriftPair], *, budget: float, points: int = LEVEL_POINTS
+) -> datetime | None:
+    """When the level (3.) went over the budget and stayed there to the newest day: the newest
+    evaluation of the first day of that stretch. None when the level is within the budget now.
+
+    A drift alert is opened at this time, not when a check first looked: a variant that has been
+    over its budget for six weeks was not "opened today" (the check's own time is kept apart)."""
+    days = daily_losses(pairs)
+    if not days:
+        return None
+    levels = [_median([d.loss for d in days[max(0, i - points + 1) : i + 1]]) for i in range(len(days))]
+    if not levels[-1] > budget:
+        return None
+    first = len(days) - 1
+    while first > 0 and levels[first - 1] > budget:
+        first -= 1
+    day = days[first].day
+    return max(p.at for p in pairs if p.at.astimezone(UTC).date() == day)
+
+
+def level_ratio(*, level: float | None, direction: str) -> float | None:
+    """The ratio to the reference (variant / reference) that the level is: 1 − loss for a
+    higher-is-better metric, 1 + loss for a lower-is-better one (the same days, the same median:
+    a median commutes with this monotone map). None without a level."""
+    if level is None or not math.isfinite(level):
+        return None
+    return 1.0 - level if direction == "higher" else 1.0 + level
+
+
+LEVEL_DEFINITION = (
+    f"Median of the newest {LEVEL_POINTS} days' evaluations, each against the nearest reference "
+    "evaluation in time (one day: the median of its evaluations)"
+)
 
 
 def drift_trend(

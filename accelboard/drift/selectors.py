@@ -52,6 +52,12 @@ class TaskDrift:
     def latest(self) -> c.DriftPair | None:
         return self.pairs[-1] if self.pairs else None
 
+    @property
+    def ratio(self) -> float | None:
+        """The ratio to the reference now: the level (``computation.level_ratio``), so that it
+        says what the accuracy Δ beside it says."""
+        return c.level_ratio(level=self.level, direction=self.direction)
+
 
 @dataclass
 class ModelDrift:

@@ -86,7 +86,9 @@ def _detail(model_name: str, task: TaskDrift) -> dict[str, Any]:
         "verdict": task.verdict,
         "loss": task.level,
         "budget": task.budget,
-        "ratio": latest.ratio if latest else None,
+        # The ratio the loss is (the same days, the same median), not the newest pair's: one
+        # figure, written as the quantization pages write it.
+        "ratio": task.ratio,
         "value": latest.value if latest else None,
         "reference_value": latest.reference_value if latest else None,
         "measured_at": latest.at.isoformat() if latest else None,
@@ -215,6 +217,12 @@ def _raise(*, team: Team, model_name: str, task: TaskDrift, as_of: datetime | No
         and any(h.get("verdict") == c.TRENDING for h in open_alert.detail.get("history") or [])
     )
     title = _title(model_name, task, crossed=crossed and task.verdict == c.OVER)
+    # An over-budget alert opens when the level first went over (and stayed), not when a check
+    # first looked; when the check saw it is kept beside it.
+    over_since = c.over_budget_since(task.pairs, budget=task.budget) if task.verdict == c.OVER else None
+    checked_at = as_of or timezone.now()
+    if over_since is not None:
+        detail["over_since"] = over_since.isoformat()
     followed = _follow(
         team=team,
         prefix=prefix,
@@ -227,6 +235,8 @@ def _raise(*, team: Team, model_name: str, task: TaskDrift, as_of: datetime | No
     if followed is not None:
         alert, created = followed
     else:
+        if as_of is None:  # a replay's check time is ``as_of`` ("First caught")
+            detail["detected_at"] = checked_at.isoformat()
         value = (
             MetricValue.objects.select_related("series", "run")
             .filter(run_id=latest.run_id, name=task.metric)
@@ -244,6 +254,7 @@ def _raise(*, team: Team, model_name: str, task: TaskDrift, as_of: datetime | No
             after_mean=evidence["after_mean"],
             pct_change=evidence["pct_change"],
             confidence=evidence["confidence"],
+            opened_at=min(over_since, checked_at) if over_since is not None else as_of,
         )
     return DriftFinding(
         model=model_name,
@@ -329,6 +340,13 @@ def agreement_check(*, team: Team) -> list[DriftFinding]:
             "latest_samples": item.latest_samples,
             "days_to_budget": item.trend.days_to_budget if item.trend else None,
         }
+        # As for accuracy: an agreement alert over its budget opens when the level went over.
+        over_since = (
+            c.over_budget_since(item.pairs, budget=c.AGREEMENT_BUDGET) if item.verdict == c.OVER else None
+        )
+        checked_at = timezone.now()
+        if over_since is not None:
+            detail["over_since"] = over_since.isoformat()
         evidence = {
             "before_mean": item.pairs[0].reference_value,
             "after_mean": item.latest_rate,
@@ -357,7 +375,8 @@ def agreement_check(*, team: Team) -> list[DriftFinding]:
             severity=_SEVERITY[item.verdict],
             dedupe_key=f"{prefix}{item.verdict}"[:200],
             title=title,
-            detail=detail,
+            detail={**detail, "detected_at": checked_at.isoformat()},
+            opened_at=min(over_since, checked_at) if over_since is not None else None,
             before_mean=evidence["before_mean"],
             after_mean=evidence["after_mean"],
             pct_change=evidence["pct_change"],

@@ -38,6 +38,7 @@ def drift_overview(request: HttpRequest) -> HttpResponse:
             "no_team": scope.sees_no_team,
             "horizon": int(c.HORIZON_DAYS),
             "risk_days": int(c.RISK_DAYS),
+            "level_definition": c.LEVEL_DEFINITION,
         },
     )
 

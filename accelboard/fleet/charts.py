@@ -305,7 +305,7 @@ def host_telemetry_figures(
             **grid.axis(),
             "y": _typed(per_bucket * unit_scale, "f4"),
             "marker": {"color": "#0891b2"},
-            "hovertemplate": "%{y:,.3f} " + unit + "<extra></extra>",
+            "hovertemplate": "%{y:,.4~r} " + unit + "<extra></extra>",
         }
     ]
 

@@ -6,6 +6,7 @@ hour rollups beyond. Fleet-wide reads use the per-host rollups (8 GPUs per row o
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -567,6 +568,64 @@ def fleet_throttling(
         "now": throttled_now,
         "reporting": reporting,
         "definition": THROTTLING_DEFINITION,
+    }
+
+
+# "Busy": one definition for the overview's saturation card and the hosts page. A GPU counts as
+# busy when its utilisation, as the hosts grid writes it (a whole per cent, half up), is 90% or
+# more: a GPU shown at "90%" is busy, one at 89.4% is not. The overview said "0% above 90% busy"
+# beside a hosts page whose GPUs read 90-97%: it took each GPU's mean over 24 h, with "> 90".
+BUSY_UTIL_PCT = 90
+BUSY_DEFINITION = (
+    "A GPU is busy when its utilisation, in whole per cent as the hosts page shows it, is 90% or "
+    "more. Now: by each GPU's newest sample. Over the window: the share of GPU-time in hours whose "
+    "mean (the hour rollups) is busy."
+)
+
+
+def is_busy(util: float | None) -> bool:
+    """Whether a utilisation (%) counts as busy (``BUSY_DEFINITION``): shown as 90% or more."""
+    return util is not None and math.isfinite(util) and math.floor(util + 0.5) >= BUSY_UTIL_PCT
+
+
+def fleet_busy(
+    *, scope: Scope, now: datetime, hours: int = 24, live: Sequence[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """How busy the visible fleet is, as the overview and the hosts page both show it:
+
+    - ``now``: live GPUs whose newest sample is busy (``is_busy``), of ``reporting`` (live GPUs
+      with a utilisation in their newest sample, ``freshness_definition``: a stale GPU is in
+      neither): the hosts grid's "Util" figures, counted;
+    - ``share_pct``: the share of GPU-time of the last ``hours`` in hours whose mean is busy (hour
+      rollups, weighted by their samples, the rule of ``is_busy`` in SQL), None without data.
+
+    ``live``: the GPUs' ``gpu_live_state`` where the caller has them (the hosts grid), else they
+    are read (``host_grid``). One aggregate query over at most GPUs × hours rollup rows, and the
+    grid's three queries without ``live``."""
+    team_filter, team_params = scope.sql_filter("h.team_id")
+    sql = f"""
+        SELECT sum(r.gpu_util_samples),
+               sum(r.gpu_util_samples) FILTER (WHERE floor(r.gpu_util_avg + 0.5) >= %(busy)s)
+        FROM fleet_telemetryrollup r
+        JOIN fleet_host h ON h.id = r.host_id
+        WHERE r.width_s = 3600 AND r.bucket >= %(start)s AND r.bucket < %(end)s
+              AND r.gpu_util_avg IS NOT NULL {team_filter}
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql, {"start": now - timedelta(hours=hours), "end": now, "busy": BUSY_UTIL_PCT, **team_params}
+        )
+        samples, busy = cursor.fetchone()
+    if live is None:
+        live = [gpu for item in host_grid(scope=scope, now=now) for gpu in item["gpus"]]
+    shown = [gpu["gpu_util"] for gpu in live if gpu["live"] and gpu["gpu_util"] is not None]
+    return {
+        "hours": hours,
+        "threshold": BUSY_UTIL_PCT,
+        "now": sum(1 for u in shown if is_busy(u)),
+        "reporting": len(shown),
+        "share_pct": (float(busy or 0) / float(samples) * 100.0) if samples else None,
+        "definition": BUSY_DEFINITION,
     }
 
 

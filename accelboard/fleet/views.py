@@ -44,6 +44,10 @@ def host_list(request: HttpRequest) -> HttpResponse:
         "throttling": selectors.fleet_throttling(
             scope=scope, now=now, live=[gpu for item in grid for gpu in item["gpus"]]
         ),
+        # And its "busy" figures (``fleet_busy``): counted from the Util figures on this page.
+        "busy": selectors.fleet_busy(
+            scope=scope, now=now, live=[gpu for item in grid for gpu in item["gpus"]]
+        ),
     }
     return render(request, "fleet/host_list.html", context)
 

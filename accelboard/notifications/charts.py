@@ -15,6 +15,8 @@ import io
 from collections.abc import Sequence
 from datetime import datetime
 
+from accelboard.core import numbers
+
 WIDTH_PX = 600
 HEIGHT_PX = 220
 SCALE = 2
@@ -27,7 +29,7 @@ MUTED = "#6b7280"
 def _tick(value: float, _: int) -> str:
     if abs(value) >= 100:
         return f"{value:,.0f}"
-    return f"{value:,.4g}"
+    return numbers.sig(value, digits=4)
 
 
 def series_chart_png(

@@ -134,13 +134,9 @@ def confidence_text(value: float | None) -> str:
 
 def level_text(mean: float | None, spread: float | None, unit: str) -> str:
     """A level and its own spread, as the alert page and its chart write them: "4,655.19 ± 62.4 ms"
-    (the spread to three significant digits, ``core.numbers.spread``)."""
-    if mean is None:
-        return ""
-    text = number(mean)
-    if spread is not None:
-        text += f" ± {numbers.spread(spread)}"
-    return f"{text} {unit}".rstrip()
+    (the spread to three significant digits, ``core.numbers.spread``); bytes in binary units,
+    "71.2 GiB ± 118 MiB" (``core.numbers.level_text``)."""
+    return numbers.level_text(mean, spread, unit)
 
 
 def when_text(moment: datetime | None) -> str:

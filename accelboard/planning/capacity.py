@@ -53,6 +53,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from accelboard.benchmarks.configurations import ConfigPoint
+from accelboard.core import numbers
 from accelboard.costs.formulas.money import as_decimal, money_convert
 from accelboard.costs.formulas.types import (
     J_PER_KWH,
@@ -522,8 +523,8 @@ class Plan:
 
 
 def _sig(amount: Decimal | None) -> str:
-    """Four significant digits as a reader writes them (Decimal's ``g`` keeps trailing zeros)."""
-    return "—" if amount is None else f"{float(amount):.4g}"
+    """Four significant digits as a reader writes them (``core.numbers``: never e-notation)."""
+    return "—" if amount is None else numbers.sig(float(amount), digits=4)
 
 
 def _plan_notes(inputs: PlanInputs, options: Sequence[OptionPlan]) -> list[str]:

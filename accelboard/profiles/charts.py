@@ -55,7 +55,7 @@ def breakdown_figure(*, windows: dict[Any, dict[str, float]], label: str, title:
             "marker": {"color": COLOURS[category]},
             "hovertemplate": "%{fullData.name}: %{"
             + ("x" if horizontal else "y")
-            + ":,.3f} ms<extra></extra>",
+            + ":,.4~r} ms<extra></extra>",
         }
         if horizontal:
             trace.update(x=values, y=names, orientation="h")
@@ -84,7 +84,7 @@ def compare_figure(*, rows: list[dict[str, Any]], unit: str) -> dict[str, Any]:
             "x": labels,
             "y": [(row[key] or 0.0) / 1000.0 for row in rows],
             "marker": {"color": colour},
-            "hovertemplate": name + " %{x}: %{y:,.3f} ms<extra></extra>",
+            "hovertemplate": name + " %{x}: %{y:,.4~r} ms<extra></extra>",
         }
         for name, key, colour in (("A · reference", "a_us", "#94a3b8"), ("B · candidate", "b_us", "#2563eb"))
     ]

@@ -41,6 +41,7 @@ READ_JS = """() => {
       foot: t.tFoot ? [...t.tFoot.rows].map(r => [...r.cells].map(c => c.innerText.trim())) : [],
       sums: t.tFoot ? [...t.tFoot.rows].map(r => [...r.cells].map(c => c.hasAttribute('data-sum'))) : [],
       rows_differ: t.hasAttribute('data-rows-differ'),
+      per_value: head ? [...head.cells].map(c => c.dataset.precision === 'value') : [],
     };
   });
   const figures = [...document.querySelectorAll('.js-plotly-plot, .plot[data-figure]')].map(el => ({

@@ -20,8 +20,11 @@ from tests.numbers import text_problems
         (0.0000123456, "0.00001235"),
         (0.708716, "0.7087"),  # was "0.708716": six significant decimals
         (0.830808, "0.8308"),  # the Profile tab's cost
-        (2.70233, "2.7023"),
-        (50.2695, "50.2695"),
+        (2.70233, "2.702"),  # past two decimals, four significant digits in all
+        (6.3927, "6.393"),  # the run page's "6.3927 USD/h" (#33)
+        (50.2695, "50.27"),
+        (30.3262, "30.33"),  # "30.3262 J" (#33)
+        (4890.123, "4,890.12"),
         (19056.63, "19,056.6"),
         (520.0, "520"),
         (0, "0"),
@@ -73,3 +76,62 @@ def test_it_picks_one_number_of_decimals_for_a_column() -> None:
 )
 def test_it_writes_a_spread_to_three_significant_digits(value: float | None, text: str) -> None:
     assert numbers.spread(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(6.3927, "6.39"), (1234.5, "1,234.50"), (0.2525, "0.253"), (0.049, "0.049"), (0.8, "0.80"), (0, "0.00")],
+)
+def test_it_writes_a_price_per_hour_with_cents_or_three_significant_digits(value: float, text: str) -> None:
+    assert numbers.money_rate(value) == text
+    assert text_problems(f"{text} USD/h") == []
+
+
+@pytest.mark.parametrize(
+    ("joules", "text"),
+    [
+        (30.3262, "30.3 J"),
+        (0.0935, "0.0935 J"),
+        (4120.4, "4.12 kJ"),
+        (1.35e6, "1.35 MJ"),
+        (4.46e7, "12.4 kWh"),
+    ],
+)
+def test_it_writes_energy_in_a_unit_that_scales(joules: float, text: str) -> None:
+    assert numbers.energy_text(joules) == text
+
+
+@pytest.mark.parametrize(
+    ("p", "text"),
+    [
+        (0.0000006948, "< 0.001"),
+        (0.000999, "< 0.001"),
+        (0.001, "0.001"),
+        (0.01234, "0.012"),
+        (0.346, "0.35"),
+        (1.0, "1"),
+    ],
+)
+def test_it_writes_a_p_value_to_two_significant_digits_or_below_a_floor(p: float, text: str) -> None:
+    assert numbers.p_value(p) == text
+    assert text_problems(f"p-value {text}") == []
+    assert text_problems(numbers.p_value_text(p)) == []
+
+
+def test_it_writes_a_level_of_bytes_and_its_spread_in_binary_units() -> None:
+    text = numbers.level_text(76_403_379_358, 123_338_559, "bytes")
+    assert text == "71.16 GiB ± 118 MiB"
+    assert text_problems(f"Before {text}") == []
+    # What the alert page wrote before (#33), which the page check finds.
+    assert text_problems("Before 76,403,379,358 ± 123,338,559 bytes") != []
+    assert content.level_text(76_403_379_358, 123_338_559, "bytes") == text
+    assert numbers.level_text(4655.19, 62.4314, "ms") == "4,655.19 ± 62.4 ms"
+
+
+def test_a_column_too_wide_for_one_format_is_written_value_by_value() -> None:
+    # The runs list wrote "112.9180" above "0.0066" (one format, four decimals for the smallest).
+    values = [0.0066, 27.9852, 112.918]
+    decimals = numbers.column_decimals(values, significant=3, most=4)
+    assert decimals == 4 and not numbers.column_fits(values, decimals)
+    assert [numbers.sig(v, digits=4) for v in values] == ["0.0066", "27.99", "112.9"]
+    assert numbers.column_fits([0.0312, 0.5], 4) and numbers.column_fits([40.97, 0.12], 2)

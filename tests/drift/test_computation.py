@@ -161,3 +161,34 @@ def test_it_reads_a_falling_production_agreement_as_a_growing_loss() -> None:
     assert level == pytest.approx(0.01 / 0.96)
     assert c.budget_verdict(level=level, budget=c.AGREEMENT_BUDGET, trend=None) == c.OVER
     assert c.agreement_pairs([(day(i), 0.9) for i in range(7)]) == []  # a baseline only
+
+
+def test_the_ratio_now_is_the_level_written_as_variant_over_reference() -> None:
+    assert c.level_ratio(level=0.0519, direction="higher") == pytest.approx(0.9481)
+    assert c.level_ratio(level=0.02, direction="lower") == pytest.approx(1.02)  # perplexity up 2%
+    assert c.level_ratio(level=None, direction="higher") is None
+
+
+def test_it_finds_when_the_level_went_over_the_budget_and_stayed() -> None:
+    t0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+    def pairs(losses: list[float]) -> list[c.DriftPair]:
+        return [
+            c.DriftPair(
+                at=t0 + timedelta(days=i),
+                value=1 - loss,
+                reference_value=1.0,
+                reference_at=t0 + timedelta(days=i),
+                drift=-loss,
+                ratio=1 - loss,
+                loss=loss,
+            )
+            for i, loss in enumerate(losses)
+        ]
+
+    # Over on days 1-2 (a blip: the median of three is over on days 2-3), back within on 4-5,
+    # over again from day 5: the stretch that lasts to now starts when the median first is over.
+    losses = [0.0, 0.02, 0.02, 0.0, 0.0, 0.03, 0.03, 0.03, 0.03]
+    assert c.over_budget_since(pairs(losses), budget=0.01) == t0 + timedelta(days=6)
+    assert c.over_budget_since(pairs([0.0, 0.005]), budget=0.01) is None
+    assert c.over_budget_since([], budget=0.01) is None

@@ -196,3 +196,31 @@ def test_an_open_warning_becomes_budget_crossed_in_the_same_alert(
     alert_dismiss(alert=alert, user=None, reason="expected")
     assert [f.created for f in drift_check(team=team)] == [False]
     assert Alert.objects.count() == 1
+
+
+def test_it_shows_one_accuracy_figure_as_a_delta_and_a_ratio(team: Any, drift_series: Any) -> None:
+    # The overview wrote "Accuracy Δ now −5.19%" (the median of the newest three days) beside the
+    # ratio 0.9473 (the newest pair alone, −5.27%) for the same variant: one figure, one definition.
+    drift_series(team=team, losses=[0.05, 0.05, 0.0519, 0.0527])
+    task = _task(team, "Drifty-8B", "int4")
+    assert task.level == pytest.approx(0.0519)
+    assert task.latest.ratio == pytest.approx(1 - 0.0527)
+    assert task.ratio == pytest.approx(1 - task.level)
+    findings = drift_check(team=team)
+    alert = Alert.objects.get(pk=findings[0].alert_id)
+    assert alert.detail["ratio"] == pytest.approx(1 - alert.detail["loss"])
+
+
+def test_it_opens_an_over_budget_alert_when_the_loss_first_went_over(team: Any, drift_series: Any) -> None:
+    # A check that first looks today at a variant over its budget for weeks opened the alert
+    # "today": it opens when the level (median of three days) first went over and stayed over,
+    # and keeps the check's own time beside it.
+    drift_series(team=team, losses=[0.0] * 5 + [0.03] * 40)
+    now = START + timedelta(days=45)
+    findings = drift_check(team=team, as_of=now)
+    alert = Alert.objects.get(pk=findings[0].alert_id)
+    # Nights 5 and 6 at 3% make the three-day median 3% on night 6 (index 6), at 01:05.
+    first_over = START + timedelta(days=6, minutes=5)
+    assert alert.opened_at == first_over
+    assert alert.detail["over_since"] == first_over.isoformat()
+    assert alert.detail["as_of"] == now.isoformat()  # when the check saw it ("First caught")

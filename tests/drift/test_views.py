@@ -194,3 +194,16 @@ def test_it_writes_savings_trends_and_counts_with_one_meaning_each(
     assert ">7,951<" in agreement and ">7951<" not in agreement
     change, trend = re.findall(r'<td class="num">([-+][^<]*)</td>', agreement)[:2]
     assert change.startswith("-") and trend.startswith("-") and trend.endswith("/d")
+
+
+def test_the_overview_writes_the_accuracy_delta_and_the_ratio_as_one_figure(
+    login_client: Any, lead: Any, team: Any, drift_series: Any
+) -> None:
+    # "Accuracy Δ now −5.19%" stood beside "0.9473" (the newest pair alone: −5.27%).
+    drift_series(team=team, losses=[0.05, 0.05, 0.0519, 0.0527])
+    html = login_client(lead).get("/quantization/").content.decode()
+    row = re.search(r'<tr class="verdict-over"[^>]*data-variant="int4".*?</tr>', html, re.S)
+    assert row is not None
+    cells = re.findall(r'<td class="num"[^>]*>(.*?)</td>', row.group(0), re.S)
+    assert cells[0] == "-5.19%" and cells[1] == "0.9481"
+    assert "Median of the newest 3 days" in html  # the definition, where the figure is shown

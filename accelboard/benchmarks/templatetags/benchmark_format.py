@@ -57,3 +57,37 @@ def metric_delta(value: Any, unit: str = "") -> str:
 def display_unit(unit: str) -> str:
     """The unit a metric's values are written in (``bytes`` -> ``GiB``)."""
     return "GiB" if unit == "bytes" else unit
+
+
+@register.filter
+def quantity(value: Any, unit: str = "") -> str:
+    """A value with its unit: bytes in a binary unit (``71.1 GiB``), anything else ``sig`` and the
+    unit (``4,655.19 ms``)."""
+    if unit == "bytes":
+        return numbers.bytes_text(value)
+    return f"{numbers.sig(value)} {unit}".rstrip()
+
+
+@register.simple_tag
+def level(mean: Any, spread_value: Any, unit: str = "") -> str:
+    """``{% level mean spread unit %}``: "4,655.19 ± 62.4 ms", "71.2 GiB ± 118 MiB"
+    (``core.numbers.level_text``)."""
+    return numbers.level_text(mean, spread_value, unit) or numbers.DASH
+
+
+@register.filter
+def money_rate(value: Any) -> str:
+    """``{{ price|money_rate }}``: a price per hour or per kWh, "6.39", "0.253" (``core.numbers``)."""
+    return numbers.money_rate(value)
+
+
+@register.filter
+def energy(joules: Any) -> str:
+    """``{{ j|energy }}``: "30.3 J", "4.12 kJ", "12.4 kWh" (``core.numbers.energy_text``)."""
+    return numbers.energy_text(joules)
+
+
+@register.filter
+def p_value(value: Any) -> str:
+    """``{{ p|p_value }}``: "0.012", "< 0.001" (``core.numbers.p_value``)."""
+    return numbers.p_value(value)

@@ -44,6 +44,4 @@ def sig4(value: Any) -> str:
     number = float(value)
     if not math.isfinite(number):
         return str(number)
-    if abs(number) >= 1000:
-        return f"{number:,.0f}"
-    return f"{number:.4g}"
+    return numbers.sig(number, digits=4)

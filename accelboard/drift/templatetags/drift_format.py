@@ -73,3 +73,11 @@ def neg(value: Any) -> float | None:
 def get_item(mapping: Any, key: Any) -> Any:
     """A dict value by a variable key (a task column of the variants table)."""
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def rate(value: Any) -> str:
+    """A throughput to three significant digits: 27,119.8 -> "27,120", 0.9 -> "0.9" (never "1
+    samples/s" for 0.9; variants of one model sit within a few times of each other, so a column
+    of them keeps one format)."""
+    return numbers.sig(value, digits=3)

@@ -8,6 +8,8 @@ from typing import Any
 
 from django import template
 
+from accelboard.core import numbers
+
 register = template.Library()
 
 
@@ -27,11 +29,14 @@ def money0(value: Any) -> str:
 
 @register.filter
 def sig(value: Any) -> str:
-    """4 significant digits, thousands separators above 1 000."""
-    number = _number(value)
-    if number is None:
-        return "—"
-    return f"{number:,.0f}" if abs(number) >= 1000 else f"{number:.4g}"
+    """4 significant digits, thousands separators, never e-notation (``core.numbers``)."""
+    return "—" if _number(value) is None else numbers.sig(value, digits=4)
+
+
+@register.filter
+def money_rate(value: Any) -> str:
+    """A price per hour or per kWh: "6.39", "0.253" (``core.numbers.money_rate``)."""
+    return numbers.money_rate(value)
 
 
 @register.filter
