@@ -304,7 +304,7 @@ TELEMETRY_PARTITIONS_AHEAD_DAYS = env_int("TELEMETRY_PARTITIONS_AHEAD_DAYS", 3, 
 # and decompressed (413 beyond), and the labels dcgm-exporter names hosts and GPUs with (its
 # versions and relabelling differ; an ``exported_`` prefix is read without being named here).
 PROMETHEUS_WRITE_MAX_BYTES = env_int("PROMETHEUS_WRITE_MAX_BYTES", 16 * 1024 * 1024, minimum=1024)
-# Series each web worker keeps decoded (``fleet.remote_write.LabelCache``: ~450 bytes each); it
+# Series each web worker keeps decoded (``fleet.remote_write.LabelCache``: ~500 bytes each); it
 # must hold every series Prometheus sends (dcgm-exporter: ~18 a GPU; 2,000 hosts x 8 GPUs is
 # 288,000), or they are decoded again and again.
 PROMETHEUS_SERIES_CACHE = env_int("PROMETHEUS_SERIES_CACHE", 500_000, minimum=1000)

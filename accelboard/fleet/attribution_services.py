@@ -1,6 +1,6 @@
 """Writes of GPU attribution (docs/attribution.md): a telemetry batch's workloads and intervals.
 
-``attribution_store`` runs inside the batch's transaction (``ingest_services.telemetry_batches_store``),
+``attributions_store`` runs inside the batches' transaction (``ingest_services.telemetry_batches_store``),
 after the host and its GPUs are registered and the partitions exist:
 1. Each device named is this host's (a GPU, or a MIG instance whose parent GPU is): vouched for
    by the batch's registration (``registered``: the devices it lists, with their parents) or,
@@ -275,7 +275,7 @@ def _copy(rows: list[tuple[Any, ...]]) -> None:
 @dataclass(frozen=True)
 class HostAttribution:
     """One batch's intervals for ``attributions_store``: its host and the device ids its
-    registration vouches for (``attribution_store``'s ``registered``)."""
+    registration vouches for (``attributions_store``'s ``registered``)."""
 
     attribution: Attribution
     host_id: int
@@ -305,24 +305,16 @@ def _fields_merged(items: list[Attribution]) -> dict[WorkloadKey, dict[str, Any]
     return merged
 
 
-def attribution_store(
-    *, attribution: Attribution, team_id: int, host_id: int, registered: dict[str, int] | None = None
-) -> tuple[int, int] | None:
-    """Store a batch's intervals and workloads (the module's docstring); return (intervals stored,
-    duplicates skipped), or None when the host is no longer ``team_id``'s (the caller's cached
-    registration is stale: it rolls back). Raises ``IngestRejected``. Run inside the batch's
-    transaction, after its partitions exist. ``registered``: ids of devices the caller's
-    registration has checked are this host's, the team's, and (MIG instances) on this host's
-    GPUs, in this transaction or confirmed before it commits; the others are read."""
-    return attributions_store(
-        items=[HostAttribution(attribution, host_id, registered or {})], team_id=team_id
-    )[0]
-
-
 def attributions_store(*, items: list[HostAttribution], team_id: int) -> list[tuple[int, int] | None]:
-    """``attribution_store`` for several batches (hosts) at once, in as many statements as for one:
+    """Store batches' intervals and workloads (the module's docstring), several batches (hosts) at
+    once in as many statements as one: each answer (intervals stored, duplicates skipped), or
+    None when the host is no longer ``team_id``'s (the caller's cached registration is stale: it
+    rolls back). Run inside the batches' transaction, after their partitions exist. Each item's
+    ``registered``: ids of devices the caller's registration has checked are this host's, the
+    team's, and (MIG instances) on this host's GPUs, in this transaction or confirmed before it
+    commits; the others are read. In statements:
     one lock statement (the hosts' locks in id order), one read of the stored intervals, one
-    workloads upsert, one COPY. Each item's answer as ``attribution_store``'s; an
+    workloads upsert, one COPY. An
     ``IngestRejected`` carries the item's position as ``index``. Two items of one host are
     stored one after the other (the second checked against the first's intervals)."""
     answers: list[tuple[int, int] | None] = [None] * len(items)

@@ -604,7 +604,7 @@ def telemetry_batches_store(
     """Register each batch's host and GPUs, store its attribution intervals, then for all the
     batches at once: COPY the samples, write their partials, update live state and mark the ranges
     dirty; return per batch ``{"accepted": rows stored}``, with ``attribution`` and
-    ``attribution_duplicates`` (``attribution_services.attribution_store``) when it carries them,
+    ``attribution_duplicates`` (``attribution_services.attributions_store``) when it carries them,
     all the batches' intervals stored at once (``attributions_store``).
 
     Must run inside a transaction (the caller's), after the partitions for the batches' time

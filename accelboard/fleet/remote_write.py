@@ -208,8 +208,8 @@ class LabelCache:
     """Decoded label sets by their bytes: Prometheus sends the same series in every request, and
     reading a dozen labels field by field costs more than all the rest of a series. Each entry is
     a ``Labels`` whose ``base`` dict (and its strings) is shared with the other series of its
-    device and pod: about 450 bytes a series (mostly the key), so a fleet of 2,000 hosts x 8
-    GPUs x 18 series (288,000) holds in ~130 MB per web worker. Bounded by ``size`` (settings
+    device and pod: about 500 bytes a series (mostly the key), so a fleet of 2,000 hosts x 8
+    GPUs x 18 series (288,000) holds in ~150 MB per web worker. Bounded by ``size`` (settings
     ``PROMETHEUS_SERIES_CACHE``): when full it is emptied, so it must hold every series a worker
     sees, or each one is decoded again about every ``size`` series. The ``Labels`` it returns
     are shared, read-only."""

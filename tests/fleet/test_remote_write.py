@@ -299,7 +299,7 @@ def test_a_cached_device_is_read_again_under_other_label_names() -> None:
 def test_a_gpus_series_share_one_base_of_labels_and_the_cache_holds_a_fleet_in_bounded_memory() -> None:
     # The cache keeps, per series, the key's bytes and a (name, shared base) pair: a GPU's dozen
     # metrics share one dict of their other labels, so that a 2,000-host fleet's 288,000 series
-    # fit in a web worker (~450 bytes a series) and a cached device is read once per GPU.
+    # fit in a web worker (~500 bytes a series) and a cached device is read once per GPU.
     from accelboard.fleet.remote_write import LabelCache, Labels
 
     metrics = ["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"]
