@@ -90,14 +90,26 @@ class ExportTable:
     def page_columns(self) -> list[Column]:
         return [column for column in self.columns if column.on_page]
 
+    def currencies(self) -> list[str]:
+        """The currencies of the rows, where each row names its own (``currency``)."""
+        return sorted({str(row["currency"]) for row in self.rows if row.get("currency")})
+
+    def mixed_currencies(self) -> bool:
+        """Rows in more than one currency: their money is not added up (an amount in EUR plus one
+        in USD is no amount); the totals row leaves it empty and the page says why."""
+        return len(self.currencies()) > 1
+
     def totals_row(self) -> dict[str, Any] | None:
         """Column key -> the total (None where a column has none); None for a table without one."""
         if not self.with_totals or not self.rows or not any(c.summed for c in self.columns):
             return None
+        mixed = self.mixed_currencies()
         totals: dict[str, Any] = {}
         for column in self.columns:
             if column.key in self.total_values:
                 totals[column.key] = self.total_values[column.key]
+            elif column.summed and mixed and column.kind == "money":
+                totals[column.key] = None
             elif column.summed:
                 values = [value for row in self.rows if (value := row.get(column.key)) is not None]
                 totals[column.key] = (

@@ -257,3 +257,22 @@ def test_it_starts_the_csv_with_a_bom_so_spreadsheets_read_utf8() -> None:
     body = table_csv(table=table)
     assert body.startswith("\ufeff".encode())
     assert body.decode("utf-8-sig").splitlines() == ["Énergie × PUE (kWh)", "1.25"]
+
+
+def test_money_in_several_currencies_is_not_added_up() -> None:
+    # The hosts drill-down added EUR and USD rows into one "total"; hours still add up.
+    from decimal import Decimal
+
+    from accelboard.costs.exports import hosts_table
+
+    rows = [
+        {"host__hostname": "a", "currency": "USD", "total_cost": Decimal("10.00"), "alloc_hours": 4.0},
+        {"host__hostname": "b", "currency": "EUR", "total_cost": Decimal("5.00"), "alloc_hours": 2.0},
+    ]
+    mixed = hosts_table(rows=rows)
+    assert mixed.mixed_currencies() and mixed.currencies() == ["EUR", "USD"]
+    totals = mixed.totals_row()
+    assert totals is not None and totals["total_cost"] is None and totals["alloc_hours"] == 6.0
+    one = hosts_table(rows=[dict(rows[0]), dict(rows[0], host__hostname="c")])
+    assert not one.mixed_currencies()
+    assert (one.totals_row() or {})["total_cost"] == Decimal("20.00")
