@@ -6,8 +6,10 @@ UUID) with those GPUs' 60 s rollups of the same UTC day:
 1. A (day, team, variant, host) sums its intervals' requests and prompt/generated tokens.
 2. Its GPUs are the union of ``accelerator_uuids`` it reported that day that are on the team's own
    hosts (another team's GPU is never counted); GPU-hours and energy are
-   those GPUs' minute rollups over the day (a GPU serving the model is held for it all day; a GPU
-   shared by two variants on one host would be counted for both, so it is flagged).
+   those GPUs' minute rollups over the day (a GPU serving the model is held for it all day). A GPU
+   named by several variants on one host that day is split between them by their generated
+   tokens there (evenly when none generated any), so its hours and joules are counted once, not
+   once per variant; such rows keep the ``gpu-shared-by-variants`` flag.
 3. Capacity = GPU-hours × the host's price per GPU-hour; energy cost = kWh × PUE × price per kWh;
    cost per 1M tokens = cost / generated tokens × 1e6; J per token = energy / generated tokens.
 """
@@ -62,10 +64,13 @@ def _serving_rows(*, day: date, book: PriceBook) -> list[ServingCostDaily]:
         .annotate(buckets=Count("id"), util_sum=Sum("gpu_util_avg"), energy_j=Sum("energy_j"))
     }
     hosts = Host.objects.in_bulk({g["host_id"] for g in groups})
-    shared: dict[tuple[int, str], int] = defaultdict(int)
-    for (host_id, _), names in uuids.items():
+    tokens: dict[tuple[int, int], int] = defaultdict(int)
+    for g in groups:
+        tokens[(g["host_id"], g["variant_id"])] += g["generated"] or 0
+    sharers: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for (host_id, variant_id), names in uuids.items():
         for name in names:
-            shared[(host_id, name)] += 1
+            sharers[(host_id, name)].append(variant_id)
     now = timezone.now()
     rows = []
     for g in groups:
@@ -73,9 +78,19 @@ def _serving_rows(*, day: date, book: PriceBook) -> list[ServingCostDaily]:
         names = uuids[(g["host_id"], g["variant_id"])]
         # Only the team's own GPUs: a UUID on another team's host never lends it its energy.
         mine = [gpus[n] for n in names if n in gpus and gpus[n].host.team_id == g["team_id"]]
-        buckets = sum(usage.get(a.pk, {}).get("buckets", 0) for a in mine)
+        share = {
+            a.pk: _share(
+                variant_id=g["variant_id"],
+                sharers=sharers[(g["host_id"], a.uuid)],
+                tokens={v: tokens[(g["host_id"], v)] for v in sharers[(g["host_id"], a.uuid)]},
+            )
+            for a in mine
+        }
+        buckets = sum(usage.get(a.pk, {}).get("buckets", 0) * share[a.pk] for a in mine)
         energies = [
-            usage[a.pk]["energy_j"] for a in mine if a.pk in usage and usage[a.pk]["energy_j"] is not None
+            usage[a.pk]["energy_j"] * share[a.pk]
+            for a in mine
+            if a.pk in usage and usage[a.pk]["energy_j"] is not None
         ]
         type_id = next((a.accelerator_type_id for a in mine if a.accelerator_type_id), None)
         price = book.accelerator_price(host=host, accelerator_type_id=type_id, day=day)
@@ -84,7 +99,7 @@ def _serving_rows(*, day: date, book: PriceBook) -> list[ServingCostDaily]:
         figures = host_day_cost(
             width_s=ROLLUP_WIDTH_S,
             buckets=buckets,
-            util_sum_pct=sum(usage.get(a.pk, {}).get("util_sum") or 0.0 for a in mine),
+            util_sum_pct=sum((usage.get(a.pk, {}).get("util_sum") or 0.0) * share[a.pk] for a in mine),
             idle_buckets=0,
             energy_j=sum(energies) if energies else None,
             rate=accelerator_rate_value(price, today=book.today) if price else None,
@@ -94,7 +109,7 @@ def _serving_rows(*, day: date, book: PriceBook) -> list[ServingCostDaily]:
         flags = list(figures.flags)
         if not mine:
             flags.append("no-gpus-named")
-        if any(shared[(g["host_id"], n)] > 1 for n in names):
+        if any(len(sharers[(g["host_id"], n)]) > 1 for n in names):
             flags.append("gpu-shared-by-variants")
         generated = g["generated"] or 0
         rows.append(
@@ -130,6 +145,18 @@ def _serving_rows(*, day: date, book: PriceBook) -> list[ServingCostDaily]:
             )
         )
     return rows
+
+
+def _share(*, variant_id: int, sharers: list[int], tokens: dict[int, int]) -> float:
+    """The part of one GPU's day that a variant pays for: its generated tokens over those of
+    every variant that named the GPU on that host (1 when it alone did; evenly when none
+    generated any). The parts of one GPU add up to 1."""
+    if len(sharers) <= 1:
+        return 1.0
+    total = sum(tokens.values())
+    if total <= 0:
+        return 1.0 / len(sharers)
+    return tokens[variant_id] / total
 
 
 def serving_cost_day_compute(*, day: date, book: PriceBook | None = None, record: bool = True) -> int:

@@ -55,7 +55,7 @@ class HostDayCost:
 def host_day_cost(
     *,
     width_s: float,
-    buckets: int,
+    buckets: float,
     util_sum_pct: float,
     idle_buckets: int,
     energy_j: float | None,
