@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from accelboard.core.access import Action, Scope, request_scope
+from accelboard.core.numbers import column_decimals, column_fits
 from accelboard.costs import downloads
 from accelboard.costs import exports as cost_exports
 
@@ -69,6 +70,22 @@ def _assumptions(page: page_selectors.PlanPage) -> list[dict[str, Any]]:
     )
 
 
+def _per1m_decimals(plan_: Any) -> dict[str, int | None]:
+    """One format per money-per-1M column of the options tables (rules 3 and 5): the decimals
+    that keep three significant digits of the column's cheapest value, cents at least, or None
+    (each value by rule 7) where one format would write a large value past four significant
+    digits."""
+    columns = {
+        "per1m": [o.cost_per_1m for o in plan_.options],
+        "bench1m": [o.benchmark_cost_per_1m for o in plan_.options],
+    }
+    formats: dict[str, int | None] = {}
+    for key, values in columns.items():
+        decimals = max(2, column_decimals(values, significant=3, most=6))
+        formats[key] = decimals if column_fits(values, decimals) else None
+    return formats
+
+
 def _export(page: page_selectors.PlanPage, *, fmt: str, name: str) -> HttpResponse:
     name_part = re.sub(r"[^A-Za-z0-9._-]+", "-", page.model.name if page.model else "model")
     stem = f"plan-{name_part}-{timezone.now():%Y-%m-%d}"
@@ -96,6 +113,7 @@ def plan(request: HttpRequest) -> HttpResponse:
         team = selectors.team_get(team_id=page.model.team_id)
         context.update(
             plan=plan_,
+            per1m_decimals=_per1m_decimals(plan_),
             assumptions=_assumptions(page),
             traffic_figure=charts.traffic_figure(plan=plan_) if plan_.traffic.days else None,
             sensitivity_figure=charts.sensitivity_figure(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -15,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 from openpyxl import load_workbook
 
+from accelboard.core.numbers import column_decimals
 from accelboard.costs.formulas.money import money_round
 from accelboard.planning import capacity as c
 from accelboard.planning import plan_inputs as pi
@@ -308,3 +310,21 @@ def test_it_names_the_price_basis_of_today_and_of_the_plan_and_splits_the_saving
     assert f"{best.price.label}" in card  # type: ignore[union-attr]
     monthly = html.split('data-kpi="monthly"')[1].split("</div>")[0]
     assert "priced on" in monthly and "data-price-basis" in monthly
+
+
+def test_it_writes_each_per_1m_column_in_one_format_by_the_number_rules(
+    world: w.World, engineer: Any, login_client: Any
+) -> None:
+    response = _plan(login_client(engineer))
+    plan = response.context["plan"]
+    body = response.content.decode()
+    for column, figure in (("per1m", "cost_per_1m"), ("bench1m", "benchmark_cost_per_1m")):
+        cells = re.findall(rf'data-col="{column}">([^<]*)<', body)
+        values = [getattr(o, figure) for o in plan.options if getattr(o, figure) is not None]
+        written = [cell for cell in cells if cell != "—"]
+        assert written, column
+        # One number of decimals for the column: three significant digits of its cheapest
+        # value, cents at least (before: four fixed decimals whatever the values, "330.0733").
+        decimals = max(2, column_decimals(values, significant=3, most=6))
+        assert {len(cell.partition(".")[2]) for cell in written} == {decimals}, (column, written)
+        assert set(written) <= {f"{float(v):,.{decimals}f}" for v in values}, (column, written)

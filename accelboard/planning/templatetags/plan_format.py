@@ -40,11 +40,13 @@ def money_rate(value: Any) -> str:
 
 
 @register.filter
-def per1m(value: Any) -> str:
-    """Money per 1M tokens with four decimals: one format for the whole column (``0.0952`` beside
-    ``0.7660``, not ``0.07036`` beside ``0.766``)."""
-    number = _number(value)
-    return "—" if number is None else f"{number:,.4f}"
+def per1m(value: Any, decimals: Any = None) -> str:
+    """Money per 1M tokens in its column's format (rules 3 and 5: ``decimals`` from
+    ``core.numbers.column_decimals`` over the column, at least cents); value by value by rule 7
+    (``money_rate``) when no one format fits the column (``0.0066`` beside ``330.07``)."""
+    if decimals is None or decimals == "":
+        return numbers.money_rate(value)
+    return numbers.fixed(value, int(decimals))
 
 
 @register.filter
