@@ -93,6 +93,9 @@ class AlertMetric(models.Model):
     # the run where its values went back to the old level.
     checked_run = models.BigIntegerField(null=True, blank=True)
     reverted_at_run = models.BigIntegerField(null=True, blank=True)
+    # The first bad run of this metric's own change: the alert's, or a run beside it when the
+    # detector placed this metric's change one run apart (None: the alert's, rows from before).
+    first_run = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["alert_id", "id"]

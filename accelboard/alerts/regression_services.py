@@ -14,7 +14,8 @@
    alert (reason "reverted") once every metric it holds has. This covers the outlier flagged from
    its samples that went back and the later fix of a regression.
 5. One alert per change: the metrics of one configuration (workload, hardware, count) that moved
-   at the same first bad run are one alert, dedupe key
+   at the same first bad run, or one run beside it (a change point is good to about a run), are
+   one alert, dedupe key
    ``bench:<kind>:<workload>:<accelerator>:<count>:<first bad run>``, with one ``AlertMetric``
    per metric; its headline is its worst metric. Severity is ``severity.severity_for``: effect
    size against the threshold and what the metric means to users (improvements are info alerts;
@@ -115,7 +116,7 @@ def _baseline(h: _History, expected: list[int], members: list[AlertMetric]) -> t
     values = h.values.copy()
     markers = [position[r] for r in expected if r in position]
     for member in members:
-        start = position.get(member.alert.first_run_id)
+        start = position.get(_first_run(member))
         if start is None:
             continue
         if member.reverted_at_run is not None:
@@ -125,6 +126,34 @@ def _baseline(h: _History, expected: list[int], members: list[AlertMetric]) -> t
             # re-testing the old baseline would only raise the same change again.
             markers.append(start)
     return (max(markers) if markers else 0), values
+
+
+def _first_run(member: AlertMetric) -> int | None:
+    """Where this metric's own change began: its alert's first bad run, or the run beside it
+    where the detector placed this metric's change (``_joined``)."""
+    return member.first_run or member.alert.first_run_id
+
+
+def _joined(series: Series, kind: str, h: _History, change_index: int) -> Alert | None:
+    """The open change alert of this configuration whose first bad run is this change's, or
+    the run just before or after it in the series.
+
+    Change points carry an uncertainty of about a run: one commit that moves latency and
+    throughput can be placed at run 20 for one and run 21 for the other by the noise. That is
+    one change, so one alert (one email), not two."""
+    exact = Alert.objects.filter(dedupe_key=_change_key(series, kind, h.run_ids[change_index])).first()
+    if exact is not None:
+        return exact
+    beside = [
+        _change_key(series, kind, h.run_ids[i])
+        for i in (change_index - 1, change_index + 1)
+        if 0 <= i < len(h.run_ids)
+    ]
+    return (
+        Alert.objects.filter(dedupe_key__in=beside, state__in=[AlertState.OPEN, AlertState.ACKNOWLEDGED])
+        .order_by("opened_at", "pk")
+        .first()
+    )
 
 
 def _watched(member: AlertMetric) -> bool:
@@ -141,7 +170,7 @@ def _watched(member: AlertMetric) -> bool:
 def _revert_check(h: _History, member: AlertMetric) -> int | None:
     """Run id where the values went back to the old level, if the two newest results say so."""
     position: dict[int | None, int] = {run_id: i for i, run_id in enumerate(h.run_ids)}
-    start = position.get(member.alert.first_run_id)
+    start = position.get(_first_run(member))
     raised_at = position.get(member.checked_run)
     if start is None or raised_at is None or member.before_mean is None or member.after_mean is None:
         return None
@@ -314,9 +343,9 @@ def _check_at(
         series, verdict, checked_run, first_run, last_good, min_effect, _change_runs(series, h, min_effect)
     )
     key = _change_key(series, kind, first_run_id)
-    # Another metric of the same change opened it already: this one joins it (the headline's
-    # evidence and detail stay the headline's).
-    alert = Alert.objects.filter(dedupe_key=key).first()
+    # Another metric of the same change opened it already (at this run or one beside it): this
+    # one joins it (the headline's evidence and detail stay the headline's).
+    alert = _joined(series, kind, h, verdict.change_index)
     created = False
     if alert is None:
         alert, created = alert_raise(
@@ -342,6 +371,7 @@ def _check_at(
         checked_run=checked_run,
         title=_title,
         detail=detail,
+        first_run=first_run_id if first_run_id != alert.first_run_id else None,
     )
     if created:
         result.raised.append(alert.pk)

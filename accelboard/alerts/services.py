@@ -132,6 +132,7 @@ def alert_metric_record(
     checked_run: int | None,
     title: Any = None,
     detail: dict[str, Any] | None = None,
+    first_run: int | None = None,
 ) -> AlertMetric:
     """Add one metric's evidence to a change alert (or refresh it), then re-pick the headline.
 
@@ -147,6 +148,7 @@ def alert_metric_record(
                 "severity": severity,
                 "min_effect": min_effect,
                 "checked_run": checked_run,
+                "first_run": first_run,
                 **evidence,
             },
         )

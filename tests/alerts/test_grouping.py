@@ -186,3 +186,37 @@ def test_the_pages_show_one_alert_with_its_metrics_and_say_what_severity_means(
     (facts,) = [alert_facts(alert=a) for a in alerts_for_email(alert_ids=[alert.pk])]
     assert facts.other_metrics and facts.other_metrics[0].startswith("p50 latency +")
     assert any(row.label == "Also moved" for row in content.alert_rows(facts))
+
+
+def test_two_metrics_whose_change_the_detector_places_one_run_apart_are_one_alert(team: Any) -> None:
+    # One commit: p99 latency moves at run 20, throughput (its change point placed by the noise)
+    # at run 21. Before, each opened an alert of its own: two emails for one change.
+    runs = multi_history(
+        team,
+        {
+            "latency_p99_ms": shifted(20, 8, 0.20, seed=12),
+            "throughput_tokens_per_s": shifted(21, 7, -0.15, seed=13),
+        },
+    )
+    for run in runs:
+        run_check(run_id=run.pk)
+    alert = Alert.objects.get()
+    members = {m.series.metric: m for m in AlertMetric.objects.filter(alert=alert).select_related("series")}
+    assert set(members) == {"latency_p99_ms", "throughput_tokens_per_s"}
+    assert alert.first_run == runs[20]
+    # Each metric keeps where its own change began: the baseline after the change starts there.
+    assert members["latency_p99_ms"].first_run is None
+    assert members["throughput_tokens_per_s"].first_run == runs[21].pk
+    assert_alert_invariants()
+
+
+def test_changes_two_runs_apart_stay_two_alerts(team: Any) -> None:
+    multi_history(
+        team,
+        {
+            "latency_p99_ms": shifted(20, 10, 0.20, seed=14),
+            "throughput_tokens_per_s": shifted(24, 6, -0.15, seed=15),
+        },
+    )
+    alerts_history_check()
+    assert Alert.objects.count() == 2
