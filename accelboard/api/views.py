@@ -22,6 +22,8 @@ from ninja.pagination import paginate
 from ninja.responses import Status
 from pydantic import BaseModel
 
+from accelboard.benchmarks.choices import Scenario
+
 from . import selectors, services
 from .auth import ReadRequest, Session, TokenAuth, TokenRequest, caller_scope
 from .body import request_files, request_json, request_snappy, request_upload
@@ -149,6 +151,11 @@ _UPLOAD_FORM = {
         "precision": {"type": "string"},
         "model": {"type": "string"},
         "format": {"type": "string", "description": "Skip detection and read as this format"},
+        "scenario": {
+            "type": "string",
+            "enum": list(Scenario.values),
+            "description": "How the load was offered, where the files do not say (default: unstated)",
+        },
         "run_id": {
             "type": "string",
             "format": "uuid",

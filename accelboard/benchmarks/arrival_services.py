@@ -373,6 +373,7 @@ UPLOAD_OVERRIDES = (
     "count",
     "precision",
     "model",
+    "scenario",
     "create_model",
     "remember",
 )

@@ -86,6 +86,17 @@ def test_it_imports_a_file_with_form_fields(client: Client, team: Any, rw_token:
     assert (throughput["baseline"], throughput["delta_pct"], throughput["verdict"]) == (None, None, "new")
 
 
+def test_the_scenario_field_states_how_the_load_was_offered(client: Client, team: Any, rw_token: str) -> None:
+    # The multipart form takes the scenario as the JSON body does (the OpenAPI form lists it);
+    # like the other fields it applies over what the file says (server, from its request rate).
+    response = _upload(client, rw_token, [_fixture("vllm_2025.json")], accelerator="L4", scenario="serving")
+    assert response.status_code == 201, response.content
+    run = BenchmarkRun.objects.get(pk=response.json()["runs"][0]["id"])
+    assert run.workload.scenario == "serving" and run.field_sources["workload.scenario"] == "user"
+    form = client.get("/api/v1/openapi.json").json()["paths"]["/api/v1/runs"]["post"]["requestBody"]
+    assert "server" in form["content"]["multipart/form-data"]["schema"]["properties"]["scenario"]["enum"]
+
+
 def test_it_compares_each_metric_with_its_series_baseline(client: Client, team: Any, rw_token: str) -> None:
     for i, value in enumerate([1000.0, 1010.0, 990.0, 1005.0, 995.0]):
         name, data = _vllm_with_throughput(value, f"seed{i}")
@@ -142,6 +153,7 @@ def test_it_imports_an_archive_of_several_files(client: Client, team: Any, rw_to
         ([("vllm_2025.json", None)], {"accelerator": "L4", "colour": "red"}, 422, "colour", "unknown field"),
         ([("vllm_2025.json", None)], {"accelerator": "L4", "context": "oops"}, 422, "context", "line 1"),
         ([("nvidia_smi_multi.csv", None)], {"model": "m", "precision": "bf16"}, 422, "format", "telemetry"),
+        ([("vllm_2025.json", None)], {"accelerator": "L4", "scenario": "warp"}, 422, "scenario", "warp"),
     ],
 )
 def test_it_rejects_bad_uploads_naming_the_field(

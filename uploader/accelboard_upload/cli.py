@@ -73,6 +73,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--precision", help="precision; applies over what the files say")
     parser.add_argument("--model", help="model (a catalogue name or alias); applies over what the files say")
     parser.add_argument(
+        "--scenario",
+        help="how the load was offered (offline, server, serving, single-stream, multi-stream, "
+        "interactive); applies over what the files say",
+    )
+    parser.add_argument(
         "--create-model",
         action="store_true",
         help="add the model (--model, else the files' name) to the catalogue when it is not there",
@@ -312,6 +317,7 @@ def _upload(args: argparse.Namespace) -> int:
         "count": args.count or "",
         "precision": args.precision or "",
         "model": args.model or "",
+        "scenario": args.scenario or "",
         "create_model": "1" if args.create_model else "",
         "remember": "1" if args.remember else "",
         "format": args.fmt or "",
