@@ -92,6 +92,12 @@ def test_it_takes_server_and_token_from_the_environment(
     assert BenchmarkRun.objects.get().git_commit == "c0ffee"
 
 
+def test_it_states_the_scenario_the_files_do_not(server: str, token: str, capsys: Any) -> None:
+    args = ["--server", server, "--token", token, "--accelerator", "L4", "--scenario", "serving"]
+    assert main([str(FIXTURES / "vllm_2025.json"), *args]) == 0
+    assert BenchmarkRun.objects.get().workload.scenario == "serving"
+
+
 def test_it_is_one_run_when_a_job_retries(server: str, token: str, capsys: Any) -> None:
     argv = [str(FIXTURES / "vllm_2025.json"), "--server", server, "--token", token, "--accelerator", "L4"]
     assert main(argv) == 0
