@@ -10,33 +10,11 @@ from typing import Any
 import pytest
 from accelboard_upload.cli import main, provenance_from_env
 
-from accelboard.api.services import token_create
 from accelboard.benchmarks.import_services import run_import
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue
 from accelboard.importers import parse_bytes
-from tests.factories import H100, L4, accelerator_type_from
 
 FIXTURES = Path(__file__).resolve().parents[1] / "importers" / "fixtures"
-CI_VARS = ("GITHUB_SHA", "GITHUB_REF_NAME", "GITHUB_HEAD_REF", "GITHUB_RUN_ID", "GITHUB_REPOSITORY",
-           "GITHUB_SERVER_URL", "CI_COMMIT_SHA", "CI_COMMIT_REF_NAME", "CI_JOB_URL")  # fmt: skip
-
-
-@pytest.fixture
-def server(
-    live_server: Any, settings: Any, tmp_path: Path, team: Any, monkeypatch: pytest.MonkeyPatch
-) -> str:
-    settings.MEDIA_ROOT = tmp_path / "media"
-    # A live server's tests flush the database between them, catalogue included.
-    accelerator_type_from(H100)
-    accelerator_type_from(L4)
-    for name in CI_VARS + ("ACCELBOARD_SERVER", "ACCELBOARD_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    return live_server.url
-
-
-@pytest.fixture
-def token(team: Any) -> str:
-    return token_create(team=team, kind="ingest", name="ci")[1]
 
 
 def _bench(path: Path, *, factor: float, day: int) -> Path:

@@ -36,8 +36,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from . import forge, report
+
 USER_AGENT = "accelboard-upload/1"
 EXIT_OK, EXIT_REGRESSION, EXIT_ERROR = 0, 1, 2
+COMMENT_WHEN = ("always", "change", "regression", "never")
+CHECK_NAME = "accelboard"
 _TRANSIENT = {502, 503, 504}
 
 
@@ -98,6 +102,43 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--fail-on-regression", action="store_true", help="exit 1 when any metric is a regression"
+    )
+    group = parser.add_argument_group(
+        "reporting where the code is reviewed",
+        "the comparison as Markdown: appended to $GITHUB_STEP_SUMMARY when set; with a GitHub token "
+        "one pull-request comment (edited in place on every push) and a check run; with a GitLab "
+        "token one merge-request note (docs/ci-snippets.md)",
+    )
+    group.add_argument(
+        "--summary-file",
+        default=os.environ.get("GITHUB_STEP_SUMMARY", ""),
+        help="append the Markdown report here (default: $GITHUB_STEP_SUMMARY)",
+    )
+    group.add_argument(
+        "--github-token",
+        default=os.environ.get("ACCELBOARD_GITHUB_TOKEN") or os.environ.get("GITHUB_TOKEN", ""),
+        help="comment on the pull request and add a check run ($ACCELBOARD_GITHUB_TOKEN or $GITHUB_TOKEN; "
+        "needs pull-requests: write and checks: write)",
+    )
+    group.add_argument(
+        "--gitlab-token",
+        default=os.environ.get("ACCELBOARD_GITLAB_TOKEN") or os.environ.get("GITLAB_TOKEN", ""),
+        help="note on the merge request ($ACCELBOARD_GITLAB_TOKEN or $GITLAB_TOKEN; a token with the api scope)",
+    )
+    group.add_argument(
+        "--comment",
+        choices=COMMENT_WHEN,
+        default="always",
+        help="when to post the comment or note: always (default), change (a regression or improvement), "
+        "regression, never; an existing one is always kept up to date",
+    )
+    group.add_argument(
+        "--comment-key",
+        default="default",
+        help="one comment per pull request and key (a job matrix gives each job its own; default: default)",
+    )
+    group.add_argument(
+        "--no-check", dest="check", action="store_false", help="no GitHub check run (with --github-token)"
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
     parser.add_argument("--retries", type=int, default=3, help="retries of transient failures (default 3)")
@@ -346,9 +387,66 @@ def _upload(args: argparse.Namespace) -> int:
         regressions += [f"{run['file']}: {m['name']}" for m in run["metrics"] if m["verdict"] == "regression"]
     if regressions:
         print(f"{len(regressions)} regression(s): {', '.join(regressions)}")
-        if args.fail_on_regression:
-            return EXIT_REGRESSION
+    _report(args, runs, commit=fields.get("commit", ""))
+    if regressions and args.fail_on_regression:
+        return EXIT_REGRESSION
     return EXIT_OK
+
+
+def _report(args: argparse.Namespace, runs: list[dict[str, Any]], *, commit: str) -> None:
+    """The comparison where the code is reviewed: the job's summary, the pull request's comment
+    and check run, the merge request's note. A forge that refuses is an error (exit 2) naming
+    what the token lacks; the runs are stored by then, and a re-run finds them again."""
+    server = args.server.rstrip("/")
+    if args.summary_file:
+        try:
+            with open(args.summary_file, "a", encoding="utf-8") as handle:
+                handle.write(report.markdown(runs, server=server, commit=commit) + "\n")
+        except OSError as exc:
+            raise UploadError(
+                f"--summary-file {args.summary_file}: cannot write: {exc.strerror or exc}"
+            ) from None
+    found = report.counts(runs)
+    create = {
+        "always": True,
+        "change": any(found.get(verdict) for verdict in report.CHANGES),
+        "regression": bool(found.get("regression")),
+        "never": False,
+    }[args.comment]
+    body = report.markdown(runs, server=server, commit=commit, key=args.comment_key)
+    options = {"timeout": min(args.timeout, 30.0), "retries": args.retries}
+    try:
+        if args.github_token:
+            github = forge.GitHub.from_env(dict(os.environ), token=args.github_token, **options)
+            if args.comment != "never" or github.pull_request is None:
+                done, url = github.comment(body, key=args.comment_key, create=create)
+                print(_forge_line("pull request comment", done, url, github.pull_request is None))
+            if args.check:
+                regressed = bool(found.get("regression"))
+                conclusion = ("failure" if args.fail_on_regression else "neutral") if regressed else "success"
+                url = github.check(
+                    name=CHECK_NAME
+                    if args.comment_key == "default"
+                    else f"{CHECK_NAME} ({args.comment_key})",
+                    conclusion=conclusion,
+                    title=report.headline(runs),
+                    summary=report.markdown(runs, server=server, commit=commit),
+                )
+                print(f"check run: {conclusion}" + (f" {url}" if url else ""))
+        if args.gitlab_token and args.comment != "never":
+            gitlab = forge.GitLab.from_env(dict(os.environ), token=args.gitlab_token, **options)
+            done, url = gitlab.note(body, key=args.comment_key, create=create)
+            print(_forge_line("merge request note", done, url, gitlab.merge_request is None))
+    except forge.ForgeError as exc:
+        raise UploadError(str(exc)) from None
+
+
+def _forge_line(what: str, done: str, url: str, no_review: bool) -> str:
+    if no_review:
+        return f"{what}: none (not a pull or merge request pipeline)"
+    if done == "skipped":
+        return f"{what}: not posted (no change; --comment)"
+    return f"{what}: {done}" + (f" {url}" if url else "")
 
 
 if __name__ == "__main__":
