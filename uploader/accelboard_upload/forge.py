@@ -29,7 +29,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .report import marker
@@ -123,6 +123,11 @@ def _message(raw: bytes) -> str:
     return str(answer)[:300]
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """A JSON object, or an empty one for anything else (an event file of another shape)."""
+    return value if isinstance(value, dict) else {}
+
+
 # --- GitHub -------------------------------------------------------------------------------------
 
 
@@ -135,7 +140,7 @@ class GitHub:
     repository: str
     pull_request: int | None
     sha: str
-    token: str
+    token: str = field(repr=False)  # never printed
     timeout: float = 30.0
     retries: int = 3
     sleep: Callable[[float], None] = time.sleep
@@ -158,12 +163,12 @@ class GitHub:
                 event = loaded if isinstance(loaded, dict) else {}
             except (OSError, ValueError) as exc:
                 raise ForgeError(f"GITHUB_EVENT_PATH: cannot read {path}: {exc}") from None
-        pr = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else {}
+        pr: dict[str, Any] = _object(event.get("pull_request"))
         number = pr.get("number") if isinstance(pr.get("number"), int) else None
         if number is None:
             ref = re.fullmatch(r"refs/pull/(\d+)/(?:merge|head)", env.get("GITHUB_REF", ""))
             number = int(ref.group(1)) if ref else None
-        head = pr.get("head") if isinstance(pr.get("head"), dict) else {}
+        head = _object(pr.get("head"))
         sha = str(head.get("sha") or env.get("GITHUB_SHA", ""))
         api = (env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/")
         return cls(api=api, repository=repository, pull_request=number, sha=sha, token=token, **options)
@@ -255,7 +260,7 @@ class GitLab:
     api: str
     project: str
     merge_request: int | None
-    token: str
+    token: str = field(repr=False)  # never printed
     timeout: float = 30.0
     retries: int = 3
     sleep: Callable[[float], None] = time.sleep
