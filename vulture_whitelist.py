@@ -9,7 +9,7 @@ from vulture.whitelist_utils import Whitelist
 _ = Whitelist()
 
 # Named by dotted path in accelboard/settings.py (MIDDLEWARE, STATICFILES_FINDERS, EMAIL_BACKEND,
-# TEMPLATES' context_processors).
+# TEMPLATES' context_processors, AXES_HANDLER).
 _.LoginRequiredMiddleware
 _.ReadinessGate
 _.QueryStringGuard
@@ -18,6 +18,7 @@ _.PlotlyFinder
 _.OutboxBackend
 _.navigation
 _.demo_loading
+_.LoginThrottleHandler
 
 # Called by name by a framework: django-filter's `method="by_metric"`, gunicorn's server hook.
 _.by_metric

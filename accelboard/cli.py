@@ -36,8 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         return detect_main(argv[2:])
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "accelboard.settings")
     argv[0] = "accelboard"
-    from accelboard.env import ConfigError
+    from accelboard.env import ConfigError, report_settings_problems_as_checks
 
+    if len(argv) > 1 and argv[1] == "check":
+        # `check` reports every unsafe production value with the other checks, not only the first.
+        report_settings_problems_as_checks()
     try:
         from django.core.management import execute_from_command_line
 

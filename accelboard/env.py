@@ -17,6 +17,21 @@ class ConfigError(Exception):
     """A configuration value is missing or malformed. The message names the variable."""
 
 
+_settings_problems_reported_by_checks = False
+
+
+def report_settings_problems_as_checks() -> None:
+    """Called by ``accelboard check`` before the settings load: values production would be unsafe
+    with are then left for the system checks to report, all of them with the rest, instead of
+    stopping the import (``accelboard.settings.SETTINGS_PROBLEMS``)."""
+    global _settings_problems_reported_by_checks
+    _settings_problems_reported_by_checks = True
+
+
+def settings_problems_reported_by_checks() -> bool:
+    return _settings_problems_reported_by_checks
+
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 

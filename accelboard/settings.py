@@ -3,6 +3,11 @@
 A fresh checkout runs with nothing set: the embedded PostgreSQL under ``./.accelboard`` holds
 the data and Celery's broker. Production is switched on with ``ACCELBOARD_PRODUCTION=1``, which
 makes ``SECRET_KEY``, ``DATABASE_URL``, ``CELERY_BROKER_URL`` and ``ALLOWED_HOSTS`` mandatory.
+
+A value production cannot run safely with (a missing or short ``SECRET_KEY``, ``DEBUG=1``,
+``ALLOWED_HOSTS=*``, ...) is collected in ``SETTINGS_PROBLEMS`` rather than raised at once: the
+import then fails naming every one of them, except under ``accelboard check``, whose system
+check ``accelboard.core.checks.check_settings_problems`` reports them all with the other checks.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from .env import (
     env_secret,
     env_str,
     parse_database_url,
+    settings_problems_reported_by_checks,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -29,11 +35,30 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 PRODUCTION = env_bool("ACCELBOARD_PRODUCTION", False)
 DEBUG = env_bool("DEBUG", not PRODUCTION)
 
+# (check id, message, hint) of each value production would be unsafe or broken with; see the
+# module's docstring. Each names its variable.
+SETTINGS_PROBLEMS: list[tuple[str, str, str]] = []
 
-def _require(name: str, value: str | None) -> str:
+
+def _problem(check_id: str, message: str, hint: str) -> None:
+    SETTINGS_PROBLEMS.append((check_id, message, hint))
+
+
+def _require(name: str, value: str | None, check_id: str, hint: str) -> bool:
+    """Whether the mandatory production setting ``name`` is given (a problem is noted if not)."""
     if not value:
-        raise ConfigError(f"{name} must be set when ACCELBOARD_PRODUCTION=1")
-    return value
+        _problem(check_id, f"{name} must be set when ACCELBOARD_PRODUCTION=1", hint)
+        return False
+    return True
+
+
+if PRODUCTION and DEBUG:
+    _problem(
+        "accelboard.E009",
+        "DEBUG is on with ACCELBOARD_PRODUCTION=1: error pages would show settings, code and "
+        "queries to anyone who can make one.",
+        "Unset DEBUG (or set DEBUG=0) in production.",
+    )
 
 
 def _home() -> Path:
@@ -51,19 +76,35 @@ def _development_secret_key() -> str:
     return path.read_text().strip()
 
 
-SECRET_KEY = env_secret("SECRET_KEY")
+_SECRET_KEY_HINT = "Set SECRET_KEY (or SECRET_KEY_FILE) to a random string of 50 characters or more."
+SECRET_KEY = env_secret("SECRET_KEY") or ""
 if PRODUCTION:
-    SECRET_KEY = _require("SECRET_KEY", SECRET_KEY)
-    if len(SECRET_KEY) < 50:
-        raise ConfigError("SECRET_KEY must be at least 50 characters long in production")
+    if not SECRET_KEY:
+        _problem("accelboard.E007", "SECRET_KEY must be set when ACCELBOARD_PRODUCTION=1", _SECRET_KEY_HINT)
+        # Only `accelboard check` goes on past the settings with problems; it signs nothing.
+        SECRET_KEY = secrets.token_urlsafe(50)
+    elif len(SECRET_KEY) < 50:
+        _problem(
+            "accelboard.E007",
+            f"SECRET_KEY must be at least 50 characters long in production (it has {len(SECRET_KEY)}).",
+            _SECRET_KEY_HINT,
+        )
 elif not SECRET_KEY:
     SECRET_KEY = _development_secret_key()
 
 ALLOWED_HOSTS = env_list(
     "ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "[::1]", "testserver"]
 )
-if PRODUCTION and not ALLOWED_HOSTS:
-    raise ConfigError("ALLOWED_HOSTS must be set when ACCELBOARD_PRODUCTION=1 (comma-separated host names)")
+_ALLOWED_HOSTS_HINT = "Set ALLOWED_HOSTS to the host names accelboard is reached at, comma-separated."
+if PRODUCTION:
+    _require("ALLOWED_HOSTS", ",".join(ALLOWED_HOSTS), "accelboard.E008", _ALLOWED_HOSTS_HINT)
+    if "*" in ALLOWED_HOSTS:
+        _problem(
+            "accelboard.E008",
+            "ALLOWED_HOSTS contains '*' in production: any Host header is accepted, so a link built "
+            "from the request's host can be made to point at another site.",
+            _ALLOWED_HOSTS_HINT,
+        )
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 # ``accelboard demo`` sets it for its children: the demo loader's progress file, shown as a banner
@@ -75,8 +116,14 @@ API_DOCS_PUBLIC = env_bool("API_DOCS_PUBLIC", not PRODUCTION)
 
 # --- Database -----------------------------------------------------------------------------------
 _database_url = env_secret("DATABASE_URL")
-if PRODUCTION:
-    _database_url = _require("DATABASE_URL", _database_url)
+if PRODUCTION and not _require(
+    "DATABASE_URL",
+    _database_url,
+    "accelboard.E010",
+    "Set DATABASE_URL to postgresql://user:password@host:5432/dbname.",
+):
+    # Never the embedded server in production; `accelboard check` does not connect.
+    _database_url = "postgresql://accelboard@unset.invalid:5432/accelboard"
 EMBEDDED_DATABASE = not _database_url
 if EMBEDDED_DATABASE:
     from .embedded import embedded_database_url
@@ -216,6 +263,12 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minim
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "core/locked_out.html"
+# Password spraying (one password against many names from one address) never reaches the limit
+# above for any name: wrong passwords for this many different user names from one address within
+# LOGIN_LOCKOUT_MINUTES close logins from that address, for every name (accelboard/core/login_throttle.py).
+# Well above LOGIN_FAILURE_LIMIT, so that an office's shared address survives its typos; 0: off.
+LOGIN_ADDRESS_USERNAME_LIMIT = env_int("LOGIN_ADDRESS_USERNAME_LIMIT", 10, minimum=0)
+AXES_HANDLER = "accelboard.core.login_throttle.LoginThrottleHandler"
 AXES_VERBOSE = False
 # Behind N reverse proxies that set X-Forwarded-For, the client is the address N hops back; without
 # proxies only REMOTE_ADDR is trusted (a client could write any X-Forwarded-For it likes).
@@ -229,8 +282,10 @@ SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 # --- Celery -------------------------------------------------------------------------------------
 _broker = env_secret("CELERY_BROKER_URL")
-if PRODUCTION:
-    _broker = _require("CELERY_BROKER_URL", _broker)
+if PRODUCTION and not _require(
+    "CELERY_BROKER_URL", _broker, "accelboard.E010", "Set CELERY_BROKER_URL to redis://host:6379/0."
+):
+    _broker = "redis://unset.invalid:6379/0"
 if not _broker:
     from .embedded import broker_url_for
 
@@ -362,3 +417,7 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     "accelboard.core.staticfiles.PlotlyFinder",
 ]
+
+# Every problem at once, named; only `accelboard check` goes on to report them as system checks.
+if SETTINGS_PROBLEMS and not settings_problems_reported_by_checks():
+    raise ConfigError(" ".join(message for _, message, _ in SETTINGS_PROBLEMS))

@@ -32,6 +32,8 @@ _CONFIG_VARS = (
     "EMAIL_HOST",
     "EMAIL_HOST_USER",
     "TELEMETRY_RETENTION_DAYS",
+    "SITE_URL",
+    "DEFAULT_FROM_EMAIL",
 )
 NOWHERE_DB = "postgresql://accelboard@127.0.0.1:1/accelboard"
 GOOD_SECRET = "k" * 64
@@ -61,6 +63,15 @@ def assert_config_error(result: subprocess.CompletedProcess[str], variable: str)
     assert variable in lines[0]
     assert "Traceback" not in result.stderr
     return lines[0]
+
+
+def assert_check_errors(result: subprocess.CompletedProcess[str], *expected: str) -> None:
+    """`check` ran to the end and reported each of ``expected`` (an id and its words)."""
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "SystemCheckError" in result.stderr
+    for text in expected:
+        assert text in result.stderr, f"{text!r} missing from:\n{result.stderr}"
 
 
 def test_it_passes_a_good_development_configuration(tmp_path: Path) -> None:
@@ -112,8 +123,7 @@ def test_it_requires_a_secret_key_in_production(tmp_path: Path) -> None:
         CELERY_BROKER_URL="redis://redis:6379/0",
         ALLOWED_HOSTS="accelboard.example.com",
     )
-    line = assert_config_error(result, "SECRET_KEY")
-    assert "ACCELBOARD_PRODUCTION=1" in line
+    assert_check_errors(result, "(accelboard.E007) SECRET_KEY must be set when ACCELBOARD_PRODUCTION=1")
     # Production never falls back to a generated key.
     assert not (tmp_path / "home" / "secret_key").exists()
 
@@ -127,7 +137,9 @@ def test_it_rejects_a_short_secret_key_in_production(tmp_path: Path) -> None:
         CELERY_BROKER_URL="redis://redis:6379/0",
         ALLOWED_HOSTS="accelboard.example.com",
     )
-    assert "at least 50 characters" in assert_config_error(result, "SECRET_KEY")
+    assert_check_errors(
+        result, "(accelboard.E007) SECRET_KEY must be at least 50 characters long in production (it has 5)"
+    )
 
 
 def test_it_requires_a_database_url_in_production(tmp_path: Path) -> None:
@@ -138,7 +150,7 @@ def test_it_requires_a_database_url_in_production(tmp_path: Path) -> None:
         CELERY_BROKER_URL="redis://redis:6379/0",
         ALLOWED_HOSTS="accelboard.example.com",
     )
-    assert_config_error(result, "DATABASE_URL")
+    assert_check_errors(result, "(accelboard.E010) DATABASE_URL must be set when ACCELBOARD_PRODUCTION=1")
     # It must fail before starting the embedded server: no data directory was made.
     assert not (tmp_path / "home" / "pgdata").exists()
 
@@ -151,7 +163,7 @@ def test_it_requires_allowed_hosts_in_production(tmp_path: Path) -> None:
         DATABASE_URL=NOWHERE_DB,
         CELERY_BROKER_URL="redis://redis:6379/0",
     )
-    assert_config_error(result, "ALLOWED_HOSTS")
+    assert_check_errors(result, "(accelboard.E008) ALLOWED_HOSTS must be set when ACCELBOARD_PRODUCTION=1")
 
 
 def test_it_requires_a_broker_in_production(tmp_path: Path) -> None:
@@ -162,7 +174,93 @@ def test_it_requires_a_broker_in_production(tmp_path: Path) -> None:
         DATABASE_URL=NOWHERE_DB,
         ALLOWED_HOSTS="accelboard.example.com",
     )
-    assert_config_error(result, "CELERY_BROKER_URL")
+    assert_check_errors(
+        result, "(accelboard.E010) CELERY_BROKER_URL must be set when ACCELBOARD_PRODUCTION=1"
+    )
+
+
+UNSAFE_PRODUCTION = {
+    "ACCELBOARD_PRODUCTION": "1",
+    "SECRET_KEY": "short",
+    "DEBUG": "1",
+    "ALLOWED_HOSTS": "*",
+    "SITE_URL": "http://127.1:8000",
+    "DATABASE_URL": NOWHERE_DB,
+    "CELERY_BROKER_URL": "redis://redis:6379/0",
+    "EMAIL_HOST": "smtp.example.com",
+    "DEFAULT_FROM_EMAIL": "accelboard <alerts@example.com>",
+}
+
+
+def test_the_deploy_check_reports_every_unsafe_production_value_at_once(tmp_path: Path) -> None:
+    result = run_check(tmp_path, "check", "--deploy", **UNSAFE_PRODUCTION)
+    assert_check_errors(
+        result,
+        "(accelboard.E007) SECRET_KEY must be at least 50 characters long in production (it has 5)",
+        "(accelboard.E008) ALLOWED_HOSTS contains '*' in production",
+        "(accelboard.E009) DEBUG is on with ACCELBOARD_PRODUCTION=1",
+        "(accelboard.E005) SITE_URL is http://127.1:8000",
+    )
+    assert "HINT: Set SECRET_KEY (or SECRET_KEY_FILE)" in result.stderr
+
+
+def test_the_deploy_check_reports_a_plain_http_public_site_url(tmp_path: Path) -> None:
+    env = {**UNSAFE_PRODUCTION, "SECRET_KEY": GOOD_SECRET, "ALLOWED_HOSTS": "accelboard.example.com"}
+    env.pop("DEBUG")
+    plain = run_check(tmp_path, "check", "--deploy", **(env | {"SITE_URL": "http://accelboard.example.com"}))
+    assert_check_errors(plain, "(accelboard.E011) SITE_URL is http://accelboard.example.com: plain http")
+    assert "accelboard.E005" not in plain.stderr
+    tls = run_check(
+        tmp_path,
+        "check",
+        "--deploy",
+        "--fail-level",
+        "ERROR",
+        **(env | {"SITE_URL": "https://accelboard.example.com"}),
+    )
+    assert tls.returncode == 0, tls.stderr
+
+
+@pytest.mark.parametrize("command", [["migrate"], ["-c", "import accelboard.wsgi"]], ids=["migrate", "wsgi"])
+def test_everything_but_check_refuses_to_start_naming_every_unsafe_value(
+    tmp_path: Path, command: list[str]
+) -> None:
+    if command[0] == "-c":  # gunicorn's import of the WSGI application
+        env = {k: v for k, v in os.environ.items() if k not in _CONFIG_VARS} | UNSAFE_PRODUCTION
+        env["ACCELBOARD_HOME"] = str(tmp_path / "home")
+        result = subprocess.run(
+            [sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode != 0
+        line = result.stderr.strip().splitlines()[-1]
+        assert line.startswith("accelboard.env.ConfigError: ")
+    else:
+        line = assert_config_error(run_check(tmp_path, *command, **UNSAFE_PRODUCTION), "SECRET_KEY")
+    assert "SECRET_KEY must be at least 50 characters" in line
+    assert "DEBUG is on" in line and "ALLOWED_HOSTS contains '*'" in line
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["localhost", "LOCALHOST.", "app.localhost", "127.0.0.1", "127.1", "127.0.1", "0x7f.0.0.1", "0x7f000001",
+     "2130706433", "017700000001", "0177.0.0.1", "127.255.255.254", "[::1]", "::1", "0:0:0:0:0:0:0:1",
+     "[::ffff:127.0.0.1]", "0.0.0.0", "0", "[::]", ""],
+)  # fmt: skip
+def test_it_sees_every_spelling_of_this_machine(host: str) -> None:
+    from accelboard.core.checks import _loopback_host
+
+    assert _loopback_host(host)
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["accelboard.example.com", "10.0.0.5", "128.0.0.1", "0x80.0.0.1", "127.1.example.com", "localhost.example.com",
+     "[2001:db8::1]", "[::ffff:10.0.0.1]", "127.0.0.1.nip.io", "1.2.3.4.5", "256.0.0.1", "+127.1", "127.1_0"],
+)  # fmt: skip
+def test_it_does_not_take_another_host_for_this_machine(host: str) -> None:
+    from accelboard.core.checks import _loopback_host
+
+    assert not _loopback_host(host)
 
 
 def test_it_rejects_a_debug_value_it_cannot_read(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from email.utils import parseaddr
-from ipaddress import ip_address
+from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -11,7 +11,6 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 _BROKER_SCHEMES = ("redis://", "rediss://", "amqp://", "amqps://", "sqla+postgresql", "memory://")
-_LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "testserver"}
 
 
 @register()
@@ -30,7 +29,7 @@ def check_broker(app_configs: Any = None, **kwargs: Any) -> list[Error]:
 
 @register()
 def check_debug_public(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
-    public = [host for host in settings.ALLOWED_HOSTS if host not in _LOCAL_HOSTS]
+    public = [host for host in settings.ALLOWED_HOSTS if host != "testserver" and not _loopback_host(host)]
     if settings.DEBUG and public:
         return [
             Warning(
@@ -68,7 +67,7 @@ def check_production_email(app_configs: Any = None, **kwargs: Any) -> list[Check
                 id="accelboard.E002",
             )
         ]
-    if host in _LOCAL_HOSTS and not user:
+    if _loopback_host(host) and not user:
         mailers = getattr(settings, "MAILERS", None)
         port = mailers["default"]["OPTIONS"].get("port", 25) if mailers is not None else settings.EMAIL_PORT
         return [
@@ -110,15 +109,63 @@ def check_plotly_static(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     return []
 
 
+def _inet_aton(host: str) -> IPv4Address | None:
+    """The IPv4 address ``host`` names in any form a resolver accepts (inet_aton(3)): one to four
+    parts, each decimal, octal (leading 0) or hex (0x), the last filling the remaining bytes:
+    ``127.1``, ``0x7f.0.0.1``, ``017700000001``, ``2130706433``. None if it is not one."""
+    parts = host.split(".")
+    if not 1 <= len(parts) <= 4:
+        return None
+    numbers = []
+    for part in parts:
+        try:
+            if part[:2] in ("0x", "0X"):
+                numbers.append(int(part[2:], 16))
+            elif len(part) > 1 and part.startswith("0"):
+                numbers.append(int(part[1:], 8))
+            else:
+                numbers.append(int(part, 10))
+        except ValueError:
+            return None
+    if any(not part.isalnum() for part in parts):  # int() allows "+1", " 1", "1_0"
+        return None
+    *leading, last = numbers
+    if any(n > 255 for n in leading) or last >= 256 ** (4 - len(leading)):
+        return None
+    value = last
+    for i, n in enumerate(leading):
+        value += n << (8 * (3 - i))
+    return IPv4Address(value)
+
+
 def _loopback_host(host: str) -> bool:
-    host = host.strip("[]").lower()
-    if host in {"", "localhost", "0.0.0.0"} or host.endswith(".localhost"):
+    """Whether a URL's host is this machine (or no machine): ``localhost`` and ``*.localhost``,
+    any loopback or unspecified address in any spelling (``127.1``, ``0x7f.0.0.1``, ``[::1]``,
+    ``::ffff:127.0.0.1``, ``0.0.0.0``), or nothing at all."""
+    host = host.strip().strip("[]").lower().rstrip(".")
+    if host in {"", "localhost", "localhost.localdomain"} or host.endswith(".localhost"):
         return True
+    address: IPv4Address | IPv6Address | None
     try:
-        address = ip_address(host)
+        address = ip_address(host.partition("%")[0])
     except ValueError:
+        address = _inet_aton(host)
+    if address is None:
         return False
+    if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
     return address.is_loopback or address.is_unspecified
+
+
+@register()
+def check_settings_problems(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """Values production would be unsafe or broken with, noted by the settings (a missing or short
+    SECRET_KEY, DEBUG on, ALLOWED_HOSTS missing or '*', no DATABASE_URL or broker): every one of
+    them, under ``accelboard check``; any other command stops at import naming them all."""
+    return [
+        Error(message, hint=hint, id=check_id)
+        for check_id, message, hint in getattr(settings, "SETTINGS_PROBLEMS", [])
+    ]
 
 
 @register(Tags.security, deploy=True)
@@ -136,6 +183,16 @@ def check_email_links(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                 "(unset, it defaults to http://127.0.0.1:8000).",
                 hint="Set SITE_URL to the address people open accelboard at, e.g. https://accelboard.example.com.",
                 id="accelboard.E005",
+            )
+        )
+    elif parts.scheme == "http":
+        errors.append(
+            Error(
+                f"SITE_URL is {site_url}: plain http to a public host, so the acknowledge and dismiss "
+                "links of alert emails, which act without a login, would travel unencrypted (and "
+                "production's secure cookies are never sent over http).",
+                hint="Serve accelboard over https behind a TLS proxy and set SITE_URL=https://...",
+                id="accelboard.E011",
             )
         )
     sender = parseaddr(str(getattr(settings, "DEFAULT_FROM_EMAIL", "") or ""))[1]

@@ -324,9 +324,16 @@ class TriagePrompt:
     allowed: bool
 
 
-def triage_link_read(*, token: str) -> TriagePrompt:
+_TRIAGE_NOT_FOUND = "The alert or the account this link was sent to no longer exists."
+
+
+def triage_link_read(*, token: str, viewer: Any = None) -> TriagePrompt:
     """Check a triage link without acting. Raises ``TriageLinkError``: 400 for a token we did not
-    sign (cut or changed), 410 for an expired one, 404 when its user or alert no longer exists."""
+    sign (cut or changed), 410 for an expired one, 404 when its user or alert no longer exists.
+
+    An alert the link's user may no longer see (they left its team), or that ``viewer`` (the
+    signed-in user opening the link, None when nobody is) may not see, is the same 404 with the
+    same words as one that does not exist: the page reveals nothing of it, not even that it is."""
     try:
         claim = links.triage_token_read(token)
     except links.TriageLinkExpired:
@@ -343,21 +350,24 @@ def triage_link_read(*, token: str) -> TriagePrompt:
         ) from None
     user = get_user_model().objects.filter(pk=claim.user_id).first()
     alert = selectors.alert_for_triage(alert_id=claim.alert_id)
-    if user is None or alert is None:
-        raise TriageLinkError("The alert or the account this link was sent to no longer exists.", status=404)
+    if user is None or alert is None or not can(user, Action.VIEW, alert.team_id):
+        raise TriageLinkError(_TRIAGE_NOT_FOUND, status=404)
+    if viewer is not None and viewer.pk != user.pk and not can(viewer, Action.VIEW, alert.team_id):
+        raise TriageLinkError(_TRIAGE_NOT_FOUND, status=404)
     used = TriageLinkUse.objects.filter(digest=claim.digest).select_related("user").first()
     return TriagePrompt(
         claim=claim, user=user, alert=alert, used=used, allowed=can(user, Action.TRIAGE, alert.team_id)
     )
 
 
-def triage_link_use(*, token: str, reason: str = "", note: str = "") -> Alert:
+def triage_link_use(*, token: str, reason: str = "", note: str = "", viewer: Any = None) -> Alert:
     """Act on a triage link as its user, once: acknowledge, or dismiss with ``reason``.
 
-    Raises ``TriageLinkError``: those of ``triage_link_read``, 410 for a link already used,
-    403 when the user may no longer triage the team's alerts, 400 for an unknown dismiss reason,
-    409 when the alert's state does not allow it (the link stays unused)."""
-    prompt = triage_link_read(token=token)
+    Raises ``TriageLinkError``: those of ``triage_link_read`` (``viewer`` as there), 410 for a
+    link already used, 403 when the user may still see but no longer triage the team's alerts,
+    400 for an unknown dismiss reason, 409 when the alert's state does not allow it (the link
+    stays unused)."""
+    prompt = triage_link_read(token=token, viewer=viewer)
     claim, alert, user = prompt.claim, prompt.alert, prompt.user
     if prompt.used is not None:
         raise TriageLinkError(

@@ -163,9 +163,11 @@ def test_email(request: SignedInRequest) -> HttpResponse:
 @csrf_exempt
 @require_http_methods(["GET", "POST"])
 def triage(request: HttpRequest, token: str) -> HttpResponse:
-    """An email's acknowledge or dismiss link: GET shows what would happen, the button acts."""
+    """An email's acknowledge or dismiss link: GET shows what would happen, the button acts.
+    A signed-in user who may not see the alert gets the page of an alert that does not exist."""
+    viewer = request.user if request.user.is_authenticated else None
     try:
-        prompt = services.triage_link_read(token=token)
+        prompt = services.triage_link_read(token=token, viewer=viewer)
     except services.TriageLinkError as exc:
         return render(request, "notifications/triage.html", {"error": str(exc)}, status=exc.status)
     dismiss = prompt.claim.action == TriageAction.DISMISS
@@ -179,7 +181,7 @@ def triage(request: HttpRequest, token: str) -> HttpResponse:
     data = form.cleaned_data if form is not None else {}
     try:
         alert = services.triage_link_use(
-            token=token, reason=data.get("reason", ""), note=data.get("note", "")
+            token=token, reason=data.get("reason", ""), note=data.get("note", ""), viewer=viewer
         )
     except services.TriageLinkError as exc:
         context["error"] = str(exc)

@@ -1,12 +1,17 @@
 """Repeated wrong passwords lock a user name out from that address for a while (django-axes), on
-the login page and the admin's alike; other addresses and other users are not affected."""
+the login page and the admin's alike; other addresses and other users are not affected. Wrong
+passwords for many user names from one address (spraying) close that address for a while."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import axes.attempts
+import axes.handlers.proxy
 import pytest
 from django.test import Client
+from django.utils import timezone as django_timezone
 
 from tests.conftest import PASSWORD
 
@@ -47,3 +52,60 @@ def test_a_lockout_keeps_to_its_user_name_and_address(lead: Any, engineer: Any) 
     assert _login(Client(), "/accounts/login/", "lead", PASSWORD, address="10.0.0.66").status_code == 429
     assert _login(Client(), "/accounts/login/", "lead", PASSWORD, address="10.0.0.7").status_code == 302
     assert _login(Client(), "/accounts/login/", "engineer", PASSWORD, address="10.0.0.66").status_code == 302
+
+
+class Clock:
+    """The clock django-axes and the throttle read (``timezone.now``), moved by the test."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+        for target in (django_timezone, axes.handlers.proxy, axes.attempts):
+            monkeypatch.setattr(target, "now", lambda: self.now)
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+SPRAYED = "Spring2026!"
+ADDRESS_LIMIT = 10  # settings.LOGIN_ADDRESS_USERNAME_LIMIT
+WINDOW = 15  # minutes, settings.AXES_COOLOFF_TIME (LOGIN_LOCKOUT_MINUTES)
+
+
+def test_one_password_sprayed_over_many_names_closes_that_address_for_a_while(
+    lead: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock(monkeypatch)
+    names = [f"user{i:02}" for i in range(12)]
+    answers = [_login(Client(), "/accounts/login/", name, SPRAYED, address="10.0.0.66") for name in names]
+    # Each name fails once only (far below the per-name limit); the tenth name closes the address.
+    assert [a.status_code for a in answers] == [200] * (ADDRESS_LIMIT - 1) + [429] * (12 - ADDRESS_LIMIT + 1)
+    assert "Your username and password didn't match" in answers[0].content.decode()
+    refused = answers[-1].content.decode()
+    assert (
+        'id="address-throttled"' in refused and "many different user names came from this address" in refused
+    )
+    assert f"paused for {WINDOW} minutes" in refused
+
+    # The right password from that address is refused too, on the admin's login as well; other
+    # addresses are not affected.
+    for url in ("/accounts/login/", "/admin/login/"):
+        assert _login(Client(), url, "lead", PASSWORD, address="10.0.0.66").status_code == 429
+    assert _login(Client(), "/accounts/login/", "lead", PASSWORD, address="10.0.0.7").status_code == 302
+
+    # Still closed within the window (an attempt meanwhile counts: spraying on keeps it closed) ...
+    clock.advance(minutes=WINDOW - 1)
+    assert _login(Client(), "/accounts/login/", "lead", PASSWORD, address="10.0.0.66").status_code == 429
+    # ... and open again a window after the last failure.
+    clock.advance(minutes=WINDOW + 1)
+    assert _login(Client(), "/accounts/login/", "lead", PASSWORD, address="10.0.0.66").status_code == 302
+
+
+def test_fewer_names_than_the_limit_from_one_address_lock_nobody_out(
+    lead: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Clock(monkeypatch)
+    for i in range(ADDRESS_LIMIT - 1):
+        assert (
+            _login(Client(), "/accounts/login/", f"typo{i}", "wrong", address="10.0.0.66").status_code == 200
+        )
+    assert _login(Client(), "/accounts/login/", "lead", PASSWORD, address="10.0.0.66").status_code == 302

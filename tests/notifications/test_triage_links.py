@@ -174,3 +174,55 @@ def test_it_refuses_someone_who_may_no_longer_triage(smtp_server: SMTPServer, te
     assert refused.status_code == 403
     alert.refresh_from_db()
     assert alert.state == AlertState.OPEN and not TriageLinkUse.objects.exists()
+
+
+def _page_without_csrf(response: Any) -> str:
+    """The page's HTML, its per-render CSRF tokens blanked (the rest must match byte for byte)."""
+    return re.sub(r'name="csrfmiddlewaretoken" value="[^"]*"', "", response.content.decode())
+
+
+def test_it_answers_a_signed_in_user_without_access_as_for_an_alert_that_does_not_exist(
+    smtp_server: SMTPServer, team: Any, lead: Any, other_team: Any, other_lead: Any, login_client: Any
+) -> None:
+    alert, acknowledge, dismiss = mailed_links(smtp_server, lead, team)
+    missing = links.triage_path(
+        links.triage_token(user_id=lead.pk, alert_id=alert.pk + 1000, action="acknowledge")
+    )
+    missing_for_other = links.triage_path(
+        links.triage_token(user_id=other_lead.pk, alert_id=alert.pk + 1000, action="acknowledge")
+    )
+    # Another team's lead, signed in, opens a forwarded link: nothing of the alert, nothing done.
+    outsider = login_client(other_lead)
+    nowhere = outsider.get(missing_for_other)
+    assert nowhere.status_code == 404
+    for response in (
+        outsider.get(acknowledge),
+        outsider.post(acknowledge),
+        outsider.post(dismiss, {"reason": "expected"}),
+    ):
+        assert response.status_code == 404
+        assert _page_without_csrf(response) == _page_without_csrf(nowhere)
+        html = response.content.decode()
+        for secret in (alert.title, team.name, f"#{alert.pk}", "recorded as"):
+            assert secret not in html, secret
+
+    # The recipient left the team for another one: their own link now tells them as little.
+    Membership.objects.filter(user=lead, team=team).delete()
+    Membership.objects.create(user=lead, team=other_team, role="engineer")
+    for reader in (login_client(lead), Client(enforce_csrf_checks=True)):
+        nowhere = reader.get(missing)
+        assert nowhere.status_code == 404
+        for response in (reader.get(acknowledge), reader.post(acknowledge)):
+            assert response.status_code == 404
+            assert _page_without_csrf(response) == _page_without_csrf(nowhere)
+            assert alert.title not in response.content.decode() and team.name not in response.content.decode()
+    alert.refresh_from_db()
+    assert alert.state == AlertState.OPEN and not TriageLinkUse.objects.exists()
+
+
+def test_a_signed_in_teammate_still_sees_a_forwarded_link(
+    smtp_server: SMTPServer, team: Any, lead: Any, engineer: Any, login_client: Any
+) -> None:
+    alert, acknowledge, _ = mailed_links(smtp_server, lead, team)
+    page = login_client(engineer).get(acknowledge)
+    assert page.status_code == 200 and alert.title in page.content.decode()
