@@ -32,7 +32,7 @@ except ImportError:  # pragma: no cover
 MAX_JSON_NESTING = 100
 # orjson's own limit: a value wrapped in (1024 - limit) arrays parses when it nests <= limit.
 _ORJSON_NESTING = 1024
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{},]')
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*(")?|[\[\]{},]')
 _LEADING = re.compile(r"[\ufeff \t\n\r]*")
 _SHOWN_PARTS = 6
 
@@ -57,6 +57,75 @@ def _path(parts: list[str | int], shown: int | None) -> str:
     return text + ("…" if shown is not None and len(parts) > shown else "")
 
 
+class NestingScan:
+    """The scan of one value, fed the text as it comes (a stream's buffer, read on): ``feed``
+    resumes where the last call stopped, so a value longer than the buffer is scanned once."""
+
+    def __init__(
+        self,
+        *,
+        limit: int = MAX_JSON_NESTING,
+        depth: int = 0,
+        prefix: str = "",
+        shown: int | None = _SHOWN_PARTS,
+    ):
+        self.limit = limit
+        self.depth = depth  # levels open around the value already
+        self.prefix = prefix
+        self.shown = shown
+        self.kinds: list[str] = []  # "[" or "{" for each open level
+        self.parts: list[str | int] = []  # the key or index inside each open level
+        self.expect_key = False
+        self.done = False
+        self.resume = 0  # absolute offset the next ``feed`` starts at
+
+    def feed(self, text: str, start: int, *, base: int = 0) -> bool:
+        """Scan ``text[start:]`` (``base``: the absolute offset of ``text[0]``); True once the
+        value ended (a scalar, or its last bracket closed), False when the text ran out first.
+        Raises ``JsonTooDeep`` at the first bracket too deep."""
+        kinds, parts = self.kinds, self.parts
+        for match in _TOKEN.finditer(text, start):
+            token = match.group()
+            char = token[0]
+            if char == '"':
+                if match.group(1) is None:  # the text ends inside the string: read it again
+                    self.resume = base + match.start()
+                    return False
+                if self.expect_key:
+                    parts[-1] = token[1:-1]
+                    self.expect_key = False
+                elif not kinds:
+                    self.done = True  # a bare string value
+            elif char == "{" or char == "[":
+                if len(kinds) + self.depth >= self.limit:
+                    offset = match.start()
+                    line = text.count("\n", 0, offset) + 1
+                    full = ([self.prefix] if self.prefix else []) + parts
+                    raise JsonTooDeep(
+                        offset=base + offset, line=line, path=_path(full, self.shown), limit=self.limit
+                    )
+                kinds.append(char)
+                parts.append("" if char == "{" else 0)
+                self.expect_key = char == "{"
+            elif char == ",":
+                if not kinds:
+                    self.done = True
+                elif kinds[-1] == "[":
+                    parts[-1] = int(parts[-1]) + 1
+                else:
+                    self.expect_key = True
+            else:  # "]" or "}"
+                if kinds:
+                    kinds.pop()
+                    parts.pop()
+                    self.expect_key = False
+                self.done = not kinds
+            if self.done:
+                return True
+        self.resume = base + len(text)
+        return False
+
+
 def nesting_error(
     text: str,
     start: int = 0,
@@ -72,42 +141,10 @@ def nesting_error(
     ``depth`` levels are open around the value already; ``prefix`` starts the path
     (``traceEvents[3]``); ``base`` is added to offsets (for text that is a window of a longer
     stream); the path names its first ``shown`` parts, then "…" (None: all of them)."""
-    kinds: list[str] = []  # "[" or "{" for each open level
-    parts: list[str | int] = []  # the key or index inside each open level
-    expect_key = False
-    for match in _TOKEN.finditer(text, start):
-        token = match.group()
-        char = token[0]
-        if char == '"':
-            if expect_key:
-                parts[-1] = token[1:-1]
-                expect_key = False
-            elif not kinds:
-                return None  # a bare string value
-        elif char == "{" or char == "[":
-            if len(kinds) + depth >= limit:
-                offset = match.start()
-                line = text.count("\n", 0, offset) + 1
-                full = ([prefix] if prefix else []) + parts
-                return JsonTooDeep(offset=base + offset, line=line, path=_path(full, shown), limit=limit)
-            kinds.append(char)
-            parts.append("" if char == "{" else 0)
-            expect_key = char == "{"
-        elif char == ",":
-            if not kinds:
-                return None
-            if kinds[-1] == "[":
-                parts[-1] = int(parts[-1]) + 1
-            else:
-                expect_key = True
-        else:  # "]" or "}"
-            if not kinds:
-                return None
-            kinds.pop()
-            parts.pop()
-            expect_key = False
-            if not kinds:
-                return None
+    try:
+        NestingScan(limit=limit, depth=depth, prefix=prefix, shown=shown).feed(text, start, base=base)
+    except JsonTooDeep as exc:
+        return exc
     return None
 
 

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from .jsondepth import MAX_JSON_NESTING, fits_orjson, nesting_error
+from .jsondepth import MAX_JSON_NESTING, JsonTooDeep, NestingScan, fits_orjson, nesting_error
 
 try:  # a dependency of the server; the fast path only, the standard library does the rest
     import orjson
@@ -105,10 +105,17 @@ class _Reader:
             raise JsonStreamError(error.reason, error.offset)
 
     def value(self, where: str = "", depth: int = 0) -> Any:
-        """Decode one JSON value at the current position, reading more text as long as needed."""
+        """Decode one JSON value at the current position, reading more text as long as needed.
+        Its nesting is scanned first, as far as the buffer goes, each chunk once."""
         self.skip()
+        scan = NestingScan(depth=depth, prefix=where)
+        scan.resume = self.offset
         while True:
-            self.nesting(self.pos, where, depth)
+            if not scan.done:
+                try:
+                    scan.feed(self.buf, scan.resume - self.base, base=self.base)
+                except JsonTooDeep as exc:
+                    raise JsonStreamError(exc.reason, exc.offset) from None
             try:
                 obj, end = self.json.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:

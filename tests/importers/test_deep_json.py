@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 
 from accelboard.importers.base import ParseError
-from accelboard.importers.jsondepth import MAX_JSON_NESTING, JsonTooDeep, loads, nesting_error
+from accelboard.importers.jsondepth import MAX_JSON_NESTING, JsonTooDeep, NestingScan, loads, nesting_error
 from accelboard.importers.registry import parse_bytes
 from tests.api.conftest import row_counts
 
@@ -82,3 +82,29 @@ def test_the_upload_api_answers_422_naming_the_file(client: Client, team: Any, r
     assert error["path"] == "file[0]" and "vllm.json" in error["message"]
     assert "nested deeper than 100 levels" in error["message"]
     assert row_counts() == before
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": [1, {"b": "x\\"]["}, [[[]]]], "c": "[[[["}',
+        "[" * 150 + "]" * 150,
+        '{"k\\\\": [' + "[" * 98 + "]" * 98 + "]}",
+        '{"s": "' + "\\\\" * 5 + '", "t": [[[1]]]}',
+    ],
+)
+def test_a_scan_fed_in_pieces_finds_what_one_scan_finds(text: str) -> None:
+    """A stream's value cut anywhere (inside a string, after a backslash) resumes correctly."""
+    whole = nesting_error(text)
+    for cut in range(len(text) + 1):
+        scan = NestingScan()
+        found = None
+        try:
+            if not scan.feed(text[:cut], 0):
+                scan.feed(text, scan.resume)
+        except JsonTooDeep as exc:
+            found = exc
+        if whole is None:
+            assert found is None, cut
+        else:
+            assert found is not None and (found.offset, found.path) == (whole.offset, whole.path), cut
