@@ -13,6 +13,7 @@ _ = Whitelist()
 _.LoginRequiredMiddleware
 _.ReadinessGate
 _.QueryStringGuard
+_.RequestLimits
 _.ContentSecurityPolicyMiddleware
 _.PlotlyFinder
 _.OutboxBackend

@@ -47,6 +47,14 @@ keepalive = 5
 # back to its baseline after a burst; jitter keeps the workers from restarting together.
 max_requests = _int("GUNICORN_MAX_REQUESTS", 5000)
 max_requests_jitter = 500
+# gunicorn answers a request past these limits itself, with an HTML page; they are set a little
+# above the limits that ``core.middleware.RequestLimits`` enforces (gunicorn's defaults: a
+# 4,094-byte request line, 100 header fields of 8,190 bytes), so that a client gets its 414 or
+# 431 from the application: in the API's JSON error shape on /api/, as plain text elsewhere.
+# 8,190 is the most gunicorn allows for the request line.
+limit_request_line = 8190
+limit_request_fields = 200
+limit_request_field_size = 16380
 accesslog = "-"
 errorlog = "-"
 # Django, every view module and their libraries (pandas, plotly, numpy) are imported once in the

@@ -165,6 +165,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: a request over the size limits is answered before anything reads it (414/431).
+    "accelboard.core.middleware.RequestLimits",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before anything that reads the database (sessions, axes): 503 "starting" until it is migrated.

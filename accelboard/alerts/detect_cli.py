@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from accelboard.alerts.detection import DEFAULT_MIN_EFFECT, check_latest, segment
+from accelboard.importers import jsondepth
 
 
 class InputError(ValueError):
@@ -78,7 +79,9 @@ def read_csv(text: str, name: str) -> tuple[list[float], list[str] | None]:
 
 def read_json(text: str, name: str) -> tuple[list[float], list[str] | None]:
     try:
-        data = json.loads(text)
+        data = jsondepth.loads(text)
+    except jsondepth.JsonTooDeep as exc:
+        raise InputError(f"{name}:{exc.line}: {exc.reason}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{name}:{exc.lineno}: invalid JSON ({exc.msg})") from None
     if not isinstance(data, list):

@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 
 from accelboard.benchmarks.choices import Precision, Scenario
 from accelboard.fleet.ingest_validation import IngestRejected, json_bounded, time_parse
+from accelboard.importers.hostnames import hostname_problem
 from accelboard.serving.choices import Engine
 
 _INT32 = 2**31 - 1
@@ -50,6 +51,14 @@ def _bounded(value: dict[str, Any]) -> dict[str, Any]:
         json_bounded(value, path="")
     except IngestRejected as exc:
         raise PydanticCustomError(exc.code, exc.message) from None
+    return value
+
+
+def _hostname(value: str) -> str:
+    """Host names hold no control or format characters (``importers.hostnames``)."""
+    problem = hostname_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("invalid", problem)
     return value
 
 
@@ -105,7 +114,7 @@ class WorkloadIn(StrictModel):
 class HardwareIn(StrictModel):
     accelerator: Annotated[str, Length(80)] = ""
     count: Annotated[int, Ge(1), Le(32_767)] = 1
-    host: Annotated[str, Length(255)] = ""
+    host: Annotated[str, Length(255), AfterValidator(_hostname)] = ""
     gpu_uuids: Annotated[list[Annotated[str, Length(96, 1)]], Field(max_length=1024)] = Field(
         default_factory=list
     )
@@ -250,7 +259,7 @@ class IntervalIn(StrictModel):
 
 class InferenceBatchIn(StrictModel):
     batch_id: Annotated[str, Length(64, 1)]
-    host: Annotated[str, Length(255, 1)]
+    host: Annotated[str, Length(255, 1), AfterValidator(_hostname)]
     intervals: Annotated[list[IntervalIn], Field(max_length=10_000)]
 
 
@@ -268,6 +277,11 @@ class RemoteWriteAccepted(BaseModel):
     stored: int = Field(description="Telemetry rows stored (0 for a request stored before)")
     duplicate: bool
     unknown: int = Field(description="Samples of metrics not mapped, ignored")
+    refused: int = Field(
+        0,
+        description="Samples of series refused for their host label (a control or format character), "
+        "counted with the unknown metrics",
+    )
 
 
 class TelemetryAccepted(BatchAccepted):
@@ -296,7 +310,7 @@ class ErrorOut(BaseModel):
 
 
 class TelemetryHostIn(StrictModel):
-    hostname: Annotated[str, Length(255, 1)]
+    hostname: Annotated[str, Length(255, 1), AfterValidator(_hostname)]
     agent_version: Annotated[str, Length(20)] | None = None
     driver_version: Annotated[str, Length(40)] | None = None
     cuda_version: Annotated[str, Length(20)] | None = None

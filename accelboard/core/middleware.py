@@ -1,9 +1,11 @@
 """Login is required everywhere except the login page, static files, health, the token API and
 the signed links of alert emails (unsubscribe, acknowledge, dismiss); a query string no page can
-use is a 400 first."""
+use is a 400 first; a request line or header fields over the limits are a 414 or 431 before
+anything else."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from django.conf import settings
@@ -32,6 +34,74 @@ class SignedInRequest(HttpRequest):
     """
 
     user: User
+
+
+# The request limits (gunicorn's defaults). gunicorn's own are set a little above them
+# (``gunicorn_conf``): gunicorn answers past its limits with an HTML page, which an API client
+# cannot read; this middleware answers the same 414 and 431 in the API's JSON error shape.
+MAX_REQUEST_LINE = 4094  # bytes of "GET /path?query HTTP/1.1"
+MAX_HEADER_FIELD = 8190  # bytes of one "Name: value" line, its CRLF included
+MAX_HEADER_FIELDS = 100
+# WSGI names of header fields that lack the HTTP_ prefix.
+_UNPREFIXED = {"CONTENT_TYPE": "Content-Type", "CONTENT_LENGTH": "Content-Length"}
+
+
+def _limit_response(request: HttpRequest, *, status: int, code: str, message: str) -> HttpResponse:
+    """The API's error shape (``api/errors.py``) on its paths, plain text elsewhere."""
+    if request.path.startswith("/api/"):
+        body = json.dumps({"error": {"code": code, "message": message, "path": ""}})
+        return HttpResponse(body, status=status, content_type="application/json")
+    return HttpResponse(message + "\n", status=status, content_type="text/plain; charset=utf-8")
+
+
+class RequestLimits:
+    """414 for a request line longer than ``MAX_REQUEST_LINE`` bytes, 431 for more than
+    ``MAX_HEADER_FIELDS`` header fields or one longer than ``MAX_HEADER_FIELD`` bytes (docs/api.md,
+    "Errors"). First in the chain: nothing reads the request before it."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        meta = request.META
+        uri = meta.get("RAW_URI") or (
+            meta.get("PATH_INFO", "") + ("?" + meta["QUERY_STRING"] if meta.get("QUERY_STRING") else "")
+        )
+        line = len(meta.get("REQUEST_METHOD", "")) + 1 + len(uri.encode("latin-1", "replace")) + 1
+        line += len(meta.get("SERVER_PROTOCOL", "HTTP/1.1"))
+        if line > MAX_REQUEST_LINE:
+            return _limit_response(
+                request,
+                status=414,
+                code="uri_too_long",
+                message=f"the request line is {line:,} bytes; at most {MAX_REQUEST_LINE:,} "
+                "(send long filters in a body, or fewer of them)",
+            )
+        fields = 0
+        for key, value in meta.items():
+            if key.startswith("HTTP_"):
+                name = key[5:].replace("_", "-").title()
+            elif key in _UNPREFIXED:
+                name = _UNPREFIXED[key]
+            else:
+                continue
+            fields += 1
+            size = len(name) + 2 + len(str(value).encode("latin-1", "replace")) + 2
+            if size > MAX_HEADER_FIELD:
+                return _limit_response(
+                    request,
+                    status=431,
+                    code="header_too_large",
+                    message=f"the header field {name} is {size:,} bytes; at most {MAX_HEADER_FIELD:,}",
+                )
+        if fields > MAX_HEADER_FIELDS:
+            return _limit_response(
+                request,
+                status=431,
+                code="too_many_headers",
+                message=f"{fields} header fields; at most {MAX_HEADER_FIELDS}",
+            )
+        return self.get_response(request)
 
 
 class LoginRequiredMiddleware:

@@ -23,6 +23,8 @@ from typing import Any
 
 import orjson
 
+from accelboard.importers.hostnames import hostname_problem
+
 from .choices import Provider
 from .partials import PROFILING_FIELDS
 
@@ -252,6 +254,9 @@ class TelemetryBatch:
 def _host_parse(value: object) -> tuple[str, dict[str, Any]]:
     host = _object(value, path="host", keys=HOST_KEYS)
     hostname = _string(host.get("hostname"), path="host.hostname", max_length=255, required=True)
+    problem = hostname_problem(hostname)
+    if problem is not None:
+        raise IngestRejected(problem, path="host.hostname", code="invalid")
     facts_in = host.get("facts")
     if facts_in is None:
         facts_in = {}

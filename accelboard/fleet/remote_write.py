@@ -39,6 +39,8 @@ import cramjam
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
+from accelboard.importers.hostnames import hostname_problem
+
 from .remote_write_pods import Holders, PodLabelRejected, mig_slices, pod_observe, pod_workload
 
 STALE_NAN_BITS = 0x7FF0000000000002
@@ -435,6 +437,14 @@ class Mapped:
     hosts: list[HostBatch]
     samples: int  # samples of the request that were read (known metrics, stale markers excluded)
     unknown: Counter[str]  # samples of metrics not mapped, by metric name
+    # Samples of series refused one by one (their host name), by ``refused_key``: counted as the
+    # unknown ones are, the rest of the request stored.
+    refused: Counter[str] = field(default_factory=Counter)
+
+
+def refused_key(metric: str, label: str) -> str:
+    """How a series refused for its host label is counted (beside the unknown metrics' names)."""
+    return f"{metric} (refused: its {label} label holds a control or format character)"
 
 
 def _device(series: Series, names: LabelNames) -> tuple[str, str, dict[str, Any]]:
@@ -546,6 +556,7 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
     hosts: dict[str, HostBatch] = {}
     rows: dict[tuple[str, str, int], int] = {}  # (host, gpu, ms) -> index in its host's samples
     unknown: Counter[str] = Counter()
+    refused: Counter[str] = Counter()
     pods_seen: set[tuple[str, int, int]] = set()
     read = 0
     for series in series_list:
@@ -558,6 +569,9 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
         hostname, uuid, registrations = _device_cached(series, names)
         batch = hosts.get(hostname)
         if batch is None:
+            if hostname_problem(hostname) is not None:
+                refused[refused_key(metric, names.hostname)] += len(series.samples)
+                continue
             batch = hosts[hostname] = HostBatch(hostname)
         for registration in registrations.values():
             batch.accelerators.setdefault(registration["uuid"], {}).update(registration)
@@ -591,4 +605,9 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
                     sample["mem_used_bytes"] + sample["mem_free_bytes"] + sample.get("mem_reserved_bytes", 0)
                 )
                 sources["mem_total_bytes"] = sources["mem_used_bytes"]
-    return Mapped(hosts=[batch for batch in hosts.values() if batch.samples], samples=read, unknown=unknown)
+    return Mapped(
+        hosts=[batch for batch in hosts.values() if batch.samples],
+        samples=read,
+        unknown=unknown,
+        refused=refused,
+    )

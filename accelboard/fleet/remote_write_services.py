@@ -245,14 +245,15 @@ def prometheus_write_ingest(
             else:
                 stored += result["accepted"]
         if serving is not None:
-            for name in serving(team_id=team_id, series=series, request_id=digest):
+            for name in serving(team_id=team_id, series=series, request_id=digest, refused=mapped.refused):
                 mapped.unknown.pop(name, None)
     if duplicates < len(mapped.hosts) or not mapped.hosts:  # a request sent again is counted once
-        unknown_metrics_count(counts=mapped.unknown)
+        unknown_metrics_count(counts=mapped.unknown + mapped.refused)
     return {
         "series": len(series),
         "samples": mapped.samples,
         "stored": stored,
         "duplicate": bool(mapped.hosts) and duplicates == len(mapped.hosts),
         "unknown": sum(mapped.unknown.values()),
+        "refused": sum(mapped.refused.values()),
     }

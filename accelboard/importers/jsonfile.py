@@ -1,6 +1,7 @@
 """Reading JSON result files: one object, an array of objects, or one object per line.
 
-Truncated or broken JSON is a ParseError with the line where the decoder stopped.
+Truncated or broken JSON is a ParseError with the line where the decoder stopped; so is JSON
+nested deeper than ``jsondepth.MAX_JSON_NESTING`` levels (checked before decoding it).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from .base import ParseError
 from .inputs import InputFile
+from .jsondepth import JsonTooDeep, check_nesting
 
 
 def json_object(data: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -26,9 +28,18 @@ def json_array(data: Mapping[str, Any], key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def load(file: InputFile) -> Any:
+def _nesting(file: InputFile, text: str, *, line: int = 1) -> None:
     try:
-        return json.loads(file.text())
+        check_nesting(text)
+    except JsonTooDeep as exc:
+        raise ParseError(file.display, exc.reason, line=line - 1 + exc.line) from None
+
+
+def load(file: InputFile) -> Any:
+    text = file.text()
+    _nesting(file, text)
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ParseError(file.display, f"broken or truncated JSON ({exc.msg})", line=exc.lineno) from exc
 
@@ -36,6 +47,7 @@ def load(file: InputFile) -> Any:
 def load_records(file: InputFile) -> list[tuple[dict[str, Any], int]]:
     """Objects with the line each starts on: one object, an array, or JSON lines (--append-result)."""
     text = file.text()
+    _nesting(file, text)
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as whole:
@@ -44,6 +56,8 @@ def load_records(file: InputFile) -> list[tuple[dict[str, Any], int]]:
             raise ParseError(
                 file.display, f"broken or truncated JSON ({whole.msg})", line=whole.lineno
             ) from whole
+        for number, line in lines:
+            _nesting(file, line, line=number)
         try:
             json.loads(lines[0][1])
         except json.JSONDecodeError:

@@ -8,7 +8,10 @@ decoded, with the C scanner of the standard library (``JSONDecoder.raw_decode``)
 at one chunk plus one element, whatever the file's size.
 
 The document may also be a bare array (the Chrome "JSON array format"): its elements are streamed.
-Errors are ``JsonStreamError`` with the character offset where reading stopped.
+Errors are ``JsonStreamError`` with the character offset where reading stopped. A value nested
+deeper than ``MAX_JSON_NESTING`` levels is an error found before it is decoded (the standard
+library's decoder recurses once a level): orjson refuses it in the fast path, ``jsondepth``'s scan
+names it (``traceEvents[12].args.a.a…``) before the standard library's decoder would see it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
+
+from .jsondepth import MAX_JSON_NESTING, JsonTooDeep, NestingScan, fits_orjson, nesting_error
 
 try:  # a dependency of the server; the fast path only, the standard library does the rest
     import orjson
@@ -92,10 +97,25 @@ class _Reader:
             if not self.more():
                 return ""
 
-    def value(self) -> Any:
-        """Decode one JSON value at the current position, reading more text as long as needed."""
+    def nesting(self, pos: int, where: str, depth: int) -> None:
+        """Refuse the value at ``pos`` (inside ``depth`` open levels) when the part of it in the
+        buffer nests deeper than the limit, before a recursive decoder sees it."""
+        error = nesting_error(self.buf, pos, depth=depth, prefix=where, base=self.base)
+        if error is not None:
+            raise JsonStreamError(error.reason, error.offset)
+
+    def value(self, where: str = "", depth: int = 0) -> Any:
+        """Decode one JSON value at the current position, reading more text as long as needed.
+        Its nesting is scanned first, as far as the buffer goes, each chunk once."""
         self.skip()
+        scan = NestingScan(depth=depth, prefix=where)
+        scan.resume = self.offset
         while True:
+            if not scan.done:
+                try:
+                    scan.feed(self.buf, scan.resume - self.base, base=self.base)
+                except JsonTooDeep as exc:
+                    raise JsonStreamError(exc.reason, exc.offset) from None
             try:
                 obj, end = self.json.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
@@ -121,7 +141,7 @@ class _Reader:
             raise JsonStreamError(f"expected {char!r} {what}, found {shown}", self.offset)
         self.pos += 1
 
-    def elements(self) -> Iterator[Any]:
+    def elements(self, key: str, depth: int) -> Iterator[Any]:
         """The elements of the array whose '[' was just consumed; stops after its ']'.
 
         The hot loop of a trace. Fast path: the complete elements in the buffer are decoded by one
@@ -129,8 +149,14 @@ class _Reader:
         ``{`` (an element boundary when the result is valid JSON: a cut inside a string or a nested
         object leaves it unbalanced, so it cannot parse). Where that fails (a NaN, an integer
         beyond 64 bits, a single element bigger than the buffer), the text up to the cut is read
-        element by element with the standard library's decoder."""
+        element by element with the standard library's decoder.
+
+        ``key`` names the array in errors, ``depth`` counts the levels open around its elements
+        (the array's included): the fast path's orjson parse is wrapped in as many arrays as
+        make it fail for an element nesting deeper than the limit."""
         decode = self.json.raw_decode
+        index = 0
+        element_limit = MAX_JSON_NESTING - depth + 1  # the batch's own array is one level
         skip = _WS_COMMA.match
         careful_until = -1  # absolute offset up to which the fast path failed once
         while True:
@@ -148,23 +174,27 @@ class _Reader:
                 cut = _boundary(buf, pos)
                 if cut > pos:
                     try:
-                        batch = orjson.loads("[" + buf[pos:cut] + "]")
+                        batch = fits_orjson("[" + buf[pos:cut] + "]", limit=element_limit)
                     except orjson.JSONDecodeError:
                         careful_until = self.base + cut
                     else:
                         self.pos = cut
+                        index += len(batch)
                         yield from batch
                         continue
+            where = f"{key}[{index}]"
+            self.nesting(pos, where, depth)
             try:
                 obj, end = decode(buf, pos)
             except json.JSONDecodeError:
                 end = len(buf)
+            index += 1
             if end < len(buf):
                 self.pos = end
                 yield obj
             else:
                 self.pos = pos
-                yield self.value()
+                yield self.value(where, depth)
 
 
 def _boundary(buf: str, pos: int) -> int:
@@ -192,7 +222,7 @@ def stream_document(
     first = reader.skip()
     if first == "[":
         reader.pos += 1
-        yield from reader.elements()
+        yield from reader.elements("", 1)
         _end(reader)
         return
     if first != "{":
@@ -211,9 +241,9 @@ def stream_document(
         reader.expect(":", f"after key {key!r}")
         if key == array_key and reader.skip() == "[":
             reader.pos += 1
-            yield from reader.elements()
+            yield from reader.elements(key, 2)
         else:
-            on_header(key, reader.value())
+            on_header(key, reader.value(key, 1))
     _end(reader)
 
 

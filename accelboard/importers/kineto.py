@@ -20,7 +20,10 @@ old spellings included):
    names), ``schemaVersion``, ``traceName``; a file without them is rank ``index`` of the upload.
 
 GPU annotations (``gpu_user_annotation``) span other activities and are not GPU work: skipped.
-A negative or missing duration is counted as 0 and reported once as a warning.
+A missing (or non-numeric) duration is counted as 0 and reported once as a warning; a NaN,
+infinite or negative duration, or a NaN or infinite timestamp, of an event that is read is a
+ParseError naming the event (``traceEvents[12].dur``): such a file is broken, and reading it as
+"no GPU activity" would replace a run's profile with a wrong one.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import contextlib
 import gzip
 import io
 import re
+import sys
 import zlib
 from array import array
 from collections.abc import Iterator
@@ -60,6 +64,7 @@ _CATEGORIES = {
 }
 # The spellings seen in files, looked up before lower-casing (the common case costs one lookup).
 _CATEGORY_LOOKUP = {**_CATEGORIES, **{key.capitalize(): value for key, value in _CATEGORIES.items()}}
+_FLOAT_MAX = sys.float_info.max
 _STEP = re.compile(r"ProfilerStep#(\d+)")
 _SNIFF = re.compile(rb'"traceEvents"\s*:|^\s*\[\s*\{[^{}]*"ph"\s*:', re.S)
 
@@ -142,11 +147,18 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                     continue
             dur = event.get("dur")
             ts = event.get("ts")
-            if type(ts) is not float and type(ts) is not int or ts != ts:
+            if type(ts) is not float and type(ts) is not int:
                 continue
-            if type(dur) is not float and type(dur) is not int or not dur >= 0:
+            if not -_FLOAT_MAX <= ts <= _FLOAT_MAX:  # NaN fails both
+                raise ParseError(name, f"traceEvents[{events_seen - 1}].ts: {ts!r} is not a finite timestamp")
+            if type(dur) is not float and type(dur) is not int:
                 bad_durations += 1
                 dur = 0.0
+            elif not 0 <= dur <= _FLOAT_MAX:
+                raise ParseError(
+                    name,
+                    f"traceEvents[{events_seen - 1}].dur: {dur!r} is not a duration (a finite number >= 0)",
+                )
             label = event.get("name")
             if type(label) is not str:
                 label = str(label)
@@ -199,7 +211,7 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     trace.steps = [steps[number] for number in sorted(steps)]
     _header(trace, header, devices)
     if bad_durations:
-        trace.warnings.append(f"{name}: {bad_durations} events had no or a negative duration (counted as 0)")
+        trace.warnings.append(f"{name}: {bad_durations} events had no duration (counted as 0)")
     if len(trace.events) == 0:
         trace.warnings.append(
             f"{name}: no GPU kernels, copies or memsets in this trace "

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any
 
+from . import jsondepth
 from .base import ParsedRun, ParseError
 from .inputs import InputFile, Tree
 from .jsonfile import head_text, load
@@ -129,8 +130,8 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
     codes = data.get("results_error_code_frequency")
     if isinstance(codes, str) and codes.strip():
         try:
-            run.context["error_code_frequency"] = json.loads(codes)
-        except json.JSONDecodeError:
+            run.context["error_code_frequency"] = jsondepth.loads(codes)
+        except (json.JSONDecodeError, jsondepth.JsonTooDeep):
             run.context["error_code_frequency"] = codes
     timestamp = num("timestamp")
     if timestamp is not None:

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import jsondepth
 from .base import ParseError
 from .inputs import InputFile
 from .jsonfile import json_object
@@ -41,7 +42,9 @@ def read_events(file: InputFile) -> list[Event]:
             continue
         payload = line[start + len(MARKER) :].strip()
         try:
-            record = json.loads(payload)
+            record = jsondepth.loads(payload)
+        except jsondepth.JsonTooDeep as exc:
+            raise ParseError(file.display, f"JSON after {MARKER}: {exc.reason}", line=number) from None
         except json.JSONDecodeError as exc:
             raise ParseError(file.display, f"broken JSON after {MARKER} ({exc.msg})", line=number) from exc
         if not isinstance(record, dict) or "key" not in record:

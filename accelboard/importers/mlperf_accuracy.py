@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from . import jsondepth
 from .accuracy import FRACTION, PERCENT, SCORE, Scaled, scaled
 from .base import ParseError
 from .inputs import InputFile
@@ -98,7 +99,9 @@ def _pairs(text: str, file: InputFile, line: int) -> list[tuple[str, str, bool]]
     obj: Any = None
     if text.startswith("{") and text.endswith("}"):
         try:
-            obj = json.loads(text)
+            obj = jsondepth.loads(text)
+        except jsondepth.JsonTooDeep as exc:
+            raise ParseError(file.display, exc.reason, line=line) from None
         except json.JSONDecodeError:
             try:
                 obj = ast.literal_eval(text)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from . import jsondepth
 from .base import ParsedRun, ParseError
 from .inputs import Tree
 from .units import UnitError, is_sentinel, to_int
@@ -55,9 +56,9 @@ def load_json(tree: Tree, path: PurePosixPath) -> tuple[dict[str, Any], str] | N
     if data is None:
         return None
     try:
-        obj = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        line = getattr(exc, "lineno", None)
+        obj = jsondepth.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError, jsondepth.JsonTooDeep) as exc:
+        line = getattr(exc, "lineno", getattr(exc, "line", None))
         raise ParseError(str(path), f"broken JSON ({exc})", line=line) from exc
     if not isinstance(obj, dict):
         raise ParseError(str(path), "expected a JSON object")
@@ -114,9 +115,10 @@ def flat_siblings(
         if data is None or describes(data[:65536]) != kind:
             continue
         try:
-            obj = json.loads(data.decode("utf-8-sig"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ParseError(str(path), f"broken JSON ({exc})", line=getattr(exc, "lineno", None)) from exc
+            obj = jsondepth.loads(data.decode("utf-8-sig"))
+        except (UnicodeDecodeError, json.JSONDecodeError, jsondepth.JsonTooDeep) as exc:
+            line = getattr(exc, "lineno", getattr(exc, "line", None))
+            raise ParseError(str(path), f"broken JSON ({exc})", line=line) from exc
         if (is_system if kind == "system" else is_measurement)(obj):
             found.append((obj, path.name, path))
     return found

@@ -21,6 +21,7 @@ these files: it comes from the run.
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,6 +151,9 @@ class _Table:
             value = float(raw)
         except ValueError:
             raise ParseError(self.file, f"column {key!r}: {raw!r} is not a number", line=line) from None
+        if not math.isfinite(value) or (time and value < 0):
+            what = "a finite number >= 0" if time else "a finite number"
+            raise ParseError(self.file, f"column {key!r}: {raw!r} is not {what}", line=line)
         return value * self.scale[key] if time else value
 
 

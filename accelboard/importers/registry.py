@@ -43,6 +43,7 @@ from . import (
     vllm_serving,
 )
 from .base import ParsedRun, ParseError, UnrecognisedFormat
+from .hostnames import hostname_problem
 from .inputs import (
     DiskTree,
     FileSetTree,
@@ -103,7 +104,7 @@ _CONTEXT_FIELDS: dict[str, tuple[str, str]] = {
     "count": ("hardware.count", "int"),
     "accelerator_count": ("hardware.count", "int"),
     "gpu_count": ("hardware.count", "int"),
-    "host": ("hardware.host", "str"),
+    "host": ("hardware.host", "host"),
     "cpu": ("hardware.cpu", "str"),
     "driver_version": ("hardware.driver_version", "str"),
     "cuda_version": ("hardware.cuda_version", "str"),
@@ -134,6 +135,8 @@ def normalise_context(context: dict[str, str] | None) -> dict[str, Any]:
                     f"context {key}: unknown precision {value!r} (fp32, bf16, fp16, fp8, int8, int4, fp4)"
                 )
             result[key] = precision
+        elif kind == "host" and (problem := hostname_problem(str(value))) is not None:
+            raise ContextError(f"context {key}: {problem}")
         else:
             result[key] = str(value).strip()
     return result
@@ -499,6 +502,9 @@ def _finalise(run: ParsedRun, path: PurePosixPath, context: dict[str, Any]) -> N
                 run.fill("hardware.count", count, "path")
                 break
     context_apply(run, context)
+    problem = hostname_problem(run.hardware.host)
+    if problem is not None:  # read from the file (the uploader's is checked with the context)
+        raise ParseError(str(path), f"the host name {problem}", key="hardware.host")
     if run.field_sources.get("model") == "user":
         _model_name_hints(run)  # the uploader's model name, e.g. "...-AWQ", also tells the variant
     run.name_accuracy_task(run.model or run.source_format)

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from accelboard.fleet.remote_write import Series, WriteRejected, labels_text
+from accelboard.fleet.remote_write import Series, WriteRejected, labels_text, refused_key
+from accelboard.importers.hostnames import hostname_problem
 
 # Signals whose latency percentiles are stored in the interval's columns (``<signal>_ms``).
 PERCENTILE_SIGNALS = ("ttft", "itl", "e2e", "queue")
@@ -172,9 +174,11 @@ MAX_FUTURE_MS = 5 * 60 * 1000
 
 
 def serving_extract(
-    series_list: Iterable[Series], *, names: ServingNames, now_ms: int
+    series_list: Iterable[Series], *, names: ServingNames, now_ms: int, refused: Counter[str] | None = None
 ) -> list[ServingSeries]:
-    """The request's vLLM and Triton series with samples (see the module's docstring)."""
+    """The request's vLLM and Triton series with samples (see the module's docstring). A series
+    whose host label holds a control or format character is left out, its samples counted in
+    ``refused`` (by ``refused_key``)."""
     out: list[ServingSeries] = []
     for series in series_list:
         role = KNOWN.get(series.name)
@@ -187,16 +191,20 @@ def serving_extract(
         model = _read(labels, model_label)
         if not model:
             raise WriteRejected(f"series {labels_text(labels)} has no {model_label!r} label (the model)")
-        host = ""
-        for name in names.hosts:
-            host = _read(labels, name)
+        host = label = ""
+        for label in names.hosts:
+            host = _read(labels, label)
             if host:
-                host = instance_host(host) if name == "instance" else host
+                host = instance_host(host) if label == "instance" else host
                 break
         if not host:
             raise WriteRejected(
                 f"series {labels_text(labels)} names no host: none of the labels {', '.join(names.hosts)}"
             )
+        if hostname_problem(host) is not None:
+            if refused is not None:
+                refused[refused_key(series.name, label)] += len(series.samples)
+            continue
         variant = variant_of(model, labels, names)
         if len(model) > 120 or len(variant) > 120 or len(host) > 255:
             raise WriteRejected(f"series {labels_text(labels)}: model, variant or host name too long")

@@ -22,7 +22,7 @@ the inference-metrics ingest (``services.inference_batch_store``, behind ``POST
 from __future__ import annotations
 
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from django.conf import settings
@@ -153,16 +153,19 @@ _PREFIXES = tuple(
 )
 
 
-def prometheus_serving_ingest(*, team_id: int, series: list[Series], request_id: str) -> set[str]:
+def prometheus_serving_ingest(
+    *, team_id: int, series: list[Series], request_id: str, refused: Counter[str] | None = None
+) -> set[str]:
     """Store the serving intervals that ``series`` (a decoded remote-write request of the team's)
     complete; return the metric names read (not unknown). Raises ``IngestRejected`` (400) for a
-    bad series; call it inside the request's transaction, which it leaves to roll back."""
+    bad series; call it inside the request's transaction, which it leaves to roll back. Series
+    refused for their host label are counted in ``refused``."""
     # Mostly dcgm-exporter's series: one pass keeps the few of vLLM and Triton.
     series = [item for item in series if item.labels.get("__name__", "").startswith(_PREFIXES)]
     names = {item.name for item in series if item.name in KNOWN}
     try:
         now_ms = int(timezone.now().timestamp() * 1000)
-        extracted = serving_extract(series, names=serving_names(), now_ms=now_ms)
+        extracted = serving_extract(series, names=serving_names(), now_ms=now_ms, refused=refused)
     except WriteRejected as exc:
         raise IngestRejected(exc.message, code=exc.code, status=exc.status) from None
     if not extracted:

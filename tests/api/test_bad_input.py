@@ -95,14 +95,22 @@ def _with_nested(payload: dict[str, Any], depth: int) -> bytes:
     return orjson.dumps(payload).replace(b'"@nested@"', _nested(depth))
 
 
-@pytest.mark.parametrize("depth", [33, 300, 1000])
+@pytest.mark.parametrize("depth", [33, 300, 1000, 100_000])
 def test_host_facts_nested_deep_are_a_422(client: Client, team: Any, ingest_token: str, depth: int) -> None:
+    """Up to 100 levels of the body, the stored field's own limit (32) names the field; deeper,
+    the body's limit names where the 101st level opens (``host.facts.a.a...``)."""
     payload = telemetry_payload(n=2)
     payload["host"]["facts"] = "@nested@"
     before = row_counts()
     response = post_json(client, TELEMETRY, None, ingest_token, raw=_with_nested(payload, depth))
     assert response.status_code == 422, response.content
-    assert (_error(response)["path"], _error(response)["code"]) == ("host.facts", "too_deep")
+    error = _error(response)
+    assert error["code"] == "too_deep"
+    if depth < 100:
+        assert error["path"] == "host.facts"
+    else:
+        assert error["path"] == "host.facts" + ".a" * 98
+        assert error["message"].startswith("nested deeper than 100 levels (line 1, character ")
     assert row_counts() == before
 
 
@@ -118,12 +126,32 @@ def test_host_facts_over_64_kib_are_refused_naming_the_field(
     assert row_counts() == before
 
 
-@pytest.mark.parametrize("depth", [33, 300, 1000])
+@pytest.mark.parametrize("depth", [33, 300, 1000, 100_000])
 def test_a_run_context_nested_deep_is_a_422(client: Client, team: Any, rw_token: str, depth: int) -> None:
     raw = _with_nested(run_payload(context="@nested@"), depth)
-    response = post_json(client, RUNS, None, rw_token, raw=raw)
+    response = post_json(client, RUNS, None, rw_token, raw=raw, gzipped=depth > 1000)
     assert response.status_code == 422, response.content
-    assert (_error(response)["path"], _error(response)["code"]) == ("context", "too_deep")
+    assert _error(response)["code"] == "too_deep"
+    assert _error(response)["path"].startswith("context")
+
+
+@pytest.mark.parametrize("endpoint", [RUNS, TELEMETRY, "/api/v1/inference-metrics"])
+def test_a_body_of_brackets_only_is_a_422_not_a_500(
+    client: Client, team: Any, rw_token: str, ingest_token: str, endpoint: str
+) -> None:
+    token = rw_token if endpoint == RUNS else ingest_token
+    raw = b"[" * 100_000 + b"]" * 100_000
+    response = post_json(client, endpoint, None, token, raw=raw, gzipped=True)
+    assert response.status_code == 422, response.content
+    assert _error(response)["code"] == "too_deep"
+    assert _error(response)["path"] == "[0]" * 100
+
+
+def test_a_body_broken_and_deep_is_still_the_400_of_malformed_json(
+    client: Client, team: Any, ingest_token: str
+) -> None:
+    response = post_json(client, TELEMETRY, None, ingest_token, raw=b"[1,]" + b"[" * 2000)
+    assert response.status_code == 400 and _error(response)["code"] == "malformed_json"
 
 
 @pytest.mark.parametrize("where", ["context", "workload.options"])

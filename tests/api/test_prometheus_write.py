@@ -67,7 +67,14 @@ def test_it_stores_dcgm_samples_as_telemetry_rows(client: Client, ingest_token: 
     )  # fmt: skip
     response = _post(client, snappy(body), ingest_token)
     assert response.status_code == 200, response.content
-    assert response.json() == {"series": 19, "samples": 18, "stored": 3, "duplicate": False, "unknown": 1}
+    assert response.json() == {
+        "series": 19,
+        "samples": 18,
+        "stored": 3,
+        "duplicate": False,
+        "unknown": 1,
+        "refused": 0,
+    }
     host = Host.objects.get(hostname="prom-node-01")
     assert host.team_id == team.pk
     gpus = {gpu.uuid: gpu for gpu in Accelerator.objects.filter(host=host)}

@@ -28,6 +28,7 @@ JSON = st.recursive(
     max_leaves=25,
 )  # fmt: skip
 GPUS = ["GPU-a", "GPU-b", "MIG-GPU-c/1/0"]
+_HOSTNAME_CHARS = st.characters(exclude_categories=["Cc", "Cf", "Cs", "Zl", "Zp"])
 
 
 def _value(name: str) -> st.SearchStrategy[Any]:
@@ -63,7 +64,8 @@ def batches(draw: Any) -> dict[str, Any]:
                  JSON, max_size=4))  # fmt: skip
     return {
         "batch_id": draw(st.text(min_size=1, max_size=20)),
-        "host": {"hostname": draw(st.text(min_size=1, max_size=30)), "facts": facts},
+        # Host names hold no control or format characters (importers.hostnames).
+        "host": {"hostname": draw(st.text(_HOSTNAME_CHARS, min_size=1, max_size=30)), "facts": facts},
         "accelerators": [{"uuid": gpu, "index": i} for i, gpu in enumerate(GPUS)],
         "samples": samples,
     }
