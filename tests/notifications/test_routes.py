@@ -230,6 +230,13 @@ def test_it_signs_webhooks_and_the_receiver_verifies_them(
     assert body["type"] == "alerts.opened" and [a["id"] for a in body["alerts"]] == [alert.pk]
     assert RouteDelivery.objects.get().response_status == 204
 
+    # Resolving the alert tells the webhook (signed as well).
+    alert_resolve(alert=alert, user=lead)
+    assert _send_all() == [DeliveryStatus.SENT]
+    closed = webhook_receiver.requests[1].json()
+    assert closed["type"] == "alerts.closed"
+    assert [(a["id"], a["state"]) for a in closed["alerts"]] == [(alert.pk, "resolved")]
+
     # A receiver with another secret refuses it: the delivery log keeps its 401.
     webhook_receiver.secret = "whsec_other"
     test = route_services.route_test_send(user=lead, route=route)
@@ -334,3 +341,22 @@ def test_only_leads_add_team_routes_and_members_add_personal_ones(
         )
     assert not route_services.route_can_manage(user=lead, route=mine)
     assert route_services.route_can_manage(user=engineer, route=mine)
+
+
+def test_a_personal_route_stops_when_its_owner_leaves_the_team(
+    team: Any, lead: Any, engineer: Any, route_settings: Any, slack: FakeService
+) -> None:
+    route, _ = route_services.route_create(
+        user=engineer,
+        team=team,
+        name="mine",
+        channel="slack",
+        url=slack.base + SLACK_HOOK_PATH,
+        personal=True,
+    )
+    _backdate(route)
+    engineer.memberships.all().delete()
+    good, bad, series = runs_and_series(team)
+    regression_alert(team=team, series=series, first_run=bad, last_good_run=good)
+    assert route_services.route_deliveries_plan() == []
+    assert slack.requests == []
