@@ -184,8 +184,27 @@ def test_it_triggers_and_resolves_a_pagerduty_incident_per_alert(
     assert route_services.route_deliveries_plan() == []
 
 
-def test_a_pagerduty_400_is_recorded_and_not_retried(
-    team: Any, lead: Any, route_settings: Any, pagerduty: FakeService
+@pytest.mark.parametrize(
+    ("status", "body", "headers", "retried"),
+    [
+        (
+            400,
+            '{"status":"invalid event","message":"Event object is invalid","errors":["Length of \'routing_key\' is incorrect"]}',
+            {},
+            False,
+        ),
+        (429, "", {"Retry-After": "30"}, True),
+    ],
+)
+def test_pagerduty_errors_are_recorded_and_only_a_429_is_retried(
+    team: Any,
+    lead: Any,
+    route_settings: Any,
+    pagerduty: FakeService,
+    status: int,
+    body: str,
+    headers: dict[str, str],
+    retried: bool,
 ) -> None:
     route, _ = route_services.route_create(
         user=lead, team=team, name="on-call", channel="pagerduty", routing_key=PD_KEY
@@ -193,17 +212,17 @@ def test_a_pagerduty_400_is_recorded_and_not_retried(
     _backdate(route)
     good, bad, series = runs_and_series(team)
     regression_alert(team=team, series=series, first_run=bad, last_good_run=good)
-    pagerduty.script.append(
-        (
-            400,
-            '{"status":"invalid event","message":"Event object is invalid","errors":["Length of \'routing_key\' is incorrect"]}',
-            {},
-        )
-    )
-    assert _send_all() == [DeliveryStatus.FAILED]
+    pagerduty.script.append((status, body, headers))
+    (delivery_id,) = route_services.route_deliveries_plan()
+    if retried:
+        with pytest.raises(route_services.RouteRetry) as caught:
+            route_services.route_delivery_send(delivery_id=delivery_id)
+        assert caught.value.countdown == 30.0
+    else:
+        assert route_services.route_delivery_send(delivery_id=delivery_id) == DeliveryStatus.FAILED
     delivery = RouteDelivery.objects.get()
-    assert delivery.response_status == 400 and "Event object is invalid" in delivery.response_body
-    assert delivery.next_attempt_at is None
+    assert (delivery.status, delivery.response_status, delivery.response_body) == ("failed", status, body)
+    assert (delivery.next_attempt_at is not None) is retried
 
 
 def test_it_signs_webhooks_and_the_receiver_verifies_them(
@@ -360,3 +379,16 @@ def test_a_personal_route_stops_when_its_owner_leaves_the_team(
     regression_alert(team=team, series=series, first_run=bad, last_good_run=good)
     assert route_services.route_deliveries_plan() == []
     assert slack.requests == []
+
+
+def test_secrets_sealed_with_an_old_key_are_read_after_rotation(settings: Any) -> None:
+    from accelboard.notifications.route_secrets import RouteSecretError, secret_seal
+
+    settings.ROUTE_SECRET_KEY = "old-key-" + "x" * 50
+    settings.ROUTE_SECRET_KEYS_OLD = []
+    sealed = secret_seal({"url": "https://hooks.slack.com/services/T/B/X"})
+    settings.ROUTE_SECRET_KEY = "new-key-" + "y" * 50
+    with pytest.raises(RouteSecretError, match="ROUTE_SECRET_KEYS_OLD"):
+        secret_open(sealed)
+    settings.ROUTE_SECRET_KEYS_OLD = ["old-key-" + "x" * 50]
+    assert secret_open(sealed) == {"url": "https://hooks.slack.com/services/T/B/X"}
