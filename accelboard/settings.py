@@ -309,6 +309,8 @@ ROUTE_PAGERDUTY_URL = env_str("ROUTE_PAGERDUTY_URL", "https://events.pagerduty.c
 ROUTE_PUBLIC_ONLY = env_bool("ROUTE_PUBLIC_ONLY", PRODUCTION)
 # Seconds one request to a channel may take.
 ROUTE_TIMEOUT_S = env_float("ROUTE_TIMEOUT_S", 10.0)
+if not 0 < ROUTE_TIMEOUT_S <= 120:
+    raise ConfigError(f"ROUTE_TIMEOUT_S={ROUTE_TIMEOUT_S} must be above 0 and at most 120 seconds")
 
 # --- accelboard ---------------------------------------------------------------------------------
 # Raw telemetry partitions older than this are dropped whole; rollups stay.
