@@ -30,6 +30,7 @@ def _page(request: SignedInRequest, *, form: RouteAddForm, status: int = 200) ->
     routes = selectors.route_list_for_user(user=request.user)
     context: dict[str, Any] = {
         "form": form,
+        "has_teams": selectors.subscribable_teams(user=request.user).exists(),
         "routes": routes,
         "deliveries": selectors.route_delivery_log(route_ids=[r.pk for r in routes]),
     }

@@ -129,3 +129,9 @@ def test_the_chart_link_is_a_png_without_login_and_a_changed_token_is_a_404(team
     assert response.status_code == 200 and response["Content-Type"] == "image/png"
     assert response.content.startswith(b"\x89PNG")
     assert client.get(links.chart_path(alert.pk).replace(".png", "x.png")).status_code == 404
+
+
+def test_someone_in_no_team_is_told_there_is_nothing_to_route(login_client: Any, outsider: Any) -> None:
+    page = login_client(outsider).get("/notifications/routes/").content.decode()
+    assert "You belong to no team, so there are no alerts to route." in page
+    assert 'id="add-route"' not in page
