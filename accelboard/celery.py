@@ -49,6 +49,8 @@ SCHEDULED_TASKS = frozenset(
     {
         "accelboard.notifications.tasks.alerts_dispatch",
         "accelboard.notifications.tasks.delivery_send",
+        "accelboard.notifications.tasks.routes_dispatch",
+        "accelboard.notifications.tasks.route_delivery_send",
     }
 )
 # The drains ingest asks for (pages and production alerts read the rollups): their own queue, so
@@ -125,6 +127,9 @@ BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
     # (also plans immediate emails if an alerts_dispatch enqueue was lost). Every 5 minutes keeps
     # a lost email at most minutes late without hammering a broken SMTP server.
     "alert-email-retry": ("accelboard.notifications.tasks.deliveries_retry", "*/5 * * * *", 280),
+    # Alert routes (Slack, Teams, PagerDuty, webhooks): the same, offset by a minute from the
+    # emails' pass so that the two do not contend for the planning lock.
+    "alert-route-retry": ("accelboard.notifications.tasks.route_deliveries_retry", "1-59/5 * * * *", 280),
     # Quantization drift: trends move even on days without new accuracy results (new results
     # also enqueue a check of their model). 05:30 UTC is after the nightly benchmark runs and
     # before the 07:00 digest, so a drift alert makes that day's digest.

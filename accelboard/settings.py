@@ -352,6 +352,23 @@ else:
     EMAIL_TIMEOUT = _email_options["timeout"]
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "accelboard <alerts@accelboard.localhost>")
 
+# --- Alert routes (docs/alerts-routes.md) ------------------------------------------------------
+# Route URLs and keys are stored encrypted with a key derived from this (default: SECRET_KEY).
+# To rotate it, set the new one and list the old ones in ROUTE_SECRET_KEYS_OLD.
+ROUTE_SECRET_KEY = env_secret("ROUTE_SECRET_KEY") or SECRET_KEY
+ROUTE_SECRET_KEYS_OLD = env_list("ROUTE_SECRET_KEYS_OLD", [])
+# A Slack route's URL must start with one of these (a proxy, or a test server, may be added).
+ROUTE_SLACK_URL_PREFIXES = env_list("ROUTE_SLACK_URL_PREFIXES", ["https://hooks.slack.com/services/"])
+# PagerDuty's Events API v2 endpoint (EU accounts: https://events.eu.pagerduty.com/v2/enqueue).
+ROUTE_PAGERDUTY_URL = env_str("ROUTE_PAGERDUTY_URL", "https://events.pagerduty.com/v2/enqueue")
+# Refuse routes to loopback, link-local and private addresses (server-side request forgery);
+# on in production. Off, an install may route to a chat server on its own network.
+ROUTE_PUBLIC_ONLY = env_bool("ROUTE_PUBLIC_ONLY", PRODUCTION)
+# Seconds one request to a channel may take.
+ROUTE_TIMEOUT_S = env_float("ROUTE_TIMEOUT_S", 10.0)
+if not 0 < ROUTE_TIMEOUT_S <= 120:
+    raise ConfigError(f"ROUTE_TIMEOUT_S={ROUTE_TIMEOUT_S} must be above 0 and at most 120 seconds")
+
 # --- accelboard ---------------------------------------------------------------------------------
 # Raw telemetry partitions older than this are dropped whole; rollups stay.
 TELEMETRY_RETENTION_DAYS = env_int("TELEMETRY_RETENTION_DAYS", 30, minimum=1)

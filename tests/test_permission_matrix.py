@@ -34,7 +34,8 @@ from accelboard.fleet.ingest_services import telemetry_batch_ingest
 from accelboard.fleet.models import Workload
 from accelboard.importers import parse_bytes
 from accelboard.notifications.backends import OutboxBackend
-from accelboard.notifications.models import OutboxMessage
+from accelboard.notifications.models import AlertRoute, OutboxMessage
+from accelboard.notifications.route_secrets import secret_seal
 from accelboard.planning.models import PlanScenario
 from tests import factories
 
@@ -78,6 +79,8 @@ PAGES: list[tuple[str, str | None, str, tuple[int, ...]]] = [
     ("core:team_list", None, "GET", ALL_200),
     ("core:team_detail", "team", "GET", TEAM_ONLY),
     ("notifications:subscriptions", None, "GET", ALL_200),
+    # Everyone signed in may list routes (their own personal ones; leads their teams').
+    ("notifications:routes", None, "GET", ALL_200),
     ("profiles:run_profile", "run", "GET", TEAM_ONLY),
     # Without ?a=&b= there is nothing to compare: a 400 naming the parameter, for everyone signed in.
     ("profiles:compare", None, "GET", (LOGIN, 400, 400, 400, 400, 400, 400)),
@@ -97,6 +100,8 @@ WRITES: list[tuple[str, str | None, dict[str, str], tuple[int, ...]]] = [
     # No file: 400 for those who may attach; finance may not (403); other teams do not see the run.
     ("profiles:attach", "run", {}, (LOGIN, 400, 400, 403, 404, 404, 400)),
     ("notifications:outbox_clear", None, {}, (LOGIN, 403, 403, 403, 403, 403, 302)),
+    # A team route: its leads and staff; anyone else is told nothing of it (404).
+    ("notifications:route_test", "route", {}, (LOGIN, 302, 404, 404, 404, 404, 302)),
 ]  # fmt: skip
 # Routes not in the matrix above, and why.
 EXEMPT = {
@@ -116,6 +121,9 @@ EXEMPT = {
     "planning:scenario_delete": "POST-only; the same rule as saving, tested in tests/planning/test_views.py",
     "notifications:triage": "signed-token link from an email (acts as the user it names), no login by design",
     "notifications:test_email": "POST-only, sends to the caller's own address only",
+    "notifications:route_delete": "POST-only; the same rule as route_test (leads and staff, 404 otherwise), "
+    "tested in tests/notifications/test_route_views.py",
+    "notifications:route_chart": "signed-token link to an alert's chart PNG, fetched by Slack/Teams without login",
 }
 
 
@@ -173,8 +181,16 @@ def world(team: Any, other_team: Any, settings: Any, tmp_path: Path) -> dict[str
     OutboxBackend().send_messages(
         [EmailMessage("Regression", "body", "accelboard@example.com", ["lead@example.com"])]
     )
+    # A team route to a closed loopback port: its test fails fast and is recorded (a 302 back).
+    route = AlertRoute.objects.create(
+        team=team,
+        name="hook",
+        channel="webhook",
+        secret=secret_seal({"url": "http://127.0.0.1:9/hook", "signing_secret": "whsec_x"}),
+    )
     return {
         "team": team,
+        "route": route,
         "run": run,
         "uploaded_run": uploaded,
         "outbox_message": OutboxMessage.objects.get(),

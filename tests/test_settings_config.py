@@ -294,6 +294,13 @@ def test_it_rejects_a_non_integer_setting(tmp_path: Path) -> None:
     assert_config_error(result, "TELEMETRY_RETENTION_DAYS")
 
 
+def test_it_rejects_a_route_timeout_out_of_range(tmp_path: Path) -> None:
+    line = assert_config_error(
+        run_check(tmp_path, DATABASE_URL=NOWHERE_DB, ROUTE_TIMEOUT_S="0"), "ROUTE_TIMEOUT_S"
+    )
+    assert "above 0" in line
+
+
 def test_it_flags_an_unsupported_broker_with_a_check_id(tmp_path: Path) -> None:
     result = run_check(tmp_path, DATABASE_URL=NOWHERE_DB, CELERY_BROKER_URL="ftp://x")
     assert result.returncode == 1

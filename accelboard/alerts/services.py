@@ -32,7 +32,7 @@ from accelboard.core.models import Team
 
 from . import severity as severity_rule
 from .choices import AlertState, DismissReason, ExpectedScope, Severity
-from .events import alerts_opened
+from .events import alerts_closed, alerts_opened
 from .models import Alert, AlertEvent, AlertMetric, ExpectedChange
 
 logger = logging.getLogger(__name__)
@@ -229,6 +229,8 @@ def _transition(
             reason=reason,
             note=note,
         )
+        if to in (AlertState.RESOLVED, AlertState.DISMISSED):
+            alerts_closed.publish(alert_ids=[alert.pk])
     alert.refresh_from_db()
     return alert
 

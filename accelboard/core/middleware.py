@@ -1,7 +1,7 @@
 """Login is required everywhere except the login page, static files, health, the token API and
-the signed links of alert emails (unsubscribe, acknowledge, dismiss); a query string no page can
-use is a 400 first; a request line or header fields over the limits are a 414 or 431 before
-anything else."""
+the signed links of alert emails (unsubscribe, acknowledge, dismiss) and of route messages'
+charts; a query string no page can use is a 400 first; a request line or header fields over the
+limits are a 414 or 431 before anything else."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ OPEN_PREFIXES = (
     "/admin/",
     "/notifications/unsubscribe/",
     "/notifications/triage/",
+    # An alert's chart in a Slack or Teams message, fetched by the chat service (signed link).
+    "/notifications/charts/",
 )
 
 

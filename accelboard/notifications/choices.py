@@ -27,3 +27,25 @@ class TriageAction(models.TextChoices):
 
     ACKNOWLEDGE = "acknowledge", "Acknowledge"
     DISMISS = "dismiss", "Dismiss"
+
+
+class RouteChannel(models.TextChoices):
+    SLACK = "slack", "Slack"
+    TEAMS = "teams", "Microsoft Teams"
+    PAGERDUTY = "pagerduty", "PagerDuty"
+    WEBHOOK = "webhook", "Webhook (signed JSON)"
+
+
+class RouteKind(models.TextChoices):
+    """Which alerts a route carries (``route_payloads.kind_family``); blank: every kind."""
+
+    ALL = "", "All alerts"
+    REGRESSION = "regression", "Benchmark regressions and improvements"
+    DRIFT = "drift", "Quantization drift"
+    PRODUCTION = "production", "Production signals (SLO, throughput, energy, memory, throttling, XID)"
+
+
+class RouteEvent(models.TextChoices):
+    TRIGGER = "trigger", "Alerts opened"
+    RESOLVE = "resolve", "Alert closed"
+    TEST = "test", "Test"

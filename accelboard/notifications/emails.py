@@ -102,6 +102,12 @@ def _chart(alert: Alert, facts: content.AlertFacts) -> tuple[bytes, str] | None:
     return png, content.chart_alt(facts, len(values))
 
 
+def alert_chart_png(alert: Alert) -> bytes | None:
+    """The chart of one alert as a PNG (the route messages' image link), or None."""
+    drawn = _chart(alert, selectors.alert_facts(alert=alert))
+    return drawn[0] if drawn is not None else None
+
+
 def _item(
     facts: content.AlertFacts, *, user_id: int, delivery_id: int | None, chart: tuple[str, str] | None
 ) -> dict[str, Any]:

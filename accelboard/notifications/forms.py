@@ -1,4 +1,5 @@
-"""Forms of the notifications pages: add a subscription, change its mode, dismiss from a link."""
+"""Forms of the notifications pages: add a subscription, change its mode, dismiss from a link,
+add an alert route."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from typing import Any, cast
 
 from django import forms
 
-from accelboard.alerts.choices import AlertKind, DismissReason
+from accelboard.alerts.choices import AlertKind, DismissReason, Severity
 from accelboard.core.models import Team
 from accelboard.importers.metrics import metric_label
 
 from . import selectors
-from .choices import DeliveryMode
+from .choices import DeliveryMode, RouteChannel, RouteKind
 from .models import series_label
 
 
@@ -79,3 +80,35 @@ class TriageDismissForm(forms.Form):
 
     reason = forms.ChoiceField(choices=DismissReason.choices, initial=DismissReason.FALSE_ALARM)
     note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class RouteAddForm(forms.Form):
+    """A route: whose alerts (team; personal or the team's), which, and where to."""
+
+    team: forms.ModelChoiceField[Team] = forms.ModelChoiceField(queryset=None, empty_label=None)
+    personal = forms.BooleanField(
+        required=False, label="Personal route", help_text="Only you see it; any member can add one."
+    )
+    name = forms.CharField(max_length=80, help_text="e.g. #inference-alerts, on-call")
+    channel = forms.ChoiceField(choices=RouteChannel.choices)
+    kind = forms.ChoiceField(choices=RouteKind.choices, required=False, label="Alerts")
+    min_severity = forms.ChoiceField(
+        choices=Severity.choices, initial=Severity.WARNING, label="At least this severe"
+    )
+    url = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Webhook URL",
+        help_text="Slack: https://hooks.slack.com/services/…; Teams: the workflow's URL; webhook: yours.",
+    )
+    routing_key = forms.CharField(
+        required=False,
+        max_length=64,
+        label="PagerDuty routing key",
+        help_text="Events API v2 integration key (32 characters).",
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        team_field = cast(forms.ModelChoiceField, self.fields["team"])
+        team_field.queryset = selectors.subscribable_teams(user=user)

@@ -131,3 +131,29 @@ def triage_token_read(token: str) -> TriageClaim:
 
 def triage_path(token: str) -> str:
     return reverse("notifications:triage", args=[token])
+
+
+# --- charts in channel messages ---------------------------------------------------------------
+
+CHART_SALT = "accelboard.notifications.chart"
+# Slack and Teams fetch a message's image when it is shown, days later too.
+CHART_MAX_AGE = timedelta(days=30)
+
+
+def chart_token(alert_id: int) -> str:
+    """A signed link to one alert's chart PNG: chat services fetch it without a login."""
+    return signing.dumps({"a": alert_id}, salt=CHART_SALT, compress=True)
+
+
+def chart_token_read(token: str) -> int:
+    """The alert id of a chart token; raises ``signing.BadSignature`` (expired included)."""
+    payload = signing.loads(token, salt=CHART_SALT, max_age=CHART_MAX_AGE)
+    return int(payload["a"])
+
+
+def chart_path(alert_id: int) -> str:
+    return reverse("notifications:route_chart", args=[chart_token(alert_id)])
+
+
+def routes_path() -> str:
+    return reverse("notifications:routes")

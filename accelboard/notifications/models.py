@@ -7,6 +7,12 @@ at most, whichever worker or mode gets there first. ``TriageLinkUse``: an email'
 acknowledge or dismiss link that has acted (a link acts once). ``OutboxMessage``: an email kept
 in the database instead of sent (the demo's and a trial install's mail backend), read by staff
 in the browser.
+
+``AlertRoute``: a team's (or one person's) alerts sent to Slack, Teams, PagerDuty or a signed
+webhook, filtered by kind family and minimum severity; its URL or key is stored encrypted
+(``route_secrets``). ``RouteDelivery``: one message to one route with the channel's answer;
+``RouteDeliveryItem`` ties it to its alerts, unique per (route, alert, event) so that an alert
+reaches a route once when it opens and once when it closes.
 """
 
 from __future__ import annotations
@@ -17,9 +23,9 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from accelboard.alerts.choices import AlertKind
+from accelboard.alerts.choices import AlertKind, Severity
 
-from .choices import DeliveryMode, DeliveryStatus, TriageAction
+from .choices import DeliveryMode, DeliveryStatus, RouteChannel, RouteEvent, RouteKind, TriageAction
 
 
 def series_label(series: Any) -> str:
@@ -152,3 +158,75 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} → {', '.join(self.recipients)}"
+
+
+class AlertRoute(models.Model):
+    # Whose alerts these are; a team route is managed by the team's leads (Action.MANAGE).
+    team = models.ForeignKey("core.Team", on_delete=models.CASCADE, related_name="alert_routes")
+    # Set for a personal route: only this member sees and manages it.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="alert_routes"
+    )
+    name = models.CharField(max_length=80)
+    channel = models.CharField(max_length=16, choices=RouteChannel.choices)
+    kind = models.CharField(max_length=16, choices=RouteKind.choices, blank=True)
+    min_severity = models.CharField(max_length=8, choices=Severity.choices, default=Severity.WARNING)
+    # Fernet token of the route's JSON secrets (URL, routing key, signing secret): never plain.
+    secret = models.TextField()
+    # What the page shows of the target (host and a masked tail), stored apart from the secret.
+    target_hint = models.CharField(max_length=200, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Alerts opened before the route existed are not sent: adding a route is not a backlog.
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team_id", "name", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.channel})"
+
+
+class RouteDelivery(models.Model):
+    route = models.ForeignKey(AlertRoute, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=8, choices=RouteEvent.choices)
+    # What grouped the alerts: "commit:<sha>", "alert:<id>" or "test".
+    group_key = models.CharField(max_length=120)
+    status = models.CharField(
+        max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING, db_index=True
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    # The channel's last answer: HTTP status and body (cut to RESPONSE_BODY_MAX characters).
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.TextField(blank=True)
+    summary = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name_plural = "route deliveries"
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="route_delivery_status_next")]
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.group_key} → route {self.route_id} ({self.status})"
+
+
+class RouteDeliveryItem(models.Model):
+    delivery = models.ForeignKey(RouteDelivery, on_delete=models.CASCADE, related_name="items")
+    alert = models.ForeignKey("alerts.Alert", on_delete=models.CASCADE, related_name="+")
+    # Denormalised so that the database itself refuses a second message for one alert and event.
+    route = models.ForeignKey(AlertRoute, on_delete=models.CASCADE, related_name="+")
+    event = models.CharField(max_length=8, choices=RouteEvent.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["route", "alert", "event"], name="route_delivery_item_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"alert {self.alert_id} → route {self.route_id} ({self.event})"

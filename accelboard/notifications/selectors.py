@@ -1,11 +1,11 @@
-"""Reads of the notifications app: subscriptions, what an alert email says, the outbox."""
+"""Reads of the notifications app: subscriptions, what an alert email says, the outbox, routes."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from accelboard.alerts.charts import LevelSpan
 from accelboard.alerts.detection import own_spread_after
@@ -23,7 +23,7 @@ from accelboard.importers.metrics import metric_label
 
 from . import links
 from .content import AlertFacts, RunFacts, change_text
-from .models import Delivery, OutboxMessage, Subscription
+from .models import AlertRoute, Delivery, OutboxMessage, RouteDelivery, Subscription
 from .simulated_ci import MetricTemplate, RunTemplate
 
 # Points drawn in an email's chart: enough to see the level before the change and after it.
@@ -263,3 +263,38 @@ def simulated_ci_template(*, team_slug: str) -> RunTemplate | None:
 def alerts_opened_on_runs(*, run_ids: list[int]) -> list[int]:
     """Ids of the alerts whose first bad run is one of ``run_ids``."""
     return list(Alert.objects.filter(first_run_id__in=run_ids).order_by("pk").values_list("pk", flat=True))
+
+
+# --- alert routes -----------------------------------------------------------------------------
+
+
+def route_list_for_user(*, user: Any) -> list[AlertRoute]:
+    """The routes the user manages: the team routes of teams they lead (staff: every team) and
+    their own personal routes."""
+    scope = scope_for_user(user)
+    managed = scope.team_ids(Action.MANAGE)
+    team_routes = Q(user__isnull=True) if managed is None else Q(user__isnull=True, team_id__in=managed)
+    return list(
+        AlertRoute.objects.filter(team_routes | Q(user=user))
+        .select_related("team", "user")
+        .order_by("team__name", "name", "pk")
+    )
+
+
+def route_get(*, route_id: int) -> AlertRoute:
+    """Raises ``AlertRoute.DoesNotExist``."""
+    return AlertRoute.objects.select_related("team").get(pk=route_id)
+
+
+def route_delivery_log(*, route_ids: list[int], limit: int = 25) -> list[RouteDelivery]:
+    """The latest messages to these routes, newest first, with the channel's answers."""
+    return list(
+        RouteDelivery.objects.filter(route_id__in=route_ids)
+        .select_related("route")
+        .order_by("-created_at", "-pk")[:limit]
+    )
+
+
+def alert_for_chart(*, alert_id: int) -> Alert | None:
+    found = alerts_for_email(alert_ids=[alert_id], open_only=False)
+    return found[0] if found else None

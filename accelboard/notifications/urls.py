@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import views
+from . import route_views, views
 
 app_name = "notifications"
 
@@ -16,6 +16,10 @@ urlpatterns = [
     ),
     path("unsubscribe/<str:token>/", views.unsubscribe, name="unsubscribe"),
     path("triage/<str:token>/", views.triage, name="triage"),
+    path("routes/", route_views.routes, name="routes"),
+    path("routes/<int:route_id>/delete/", route_views.route_remove, name="route_delete"),
+    path("routes/<int:route_id>/test/", route_views.route_test, name="route_test"),
+    path("charts/<str:token>.png", route_views.route_chart, name="route_chart"),
     path("outbox/", views.outbox, name="outbox"),
     path("outbox/clear/", views.outbox_clear, name="outbox_clear"),
     path("outbox/<int:message_id>/", views.outbox_message, name="outbox_message"),

@@ -74,6 +74,7 @@ PAGES = [
     Page("teams", lambda w: "/teams/", ALL),
     Page("team-detail", lambda w: f"/teams/{w.team.slug}/", TEAM_ONLY),
     Page("alert-emails", lambda w: "/notifications/subscriptions/", ALL),
+    Page("alert-routes", lambda w: "/notifications/routes/", ALL),
     # The other team's objects: ids reveal nothing outside that team.
     Page("other-run-detail", lambda w: f"/runs/{w.other_run.pk}/", OTHER_TEAM_ONLY),
     Page("other-alert-detail", lambda w: f"/alerts/{w.other_alert.pk}/", OTHER_TEAM_ONLY),

@@ -14,7 +14,7 @@ import pytest
 from django.db import transaction
 
 from accelboard.alerts import tasks as alert_tasks
-from accelboard.alerts.events import alerts_opened
+from accelboard.alerts.events import alerts_closed, alerts_opened
 from accelboard.benchmarks.events import run_recorded
 from accelboard.core.events import Event, EventFieldError
 from accelboard.costs import tasks as cost_tasks
@@ -94,7 +94,11 @@ def test_it_lists_who_reacts_to_a_recorded_run_and_a_new_alert() -> None:
         "accelboard.alerts.reactions.run_check_enqueue",
         "accelboard.drift.reactions.variant_check_enqueue",
     ]
-    assert alerts_opened.subscribers() == ["accelboard.notifications.reactions.alerts_dispatch_enqueue"]
+    assert alerts_opened.subscribers() == [
+        "accelboard.notifications.reactions.alerts_dispatch_enqueue",
+        "accelboard.notifications.reactions.routes_dispatch_enqueue",
+    ]
+    assert alerts_closed.subscribers() == ["accelboard.notifications.reactions.routes_dispatch_enqueue"]
 
 
 class _Calls:
@@ -155,8 +159,25 @@ def test_it_mails_a_new_alert_once(
 
     calls = _Calls()
     calls.catch(monkeypatch, notification_tasks.alerts_dispatch, "dispatch")
+    calls.catch(monkeypatch, notification_tasks.routes_dispatch, "routes")
     with django_capture_on_commit_callbacks(execute=True):
         alert_raise(team=team, kind="slo", dedupe_key="k", title="p99 above the objective")
     with django_capture_on_commit_callbacks(execute=True):
         alert_raise(team=team, kind="slo", dedupe_key="k", title="p99 above the objective")  # re-raised
-    assert calls.calls == {"dispatch": [()]}
+    assert calls.calls == {"dispatch": [()], "routes": [()]}
+
+
+def test_it_tells_routes_when_an_alert_closes(
+    team: Any, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    from accelboard.alerts.services import alert_acknowledge, alert_raise, alert_resolve
+
+    alert, _ = alert_raise(team=team, kind="slo", dedupe_key="k", title="p99 above the objective")
+    calls = _Calls()
+    calls.catch(monkeypatch, notification_tasks.routes_dispatch, "routes")
+    with django_capture_on_commit_callbacks(execute=True):
+        alert_acknowledge(alert=alert, user=None)
+    assert calls.calls == {}
+    with django_capture_on_commit_callbacks(execute=True):
+        alert_resolve(alert=alert)
+    assert calls.calls == {"routes": [()]}

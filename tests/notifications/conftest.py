@@ -25,6 +25,9 @@ from accelboard.benchmarks.models import BenchmarkRun, Series
 from accelboard.core.models import Team
 from tests.factories import run_create
 
+# Loopback servers answering as Slack, PagerDuty, Teams and a webhook receiver (alert routes).
+from .route_servers import pagerduty, slack, teams, webhook_receiver  # noqa: F401
+
 logging.getLogger("mail.log").setLevel(logging.WARNING)
 
 
