@@ -123,7 +123,8 @@ GROUP_FIELDS: dict[str, tuple[str, ...]] = {
     AllocationGroup.WORKLOAD: ("workload__kind", "workload__uid"),
     AllocationGroup.MODEL: ("model", "variant"),
     AllocationGroup.GPU: ("accelerator__uuid",),
-    AllocationGroup.HOST: ("host__hostname",),
+    # With the host's team: names are unique within a team only (``_host_keys``).
+    AllocationGroup.HOST: ("host__hostname", "host__team__slug"),
 }
 _KIND_ORDER: dict[str, int] = {
     AllocationKind.WORKLOAD: 0,
@@ -159,6 +160,21 @@ def _key(values: dict[str, Any], fields: tuple[str, ...]) -> str | None:
     if not parts or (fields[0].startswith("workload__") and values[fields[0]] is None):
         return None
     return (":" if fields[0] == "workload__kind" else " ").join(parts)
+
+
+def _host_keys(grouped: Any) -> dict[tuple[str | None, str | None], str | None]:
+    """Each (host name, team slug) grouped by host as its row's key: the host's name, or
+    "name (team)" where hosts of two teams the caller sees share the name, so both rows show."""
+    pairs = {(values["host__hostname"], values["host__team__slug"]) for values in grouped}
+    teams: dict[str | None, set[str | None]] = defaultdict(set)
+    for name, slug in pairs:
+        teams[name].add(slug)
+    return {
+        (name, slug): None
+        if name in (None, "")
+        else (f"{name} ({slug or 'no team'})" if len(teams[name]) > 1 else name)
+        for name, slug in pairs
+    }
 
 
 def _idle_shared(rows: list[AllocationRow]) -> list[AllocationRow]:
@@ -207,9 +223,15 @@ def allocation_report(
         .annotate(cost=Sum(cost), energy=Sum(energy))
         .order_by()
     )
+    named = _host_keys(grouped) if group_by == AllocationGroup.HOST else None
     merged: dict[tuple[str, str | None, str], list[Any]] = {}
     for values in grouped:
-        key = (values["kind"], _key(values, fields), values["currency"])
+        row_key = (
+            named[(values["host__hostname"], values["host__team__slug"])]
+            if named is not None
+            else _key(values, fields)
+        )
+        key = (values["kind"], row_key, values["currency"])
         amounts = merged.setdefault(key, [Decimal(0), 0])
         amounts[0] += values["cost"] or Decimal(0)
         amounts[1] += int(values["energy"] or 0)

@@ -34,6 +34,7 @@ def cost_drill_hosts(*, scope: Scope, filters: CostFilters) -> list[dict[str, An
             "host_id",
             "host__hostname",
             "team__name",
+            "team__slug",
             "project",
             "provider",
             "region",

@@ -106,14 +106,19 @@ def cost_filters_resolve(*, scope: Scope, data: dict[str, Any], today: dt.date) 
         )
     host_id = None
     if data.get("host"):
-        host_id = (
-            Host.objects.visible_to(scope, Action.VIEW_COSTS)
-            .filter(hostname=data["host"])
-            .values_list("id", flat=True)
-            .first()
-        )
-        if host_id is None:
+        # Host names are unique within a team only: with the team filter the name is the team's
+        # host; without it, it must be the name of one host among the caller's teams.
+        hosts = Host.objects.visible_to(scope, Action.VIEW_COSTS).filter(hostname=data["host"])
+        if team_id is not None:
+            hosts = hosts.filter(team_id=team_id)
+        found = list(hosts.values_list("id", flat=True)[:2])
+        if not found:
             raise CostFilterNotVisible("No such host among the teams whose costs you may see")
+        if len(found) > 1:
+            raise CostFilterNotVisible(
+                f"Several of your teams have a host named {data['host']!r}: choose the team as well"
+            )
+        host_id = found[0]
     return CostFilters(
         month=data.get("month") or today.replace(day=1),
         team_id=team_id,

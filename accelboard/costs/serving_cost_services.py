@@ -93,9 +93,12 @@ def _serving_rows(*, day: date, book: PriceBook) -> list[ServingCostDaily]:
             if a.pk in usage and usage[a.pk]["energy_j"] is not None
         ]
         type_id = next((a.accelerator_type_id for a in mine if a.accelerator_type_id), None)
-        price = book.accelerator_price(host=host, accelerator_type_id=type_id, day=day)
-        electricity = book.electricity_price(host=host, day=day)
-        carbon = None if electricity else book.carbon_intensity(host=host, day=day)
+        # Prices and PUE are the team's own host's: rows on a host that is not the team's (stored
+        # before host names were per team) are priced with nothing rather than another team's.
+        own = host.team_id == g["team_id"]
+        price = book.accelerator_price(host=host, accelerator_type_id=type_id, day=day) if own else None
+        electricity = book.electricity_price(host=host, day=day) if own else None
+        carbon = None if electricity or not own else book.carbon_intensity(host=host, day=day)
         figures = host_day_cost(
             width_s=ROLLUP_WIDTH_S,
             buckets=buckets,
@@ -109,6 +112,8 @@ def _serving_rows(*, day: date, book: PriceBook) -> list[ServingCostDaily]:
         flags = list(figures.flags)
         if not mine:
             flags.append("no-gpus-named")
+        if not own:
+            flags.append("host-of-another-team")
         if any(len(sharers[(g["host_id"], n)]) > 1 for n in names):
             flags.append("gpu-shared-by-variants")
         generated = g["generated"] or 0

@@ -177,7 +177,8 @@ def cost_drill_page(request: HttpRequest) -> HttpResponse:
     else:
         hosts = cost_drill_hosts(scope=scope, filters=filters)
         for row in hosts:
-            row["_link"] = f"{drill}?{_query(data, host=row['host__hostname'])}"
+            # The team with the name: two of the caller's teams may each have a host of that name.
+            row["_link"] = f"{drill}?{_query(data, host=row['host__hostname'], team=row['team__slug'])}"
         tables = [exports.hosts_table(rows=hosts)]
         # Every host-day of a whole month is long; the page lists them once narrowed to a host or
         # a day, the exports always carry them.

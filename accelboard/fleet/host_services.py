@@ -1,4 +1,4 @@
-"""Writes of hosts and their GPUs: registration keyed by hostname and GPU UUID."""
+"""Writes of hosts and their GPUs: registration keyed by (team, hostname) and GPU UUID."""
 
 from __future__ import annotations
 
@@ -31,8 +31,12 @@ def host_register(
     accelerators: Sequence[dict[str, object]] = (),
     seen_at: datetime | None = None,
 ) -> tuple[Host, dict[str, Accelerator]]:
-    """Create or update a host and its GPUs; return the host and its GPUs by UUID.
+    """Create or update the team's host of this name and its GPUs; return the host and its GPUs
+    by UUID.
 
+    A name resolves within the team only: another team's host of the same name is neither used
+    nor looked at, so registering never fails, nor answers differently, because of it.
+    ``team_id=None`` (fixtures, the demo) names the host with no team.
     A GPU that moved to another host (re-seated card) follows its UUID. Facts not given are kept.
     ``accelerators`` items: uuid (required), index, name, serial, memory_bytes, power_limit_w,
     driver_version, mig_mode, parent_uuid, compute_slices, unsupported.
@@ -41,8 +45,10 @@ def host_register(
     seen_at = seen_at or datetime.now(UTC)
     host_fields: dict[str, Any] = {key: facts.pop(key) for key in HOST_FIELDS if key in facts}
     with transaction.atomic():
+        team: dict[str, Any] = {"team_id": team_id} if team_id is not None else {"team__isnull": True}
         host, created = Host.objects.select_for_update().get_or_create(
             hostname=hostname,
+            **team,
             defaults={"team_id": team_id, **host_fields, "facts": facts, "last_seen_at": seen_at},
         )
         if not created:
@@ -51,8 +57,6 @@ def host_register(
             }
             if facts and {**host.facts, **facts} != host.facts:
                 changed["facts"] = {**host.facts, **facts}
-            if host.team_id is None and team_id is not None:
-                changed["team_id"] = team_id
             if host.last_seen_at is None or seen_at > host.last_seen_at:
                 changed["last_seen_at"] = seen_at
             for key, value in changed.items():

@@ -54,7 +54,7 @@ from .attribution_services import HostAttribution, attribution_range, attributio
 from .attribution_validation import Attribution, telemetry_batch_attribution_parse
 from .host_services import HOST_FIELDS, host_register
 from .ingest_validation import SAMPLE_FIELDS, IngestRejected, TelemetryBatch
-from .models import Accelerator, Host
+from .models import Accelerator
 from .partition_services import (
     telemetry_copy,
     telemetry_partials_write,
@@ -185,16 +185,10 @@ def _ranges_merged(ranges: set[tuple[datetime, datetime]]) -> list[tuple[datetim
     return merged
 
 
-def _owned_elsewhere(*, batch: TelemetryBatch, team_id: int) -> IngestRejected | None:
-    host_team = Host.objects.filter(hostname=batch.hostname).values_list("team_id", flat=True).first()
-    if host_team is not None and host_team != team_id:
-        return IngestRejected(
-            f"host name {batch.hostname!r} cannot be used with this token (host names are unique); "
-            "use the token the host was registered with, or give the host another name",
-            path="host.hostname",
-            code="host_conflict",
-            status=409,
-        )
+def _gpus_elsewhere(*, batch: TelemetryBatch, team_id: int) -> IngestRejected | None:
+    """A GPU of the batch on another team's host (a 409). Host names are not checked: they resolve
+    within the token's team, so another team's host of the same name is no conflict, and the
+    answer is the one a name nobody uses gets."""
     uuids = [gpu["uuid"] for gpu in batch.accelerators]
     if uuids:
         foreign = set(
@@ -517,7 +511,7 @@ SELECT h.id, h.team_id, h.facts, {", ".join(f"h.{name}" for name in HOST_FIELDS)
         'uuid', a.uuid, 'id', a.id, 'host_id', a.host_id,
         {", ".join(f"'{name}', a.{name}" for name in _GPU_FIELDS)})), '[]')
      FROM fleet_accelerator a WHERE a.uuid = ANY(%s))
-FROM fleet_host h WHERE h.hostname = %s
+FROM fleet_host h WHERE h.hostname = %s AND h.team_id = %s
 """
 
 
@@ -528,7 +522,7 @@ def _registered_as_is(*, batch: TelemetryBatch, team_id: int) -> tuple[int, dict
     Mirrors ``host_register``'s comparisons."""
     uuids = [gpu["uuid"] for gpu in batch.accelerators]
     with connection.cursor() as cursor:
-        cursor.execute(_REGISTERED_SQL, [uuids, batch.hostname])
+        cursor.execute(_REGISTERED_SQL, [uuids, batch.hostname, team_id])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -569,7 +563,7 @@ def _register(
     as_is = _registered_as_is(batch=batch, team_id=team_id)
     if as_is is not None:
         return *as_is, True
-    conflict = _owned_elsewhere(batch=batch, team_id=team_id)
+    conflict = _gpus_elsewhere(batch=batch, team_id=team_id)
     if conflict is not None:
         raise conflict
     host, registered = host_register(
@@ -579,11 +573,6 @@ def _register(
         accelerators=batch.accelerators,
         seen_at=received_at,
     )
-    if host.team_id != team_id:  # another team registered the same hostname a moment ago
-        conflict = _owned_elsewhere(batch=batch, team_id=team_id)
-        raise conflict or IngestRejected(
-            "host name cannot be used with this token", path="host.hostname", code="host_conflict", status=409
-        )
     known = {gpu_uuid: gpu.pk for gpu_uuid, gpu in registered.items()}
     missing = set(batch.gpus) - known.keys()
     if missing:

@@ -53,7 +53,12 @@ class Site(models.Model):
 
 
 class Host(models.Model):
-    hostname = models.CharField(max_length=255, unique=True)
+    """A machine as one team knows it: its name is unique within the team that registers it, not
+    across teams, so one team's names neither block nor reveal another's (two teams may each have
+    a "gpu-node-01"). A host whose team was deleted keeps its rows with no team: no token writes
+    to it and no name resolves to it."""
+
+    hostname = models.CharField(max_length=255)
     team = models.ForeignKey(
         "core.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="hosts"
     )
@@ -74,7 +79,9 @@ class Host(models.Model):
     objects = TeamScopedQuerySet.as_manager()
 
     class Meta:
-        ordering = ["hostname"]
+        ordering = ["hostname", "id"]
+        constraints = [models.UniqueConstraint(fields=["team", "hostname"], name="fleet_host_team_hostname")]
+        indexes = [models.Index(fields=["hostname"], name="fleet_host_hostname")]
 
     def __str__(self) -> str:
         return self.hostname

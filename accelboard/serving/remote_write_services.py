@@ -105,10 +105,10 @@ def _stored_rows(
 
 
 def _host_store(*, team: Team, hostname: str, parts: dict[PartKey, Part], request_id: str) -> int:
-    host = Host.objects.filter(hostname=hostname).first()
+    host = Host.objects.filter(team=team, hostname=hostname).first()
     stored = _stored_rows(team=team, host=host, parts=parts)
     gpus: list[str] = []
-    if host is not None and host.team_id == team.pk:
+    if host is not None:
         gpus = list(
             Accelerator.objects.filter(host=host, parent_uuid="")
             .order_by("uuid")

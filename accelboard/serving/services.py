@@ -152,11 +152,12 @@ def _gpus_elsewhere(*, team: Team, uuids: list[str]) -> set[str]:
 def inference_batch_store(*, team: Team, payload: dict[str, Any]) -> dict[str, Any]:
     """Store one batch of serving-metric intervals (the API's ``InferenceBatchIn``, validated).
 
-    The batch's host is named, never claimed: a host nobody has is registered without a team (its
-    agent's telemetry gives it to its team later), and the answer is the same whoever holds the
-    name, so a serving batch neither squats a name nor tells whether it is taken. The rows are the
-    token's team's either way. A GPU it names must not be on another team's host (409, as telemetry
-    answers); a GPU not reported yet is kept by UUID and joins its energy once its agent reports."""
+    The batch's host is the token's team's host of that name, registered for the team when it has
+    none yet (its agent's telemetry, sent with a token of the same team, then fills it in). Another
+    team's host of the same name is never used nor looked at: the rows, and the PUE and prices
+    their costs are worked out with, are the sender's, and the answer is the one a name nobody
+    uses gets. A GPU it names must not be on another team's host (409, as telemetry answers); a
+    GPU not reported yet is kept by UUID and joins its energy once its agent reports."""
     intervals = [IntervalInput(**item) for item in payload["intervals"]]
     named = sorted({gpu for item in intervals for gpu in item.accelerator_uuids})
     foreign = _gpus_elsewhere(team=team, uuids=named) if named else set()
@@ -170,9 +171,9 @@ def inference_batch_store(*, team: Team, payload: dict[str, Any]) -> dict[str, A
                     code="accelerator_conflict",
                     status=409,
                 )
-    host = Host.objects.filter(hostname=payload["host"]).first()
+    host = Host.objects.filter(team=team, hostname=payload["host"]).first()
     if host is None:
-        host, _ = host_register(hostname=payload["host"], team_id=None)
+        host, _ = host_register(hostname=payload["host"], team_id=team.pk)
     accepted = inference_metrics_store(
         team=team, host=host, batch_id=payload["batch_id"], intervals=intervals
     )

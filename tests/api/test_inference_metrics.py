@@ -95,7 +95,7 @@ def test_it_rejects_bad_intervals_and_stores_nothing(
 
 
 def test_it_keeps_each_teams_rows_apart_on_a_host_name_both_send(
-    client: Client, team: Any, ingest_token: str, other_token: str
+    client: Client, team: Any, other_team: Any, ingest_token: str, other_token: str
 ) -> None:
     assert post_json(client, URL, inference_payload(), ingest_token).status_code == 200
     theirs = inference_payload()
@@ -103,7 +103,11 @@ def test_it_keeps_each_teams_rows_apart_on_a_host_name_both_send(
     response = post_json(client, URL, theirs, other_token)
     assert response.status_code == 200, response.content
     assert InferenceMetric.objects.values("team").distinct().count() == 2
-    assert InferenceMetric.objects.select_related("host").first().host.team_id == team.pk  # not claimed
+    # Each team's rows on its own host of that name: the name is no one's across teams.
+    assert set(InferenceMetric.objects.values_list("team_id", "host__team_id")) == {
+        (team.pk, team.pk),
+        (other_team.pk, other_team.pk),
+    }
 
 
 def test_it_refuses_a_read_token(client: Client, team: Any, read_token: str) -> None:

@@ -188,12 +188,20 @@ def test_it_refuses_a_request_with_one_bad_series_naming_it_and_stores_none_of_i
     assert "names no GPU" in error["message"]
 
 
-def test_it_refuses_a_host_of_another_team(client: Client, ingest_token: str, other_token: str) -> None:
+def test_it_refuses_a_gpu_of_another_team_but_not_its_host_name(
+    client: Client, team: Any, other_team: Any, ingest_token: str, other_token: str
+) -> None:
     now = int(time.time() * 1000) - 10_000
     assert _post(client, snappy(write_request(_scrape(now))), ingest_token).status_code == 200
     error = _refused(client, other_token, snappy(write_request(_scrape(now + 1000))), 409)
-    assert error["code"] == "host_conflict"
+    assert error["code"] == "accelerator_conflict"
     assert TelemetrySample.objects.count() == 1
+    # The same host name with the other team's own GPU: its own host, as for a name nobody uses.
+    theirs = _scrape(now + 1000, labels={**GPU, "UUID": "GPU-rw-theirs"})
+    assert _post(client, snappy(write_request(theirs)), other_token).status_code == 200
+    assert sorted(Host.objects.filter(hostname="prom-node-01").values_list("team_id", flat=True)) == sorted(
+        [team.pk, other_team.pk]
+    )
 
 
 def test_it_needs_a_write_token(client: Client, read_token: str) -> None:
@@ -415,7 +423,7 @@ def test_a_request_of_many_hosts_runs_the_statements_of_a_request_of_one(
     )
 
 
-def test_a_host_of_another_team_refuses_the_whole_request(
+def test_a_gpu_of_another_team_refuses_the_whole_request(
     client: Client, ingest_token: str, other_token: str
 ) -> None:
     now = int(time.time() * 1000) - 10_000
@@ -424,6 +432,6 @@ def test_a_host_of_another_team_refuses_the_whole_request(
     assert _post(client, snappy(write_request(_scrape(now, labels=theirs))), other_token).status_code == 200
     ours = _scrape(now, labels={**GPU, "Hostname": "prom-node-00", "UUID": "GPU-rw-ours"})
     error = _refused(client, ingest_token, snappy(write_request(ours + _scrape(now, labels=theirs))), 409)
-    assert error["code"] == "host_conflict" and "prom-node-zz" in error["message"]
+    assert error["code"] == "accelerator_conflict" and "prom-node-zz" in error["message"]
     assert not Host.objects.filter(hostname="prom-node-00").exists()
     assert TelemetrySample.objects.count() == 1

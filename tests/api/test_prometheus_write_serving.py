@@ -178,7 +178,8 @@ def test_bad_serving_series_are_refused_naming_them_and_nothing_is_stored(
     )
     assert _post(client, [*_vllm(t0 + 15_000, 1300, 14, (7, 15, 18)), stale], ingest_token).status_code == 200
     assert InferenceMetric.objects.get().generated_tokens == 300
-    assert Host.objects.get(hostname="gpu-node-07").team_id is None  # named by serving only, never claimed
+    # Named by serving only: the token's team's own host of that name (host names are per team).
+    assert Host.objects.get(hostname="gpu-node-07").team_id == team.pk
 
 
 def test_cost_inputs_per_token_come_from_prometheus_alone(

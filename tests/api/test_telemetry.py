@@ -276,15 +276,16 @@ def test_it_refuses_a_read_token(client: Client, team: Any, read_token: str) -> 
     assert row_counts() == before
 
 
-def test_it_refuses_telemetry_for_another_teams_host(
+def test_it_refuses_telemetry_naming_another_teams_gpus(
     client: Client, team: Any, ingest_token: str, other_token: str
 ) -> None:
     assert post_json(client, URL, telemetry_payload(), ingest_token).status_code == 200
     before = row_counts()
+    # The host name is no conflict (it resolves within the token's team); the GPUs are.
     response = post_json(client, URL, telemetry_payload(), other_token)
     assert response.status_code == 409
-    assert response.json()["error"]["path"] == "host.hostname"
-    # The same GPUs reported under a new host name are still the other team's GPUs.
+    assert response.json()["error"]["path"] == "accelerators[0].uuid"
+    # The same GPUs reported under another host name are still the other team's GPUs.
     response = post_json(client, URL, telemetry_payload(hostname="stolen-node"), other_token)
     assert response.status_code == 409
     assert response.json()["error"]["path"] == "accelerators[0].uuid"
@@ -399,7 +400,7 @@ def test_a_drain_that_could_not_be_enqueued_gives_its_claim_back(
     assert rollup_request_services.telemetry_rollups_claim(interval_s=10.0) == (True, 10.0)
 
 
-def test_a_host_moved_to_another_team_is_refused_even_after_its_registration_was_cached(
+def test_a_host_moved_to_another_team_is_not_written_to_even_after_its_registration_was_cached(
     client: Client, team: Any, ingest_token: str
 ) -> None:
     from accelboard.core.models import Team
@@ -413,9 +414,12 @@ def test_a_host_moved_to_another_team_is_refused_even_after_its_registration_was
     again = telemetry_payload(n=4, batch_id="after-move", start=time.time() - 2)
     response = post_json(client, URL, again, ingest_token)
 
+    # The name is free again for the team, but the GPUs went with the host: they are another
+    # team's now, and the batch is refused as any batch naming another team's GPUs.
     assert response.status_code == 409, response.content
-    assert response.json()["error"]["code"] == "host_conflict"
+    assert response.json()["error"]["code"] == "accelerator_conflict"
     assert row_counts() == before
+    assert list(Host.objects.values_list("team_id", flat=True)) == [other.pk]
 
 
 def test_a_process_that_has_not_seen_the_host_still_applies_changed_facts(

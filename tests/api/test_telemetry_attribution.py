@@ -420,14 +420,16 @@ def test_a_gpu_of_another_host_of_the_team_is_a_409(client: Client, team: Any, i
     assert _counts() == before
 
 
-def test_a_pod_on_another_teams_host_is_refused(
+def test_a_pod_on_another_teams_gpus_is_refused(
     client: Client, team: Any, ingest_token: str, other_token: str
 ) -> None:
     assert post_json(client, URL, telemetry_payload(n=2, start=T), ingest_token).status_code == 200
     before = _counts()
+    # The host's name resolves within the other token's team (no conflict); its GPUs are the first
+    # team's, so the batch and its attribution are refused.
     response = post_json(client, URL, _payload(_batch()), other_token)
     assert response.status_code == 409
-    assert response.json()["error"]["path"] == "host.hostname"
+    assert response.json()["error"]["path"] == "accelerators[0].uuid"
     assert _counts() == before
 
 

@@ -38,7 +38,7 @@ from accelboard.costs.models import (
     ServingCostDaily,
 )
 from accelboard.costs.report_selectors import forecast_month
-from accelboard.fleet.models import Site
+from accelboard.fleet.models import Host, Site
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -268,6 +268,24 @@ def test_it_answers_404_for_another_teams_host_in_the_drill_down(
 ) -> None:
     assert _drill(login_client(cast["engineer"]), host="gpu-b").status_code == 404
     assert _drill(login_client(cast["finance"]), host="gpu-b").status_code == 200
+
+
+def test_it_tells_apart_two_teams_hosts_of_the_same_name_in_the_drill_down(
+    cast: dict[str, Any], cost_fleet: dict[str, Any], login_client: Any
+) -> None:
+    # Host names are unique within a team only: the other team's host may be "gpu-a" too.
+    Host.objects.filter(pk=cost_fleet["b"].pk).update(hostname="gpu-a")
+    client = login_client(cast["finance"])  # sees both teams' costs
+    hosts = _drill(client).context["tables"][0]
+    links = sorted(row["_link"].split("?")[1] for row in hosts.rows)
+    assert links == ["month=2026-10&team=inference&host=gpu-a", "month=2026-10&team=research&host=gpu-a"]
+    ambiguous = _drill(client, host="gpu-a")
+    assert ambiguous.status_code == 404
+    for slug, host in (("inference", cost_fleet["a"]), ("research", cost_fleet["b"])):
+        days = _drill(client, team=slug, host="gpu-a")
+        assert days.status_code == 200
+        day_table = days.context["tables"][1]
+        assert day_table.rows and {r["host_id"] for r in day_table.rows} == {host.pk}
 
 
 def test_it_sends_anonymous_visitors_to_the_login_page(client: Any, cost_fleet: dict[str, Any]) -> None:

@@ -138,6 +138,32 @@ def test_it_shows_a_team_member_only_their_teams_hosts(
     assert b"other-node" not in response.content
 
 
+def test_a_member_of_two_teams_sees_each_teams_host_of_the_same_name_apart(
+    login_client: Any, lead: Any, team: Any, other_team: Any, clock: Any
+) -> None:
+    # Host names are unique within a team only: both teams may have a "gpu-node-01".
+    from accelboard.core.choices import Role
+    from accelboard.core.services import membership_set
+
+    membership_set(team=other_team, user=lead, role=Role.ENGINEER)
+    ours, _ = factories.host_create(team=team, gpus=1, hostname="gpu-node-01")
+    theirs, _ = factories.host_create(team=other_team, gpus=2, hostname="gpu-node-01")
+    assert ours.pk != theirs.pk
+    client = login_client(lead)
+    response = client.get(reverse("fleet:hosts"))
+    assert response.status_code == 200
+    grid = {item["host"].pk: item["host"] for item in response.context["grid"]}
+    assert set(grid) == {ours.pk, theirs.pk}
+    page = response.content.decode()
+    # Each card links its own host by id and names its team.
+    for host in (ours, theirs):
+        assert reverse("fleet:host_detail", args=[host.pk]) in page
+    assert team.name in page and other_team.name in page
+    for host in (ours, theirs):
+        detail = client.get(reverse("fleet:host_detail", args=[host.pk]))
+        assert detail.status_code == 200 and detail.context["host"].team_id == host.team_id
+
+
 def test_it_shows_staff_every_host_and_the_outsider_none(
     login_client: Any, staff: Any, outsider: Any, fleet: dict[str, Any], clock: Any
 ) -> None:
