@@ -96,18 +96,22 @@ def _stamp_published_at(headers: dict[str, Any] | None = None, **kwargs: Any) ->
 @app.on_after_configure.connect
 def _polling_interval_for_sqla(sender: Celery | None = None, **kwargs: object) -> None:
     """kombu's SQLAlchemy transport passes transport options to ``create_engine``, so the
-    polling interval has to be set on the transport class itself.
+    polling interval has to be set on the transport class itself; and its channel is replaced
+    by one that redelivers the messages of a worker that died (``accelboard.broker``).
 
     Run when Celery first reads its configuration, not at import: importing ``accelboard``
     must not load Django settings (that would start the embedded PostgreSQL for commands such
     as ``accelboard parse`` that need no database)."""
     try:
-        from django.conf import settings
         from kombu.transport import sqlalchemy as sqla_transport
-
-        sqla_transport.Transport.polling_interval = float(settings.CELERY_BROKER_POLLING_INTERVAL)
-    except Exception:  # noqa: BLE001 - only tuning; the transport works without it
+    except ImportError:  # the embedded extra is not installed: another broker is configured
         return
+    from django.conf import settings
+
+    from .broker import redelivery_install
+
+    redelivery_install()
+    sqla_transport.Transport.polling_interval = float(settings.CELERY_BROKER_POLLING_INTERVAL)
 
 
 # name -> (task, default crontab fields, expires seconds, why)

@@ -299,8 +299,20 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Every task is safe to run twice (docs/deployment.md, "Tasks run again when their worker dies"
+# lists why, task by task): each is acknowledged once it has finished, not when it starts, and
+# one whose worker process died (OOM killer, kill -9, a crash) goes back on its queue. On Redis a
+# message taken by a worker that vanished is handed out again after the visibility timeout; on
+# the embedded broker as soon as another worker looks (accelboard.broker).
 CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+if _broker.startswith(("redis://", "rediss://", "redis+socket://")):
+    # Longer than the longest task (a month's cost recompute takes minutes), or a task still
+    # running would be handed to a second worker as well.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int("CELERY_BROKER_VISIBILITY_TIMEOUT", 3600, minimum=1)
+    }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_POLLING_INTERVAL = env_float("CELERY_BROKER_POLLING_INTERVAL", 1.0)
 # When the pipeline counts as lagging (`accelboard status`, /healthz, the pipeline check): the

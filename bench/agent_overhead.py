@@ -32,6 +32,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from common import quick_parse
+
 ROOT = Path(__file__).resolve().parents[1]
 TICKS = os.sysconf("SC_CLK_TCK")
 TARGET_CPU_PCT = 1.0
@@ -93,7 +95,7 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=8, help="simulated GPUs (default 8)")
     parser.add_argument("--interval", type=float, default=1.0, help="sampling interval, s (default 1)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
-    args = parser.parse_args()
+    args = quick_parse(parser, seconds=10.0, gpus=1)
     if args.seconds < 10:
         parser.error("--seconds: at least 10")
 

@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from common import quick_parse  # noqa: E402
+
 from accelboard.attribution.allocation import Allocation, DayBatch, allocate_days  # noqa: E402
 
 DAY = 86_400
@@ -56,7 +58,7 @@ def parse_args() -> argparse.Namespace:
         "--reference-days", type=int, default=6, help="GPU-days the per-second loop allocates"
     )
     parser.add_argument("--seed", type=int, default=31)
-    return parser.parse_args()
+    return quick_parse(parser, hosts=4, days=1, reference_days=1)
 
 
 class Fleet:

@@ -27,7 +27,7 @@ import uuid
 import zipfile
 from pathlib import Path
 
-from common import ROOT, bench_database
+from common import ROOT, bench_database, quick_parse
 
 MIB = 1024 * 1024
 TARGET_MIB = 64
@@ -39,7 +39,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=1000, help="uncompressed size of the bomb's member")
     parser.add_argument("--port", type=int, default=0, help="port for gunicorn (default: a free one)")
-    return parser.parse_args()
+    return quick_parse(parser, size_mib=4)
 
 
 def zip_bomb(size: int) -> bytes:

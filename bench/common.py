@@ -8,10 +8,13 @@
 2. ``fleet_create`` registers hosts and GPUs through the product's own ``host_register``.
 3. ``copy_buffer`` builds a PostgreSQL binary COPY stream straight from numpy arrays (one
    structured array per chunk, no Python loop per row), so 10M rows load in tens of seconds.
+4. ``quick_parse`` gives every bench ``--quick``: its smallest size, which proves that it runs to
+   its last line (``tests/test_benches.py``) and whose figures mean nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import secrets
@@ -38,6 +41,22 @@ _TRAILER = b"\xff\xff"
 PG_TYPES = {"int8": ">i8", "int4": ">i4", "float4": ">f4", "float8": ">f8", "timestamptz": ">i8"}
 
 
+def quick_parse(
+    parser: argparse.ArgumentParser, argv: list[str] | None = None, **smallest: object
+) -> argparse.Namespace:
+    """Parse ``argv`` with a ``--quick`` flag added that sets each ``smallest`` option (by its
+    ``dest``) to its value, whatever was given: the smallest run that still reaches every line."""
+    sizes = " ".join(f"--{name.replace('_', '-')} {value}" for name, value in smallest.items())
+    parser.add_argument(
+        "--quick", action="store_true", help=f"smallest run, to check it works (figures meaningless): {sizes}"
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        for name, value in smallest.items():
+            setattr(args, name, value)
+    return args
+
+
 def server_url() -> str:
     url = os.environ.get("DATABASE_URL")
     if url:
@@ -57,10 +76,14 @@ def _admin(url: str, sql: str) -> None:
 def _broker_forget() -> None:
     """Forget the broker connections of an earlier bench database in this process.
 
-    With only ``DATABASE_URL`` set, the Celery broker is kombu's SQLAlchemy transport in the bench
-    database itself; kombu creates its tables once per process and caches the engine, so after
-    the database was dropped and created again (``bench/pages.py``'s 10x pass) the first publish
-    (an alert dispatch) failed with ``relation "kombu_queue" does not exist``."""
+    Without ``CELERY_BROKER_URL`` (the embedded default, or only ``DATABASE_URL`` set), the Celery
+    broker is kombu's SQLAlchemy transport in the bench database itself; kombu caches its engine
+    (and pooled connections) per URL and process. After the database was dropped (``WITH
+    (FORCE)`` terminates those connections) and created again (``bench/pages.py``'s 10x pass), the
+    next use of a pooled connection died: the migrate step's broker tables with ``AdminShutdown``
+    on ``SELECT ... FROM kombu_queue``, and a first publish with ``relation "kombu_queue" does not
+    exist`` (kombu makes its tables only when it makes the engine). So before ``migrate`` the
+    connections go and the tables are made in the new database."""
     with contextlib.suppress(ImportError):
         from kombu.transport import sqlalchemy as sqla_transport
         from kombu.transport.sqlalchemy.models import metadata
@@ -111,8 +134,8 @@ def _fresh_database(server: str, name: str) -> Iterator[str]:
         django.setup()
         from django.core.management import call_command
 
-        call_command("migrate", verbosity=0)
         _broker_forget()
+        call_command("migrate", verbosity=0)
         yield url
     finally:
         with contextlib.suppress(Exception):

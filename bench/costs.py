@@ -25,7 +25,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import numpy as np
-from common import bench_database, copy_into, to_pg_micros
+from common import bench_database, copy_into, quick_parse, to_pg_micros
 
 MONTH_DAYS = 30
 DEMO_GPUS = [8, 8, 8, 4, 1, 8, 8, 8, 8, 8, 1, 4, 1, 2, 8]  # accelboard.demo.plan.HOST_TEMPLATES
@@ -39,7 +39,7 @@ def parse_args() -> argparse.Namespace:
         "--days", type=int, default=3, help="days of minute rollups measured (1-30, default 3)"
     )
     parser.add_argument("--scale", type=int, default=10, help="the larger fleet is this many demo fleets")
-    args = parser.parse_args()
+    args = quick_parse(parser, days=1, scale=2)
     if not 1 <= args.days <= MONTH_DAYS or args.scale < 2:
         parser.error("--days must be 1-30 and --scale at least 2")
     return args

@@ -55,6 +55,7 @@ from accelboard.alerts.detection import check_latest, segment  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import detection_realistic as realistic  # noqa: E402
+from common import quick_parse  # noqa: E402
 from detection_old import old_segment  # noqa: E402
 from detection_replay import replay  # noqa: E402
 
@@ -299,7 +300,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=100, help="series per latency / outlier figure")
     parser.add_argument("--per-family", type=int, default=30, help="realistic series per family")
     parser.add_argument("--nuisance-series", type=int, default=20, help="series per nuisance (4.)")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--labelled-max",
+        type=int,
+        default=0,
+        help="score at most this many labelled series, evenly picked (0: all)",
+    )
+    args = quick_parse(parser, argv, aa_series=1, trials=2, per_family=1, nuisance_series=1, labelled_max=4)
 
     rules: dict[str, Callable[[np.ndarray, int], bool]] = {
         "last5pct": last_value_rule(5),
@@ -361,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print("\n== Labelled set: change points within 5 points (precision / recall / F1 / cover)")
     series = labelled_set(args.seed + 4)
+    if args.labelled_max and len(series) > args.labelled_max:
+        series = series[:: math.ceil(len(series) / args.labelled_max)]
     print(f"{len(series)} series, {sum(len(s.changes) for s in series)} true changes")
     scorers: dict[str, Callable[[np.ndarray], list[int]]] = {
         "segment": segment_flags,
@@ -378,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     for pct in (1, 3, 5):
         for dist in ("normal", "t3"):
             sub = [s for s in series if s.tags["pct"] == pct and s.tags["dist"] == dist]
+            if not sub:  # --labelled-max left none of this kind
+                continue
             r = score(sub, segment_flags)
             print(
                 f"segment at {pct}% {dist:6}: P {r['precision']:.3f} R {r['recall']:.3f} F1 {r['f1']:.3f}"

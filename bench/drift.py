@@ -18,6 +18,7 @@ ratio=… pareto_ms=…``.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -29,6 +30,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from common import quick_parse  # noqa: E402
 
 from accelboard.drift import computation as c  # noqa: E402
 
@@ -59,6 +62,16 @@ def _verdicts(variant: list[c.Result], reference: list[c.Result], budget: float)
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slides", type=int, default=20, help="sliding variants per slope (default 20)")
+    parser.add_argument(
+        "--steady", type=int, default=100, help="steady variants checked for a year (default 100)"
+    )
+    parser.add_argument("--repeat", type=int, default=5, help="timed evaluations (median reported)")
+    parser.add_argument(
+        "--machines", type=int, default=4, help="machines of the timed series, a year each (default 4)"
+    )
+    args = quick_parse(parser, slides=2, steady=2, repeat=1, machines=1)
     rng = np.random.default_rng(20261130)
     start, budget, days = 20, 0.03, 120
     warn: dict[float, float] = {}
@@ -66,19 +79,19 @@ def main() -> int:
     for per_day in (0.0002, 0.0005, 0.0010):
         firsts = []
         crossing = start + int(np.ceil((budget - 0.01) / per_day))
-        for _ in range(20):
+        for _ in range(args.slides):
             verdicts = _verdicts(*_series(rng, days, 0.01, per_day, start), budget)
             first = next((d for d, v in enumerate(verdicts) if v != c.WITHIN), days)
             firsts.append(first - start)
         warn[per_day], cross[per_day] = statistics.median(firsts), crossing - start
         early = sum(f < crossing - start for f in firsts)
         print(
-            f"slide {per_day * 100:.2f}%/day: first warning {warn[per_day]:g} days after it starts (median of 20),"
-            f" the budget is crossed after {crossing - start} days; warned in time in {early}/20"
+            f"slide {per_day * 100:.2f}%/day: first warning {warn[per_day]:g} days after it starts (median of {args.slides}),"
+            f" the budget is crossed after {crossing - start} days; warned in time in {early}/{args.slides}"
         )
 
     false = 0
-    steady = 100
+    steady = args.steady
     for _ in range(steady):
         variant, reference = _series(rng, 365, 0.005, 0.0, 0)
         pairs = c.drift_pairs(variant, reference)
@@ -93,12 +106,12 @@ def main() -> int:
     )
 
     variant, reference = [], []
-    for machine in range(4):
+    for machine in range(args.machines):
         v, r = _series(rng, 365, 0.01, 0.0, 0)
         variant += [c.Result(x.at + timedelta(minutes=machine), x.value) for x in v]
         reference += [c.Result(x.at + timedelta(minutes=machine), x.value) for x in r]
     timings, naive = [], []
-    for _ in range(5):
+    for _ in range(args.repeat):
         t0 = time.perf_counter()
         pairs = c.drift_pairs(variant, reference)
         c.budget_verdict(level=c.drift_level(pairs), budget=0.03, trend=c.drift_trend(pairs, budget=0.03))
@@ -116,7 +129,7 @@ def main() -> int:
     frontier = c.pareto_frontier(points)
     pareto_ms = (time.perf_counter() - t0) * 1000
     print(
-        f"one series, 1,460 results a side: evaluate {evaluate_ms:.1f} ms, naive nearest search {naive_ms:.0f} ms"
+        f"one series, {len(variant):,} results a side: evaluate {evaluate_ms:.1f} ms, naive nearest search {naive_ms:.0f} ms"
         f" ({naive_ms / evaluate_ms:.0f}x); Pareto frontier of 10,000 points {pareto_ms:.1f} ms ({len(frontier)} on it)"
     )
     print(

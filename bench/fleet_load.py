@@ -74,7 +74,7 @@ from typing import Any, NamedTuple
 
 import orjson
 import psutil
-from common import ROOT, bench_database, bench_lock, production_env, server_url
+from common import ROOT, bench_database, bench_lock, production_env, quick_parse, server_url
 from ingest import free_port, wait_for
 
 TARGETS = {"p99_ms": 500.0, "rollup_lag_s": 60.0, "beat_late_s": 30.0, "attribution_cpu_ratio": 1.10}
@@ -140,7 +140,7 @@ def parse_args() -> argparse.Namespace:
         default=os.environ.get("CELERY_BROKER_URL") or DEFAULT_BROKER,
         help=f"Celery broker, its queues purged first (default CELERY_BROKER_URL, else {DEFAULT_BROKER})",
     )
-    args = parser.parse_args()
+    args = quick_parse(parser, hosts=4, gpus=1, interval=2.0, duration=4.0, clients=2, workers=1)
     if min(args.hosts, args.gpus, args.clients) < 1 or args.interval < 1 or args.duration < args.interval:
         parser.error("--hosts, --gpus, --clients >= 1; --interval >= 1 s; --duration >= --interval")
     if args.burst < 0:

@@ -39,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
-from common import ROOT, bench_database, production_env
+from common import ROOT, bench_database, production_env, quick_parse
 
 GPUS_PER_HOST = 8
 COLUMNS = (
@@ -71,7 +71,7 @@ def parse_args() -> argparse.Namespace:
         default=os.environ.get("CELERY_BROKER_URL", ""),
         help="CELERY_BROKER_URL for the server (default: the env's, else the bench database's SQLAlchemy transport)",
     )
-    args = parser.parse_args()
+    args = quick_parse(parser, clients=1, batch_size=96, batches=2, workers=1)
     if min(args.clients, args.batch_size, args.batches, args.workers) < 1:
         parser.error("--clients, --batch-size, --batches and --workers must be at least 1")
     if args.batch_size % GPUS_PER_HOST:

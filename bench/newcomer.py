@@ -9,6 +9,9 @@
    figures (this week's spend and GPU-hours above 0); ``ready_s``: the demo says its data is loaded; then Ctrl-C.
 4. ``make demo`` again on the same data: ``second_start_s`` to the same first page; Ctrl-C.
 
+``--quick`` checks that all of it runs, not how fast: no install (``install_s=nan``; the clone
+runs on this interpreter, its own code first on the path) and a demo fleet of one host.
+
 Targets (``--first-page``, ``--ready``, ``--second-start``): 20 s, 60 s, 5 s on a quiet two-core
 machine. Prints each figure with its target and ratio, ends with one ``key=value`` line, exits 1
 when a target is missed (2 when the run itself failed).
@@ -37,6 +40,11 @@ from http.cookiejar import CookieJar
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import quick_parse  # noqa: E402
+
+# --quick: the demo fleet of tests/test_demo_command.py, loaded in seconds.
+QUICK_FLEET = "--hosts 1 --days-runs 10 --days-telemetry 1 --telemetry-interval 3600 --serving-interval 3600"
 LOGIN = ("admin", "demo-admin")
 FIGURE = re.compile(r'data-figure="(spend|gpu-hours)">\s*([\d,]+)')
 
@@ -72,10 +80,13 @@ def overview_figures(opener: urllib.request.OpenerDirector, url: str) -> dict[st
 class Demo:
     """``make demo`` in the clone, its output collected line by line with the time each came."""
 
-    def __init__(self, clone: Path, port: int, env: dict[str, str]) -> None:
+    def __init__(self, clone: Path, port: int, env: dict[str, str], *, quick: bool = False) -> None:
         self.started = time.monotonic()
+        command = ["make", "--no-print-directory", "demo", f"ARGS=--port {port}"]
+        if quick:  # no venv in the clone: this interpreter, the clone's code (cwd) first
+            command = [sys.executable, "-m", "accelboard.cli", "demo", "--port", str(port), "--no-agent"]
         self.process = subprocess.Popen(
-            ["make", "--no-print-directory", "demo", f"ARGS=--port {port}"],
+            command,
             cwd=clone,
             env=env,
             stdout=subprocess.PIPE,
@@ -130,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready", type=float, default=60.0, help="target, s (default 60)")
     parser.add_argument("--second-start", type=float, default=5.0, help="target, s (default 5)")
     parser.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--timeout", type=float, default=600.0, help="for the first page, s (default 600)")
+    parser.add_argument("--fleet-args", default="", help=argparse.SUPPRESS)
+    args = quick_parse(parser, argv, timeout=240.0, fleet_args=QUICK_FLEET)
 
     base = Path(tempfile.mkdtemp(prefix="accelboard-newcomer-"))
     clone = base / "accelboard"
@@ -140,34 +153,40 @@ def main(argv: list[str] | None = None) -> int:
     }
     env.pop("ACCELBOARD_HOME", None)
     env["PYTHONUNBUFFERED"] = "1"
+    if args.fleet_args:
+        env["ACCELBOARD_DEMO_FLEET_ARGS"] = args.fleet_args
     figures: dict[str, float | None] = {}
+    boxes = 0
     try:
         subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
         began = time.monotonic()
-        install = subprocess.run(
-            ["make", "--no-print-directory", "install", f"PYTHON={args.python}"],
-            cwd=clone,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        figures["install_s"] = time.monotonic() - began
+        install = subprocess.CompletedProcess(args=[], returncode=0, stdout="", stderr="")
+        if not args.quick:
+            install = subprocess.run(
+                ["make", "--no-print-directory", "install", f"PYTHON={args.python}"],
+                cwd=clone,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        figures["install_s"] = None if args.quick else time.monotonic() - began
         output = install.stdout + install.stderr
         boxes = output.count("Please be careful")
         if install.returncode != 0:
             print(output[-3000:], file=sys.stderr)
             print(f"newcomer: make install failed ({install.returncode})", file=sys.stderr)
             return 2
-        print(
-            f"install: {figures['install_s']:.1f} s, {len(output.splitlines())} lines, {boxes} warning boxes"
-        )
+        if not args.quick:
+            print(
+                f"install: {time.monotonic() - began:.1f} s, {len(output.splitlines())} lines, {boxes} warning boxes"
+            )
 
-        demo = Demo(clone, args.port, env)
+        demo = Demo(clone, args.port, env, quick=args.quick)
         try:
-            figures["first_page_s"] = first_page(demo, url, timeout=600)
+            figures["first_page_s"] = first_page(demo, url, timeout=args.timeout)
             while demo.seen(r"demo data loaded in") is None and demo.process.poll() is None:
-                if time.monotonic() - demo.started > 1200:
+                if time.monotonic() - demo.started > 2 * args.timeout:
                     break
                 time.sleep(0.25)
             figures["ready_s"] = demo.seen(r"demo data loaded in")
@@ -177,9 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         for at, line in demo.lines:
             print(f"  {at:6.1f}  {line}")
 
-        second = Demo(clone, args.port, env)
+        second = Demo(clone, args.port, env, quick=args.quick)
         try:
-            figures["second_start_s"] = first_page(second, url, timeout=120)
+            figures["second_start_s"] = first_page(second, url, timeout=min(120.0, args.timeout))
         finally:
             second.stop()
         print("second start, as printed:")

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from common import bench_database
+from common import bench_database, quick_parse
 
 TARGET_MS = {"demo": 300.0, "10x": 500.0}
 
@@ -46,7 +46,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--days-10x", type=int, default=3, help="days of telemetry of the larger fleet (default 3)"
     )
-    args = parser.parse_args()
+    parser.add_argument("--hosts", type=int, default=0, help="hosts of the demo fleet (default: the demo's)")
+    parser.add_argument("--days-runs", type=int, default=90, help="nights of benchmark runs (default 90)")
+    parser.add_argument(
+        "--interval",
+        type=int,
+        default=0,
+        help="telemetry and serving sampling interval, s (default: the demo's)",
+    )
+    args = quick_parse(parser, repeat=3, scale=2, days=1, days_10x=1, hosts=1, days_runs=10, interval=3600)
     if args.repeat < 3 or args.scale < 2 or args.days < 1 or args.days_10x < 1:
         parser.error("--repeat must be at least 3, --scale at least 2, the days at least 1")
     return args
@@ -139,15 +147,17 @@ def _measure(label: str, repeat: int) -> dict[str, tuple[float, float]]:
     return figures
 
 
-def _load(*, hosts: int, days: int) -> None:
+def _load(*, hosts: int, days: int, days_runs: int, interval: int) -> None:
     from accelboard.demo import plan
     from accelboard.demo.generator import DemoConfig
     from accelboard.demo.loader import demo_fleet_load
 
     started = time.perf_counter()
-    result = demo_fleet_load(
-        config=DemoConfig(now=datetime.now(UTC), hosts=hosts, days_telemetry=days), progress=lambda line: None
+    intervals = {"telemetry_interval_s": interval, "serving_interval_s": interval} if interval else {}
+    config = DemoConfig(
+        now=datetime.now(UTC), hosts=hosts, days_telemetry=days, days_runs=days_runs, **intervals
     )
+    result = demo_fleet_load(config=config, progress=lambda line: None)
     rows = sum(result.rows.values())
     print(f"loaded {hosts} hosts (default {plan.DEFAULT_HOSTS}), {days} days of telemetry: "
           f"{rows:,} rows in {time.perf_counter() - started:.0f} s")  # fmt: skip
@@ -158,16 +168,17 @@ def main() -> None:
     from accelboard.demo import plan
 
     results = {}
+    demo_hosts = args.hosts or plan.DEFAULT_HOSTS
     for label, hosts, days in (
-        ("demo", plan.DEFAULT_HOSTS, args.days),
+        ("demo", demo_hosts, args.days),
         (
             "10x" if args.scale == 10 else f"{args.scale}x (asked for instead of 10x)",
-            plan.DEFAULT_HOSTS * args.scale,
+            demo_hosts * args.scale,
             args.days_10x,
         ),
     ):
         with bench_database("accelboard_bench_pages"):
-            _load(hosts=hosts, days=days)
+            _load(hosts=hosts, days=days, days_runs=args.days_runs, interval=args.interval)
             results[label] = _measure(label, args.repeat)
     print()
     summary = []

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from common import bench_database
+from common import bench_database, quick_parse
 
 TARGET_MS = 300.0
 
@@ -47,7 +47,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--telemetry-interval", type=int, default=300, help="GPU sampling interval, s (default 300; demo: 60)"
     )
-    args = parser.parse_args()
+    parser.add_argument("--hosts", type=int, default=0, help="hosts of the demo fleet (default: the demo's)")
+    parser.add_argument("--days-runs", type=int, default=90, help="nights of benchmark runs (default 90)")
+    parser.add_argument(
+        "--serving-interval", type=int, default=300, help="serving metrics interval, s (default 300)"
+    )
+    args = quick_parse(
+        parser, repeat=3, days=1, telemetry_interval=3600, hosts=1, days_runs=10, serving_interval=3600
+    )
     if args.repeat < 3 or args.days < 1:
         parser.error("--repeat must be at least 3 and --days at least 1")
     return args
@@ -87,7 +94,12 @@ def main() -> None:
         now = datetime.now(UTC)
         result = demo_fleet_load(
             config=DemoConfig(
-                now=now, days_telemetry=args.days, telemetry_interval_s=args.telemetry_interval
+                now=now,
+                days_telemetry=args.days,
+                telemetry_interval_s=args.telemetry_interval,
+                days_runs=args.days_runs,
+                serving_interval_s=args.serving_interval,
+                **({"hosts": args.hosts} if args.hosts else {}),
             ),
             progress=lambda line: None,
         )

@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from common import quick_parse  # noqa: E402
+
 TARGET_MB_S = 30.0
 TARGET_RSS_MB = 400.0
 # One step of 8 layers writes about 0.092 MB of JSON.
@@ -91,7 +93,7 @@ def main() -> int:
     )
     parser.add_argument("--keep", help="write the trace here and keep it (for other tools)")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = quick_parse(parser, mb=2.0, reference_mb=1.0)
     if args.child:
         return _child(*args.child)
 

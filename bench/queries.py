@@ -19,7 +19,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-from common import bench_database, copy_into, fleet_create, median_ms, to_pg_micros
+from common import bench_database, copy_into, fleet_create, median_ms, quick_parse, to_pg_micros
 
 TARGETS = {"gpu_24h": 50, "fleet_30d": 50, "top10": 50, "rollup_5min": 50, "rollup_1h": 1000}
 
@@ -32,7 +32,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--hours", type=float, default=22.0, help="hours of 1 Hz raw samples (default 22)")
     parser.add_argument("--days", type=int, default=30, help="days of hour rollups for the fleet query")
     parser.add_argument("--repeat", type=int, default=15, help="timed runs per figure (median reported)")
-    args = parser.parse_args()
+    args = quick_parse(parser, gpus=8, hours=1.0, days=2, repeat=1)
     if args.gpus < 1 or args.hours < 1 or args.days < 2 or args.repeat < 1:
         parser.error("--gpus, --hours and --repeat must be at least 1, --days at least 2")
     return args

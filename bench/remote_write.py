@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python bench/remote_write.py                 # 2,000 hosts x 8 GPUs, 8 scrapes at 15 s
-    .venv/bin/python bench/remote_write.py --quick         # a smoke run: 40 hosts, 3 scrapes
+    .venv/bin/python bench/remote_write.py --quick         # the smallest run: 4 hosts, 1 scrape
     .venv/bin/python bench/remote_write.py --hosts 500 --scrapes 6
 
 1. Creates ``accelboard_bench_remote_write`` (``common.bench_database``), a team and an ingest
@@ -82,7 +82,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import cramjam
-from common import ROOT, bench_database, bench_lock, production_env, server_url
+from common import ROOT, bench_database, bench_lock, production_env, quick_parse, server_url
 from fleet_load import DEFAULT_BROKER, BackendCpu, cpu_seconds, percentile, start_stack
 from ingest import free_port, wait_for
 
@@ -149,9 +149,6 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--quick", action="store_true", help="a smoke run: 40 hosts, 3 scrapes, small throughput part"
-    )
     parser.add_argument("--hosts", type=int, default=2000, help="fleet: dcgm-exporter targets")
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per host")
     parser.add_argument(
@@ -177,9 +174,9 @@ def parse_args() -> argparse.Namespace:
         help=f"the stack's broker, its queues purged first (default CELERY_BROKER_URL, else {DEFAULT_BROKER})",
     )
     parser.add_argument("--database", default="accelboard_bench_remote_write")
-    args = parser.parse_args()
-    if args.quick:
-        args.hosts, args.scrapes, args.tp_hosts, args.tp_scrapes, args.warm_scrapes = 40, 3, 8, 5, 1
+    args = quick_parse(
+        parser, hosts=4, gpus=2, scrapes=1, warm_scrapes=0, tp_hosts=2, tp_scrapes=2, tp_shards=1, workers=1
+    )
     if args.warm_scrapes < 0:
         parser.error("--warm-scrapes must be at least 0")
     if min(args.hosts, args.gpus, args.scrapes, args.tp_hosts, args.tp_scrapes, args.tp_shards) < 1:

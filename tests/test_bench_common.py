@@ -33,3 +33,38 @@ def test_a_second_run_of_a_bench_stops_rather_than_drop_the_first_ones_database(
             pass  # another bench's run is not held up
     with common.bench_lock(settings.DATABASE_URL, what):
         pass  # free again once the first run ended
+
+
+@pytest.mark.process
+def test_a_bench_database_made_twice_in_one_process_keeps_its_broker_working(tmp_path: Path) -> None:
+    """``bench/pages.py`` drops and makes its database again for its 10x pass; the broker of the
+    default (kombu's SQLAlchemy transport in that database) kept connections the drop had
+    terminated, and the second pass's ``migrate`` died with ``AdminShutdown`` on ``kombu_queue``."""
+    import os
+    import subprocess
+    import sys
+
+    name = f"accelboard_bench_twice_{uuid.uuid4().hex[:8]}"
+    script = (
+        "import sys; sys.path.insert(0, 'bench')\n"
+        "from common import bench_database\n"
+        "for attempt in (1, 2):\n"
+        f"    with bench_database({name!r}):\n"
+        "        from accelboard.fleet.tasks import telemetry_partitions_maintain\n"
+        "        telemetry_partitions_maintain.delay()  # a publish to the broker in that database\n"
+        "        print('pass', attempt, 'ok', flush=True)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CELERY_BROKER_URL"}
+    env["DATABASE_URL"] = settings.DATABASE_URL
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == ["pass 1 ok", "pass 2 ok"]

@@ -241,6 +241,18 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
             nice["worker"] == nice["fleet"] == nice["ci"] == min(nice["web"] + processes.BACKGROUND_NICE, 19)
         ), nice
 
+        # A worker killed mid-run is started again; the web server and the database stay up, and
+        # the worker's log keeps every start (the first run's, this run's, the restart's).
+        worker_pid = next(c["pid"] for c in state["children"] if c["name"] == "worker")  # type: ignore[union-attr]
+        os.killpg(worker_pid, signal.SIGKILL)
+        second.wait_for(re.compile(r"worker exited with status -9; restarting it"), timeout=30)
+        assert get(url + "healthz")[0] == 200
+        restarted_worker = next(c["pid"] for c in second.state()["children"] if c["name"] == "worker")  # type: ignore[union-attr]
+        assert restarted_worker != worker_pid and psutil.pid_exists(restarted_worker)
+        worker_log = (home / "logs" / "worker.log").read_text()
+        assert worker_log.count("===== accelboard demo: worker started at") == 3, worker_log[-2000:]
+        children = [c["pid"] for c in second.state()["children"]]  # type: ignore[union-attr]
+
         # 3. SIGTERM stops the web server, the worker, the live fleet and the embedded PostgreSQL.
         second.process.send_signal(signal.SIGTERM)
         code = second.process.wait(timeout=30)

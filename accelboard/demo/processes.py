@@ -16,6 +16,12 @@ it can be tested on plain processes.
    child also carries ``ACCELBOARD_DEMO_HOME`` in its environment, so orphans are found even when
    the run-state file is gone.
 4. Stopping is SIGTERM to the group, a bounded wait, then SIGKILL.
+5. A long-running service that dies (a worker killed by the OOM killer, ``kill -9``) is started
+   again, after whatever was left of its group is killed; only a service that keeps dying
+   (``RESTART_LIMIT`` exits within ``RESTART_WINDOW_S``) stops the demo, with the reason and its
+   log's tail. Each start appends to the service's log under a dated header line (a log past
+   ``LOG_ROTATE_BYTES`` is rotated to ``NAME.log.1`` first), so the output that shows why a
+   child died survives its restart and the next run.
 """
 
 from __future__ import annotations
@@ -40,6 +46,11 @@ HOME_MARKER = "ACCELBOARD_DEMO_HOME"
 STATE_FILE = "demo-run.json"
 # Creation times read from /proc are rounded; two reads of the same process agree far closer.
 _CREATE_TIME_TOLERANCE_S = 0.05
+# A service that exits this many times within the window is crash-looping: the demo gives up.
+RESTART_LIMIT = 5
+RESTART_WINDOW_S = 120.0
+# A log past this size is moved to NAME.log.1 (replacing an older one) before the next start.
+LOG_ROTATE_BYTES = 20 * 1024 * 1024
 
 
 class DemoInterrupted(Exception):
@@ -65,6 +76,9 @@ class Child:
     log_path: Path
     process: subprocess.Popen[bytes]
     create_time: float
+    # Where this start's output begins in the (appended) log.
+    log_offset: int = 0
+    nice: int = 0
 
     @property
     def pid(self) -> int:
@@ -74,8 +88,12 @@ class Child:
         return self.process.poll() is None
 
     def log_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines this start of the child wrote (not an earlier start's)."""
         try:
-            text = self.log_path.read_text(errors="replace")
+            with open(self.log_path, "rb") as log:
+                size = log.seek(0, os.SEEK_END)
+                log.seek(max(self.log_offset, size - 64 * 1024))
+                text = log.read().decode(errors="replace")
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
@@ -221,6 +239,7 @@ def child_start(
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
+        log_offset = log.tell()
         process = subprocess.Popen(
             list(argv),
             env=dict(env),
@@ -232,7 +251,27 @@ def child_start(
             preexec_fn=prepare,  # noqa: PLW1509 - the supervisor runs no threads
         )
     create_time = _create_time(process.pid) or time.time()
-    return Child(name=name, argv=list(argv), log_path=log_path, process=process, create_time=create_time)
+    return Child(
+        name=name,
+        argv=list(argv),
+        log_path=log_path,
+        process=process,
+        create_time=create_time,
+        log_offset=log_offset,
+        nice=nice,
+    )
+
+
+def log_open_for_start(log_path: Path, name: str, *, rotate_bytes: int = LOG_ROTATE_BYTES) -> None:
+    """Rotate ``log_path`` to ``.1`` when it has grown past ``rotate_bytes``, then append a dated
+    header for the start of ``name``: earlier starts' output (why the last one died) is kept."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        if log_path.stat().st_size > rotate_bytes:
+            log_path.replace(log_path.with_name(log_path.name + ".1"))
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S %z")
+    with open(log_path, "ab") as log:
+        log.write(f"===== accelboard demo: {name} started at {stamp} =====\n".encode())
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
@@ -406,10 +445,10 @@ def interrupts_ignore() -> None:
 class _LogFollower:
     """Pass on the complete lines appended to a log file since the last poll."""
 
-    def __init__(self, path: Path, echo: Callable[[str], None] | None) -> None:
+    def __init__(self, path: Path, echo: Callable[[str], None] | None, offset: int = 0) -> None:
         self.path = path
         self.echo = echo
-        self.offset = 0
+        self.offset = offset
         self.partial = b""
 
     def poll(self, *, final: bool = False) -> None:
@@ -431,10 +470,29 @@ class _LogFollower:
 
 
 class Supervisor:
-    """The children of one demo run, recorded in the run-state file as they start and stop."""
+    """The children of one demo run, recorded in the run-state file as they start and stop.
 
-    def __init__(self, *, home: Path, env: Mapping[str, str], cwd: Path | None = None) -> None:
+    ``check`` restarts a service that has exited (point 5 of the module's docstring) and says so
+    through ``say``; it raises ``ChildFailed`` once a service has exited ``restart_limit`` times
+    within ``restart_window`` seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        home: Path,
+        env: Mapping[str, str],
+        cwd: Path | None = None,
+        say: Callable[[str], None] | None = None,
+        restart_limit: int = RESTART_LIMIT,
+        restart_window: float = RESTART_WINDOW_S,
+    ) -> None:
         self.home = home
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.restart_limit = restart_limit
+        self.restart_window = restart_window
+        # Per service: the monotonic times of its recent exits.
+        self.exits: dict[str, list[float]] = {}
         self.env = {**env, HOME_MARKER: str(home)}
         self.cwd = cwd
         self.logs = home / "logs"
@@ -450,9 +508,8 @@ class Supervisor:
 
     def start(self, name: str, argv: Sequence[str], *, nice: int = 0) -> Child:
         log_path = self.logs / f"{name}.log"
-        # One log per run: the previous run's tail would only confuse a failure report.
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_bytes(b"")
+        # Appended, never truncated: a restart must not wipe what shows why the last start died.
+        log_open_for_start(log_path, name)
         child = child_start(name=name, argv=argv, env=self.env, log_path=log_path, cwd=self.cwd, nice=nice)
         self.state.child_add(child)
         return child
@@ -466,7 +523,7 @@ class Supervisor:
         takes a minute or more, and silence would look like a hang).
         """
         child = self.start(name, argv)
-        follower = _LogFollower(child.log_path, echo)
+        follower = _LogFollower(child.log_path, echo, offset=child.log_offset)
         deadline = time.monotonic() + timeout
         try:
             while child.process.poll() is None:
@@ -491,13 +548,40 @@ class Supervisor:
         return child
 
     def check(self) -> None:
-        """Raise ``ChildFailed`` if a service has exited, ``DependencyLost`` if a watched pid has."""
-        for child in self.services:
-            if not child.alive():
-                raise ChildFailed(child, f"{child.name} exited with status {child.process.returncode}")
+        """Restart a service that has exited; raise ``ChildFailed`` if one keeps exiting (more
+        than ``restart_limit`` times in ``restart_window`` s), ``DependencyLost`` if a watched pid
+        (a process the demo did not start, so cannot start again) has gone."""
         for name, pid in self.watch_pids.items():
             if not psutil.pid_exists(pid):
                 raise DependencyLost(f"{name} (pid {pid}) is no longer running")
+        for index, child in enumerate(self.services):
+            if not child.alive():
+                self.services[index] = self._restart(child)
+
+    def _restart(self, child: Child) -> Child:
+        code = child.process.returncode
+        now = time.monotonic()
+        exits = [t for t in self.exits.get(child.name, []) if now - t <= self.restart_window] + [now]
+        self.exits[child.name] = exits
+        # What is left of its group (gunicorn's workers, Celery's beat) would hold the port or
+        # the schedule: it goes before the new start.
+        for member in _group_members(child.pid):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                member.kill()
+        self.state.child_remove(child)
+        if len(exits) >= self.restart_limit:
+            raise ChildFailed(
+                child,
+                f"{child.name} exited with status {code}, {len(exits)} times within "
+                f"{self.restart_window:.0f} s; not restarting it again",
+            )
+        again = self.start(child.name, child.argv, nice=child.nice)
+        self.say(
+            f"{child.name} exited with status {code}; restarting it "
+            f"(exit {len(exits)} within {self.restart_window:.0f} s; the demo stops at {self.restart_limit}; "
+            f"log: {child.log_path})"
+        )
+        return again
 
     def stop(self, *, timeout: float = 10.0) -> list[str]:
         killed = children_stop([*self.services, *self.background], timeout=timeout)

@@ -239,7 +239,8 @@ def demo_run(
        demo data yet (or ``--reset``), in the background, until its first stages are in.
     4. Start gunicorn; once ``/healthz`` answers, print the URL and the logins, then start the
        Celery worker with embedded beat and the live fleet.
-    5. Watch the services (and the loader, while it runs) until a signal.
+    5. Watch the services (and the loader, while it runs) until a signal; a service that exits is
+       started again (its log appended), and only one that keeps exiting stops the demo.
     """
     state = RunState.read(config.home / STATE_FILE)
     other = state.live_supervisor()
@@ -263,7 +264,7 @@ def demo_run(
         )
 
     supervisor = Supervisor(
-        home=config.home, env=child_environment(config, environ or os.environ), cwd=config.cwd
+        home=config.home, env=child_environment(config, environ or os.environ), cwd=config.cwd, say=say
     )
     supervisor.state.url = config.url
     supervisor.state.write()
