@@ -1,4 +1,4 @@
-"""Login is required everywhere except the login page, static files, health, the token API and
+"""Login is required everywhere except the login page (and single sign-on's way back), static files, health, the token API and
 the signed links of alert emails (unsubscribe, acknowledge, dismiss); a query string no page can
 use is a 400 first."""
 
@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 # The signed links in alert emails work without a login: their token is the authority.
 OPEN_PREFIXES = (
     "/accounts/login/",
+    "/oidc/",
     "/static/",
     "/healthz",
     "/favicon.ico",
