@@ -82,6 +82,10 @@ def _configure(args: argparse.Namespace) -> None:
             }
         ],
         LOGIN_URL="/accounts/login/",
+        # Cookies are per host, not per port: beside accelboard on 127.0.0.1, the provider's own
+        # names keep the two sessions apart (as two hosts would in real life).
+        SESSION_COOKIE_NAME="op_sessionid",
+        CSRF_COOKIE_NAME="op_csrftoken",
         USE_TZ=True,
         DEFAULT_AUTO_FIELD="django.db.models.AutoField",
         PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],
@@ -125,7 +129,9 @@ def _seed(args: argparse.Namespace) -> None:
 
     call_command("migrate", verbosity=0, interactive=False)
     for spec in json.loads(args.users):
-        user = User.objects.create_user(spec["username"], email=spec.get("email", ""), password=spec["password"])
+        user = User.objects.create_user(
+            spec["username"], email=spec.get("email", ""), password=spec["password"]
+        )
         for name in spec.get("groups", []):
             user.groups.add(Group.objects.get_or_create(name=name)[0])
     Application.objects.create(

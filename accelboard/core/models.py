@@ -34,7 +34,9 @@ class Membership(models.Model):
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.ENGINEER)
     # Single sign-on removes the memberships it made when the groups no longer give them; those
     # made by hand stay whatever the provider says.
-    source = models.CharField(max_length=16, choices=MembershipSource.choices, default=MembershipSource.MANUAL)
+    source = models.CharField(
+        max_length=16, choices=MembershipSource.choices, default=MembershipSource.MANUAL
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -52,7 +54,9 @@ class ExternalIdentity(models.Model):
     so a provider account cannot take over a local account that happens to share an address.
     """
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities"
+    )
     issuer = models.CharField(max_length=255)
     subject = models.CharField(max_length=255)
     groups = models.JSONField(default=list, blank=True)  # the groups seen at the last sign-in

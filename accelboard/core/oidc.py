@@ -113,7 +113,7 @@ def provider_metadata(issuer: str) -> dict[str, str]:
     return metadata
 
 
-class OidcBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
+class OidcBackend(OIDCAuthenticationBackend):
     """mozilla-django-oidc's backend with endpoints from discovery and every ID token claim checked."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -156,7 +156,9 @@ class OidcBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
         except jwt.PyJWTError:
             raise SignInRefused("The provider's ID token is not a JSON Web Token.") from None
         if header.get("alg") != SIGN_ALGORITHM:
-            raise SignInRefused(f"The ID token is signed with {header.get('alg')!r}; accelboard accepts RS256.")
+            raise SignInRefused(
+                f"The ID token is signed with {header.get('alg')!r}; accelboard accepts RS256."
+            )
         try:
             key = self.retrieve_matching_jwk(token)
         except (SuspiciousOperation, KeyError, jwt.PyJWTError):
@@ -211,7 +213,7 @@ class OidcBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
 
     def get_user(self, user_id: int) -> AbstractBaseUser | None:
         # Django's: a user deactivated since signing in is signed out (the base skips that).
-        return ModelBackend.get_user(self, user_id)  # type: ignore[arg-type]
+        return ModelBackend.get_user(self, user_id)
 
 
 def _configured() -> OidcConfig:
@@ -224,7 +226,7 @@ def _configured() -> OidcConfig:
     return config
 
 
-class SignInStart(OIDCAuthenticationRequestView):  # type: ignore[misc]
+class SignInStart(OIDCAuthenticationRequestView):
     """``/oidc/authenticate/``: off to the provider's authorization endpoint."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -243,7 +245,7 @@ class SignInStart(OIDCAuthenticationRequestView):  # type: ignore[misc]
         return response
 
 
-class SignInCallback(OIDCAuthenticationCallbackView):  # type: ignore[misc]
+class SignInCallback(OIDCAuthenticationCallbackView):
     """``/oidc/callback/``: the provider's answer; on refusal, the login page with the reason."""
 
     def get(self, request: HttpRequest) -> HttpResponse:

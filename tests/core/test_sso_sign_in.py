@@ -81,9 +81,7 @@ def test_it_signs_in_and_gives_exactly_the_mapped_teams(client: Client, sso: str
     assert shown == ["infra", "llm", "vision"]
 
 
-def test_it_syncs_memberships_at_every_sign_in(
-    client: Client, sso: str, teams: dict[str, Team]
-) -> None:
+def test_it_syncs_memberships_at_every_sign_in(client: Client, sso: str, teams: dict[str, Team]) -> None:
     _sign_in(client, "ada")
     ada = get_user_model().objects.get(username="ada")
     assert _roles("ada") == {"llm": ("lead", "oidc")}
