@@ -14,7 +14,7 @@ from accelboard.core.models import Membership
 from accelboard.core.services import team_create
 from tests.sso import USER_PASSWORD, oidc_settings, provider
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.django_db(transaction=True)]
 LOGIN_SCREENSHOT = Path("/tmp/h35oidc_login.png")
 
 

@@ -24,7 +24,7 @@ from tests.conftest import PASSWORD
 from tests.sso import oidc_settings, provider, provider_sign_in
 
 CALLBACK = "http://testserver/oidc/callback/"
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.process, pytest.mark.django_db]
 
 
 @pytest.fixture(scope="module")
