@@ -20,6 +20,12 @@ _.OutboxBackend
 _.navigation
 _.demo_loading
 _.LoginThrottleHandler
+# AUTHENTICATION_BACKENDS names single sign-on's backend; mozilla-django-oidc calls the hooks it
+# overrides (accelboard/core/oidc.py).
+_.OidcBackend
+_.verify_token
+_.get_or_create_user
+_.login_failure
 
 # Called by name by a framework: django-filter's `method="by_metric"`, gunicorn's server hook.
 _.by_metric

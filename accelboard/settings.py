@@ -213,10 +213,27 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # Single sign-on (below); it answers nothing while ACCELBOARD_OIDC_ISSUER is unset.
+    "accelboard.core.oidc.OidcBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:overview"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- Single sign-on (OpenID Connect; accelboard/core/oidc.py, docs/deployment.md) ----------------
+# Off while ACCELBOARD_OIDC_ISSUER is unset. The provider's endpoints and keys come from its
+# discovery document; local accounts keep signing in with their passwords beside it. Every sign-in
+# maps the groups claim to teams and roles (ACCELBOARD_OIDC_GROUPS, "group=team:role, ..."; team
+# "*" is every team): see accelboard/core/sso_mapping.py. `check` validates all of it.
+OIDC_ISSUER = env_str("ACCELBOARD_OIDC_ISSUER", "").strip().rstrip("/")
+OIDC_RP_CLIENT_ID = env_str("ACCELBOARD_OIDC_CLIENT_ID", "").strip()
+OIDC_RP_CLIENT_SECRET = env_secret("ACCELBOARD_OIDC_CLIENT_SECRET") or ""
+OIDC_GROUPS_CLAIM = env_str("ACCELBOARD_OIDC_GROUPS_CLAIM", "groups").strip()
+OIDC_GROUPS = env_str("ACCELBOARD_OIDC_GROUPS", "")
+OIDC_PROVIDER_NAME = env_str("ACCELBOARD_OIDC_PROVIDER_NAME", "single sign-on").strip()
+OIDC_RP_SCOPES = env_str("ACCELBOARD_OIDC_SCOPES", "openid email profile")
+OIDC_TIMEOUT = env_float("ACCELBOARD_OIDC_TIMEOUT_S", 10.0)
+OIDC_USE_PKCE = True
 
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")

@@ -4,12 +4,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from accelboard.core import oidc
 from accelboard.core import views as core_views
 
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
     path("favicon.ico", core_views.favicon, name="favicon"),
-    path("accounts/login/", auth_views.LoginView.as_view(template_name="core/login.html"), name="login"),
+    path("accounts/login/", core_views.LoginPage.as_view(), name="login"),
+    path("oidc/authenticate/", oidc.SignInStart.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", oidc.SignInCallback.as_view(), name="oidc_authentication_callback"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("accelboard.api.urls")),

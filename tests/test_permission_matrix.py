@@ -108,6 +108,8 @@ EXEMPT = {
     "healthz": "liveness probe for load balancers, deliberately public",
     "favicon": "the site icon (a redirect to static/), asked for by browsers on every page, deliberately public",
     "login": "the login page itself",
+    "oidc_authentication_init": "single sign-on's start (a redirect to the provider; 404 while it is off), before any login",
+    "oidc_authentication_callback": "single sign-on's way back from the provider, before any login (tests/core/test_sso_sign_in.py)",
     "logout": "POST-only, acts on the caller's own session",
     "benchmarks:upload_preview": "POST-only JSON step of the upload page; upload's row covers who may",
     "benchmarks:upload_save": "POST-only JSON step of the upload page; upload's row covers who may",

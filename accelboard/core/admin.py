@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import IngestBatch, JobRun, Membership, Team
+from .models import ExternalIdentity, IngestBatch, JobRun, Membership, Team
 
 
 class MembershipInline(admin.TabularInline):
@@ -21,8 +21,8 @@ class TeamAdmin(admin.ModelAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
-    list_display = ["user", "team", "role"]
-    list_filter = ["role", "team"]
+    list_display = ["user", "team", "role", "source"]
+    list_filter = ["role", "source", "team"]
     list_select_related = ["user", "team"]
 
 
@@ -40,3 +40,13 @@ class IngestBatchAdmin(admin.ModelAdmin):
     list_select_related = ["team"]
     search_fields = ["client_id"]
     readonly_fields = ["team", "kind", "client_id", "result", "created_at"]
+
+
+@admin.register(ExternalIdentity)
+class ExternalIdentityAdmin(admin.ModelAdmin):
+    """Who signed in through single sign-on, and the groups their last sign-in carried."""
+
+    list_display = ["user", "subject", "issuer", "last_sign_in"]
+    list_select_related = ["user"]
+    search_fields = ["user__username", "subject"]
+    readonly_fields = ["user", "issuer", "subject", "groups", "last_sign_in"]

@@ -11,7 +11,7 @@ class CoreConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate  # noqa: PLC0415
 
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import checks, sso_checks  # noqa: F401  (registers the system checks)
 
         post_migrate.connect(_broker_tables_create, sender=self)
 

@@ -9,6 +9,13 @@ class Role(models.TextChoices):
     FINANCE = "finance", "Finance"
 
 
+class MembershipSource(models.TextChoices):
+    """Who made a membership: single sign-on takes back only what it gave."""
+
+    MANUAL = "manual", "Added by hand"
+    OIDC = "oidc", "From single sign-on groups"
+
+
 class JobStatus(models.TextChoices):
     STARTED = "started", "Started"
     SUCCEEDED = "succeeded", "Succeeded"

@@ -1,7 +1,7 @@
-"""Login is required everywhere except the login page, static files, health, the token API and
-the signed links of alert emails (unsubscribe, acknowledge, dismiss) and of route messages'
-charts; a query string no page can use is a 400 first; a request line or header fields over the
-limits are a 414 or 431 before anything else."""
+"""Login is required everywhere except the login page (and single sign-on's way back), static
+files, health, the token API and the signed links of alert emails (unsubscribe, acknowledge,
+dismiss) and of route messages' charts; a query string no page can use is a 400 first; a request
+line or header fields over the limits are a 414 or 431 before anything else."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 # The signed links in alert emails work without a login: their token is the authority.
 OPEN_PREFIXES = (
     "/accounts/login/",
+    "/oidc/",
     "/static/",
     "/healthz",
     "/favicon.ico",

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from .access import TeamScopedQuerySet
-from .choices import BatchKind, JobStatus, Role
+from .choices import BatchKind, JobStatus, MembershipSource, Role
 
 
 class _TeamQuerySet(TeamScopedQuerySet["Team"]):
@@ -32,6 +32,11 @@ class Membership(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.ENGINEER)
+    # Single sign-on removes the memberships it made when the groups no longer give them; those
+    # made by hand stay whatever the provider says.
+    source = models.CharField(
+        max_length=16, choices=MembershipSource.choices, default=MembershipSource.MANUAL
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -40,6 +45,30 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team} ({self.get_role_display()})"
+
+
+class ExternalIdentity(models.Model):
+    """A user as an OpenID Connect provider knows them: its issuer and the subject (``sub``).
+
+    Users signing in through the provider are found by this pair, never by e-mail or user name,
+    so a provider account cannot take over a local account that happens to share an address.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities"
+    )
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    groups = models.JSONField(default=list, blank=True)  # the groups seen at the last sign-in
+    last_sign_in = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="externalidentity_issuer_subject")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
 
 
 class JobRun(models.Model):

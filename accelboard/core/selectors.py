@@ -5,6 +5,8 @@ Who may see what is decided by ``access`` (a ``Scope``); these reads only apply 
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import QuerySet
 
 from .access import Action, Scope
@@ -26,6 +28,11 @@ def team_members(*, team: Team) -> list[Membership]:
     return list(
         Membership.objects.filter(team=team).select_related("user").order_by("role", "user__username")
     )
+
+
+def membership_list_of(*, user: Any) -> list[Membership]:
+    """The teams a user belongs to and their role in each, by team name (the overview's line)."""
+    return list(Membership.objects.filter(user=user).select_related("team").order_by("team__name"))
 
 
 def team_leads_mailable(*, team_slugs: list[str] | None = None) -> list[tuple[int, int]]:

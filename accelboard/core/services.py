@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from .choices import JobStatus, Role
+from .choices import JobStatus, MembershipSource, Role
 from .models import JobRun, Membership, Team
 
 
@@ -28,7 +28,10 @@ def team_create(*, name: str, slug: str | None = None, description: str = "") ->
 def membership_set(*, team: Team, user: Any, role: str) -> Membership:
     if role not in Role.values:
         raise ValueError(f"role must be one of {', '.join(Role.values)}, not {role!r}")
-    membership, _ = Membership.objects.update_or_create(team=team, user=user, defaults={"role": role})
+    # Set by hand: single sign-on leaves it alone from now on (``sso_services``).
+    membership, _ = Membership.objects.update_or_create(
+        team=team, user=user, defaults={"role": role, "source": MembershipSource.MANUAL}
+    )
     return membership
 
 

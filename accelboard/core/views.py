@@ -1,12 +1,16 @@
-"""The liveness probe: the one page of the core app (the team pages are in ``dashboard``)."""
+"""The liveness probe and the login page: the core app's pages (the team pages are in ``dashboard``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth.views import LoginView
 from django.db import connection
 from django.http import HttpRequest, HttpResponsePermanentRedirect, JsonResponse
 from django.templatetags.static import static
 
 from .access import Action, request_scope
+from .oidc import sign_in_offer
 from .pipeline_selectors import pipeline_status
 
 
@@ -35,3 +39,14 @@ def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
     """``/favicon.ico``, which browsers ask for on pages without an icon link (the API's JSON, the
     error pages): the site's icon in ``static/``, never a 404 in the console."""
     return HttpResponsePermanentRedirect(static("favicon.svg"))
+
+
+class LoginPage(LoginView):
+    """Django's login form, and a "Sign in with <provider>" button when single sign-on is on."""
+
+    template_name = "core/login.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["sso_provider"] = sign_in_offer()
+        return context

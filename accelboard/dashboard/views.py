@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from accelboard.benchmarks.models import Series
 from accelboard.core.access import request_scope
+from accelboard.core.selectors import membership_list_of
 
 from . import charts, selectors, trends_charts, trends_selectors
 
@@ -39,6 +40,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         "spend_days": OVERVIEW_SPEND_DAYS,
         # A user in no team sees nothing; telling them how to install an agent would mislead.
         "no_team": scope.sees_no_team,
+        # Which teams and roles the page covers (single sign-on users see what their groups gave).
+        "my_memberships": membership_list_of(user=request.user),
         "costs_every_team": scope.costs_teams_wider(),
         "has_telemetry": not frame.empty,
         "has_spend": bool(spend["series"]),
