@@ -20,11 +20,12 @@
    - ``deep_trace``: ``POST /api/v1/runs/{id}/profile`` with a Kineto trace whose one event's
      ``args`` nest ``--depth`` objects deep (its status is reported; another fix owns the answer).
 
-3. For each case and each mode (one request; four at once from four threads), starts gunicorn
-   afresh with the production settings (``accelboard/gunicorn_conf.py``: cores + 1 gthread
-   workers of 4 threads, preloaded), warms it (a plain upload through every worker), resets
-   each worker's peak resident memory (``/proc/<pid>/clear_refs``), posts, and adds up over the
-   workers the rise of the peak (``VmHWM``) over the resident memory at the reset.
+3. Starts gunicorn with the production settings (``accelboard/gunicorn_conf.py``: cores + 1
+   gthread workers of 4 threads, preloaded). For each case and each mode (one request; four at
+   once from four threads) it replaces the workers (killed, forked again from the master), warms
+   them (plain uploads), resets each worker's peak resident memory (``/proc/<pid>/clear_refs``),
+   posts, and adds up over the workers the rise of the peak (``VmHWM``) over the resident memory
+   at the reset.
 
 Targets: one request adds at most 300 MB, four at once at most 1,000 MB (MB = 10^6 bytes), and
 every answer is a 4xx or a 2xx (never a 5xx or a dropped connection). Exit status 1 on a miss.
@@ -39,6 +40,8 @@ import http.client
 import io
 import json
 import lzma
+import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -135,10 +138,15 @@ def gzip_body(parts: list[bytes | tuple[bytes, int]]) -> bytes:
     return out.getvalue()
 
 
-def multipart(field: str, name: str, data: bytes) -> tuple[bytes, str]:
+def multipart(field: str, name: str, data: bytes, fields: dict[str, str] | None = None) -> tuple[bytes, str]:
     boundary = uuid.uuid4().hex
+    form = b"".join(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n{value}\r\n'.encode()
+        for key, value in (fields or {}).items()
+    )
     body = (
-        (
+        form
+        + (
             f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; filename="{name}"\r\n'
             "Content-Type: application/octet-stream\r\n\r\n"
         ).encode()
@@ -155,6 +163,7 @@ class Case:
     path: str  # "{run}" is replaced by the reference run's id
     body: bytes
     headers: dict[str, str]
+    status_elsewhere: bool = False  # its answer is another fix's (a RecursionError): reported, not a miss
 
 
 def cases(args: argparse.Namespace) -> list[Case]:
@@ -185,8 +194,12 @@ def cases(args: argparse.Namespace) -> list[Case]:
            zip_member("results/mlperf_log_detail.txt", text_size, b"ab\n"))  # fmt: skip
     upload("zip_lines_at_limit", f"zip, one member of {LINES_AT_LIMIT:,} 3-byte lines", "lines.zip",
            zip_member("results/mlperf_log_detail.txt", 3 * LINES_AT_LIMIT, b"ab\n"))  # fmt: skip
-    json_at_limit = b'{"date": "20240101-000000", "x": [' + b"[]," * VALUES_AT_LIMIT + b"[]]}"
-    upload("zip_json_at_limit", f"zip, a JSON result of {VALUES_AT_LIMIT:,} empty arrays", "json.zip",
+    json_at_limit = (
+        b'{"model_id": "m", "request_throughput": 1.0, "mean_ttft_ms": 1.0, "x": ['
+        + b"[]," * VALUES_AT_LIMIT
+        + b"[]]}"
+    )
+    upload("zip_json_at_limit", f"zip, a vLLM result of {VALUES_AT_LIMIT:,} empty arrays", "json.zip",
            zip_bytes("results/vllm-result.json", json_at_limit))  # fmt: skip
     inflated = f"{body // MIB} MiB"
     telemetry = gzip_body([b'{"batch_id": "', (b"x", body - 64), b'", "host": {"name": "h"}}'])
@@ -195,7 +208,7 @@ def cases(args: argparse.Namespace) -> list[Case]:
     inference = gzip_body([b'{"batch_id": "b1", "host": "h",', (b" ", body - 64), b'"intervals": []}'])
     built.append(Case("gzip_inference", f"inference metrics padded to {inflated} ({len(inference) / 1024:,.0f} KiB gzip)",
                       "/api/v1/inference-metrics", inference, gz))  # fmt: skip
-    containers = gzip_body([b'{"x": [', (b"[],", body - 64), b"[]]}"])
+    containers = gzip_body([b'{"x": [', (b"[],", (body - 64) // 3 * 3), b"[]]}"])
     built.append(Case("gzip_run_containers", f"run JSON of {inflated} of []'s ({len(containers) / 1024:,.0f} KiB gzip)",
                       "/api/v1/runs", containers, gz))  # fmt: skip
     values = gzip_body([b'{"x": [', (b"[],", 3 * (JSON_VALUES_AT_LIMIT - 10)), b"[]]}"])
@@ -209,6 +222,7 @@ def cases(args: argparse.Namespace) -> list[Case]:
     )
     upload("deep_trace", f"profile trace, args nested {args.depth:,} deep", "trace.json", trace,
            field="profile", path="/api/v1/runs/{run}/profile")  # fmt: skip
+    built[-1].status_elsewhere = True
     only = {name for name in args.only.split(",") if name}
     return [case for case in built if not only or case.name in only]
 
@@ -245,26 +259,51 @@ def request(port: int, token: str, case: Case, run: str) -> tuple[int, bytes]:
 
 
 def reference_case() -> Case:
-    body, content_type = multipart("file", *REFERENCE)
+    body, content_type = multipart("file", *REFERENCE, {"accelerator": "H100 SXM 80GB", "count": "8"})
     return Case("reference", "a 2 KiB result", "/api/v1/runs", body, {"Content-Type": content_type})
 
 
 class Server:
+    """gunicorn with the production settings, started once; ``fresh_workers`` replaces its workers
+    (forked again from the preloaded master: a second, not a minute of imports), so that each
+    measurement starts from workers that nothing before it has grown."""
+
     def __init__(self, env: dict[str, str], port: int, expected_workers: int) -> None:
         from ingest import wait_for
 
+        self.port, self.expected = port, expected_workers
         self.process = subprocess.Popen(
             [str(Path(sys.executable).parent / "gunicorn"), "accelboard.wsgi:application",
              "--config", "python:accelboard.gunicorn_conf"],
             cwd=ROOT, env={**env, "GUNICORN_BIND": f"127.0.0.1:{port}"},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        wait_for(port, self.process, timeout=180)
+        wait_for(port, self.process, timeout=300)
+        self._wait_workers(set())
+
+    def _wait_workers(self, old: set[int]) -> list[int]:
         deadline = time.monotonic() + 120
-        while len(workers(self.process.pid)) < expected_workers:
+        while True:
+            pids = workers(self.process.pid)
+            if len(pids) >= self.expected and not old & set(pids):
+                return pids
             if time.monotonic() > deadline:
                 raise SystemExit("gunicorn did not start its workers")
-            time.sleep(0.2)
+            time.sleep(0.1)
+
+    def fresh_workers(self, token: str, run: str) -> str:
+        """New workers, each warmed by a plain upload (imports, connections); the run's id."""
+        old = set(workers(self.process.pid))
+        for pid in old:
+            os.kill(pid, signal.SIGKILL)
+        self._wait_workers(old)
+        for _ in range(3 * self.expected):
+            status, answer = request(self.port, token, reference_case(), run)
+            if not run and status in (200, 201):
+                run = json.loads(answer)["runs"][0]["run_id"]
+            elif not run:
+                print(f"reference upload: HTTP {status} {answer[:300]!r}")
+        return run
 
     def close(self) -> None:
         self.process.terminate()
@@ -280,10 +319,14 @@ def measure(
         Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := the current VmRSS
         base[pid] = status_kib(pid, "VmRSS")
     answers: list[int] = []
-    threads = [
-        threading.Thread(target=lambda: answers.append(request(port, token, case, run)[0]))
-        for _ in range(clients)
-    ]
+    said: list[bytes] = []
+
+    def post() -> None:
+        status, answer = request(port, token, case, run)
+        answers.append(status)
+        said.append(answer)
+
+    threads = [threading.Thread(target=post) for _ in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -294,6 +337,8 @@ def measure(
             added += max(0, status_kib(pid, "VmHWM") - base[pid])
         except FileNotFoundError:  # the worker died (killed for its memory, or timed out)
             answers.append(-1)
+    if clients == 1 and said:
+        print(f"{'':>24}     {said[0][:160].decode(errors='replace')}")
     return sorted(answers), added * 1024 / MB
 
 
@@ -326,30 +371,29 @@ def main() -> int:
             f"gunicorn: {gunicorn_conf.workers} workers of {gunicorn_conf.threads} threads ({gunicorn_conf.worker_class})"
         )
         run = ""
-        for case in built:
-            for clients in (1, 4):
-                port = free_port()
-                server = Server(env, port, gunicorn_conf.workers)
-                try:
-                    for _ in range(2 * gunicorn_conf.workers):  # warm every worker: imports, connections
-                        status, answer = request(port, token, reference_case(), run)
-                        if not run and status in (200, 201):
-                            run = json.loads(answer)["runs"][0]["run_id"]
-                    answers, added = measure(server, port, token, case, run, clients)
-                finally:
-                    server.close()
-                results.setdefault(case.name, {})[clients] = (answers, added)
-                target = TARGET_SINGLE_MB if clients == 1 else TARGET_FOUR_MB
-                print(
-                    f"{case.name:>20} x{clients}: HTTP {','.join(map(str, answers))}, "
-                    f"workers' peak +{added:,.0f} MB (target {target:,})",
-                    flush=True,
-                )
+        server = Server(env, free_port(), gunicorn_conf.workers)
+        try:
+            for case in built:
+                for clients in (1, 4):
+                    run = server.fresh_workers(token, run)
+                    answers, added = measure(server, server.port, token, case, run, clients)
+                    results.setdefault(case.name, {})[clients] = (answers, added)
+                    target = TARGET_SINGLE_MB if clients == 1 else TARGET_FOUR_MB
+                    note = " (its status: another fix's)" if case.status_elsewhere else ""
+                    print(
+                        f"{case.name:>24} x{clients}: HTTP {','.join(map(str, answers))}{note}, "
+                        f"workers' peak +{added:,.0f} MB (target {target:,})",
+                        flush=True,
+                    )
+        finally:
+            server.close()
     missed = []
+    by_name = {case.name: case for case in built}
     for name, modes in results.items():
         for clients, (answers, added) in modes.items():
             target = TARGET_SINGLE_MB if clients == 1 else TARGET_FOUR_MB
-            if added > target or any(not (200 <= status < 300 or 400 <= status < 500) for status in answers):
+            failed = any(not (200 <= status < 300 or 400 <= status < 500) for status in answers)
+            if added > target or (failed and not by_name[name].status_elsewhere):
                 missed.append(f"{name}x{clients}")
     if missed:
         print(f"target missed: {', '.join(missed)}")

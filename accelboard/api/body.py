@@ -126,11 +126,10 @@ def request_json(request: HttpRequest) -> Any:
             status=415,
         )
     limit = min(MAX_JSON_BYTES, MAX_BODY_BYTES)
-    raw: bytes | bytearray = _body_within(request, limit, _too_large("the body", limit))
-    if len(raw) > limit:  # sent without a Content-Length
+    sent = _body_within(request, limit, _too_large("the body", limit))
+    if len(sent) > limit:  # sent without a Content-Length
         raise _too_large("the body", limit)
-    if encoding in _GZIP:
-        raw = _inflate(raw, limit)
+    raw: bytes | bytearray = _inflate(sent, limit) if encoding in _GZIP else sent
     _values_within(raw)
     try:
         data = orjson.loads(raw)
