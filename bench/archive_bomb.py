@@ -12,6 +12,7 @@
      JSON values that the estimate of what reading a file costs (``inputs.MAX_PARSE_BYTES``) lets
      through: the worst an importer is given;
    - ``gzip_telemetry``: ``POST /api/v1/telemetry`` gzipped, one string value of ``--body-mib``;
+   - ``gzip_telemetry_at_limit``: the same, 31 MiB (under the JSON body's limit, 32 MiB);
    - ``gzip_inference``: ``POST /api/v1/inference-metrics`` gzipped, a small batch padded with
      ``--body-mib`` of whitespace;
    - ``gzip_run_containers``: ``POST /api/v1/runs`` (JSON) gzipped, an array of ``--body-mib`` of
@@ -63,7 +64,7 @@ TARGET_FOUR_MB = 1000
 # estimated: 200 bytes a line, 64 a JSON value) and on a JSON body's values (1,000,000).
 LINES_AT_LIMIT = 770_000
 VALUES_AT_LIMIT = 1_150_000
-JSON_VALUES_AT_LIMIT = 1_000_000
+JSON_VALUES_AT_LIMIT = 500_000  # "[]," counts twice: a comma and a bracket
 # An ordinary upload: a vLLM benchmark result from the importers' fixtures (2 KiB).
 REFERENCE = ("vllm_2025.json", (ROOT / "tests" / "importers" / "fixtures" / "vllm_2025.json").read_bytes())
 
@@ -204,6 +205,10 @@ def cases(args: argparse.Namespace) -> list[Case]:
     inflated = f"{body // MIB} MiB"
     telemetry = gzip_body([b'{"batch_id": "', (b"x", body - 64), b'", "host": {"name": "h"}}'])
     built.append(Case("gzip_telemetry", f"telemetry, one {inflated} string ({len(telemetry) / 1024:,.0f} KiB gzip)",
+                      "/api/v1/telemetry", telemetry, gz))  # fmt: skip
+    under = min(body, 31 * MIB)  # under the JSON body's limit (32 MiB) once inflated
+    telemetry = gzip_body([b'{"batch_id": "', (b"x", under - 64), b'", "host": {"name": "h"}}'])
+    built.append(Case("gzip_telemetry_at_limit", f"telemetry, one {under // MIB} MiB string ({len(telemetry) / 1024:,.0f} KiB gzip)",
                       "/api/v1/telemetry", telemetry, gz))  # fmt: skip
     inference = gzip_body([b'{"batch_id": "b1", "host": "h",', (b" ", body - 64), b'"intervals": []}'])
     built.append(Case("gzip_inference", f"inference metrics padded to {inflated} ({len(inference) / 1024:,.0f} KiB gzip)",

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from accelboard.importers import ParseError, inputs, parse_bytes
+from accelboard.importers import ParseError, inputs, parse_bytes, parse_files
 
 MIB = 1024 * 1024
 
@@ -177,3 +177,21 @@ def test_a_tarball_is_unpacked_in_one_streaming_pass_after_its_headers(
     tree = inputs.archive_tree(data, name="ok.tar.gz")
     assert counted.total == 3 * MIB and 0 < counted.largest <= inputs._CHUNK
     assert [len(tree.read(p) or b"") for p in tree.files()] == [MIB, 2 * MIB]
+
+
+def test_a_file_too_costly_to_read_is_refused_naming_it_before_any_importer_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """300 KB of 3-byte lines is ~20 MB once split into lines: the estimate (200 bytes a line)
+    refuses it at a 10 MB limit before an importer has its text; the other file is still read."""
+    monkeypatch.setattr(inputs, "MAX_PARSE_BYTES", 10_000_000, raising=False)
+    texts: list[str] = []
+    text = inputs.InputFile.text
+    monkeypatch.setattr(inputs.InputFile, "text", lambda file: texts.append(file.display) or text(file))
+    ok = (inputs.Path(__file__).parent / "fixtures" / "vllm_2025.json").read_bytes()
+    result = parse_files([("lines/mlperf_log_detail.txt", b"ab\n" * 100_000), ("vllm_2025.json", ok)])
+    refused = [error for error in result.errors if error.file == "lines/mlperf_log_detail.txt"]
+    assert refused and "too large to read" in str(refused[0]) and "10 MB" in str(refused[0]), result.errors
+    assert "lines/mlperf_log_detail.txt" not in texts
+    assert len(result.runs) == 1 and result.runs[0].source_format == "vllm-serving"
+    assert inputs.parse_cost(b"ab\n" * 100_000) > 10_000_000 > inputs.parse_cost(ok)
