@@ -87,10 +87,10 @@ class _Repeat(io.RawIOBase):
 
     def __init__(self, size: int, pattern: bytes = b"\0") -> None:
         self.left = size
-        self.block = (pattern * (MIB // len(pattern) + 1))[:MIB]
+        self.block = pattern * (MIB // len(pattern))  # whole patterns: each read starts one
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        n = min(len(buffer), self.left, MIB)
+        n = min(len(buffer), self.left, len(self.block))
         buffer[:n] = self.block[:n]
         self.left -= n
         return n
@@ -243,7 +243,7 @@ def status_kib(pid: int, field: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(f"{field}:"):
             return int(line.split()[1])
-    raise SystemExit(f"no {field} in /proc: this benchmark needs Linux")
+    raise ProcessLookupError(f"no {field} for {pid}: the process is exiting")
 
 
 def request(port: int, token: str, case: Case, run: str) -> tuple[int, bytes]:
@@ -340,7 +340,10 @@ def measure(
     for pid in pids:
         try:
             added += max(0, status_kib(pid, "VmHWM") - base[pid])
-        except FileNotFoundError:  # the worker died (killed for its memory, or timed out)
+        except (
+            FileNotFoundError,
+            ProcessLookupError,
+        ):  # the worker died (killed for its memory, or timed out)
             answers.append(-1)
     if clients == 1 and said:
         print(f"{'':>24}     {said[0][:160].decode(errors='replace')}")
