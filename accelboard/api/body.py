@@ -23,43 +23,74 @@ from accelboard.fleet.ingest_validation import IngestRejected
 from accelboard.importers.jsondepth import MAX_JSON_NESTING, fits_orjson, nesting_error
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
+# A JSON body (telemetry, serving metrics, a run), as sent or once inflated: the largest batch the
+# API takes (10,000 samples and 10,000 attribution intervals) is about 10 MiB of JSON. Parsed, a
+# body costs several times its size (bytes, the objects, their re-encoding for the duplicate-key
+# check), so this and ``MAX_JSON_VALUES`` keep one request under ~300 MB (bench/archive_bomb.py).
+MAX_JSON_BYTES = 32 * 1024 * 1024
+MAX_JSON_VALUES = 1_000_000
+# What zlib inflates per call: the most a gzip body grows by before its size is checked again.
+INFLATE_CHUNK = 1024 * 1024
 _GZIP = {"gzip", "x-gzip"}
 # A JSON escape for NUL that is not itself escaped ("\\u0000" is a backslash and text, fine).
 _NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 
 
-def _too_large(what: str) -> IngestRejected:
+def _too_large(what: str, limit: int = MAX_BODY_BYTES) -> IngestRejected:
     return IngestRejected(
-        f"{what} is larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB; send smaller batches",
+        f"{what} is larger than {limit // (1024 * 1024)} MiB; send smaller batches",
         code="too_large",
         status=413,
     )
 
 
-def _inflate(raw: bytes) -> bytes:
+def _inflate(raw: bytes, limit: int) -> bytearray:
     """Gunzip with a running cap on the output. Several gzip members (``cat a.gz b.gz``) are one
-    body, as RFC 1952 says; bytes after the last member that are not gzip are a 400."""
-    parts: list[bytes] = []
-    size = 0
+    body, as RFC 1952 says; bytes after the last member that are not gzip are a 400.
+
+    Inflated ``INFLATE_CHUNK`` bytes at a time into one growing buffer: zlib is never asked for
+    more than that at once (a single call with the whole limit as its cap holds the output in
+    blocks and joins them, twice the body at its peak), and a body is refused as soon as it passes
+    ``limit``, not once it is all inflated."""
+    out = bytearray()
     while True:
         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        pending = raw
         try:
-            data = inflater.decompress(raw, MAX_BODY_BYTES + 1 - size)
+            while not inflater.eof:
+                chunk = inflater.decompress(pending, INFLATE_CHUNK)
+                out += chunk
+                if len(out) > limit:
+                    raise _too_large("the decompressed body", limit)
+                pending = inflater.unconsumed_tail
+                if not chunk and not pending:
+                    break  # all of the input read and the stream not ended: truncated
         except zlib.error as exc:
             raise IngestRejected(f"body is not valid gzip: {exc}", code="bad_encoding", status=400) from None
-        size += len(data)
-        if size > MAX_BODY_BYTES or inflater.unconsumed_tail:
-            raise _too_large("the decompressed body")
         if not inflater.eof:
             raise IngestRejected("gzip body is truncated", code="bad_encoding", status=400)
-        parts.append(data)
         raw = inflater.unused_data
         if not raw:
-            return b"".join(parts)
+            return out
         if raw[:2] != b"\x1f\x8b":
             raise IngestRejected(
                 f"{len(raw)} bytes after the end of the gzip data", code="bad_encoding", status=400
             )
+
+
+def _values_within(raw: bytes | bytearray) -> None:
+    """Refuse, before parsing, a body that would become more than ``MAX_JSON_VALUES`` Python
+    objects: each costs 30-70 bytes (``[[],[],...]`` is a 56-byte list for every 3 bytes of
+    text), so the text's size alone does not bound the memory. A value after the first of its
+    array or object follows a comma, and an array or object opens with a bracket, so commas and
+    opening brackets (those in strings too: an overcount) bound the values."""
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{") + 1
+    if values > MAX_JSON_VALUES:
+        raise IngestRejected(
+            f"the body holds more than {MAX_JSON_VALUES:,} JSON values; send smaller batches",
+            code="too_large",
+            status=413,
+        )
 
 
 def _nul_path(value: Any, path: str = "") -> str | None:
@@ -97,9 +128,12 @@ def request_json(request: HttpRequest) -> Any:
             code="unsupported_media_type",
             status=415,
         )
-    raw = _body_within(request, MAX_BODY_BYTES, _too_large("the body"))
-    if encoding in _GZIP:
-        raw = _inflate(raw)
+    limit = min(MAX_JSON_BYTES, MAX_BODY_BYTES)
+    sent = _body_within(request, limit, _too_large("the body", limit))
+    if len(sent) > limit:  # sent without a Content-Length
+        raise _too_large("the body", limit)
+    raw: bytes | bytearray = _inflate(sent, limit) if encoding in _GZIP else sent
+    _values_within(raw)
     try:
         data = fits_orjson(raw, limit=MAX_JSON_NESTING)
     except orjson.JSONDecodeError:
@@ -147,7 +181,7 @@ def _loads_or_why(raw: bytes) -> Any:
 _COLON_ESCAPE = re.compile(rb"\\u003[aA]")
 
 
-def _unique_keys(raw: bytes, data: Any) -> None:
+def _unique_keys(raw: bytes | bytearray, data: Any) -> None:
     """Refuse an object that names a key twice (JSON parsers keep the last one, silently).
 
     Exact and cheap: every member of an object in ``raw`` has one colon outside strings, and
@@ -169,7 +203,7 @@ class _Pairs(list[tuple[str, Any]]):
     """An object's members as written, duplicates included (standard library parser hook)."""
 
 
-def _duplicate_key_path(raw: bytes) -> str | None:
+def _duplicate_key_path(raw: bytes | bytearray) -> str | None:
     """Where the first duplicate key is (``samples[1].power_w``), by a second, slower parse."""
     try:  # nested at most MAX_JSON_NESTING deep (``request_json``): no RecursionError
         tree = json.loads(raw, object_pairs_hook=_Pairs)

@@ -21,6 +21,7 @@ uploader's context. A context value never overrides the file; a disagreement is 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -48,10 +49,10 @@ from .inputs import (
     DiskTree,
     FileSetTree,
     InputFile,
-    MemoryTree,
     RecordingTree,
     Tree,
     archive_tree,
+    check_cost,
     is_archive,
 )
 from .naming import (
@@ -227,7 +228,9 @@ def parse_path(
         return _walk(_archive(data, str(path)), str(path), module, ctx, strict=True).runs
     file = InputFile(PurePosixPath(path.resolve().as_posix()), data)
     # the file alone is what was given; its siblings on disk are still read when a format needs them
-    return _parse_file(file, FileSetTree({file.path: data}, fallback=DiskTree(path.parent)), module, ctx)
+    return _parse_file(
+        file, FileSetTree({file.path: data}, fallback=DiskTree(path.parent), checked=False), module, ctx
+    )
 
 
 def parse_bytes(
@@ -238,7 +241,7 @@ def parse_bytes(
     module = _module(fmt)
     if is_archive(data):
         return _walk(_archive(data, filename), filename, module, ctx, strict=True).runs
-    file = InputFile(PurePosixPath(filename), data)
+    file = InputFile(PurePosixPath(filename), check_cost(filename, data))
     return _parse_file(file, FileSetTree({file.path: data}), module, ctx)
 
 
@@ -314,7 +317,11 @@ def parse_paths(
     group = Submission()
     if loose:
         group = _walk(
-            FileSetTree(loose, fallback=DiskTree(Path.cwd())), "the files given", module, ctx, strict=False
+            FileSetTree(loose, fallback=DiskTree(Path.cwd()), checked=False),
+            "the files given",
+            module,
+            ctx,
+            strict=False,
         )
         given = {str(path): index for index, path in enumerate(loose)}
         group.errors.sort(key=lambda error: given.get(error.file, len(given)))
@@ -360,7 +367,7 @@ def _module(fmt: str | None) -> ModuleType | None:
     return FORMATS[fmt]
 
 
-def _archive(data: bytes, name: str) -> MemoryTree:
+def _archive(data: bytes, name: str) -> Tree:
     try:
         return archive_tree(data, name=name)
     except ValueError as exc:
@@ -394,8 +401,9 @@ def _parse_file(
     if not runs:
         raise ParseError(file.display, f"no results found for format {module.NAME}")
     used = [file.display] + [str(p) for p in recorder.read_paths if p != file.path]
+    # one file's bytes at a time: the companions are read again, each hashed and let go
     digest = content_digest(
-        [file.data, *(tree.read(p) or b"" for p in recorder.read_paths if p != file.path)]
+        itertools.chain([file.data], (tree.read(p) or b"" for p in recorder.read_paths if p != file.path))
     )
     for run in runs:
         run.files = list(used)
@@ -428,34 +436,30 @@ def _walk(
     raises the first error and ignores files that are not results; otherwise each failed or
     unused file becomes an error of its own, and so does each unrecognised one when
     ``report_skipped`` (files named one by one, not a folder's content)."""
-    found: list[tuple[tuple[int, int, str], InputFile, ModuleType]] = []
+    # Paths, not files: a file is read again when its turn comes, so that memory holds one file
+    # at a time, not every result of an archive at once.
+    found: list[tuple[tuple[int, int, str], PurePosixPath, ModuleType]] = []
     auxiliary: dict[PurePosixPath, tuple[str, str]] = {}
     skipped: list[str] = []
+    result = Submission()
     for path in tree.files():
+        try:
+            found_one = _classify(
+                tree, path, module, auxiliary, skipped, forcing=report_skipped and not strict
+            )
+        except ParseError as exc:  # too large to read (``inputs.check_cost``)
+            if strict:
+                raise
+            result.errors.append(exc)
+            continue
+        if found_one is not None:
+            found.append(found_one)
+    consumed: set[PurePosixPath] = set()
+    for _order, path, matched in sorted(found, key=lambda item: item[0]):
+        if path in consumed:
+            continue
         file = tree.open(path)
         if file is None:
-            continue
-        described = None
-        if module is not None:
-            # files named one by one are read as the format asked for, unless they describe a run
-            forced = report_skipped and not strict and (described := _auxiliary(file, module)) is None
-            matched = module if forced or module.sniff(file) else None
-        else:
-            detected = _sniff(file)
-            matched = FORMATS[detected] if detected else None
-        if matched is None:
-            described = described or _auxiliary(file, module)
-            if described is not None:
-                auxiliary[path] = (file.display, described[1])
-            else:
-                skipped.append(file.display)
-            continue
-        rank = getattr(matched, "priority", _priority)(file)
-        found.append(((_MODULES.index(matched), rank, str(file.path)), file, matched))
-    consumed: set[PurePosixPath] = set()
-    result = Submission()
-    for _order, file, matched in sorted(found, key=lambda item: item[0]):
-        if file.path in consumed:
             continue
         companions = getattr(matched, "companions", None)
         if companions is not None:
@@ -485,6 +489,39 @@ def _walk(
     if report_skipped:
         result.errors.extend(UnrecognisedFormat(display, tried) for display in skipped)
     return result
+
+
+def _classify(
+    tree: Tree,
+    path: PurePosixPath,
+    module: ModuleType | None,
+    auxiliary: dict[PurePosixPath, tuple[str, str]],
+    skipped: list[str],
+    *,
+    forcing: bool,
+) -> tuple[tuple[int, int, str], PurePosixPath, ModuleType] | None:
+    """A walk's first look at one file (read, sniffed, let go): its place in the walk when it is
+    a result; otherwise it is noted in ``auxiliary`` or ``skipped``. ``forcing``: files named one
+    by one are read as the format asked for, unless they describe a run."""
+    file = tree.open(path)
+    if file is None:
+        return None
+    described = None
+    if module is not None:
+        forced = forcing and (described := _auxiliary(file, module)) is None
+        matched = module if forced or module.sniff(file) else None
+    else:
+        detected = _sniff(file)
+        matched = FORMATS[detected] if detected else None
+    if matched is None:
+        described = described or _auxiliary(file, module)
+        if described is not None:
+            auxiliary[path] = (file.display, described[1])
+        else:
+            skipped.append(file.display)
+        return None
+    rank = getattr(matched, "priority", _priority)(file)
+    return (_MODULES.index(matched), rank, str(file.path)), file.path, matched
 
 
 def _priority(file: InputFile) -> int:
