@@ -4,11 +4,12 @@ nothing stored; the same samples under a new batch id are not stored twice, and 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import close_old_connections, connection
 from django.test import Client
 
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue
@@ -229,3 +230,37 @@ def test_the_same_samples_from_another_gpu_are_not_duplicates(
         sample["gpu"] = f"{sample['gpu']}-b"
     response = post_json(client, TELEMETRY, other, ingest_token).json()
     assert (response["accepted"], response["duplicate_samples"]) == (2, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_samples_under_two_batch_ids_at_once_are_stored_once(team: Any, make_token: Any) -> None:
+    """Two requests carrying the same samples under different batch ids, in two processes at
+    once: the second waits for the first's host lock, then finds its rows. The host is registered
+    (and cached) before, so that no registration serializes them."""
+    token = make_token(team, "ingest")
+    payload = telemetry_payload(n=2_000)
+    registered = telemetry_payload(n=2, start=payload["samples"][0]["time"] - 60)
+    assert post_json(Client(), TELEMETRY, registered, token).status_code == 200
+    barrier = threading.Barrier(2)
+    results: list[tuple[int, dict[str, Any]]] = []
+
+    def send(batch_id: str) -> None:
+        try:
+            barrier.wait()
+            response = post_json(Client(), TELEMETRY, {**payload, "batch_id": batch_id}, token)
+            results.append((response.status_code, response.json()))
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(f"race-{n}",)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(status for status, _ in results) == [200, 200]
+    assert sorted((body["accepted"], body["duplicate_samples"]) for _, body in results) == [
+        (0, 2_000),
+        (2_000, 0),
+    ]
+    assert sum(rows for rows, _ in _power_by_gpu_second().values()) == 2_002
