@@ -130,9 +130,7 @@ def telemetry_batches_ingest(
             "duplicate_samples": 0,
         }
         if not keyed_by_body:
-            body = payloads[len(knowns)]
-            assert isinstance(body, dict)  # parsed: an object
-            digests.append(body_digest({k: v for k, v in body.items() if k != "batch_id"}))
+            digests.append(_batch_digest(batch, payloads[len(knowns)]))
         if batch.start is not None and batch.end is not None:
             ranges.add((batch.start, batch.end))
         if attribution is not None:
@@ -203,6 +201,24 @@ def telemetry_batches_ingest(
             continue
         return results
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _batch_digest(batch: TelemetryBatch, payload: object) -> str:
+    """The batch's body as validated (``body_digest``), its id left out: times as epoch seconds
+    whichever way they were written, samples as columns (serializing columns of numbers costs
+    half of serializing the samples' objects with sorted keys, for the same content)."""
+    attribution = payload.get("attribution") if isinstance(payload, dict) else None
+    return body_digest(
+        [
+            batch.hostname,
+            batch.host_facts,
+            batch.accelerators,
+            batch.gpus,
+            batch.epochs,
+            batch.columns,
+            attribution,
+        ]
+    )
 
 
 def idempotency_key_reused(exc: IdempotencyKeyReused, *, field: str) -> IngestRejected:
