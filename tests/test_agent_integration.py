@@ -277,3 +277,71 @@ def test_the_simulated_agents_attribution_lands_beside_its_samples(live_server, 
     slack = timedelta(seconds=10)
     outside = [r for r in rows if not (first.time - slack <= r.start < r.end <= last.time + slack)]
     assert not outside, (first.time, last.time, [(r.start, r.end) for r in outside])
+
+
+def test_a_batch_whose_answer_was_lost_is_resent_and_answered_as_a_retry(live_server, ingest_token, tmp_path):
+    """The server stores a batch but its answer never reaches the agent (a proxy drops it and
+    answers 502): the agent resends the spooled body under the same batch_id, the server finds the
+    claim's digest the same and answers ``duplicate`` (not the 409 of a reused key), and the agent
+    deletes the row, rejecting nothing."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from accelboard.core.models import IngestBatch
+
+    answers: list[tuple[str, int, bool]] = []  # telemetry: (batch_id, status the agent saw, duplicate)
+
+    class LosingProxy(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in {"host", "content-length"}}
+            request = urllib.request.Request(
+                live_server.url + self.path, data=body, headers=headers, method="POST"
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    status, payload = answer.status, answer.read()
+            except urllib.error.HTTPError as exc:
+                status, payload = exc.code, exc.read()
+            if self.path.endswith("/telemetry"):
+                found = json.loads(payload) if status == 200 else {"batch_id": "", "duplicate": False}
+                if status == 200 and not answers:
+                    status, payload = 502, b"lost on the way"
+                answers.append((found["batch_id"], status, found["duplicate"]))
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    def resent() -> bool:
+        return bool(answers) and any(a == (answers[0][0], 200, True) for a in answers[1:])
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), LosingProxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    spool = tmp_path / "spool.db"
+    common = [
+        "--server", f"http://127.0.0.1:{proxy.server_address[1]}", "--token", ingest_token,
+        "--spool", str(spool), "--hostname", "sim-lossy-01",
+    ]  # fmt: skip
+    try:
+        _run_until(
+            ["--simulate", "2", "--interval", "0.5", "--send-interval", "0.5"],
+            common,
+            done=resent,
+            timeout=40,
+        )
+    finally:
+        proxy.shutdown()
+    state = _spool_state(spool)
+    assert resent(), (answers, state)
+    assert all(status == 200 for _, status, _ in answers[1:]), answers
+    meta = dict(state["meta_rows"])  # type: ignore[call-overload]
+    assert meta.get("rejected_batches", "0") in ("0", 0), state
+    assert state["outbox"] == 0, state
+    samples = list(TelemetrySample.objects.values_list("accelerator_id", "time"))
+    assert len(samples) >= 4 and len(set(samples)) == len(samples)
+    assert IngestBatch.objects.filter(client_id=answers[0][0]).count() == 1

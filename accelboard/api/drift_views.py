@@ -5,7 +5,8 @@ traffic (agreement rate), and optionally KL divergence and perplexity delta. An 
 script computes them; accelboard stores, charts and alerts (``accelboard.drift``). Same rules as
 the other ingest endpoints: a write token, a strict schema whose first error is a 422 naming the
 field, idempotent on the client's ``batch_id`` (a retry returns the first answer with
-``duplicate: true``), all-or-nothing.
+``duplicate: true``; the same ``batch_id`` with other items is a 409 ``idempotency_key_reused``),
+all-or-nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from annotated_types import Ge, Le
 from ninja import Router
 from pydantic import Field
 
+from accelboard.core.idempotency_services import IdempotencyKeyReused
 from accelboard.drift.services import AgreementInput, AgreementRejected, agreement_batch_ingest
+from accelboard.fleet.ingest_services import idempotency_key_reused
 from accelboard.fleet.ingest_validation import EARLIEST, IngestRejected
 
 from .auth import TokenAuth, TokenRequest
@@ -93,4 +96,6 @@ def drift_metrics_post(request: TokenRequest) -> dict[str, Any]:
         )
     except AgreementRejected as exc:
         raise IngestRejected(exc.message, path=exc.path, code="unknown_variant") from None
+    except IdempotencyKeyReused as exc:
+        raise idempotency_key_reused(exc, field="batch_id") from None
     return result

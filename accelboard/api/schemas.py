@@ -275,6 +275,9 @@ class RemoteWriteAccepted(BaseModel):
     series: int = Field(description="Time series in the request")
     samples: int = Field(description="Samples of mapped metrics read (stale markers excluded)")
     stored: int = Field(description="Telemetry rows stored (0 for a request stored before)")
+    duplicate_samples: int = Field(
+        0, description="Samples whose fields an earlier request stored already, skipped"
+    )
     duplicate: bool
     unknown: int = Field(description="Samples of metrics not mapped, ignored")
     refused: int = Field(
@@ -287,6 +290,11 @@ class RemoteWriteAccepted(BaseModel):
 class TelemetryAccepted(BatchAccepted):
     """A telemetry batch's answer; the attribution counts only for a batch that carries some."""
 
+    duplicate_samples: int | None = Field(
+        None,
+        description="Samples at a GPU-instant already stored (sent before under another batch_id), "
+        "skipped; not in accepted",
+    )
     attribution: int | None = Field(None, description="Attribution intervals stored")
     attribution_duplicates: int | None = Field(
         None, description="Attribution intervals identical to stored ones, skipped"

@@ -2,7 +2,9 @@
 
 Every write carries a client id and is idempotent through ``core.idempotency_services``: fleet
 claims a telemetry batch's id inside its own transaction; runs and serving batches are claimed
-here around the owning app's write (``ingest_batch_write``).
+here around the owning app's write (``ingest_batch_write``). Each claim keeps the digest of the
+validated body without its client id (``body_digest``): the same id with another body is a 409
+``idempotency_key_reused`` naming the field, and nothing of it is stored.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from accelboard.benchmarks.arrival_services import (
     runs_upload,
 )
 from accelboard.core.choices import BatchKind
-from accelboard.core.idempotency_services import ingest_batch_write
+from accelboard.core.idempotency_services import IdempotencyKeyReused, body_digest, ingest_batch_write
 from accelboard.core.models import Team
 from accelboard.fleet import ingest_services, remote_write_services
+from accelboard.fleet.ingest_services import idempotency_key_reused
 from accelboard.fleet.ingest_validation import IngestRejected
 from accelboard.profiles.upload_services import UPLOAD_PROFILES
 from accelboard.serving.remote_write_services import prometheus_serving_ingest
@@ -155,12 +158,16 @@ def run_ingest(
 ) -> tuple[dict[str, Any], bool]:
     """Record one benchmark run from a validated API payload; return (result, duplicate)."""
     run = run_payload_read(payload=payload)
-    return ingest_batch_write(
-        team_id=team.pk,
-        kind=BatchKind.RUN,
-        client_id=str(run.run_uuid),
-        write=lambda: run_payload_store(team=team, run=run, uploaded_by=uploaded_by),
-    )
+    try:
+        return ingest_batch_write(
+            team_id=team.pk,
+            kind=BatchKind.RUN,
+            client_id=str(run.run_uuid),
+            write=lambda: run_payload_store(team=team, run=run, uploaded_by=uploaded_by),
+            digest=body_digest({k: v for k, v in payload.items() if k != "run_id"}),
+        )
+    except IdempotencyKeyReused as exc:
+        raise idempotency_key_reused(exc, field="run_id") from None
 
 
 def run_upload(
@@ -223,10 +230,14 @@ def run_profile_upload(*, team: Team, run_id: str, files: list[tuple[str, Any]])
 def inference_batch_ingest(*, team: Team, payload: dict[str, Any]) -> dict[str, Any]:
     """Store one batch of serving-metric intervals (``serving.services.inference_batch_store``);
     idempotent on batch_id."""
-    result, _ = ingest_batch_write(
-        team_id=team.pk,
-        kind=BatchKind.INFERENCE,
-        client_id=payload["batch_id"],
-        write=lambda: inference_batch_store(team=team, payload=payload),
-    )
+    try:
+        result, _ = ingest_batch_write(
+            team_id=team.pk,
+            kind=BatchKind.INFERENCE,
+            client_id=payload["batch_id"],
+            write=lambda: inference_batch_store(team=team, payload=payload),
+            digest=body_digest({k: v for k, v in payload.items() if k != "batch_id"}),
+        )
+    except IdempotencyKeyReused as exc:
+        raise idempotency_key_reused(exc, field="batch_id") from None
     return result

@@ -181,7 +181,7 @@ def _runs_store(
                 raise IngestRejected(
                     exc.message,
                     path=exc.field or f"file[{run.files[0]}]",
-                    code="import_rejected",
+                    code=exc.code,
                     status=409 if exc.field == "run_id" else 422,
                 ) from None
             saved.error = str(exc)

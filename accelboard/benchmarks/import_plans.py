@@ -72,9 +72,10 @@ _LIMITS = {
 class ImportRejected(ValueError):
     """A run that cannot be stored as it stands; ``field`` names what to fix (an override key)."""
 
-    def __init__(self, message: str, *, field: str = "") -> None:
+    def __init__(self, message: str, *, field: str = "", code: str = "import_rejected") -> None:
         self.message = message
         self.field = field
+        self.code = code
         super().__init__(message)
 
 

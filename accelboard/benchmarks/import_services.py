@@ -25,7 +25,8 @@ the pure steps of ``import_plans``, so that the preview shows exactly what the i
    enters through the agent and ``POST /api/v1/telemetry``.
 4. **Accuracy results become metrics** ``accuracy:<task>:<metric>`` (the catalogue knows the
    prefix), unless the importer already added them.
-5. **Idempotent**: on ``run_uuid`` when given; otherwise on the team, the sha256 of the contents
+5. **Idempotent**: on ``run_uuid`` when given (a stored run of that id read from other files, or
+   sent as JSON, is refused: ``idempotency_key_reused``); otherwise on the team, the sha256 of the contents
    of the files the run was read from (``ParsedRun.content_sha256``: names, folders and archives
    left out, so one result uploaded as loose files, as a folder or as a zip is one run) and a
    fingerprint of the run within them (one file may hold several runs) that reads only what the
@@ -198,6 +199,17 @@ def _store(
         existing = BenchmarkRun.objects.filter(uuid=run_uuid).first()
         if existing is not None and existing.team_id != team.pk:
             raise ImportRejected("this run_id cannot be used; generate a new UUID", field="run_id")
+        if existing is not None and (
+            existing.context.get("raw_sha256"),
+            existing.context.get("raw_part"),
+        ) != (sha, part):
+            # The key of a stored run with another body: not a retry (core.idempotency_services).
+            raise ImportRejected(
+                f"run_id {str(run_uuid)!r} was already used for a run read from other files: a retry "
+                "must send the same files; another run needs a new run_id",
+                field="run_id",
+                code="idempotency_key_reused",
+            )
     else:
         existing = BenchmarkRun.objects.filter(
             team=team, context__raw_sha256=sha, context__raw_part=part

@@ -6,6 +6,11 @@
    that one committed, the retry sees the conflict and gets the stored result; if it rolled back,
    the retry's claim succeeds and it writes the data.
 3. The data and the claim commit together, so a failed write leaves neither behind.
+4. The claim keeps the digest of the write's canonical body (``body_digest``). A retry with the
+   same body gets the stored result; the same client id with another body raises
+   ``IdempotencyKeyReused`` (the API answers 409 naming the key, as payment APIs do), inside the
+   write's transaction, so nothing of it is stored. A claim without a digest (made before they
+   were kept) answers any body, as it did.
 
 Here, below every app that takes such writes (fleet's telemetry, benchmark runs and serving
 batches through the API), so each claims inside its own transaction without calling back up.
@@ -13,6 +18,8 @@ batches through the API), so each claims inside its own transaction without call
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,10 +29,38 @@ from django.db import connection, transaction
 from .models import IngestBatch
 
 
+class IdempotencyKeyReused(Exception):
+    """A client id already claimed came with another body: not a retry, and nothing is stored.
+    ``index``: which write of several (``ingest_batches_claim``)."""
+
+    def __init__(self, *, kind: str, client_id: str, index: int = 0) -> None:
+        super().__init__(f"{kind} {client_id!r} was stored before with another body")
+        self.kind = kind
+        self.client_id = client_id
+        self.index = index
+
+
+def body_digest(body: object) -> str:
+    """The digest of a write's canonical body: its JSON with sorted keys and no spaces (key order
+    and whitespace are not content), SHA-256 in hex. Pass the body without its client id."""
+    try:
+        text = orjson.dumps(body, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # an integer beyond 64 bits, or a type orjson does not know
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(text).hexdigest()
+
+
+def _digest_check(*, kind: str, client_id: str, stored: str, digest: str, index: int = 0) -> None:
+    if stored and digest and stored != digest:
+        raise IdempotencyKeyReused(kind=kind, client_id=client_id, index=index)
+
+
 def ingest_batch_claim(
-    *, team_id: int, kind: str, client_id: str, result: dict[str, Any] | None = None
+    *, team_id: int, kind: str, client_id: str, result: dict[str, Any] | None = None, digest: str = ""
 ) -> dict[str, Any] | None:
     """Claim the client id; None when claimed now, else the stored result of the earlier write.
+    Raises ``IdempotencyKeyReused`` when the earlier write's body had another ``digest``
+    (``body_digest``).
 
     ``result``, when the write's result is known before it runs (telemetry: the samples it
     accepts), is stored with the claim, saving the write its own UPDATE. Call it inside the
@@ -33,22 +68,26 @@ def ingest_batch_claim(
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            INSERT INTO api_ingestbatch (team_id, kind, client_id, result, created_at)
-            VALUES (%s, %s, %s, %s::jsonb, now())
+            INSERT INTO api_ingestbatch (team_id, kind, client_id, result, digest, created_at)
+            VALUES (%s, %s, %s, %s::jsonb, %s, now())
             ON CONFLICT (team_id, kind, client_id) DO NOTHING
             RETURNING id
             """,
-            [team_id, kind, client_id, orjson.dumps(result or {}).decode()],
+            [team_id, kind, client_id, orjson.dumps(result or {}).decode(), digest],
         )
         if cursor.fetchone() is not None:
             return None
-    return IngestBatch.objects.get(team_id=team_id, kind=kind, client_id=client_id).result
+    stored, stored_digest = IngestBatch.objects.values_list("result", "digest").get(
+        team_id=team_id, kind=kind, client_id=client_id
+    )
+    _digest_check(kind=kind, client_id=client_id, stored=stored_digest, digest=digest)
+    return stored
 
 
 _CLAIM_MANY_SQL = """
-INSERT INTO api_ingestbatch (team_id, kind, client_id, result, created_at)
-SELECT %s, %s, c.client_id, c.result::jsonb, now()
-FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS c(client_id, result, n)
+INSERT INTO api_ingestbatch (team_id, kind, client_id, result, digest, created_at)
+SELECT %s, %s, c.client_id, c.result::jsonb, c.digest, now()
+FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS c(client_id, result, digest, n)
 ORDER BY c.n
 ON CONFLICT (team_id, kind, client_id) DO NOTHING
 RETURNING client_id
@@ -56,45 +95,73 @@ RETURNING client_id
 
 
 def ingest_batches_claim(
-    *, team_id: int, kind: str, client_ids: Sequence[str], results: Sequence[dict[str, Any]]
+    *,
+    team_id: int,
+    kind: str,
+    client_ids: Sequence[str],
+    results: Sequence[dict[str, Any]],
+    digests: Sequence[str] | None = None,
 ) -> list[dict[str, Any] | None]:
     """``ingest_batch_claim`` for several writes of one transaction, in one statement: for each
     client id, None when claimed now, else the stored result of the earlier write (read in a
     second statement, only when there is one). A client id listed twice is claimed by its first
-    listing; the second gets the first's result. Call it inside the writes' transaction."""
+    listing; the second gets the first's result. Raises ``IdempotencyKeyReused`` (its ``index``
+    the write's) for a client id stored, or listed before, with another digest. Call it inside
+    the writes' transaction."""
     if not client_ids:
         return []
+    digests = list(digests) if digests is not None else [""] * len(client_ids)
     with connection.cursor() as cursor:
         cursor.execute(
             _CLAIM_MANY_SQL,
-            [team_id, kind, list(client_ids), [orjson.dumps(result).decode() for result in results]],
+            [
+                team_id,
+                kind,
+                list(client_ids),
+                [orjson.dumps(result).decode() for result in results],
+                digests,
+            ],
         )
         claimed = {row[0] for row in cursor.fetchall()}
-    taken: set[str] = set()
+    taken: dict[str, str] = {}
     answer: list[dict[str, Any] | None] = []
-    for client_id in client_ids:
+    for index, (client_id, digest) in enumerate(zip(client_ids, digests, strict=True)):
         fresh = client_id in claimed and client_id not in taken
-        taken.add(client_id)
+        if client_id in taken:
+            _digest_check(kind=kind, client_id=client_id, stored=taken[client_id], digest=digest, index=index)
+        else:
+            taken[client_id] = digest
         answer.append(None if fresh else {})
     if any(result is not None for result in answer):
-        stored = dict(
-            IngestBatch.objects.filter(
+        stored = {
+            client_id: (result, digest)
+            for client_id, result, digest in IngestBatch.objects.filter(
                 team_id=team_id,
                 kind=kind,
                 client_id__in=[c for c, a in zip(client_ids, answer, strict=True) if a is not None],
-            ).values_list("client_id", "result")
-        )
-        answer = [None if a is None else stored[c] for c, a in zip(client_ids, answer, strict=True)]
+            ).values_list("client_id", "result", "digest")
+        }
+        for index, (client_id, a) in enumerate(zip(client_ids, answer, strict=True)):
+            if a is not None:
+                _digest_check(
+                    kind=kind,
+                    client_id=client_id,
+                    stored=stored[client_id][1],
+                    digest=digests[index],
+                    index=index,
+                )
+        answer = [None if a is None else stored[c][0] for c, a in zip(client_ids, answer, strict=True)]
     return answer
 
 
 def ingest_batch_write(
-    *, team_id: int, kind: str, client_id: str, write: Callable[[], dict[str, Any]]
+    *, team_id: int, kind: str, client_id: str, write: Callable[[], dict[str, Any]], digest: str = ""
 ) -> tuple[dict[str, Any], bool]:
     """Run ``write`` once per (team, kind, client id), with its claim, in one transaction; return
-    (result with ``duplicate``, duplicate)."""
+    (result with ``duplicate``, duplicate). Raises ``IdempotencyKeyReused`` when the client id
+    was stored with a body of another ``digest``."""
     with transaction.atomic():
-        stored = ingest_batch_claim(team_id=team_id, kind=kind, client_id=client_id)
+        stored = ingest_batch_claim(team_id=team_id, kind=kind, client_id=client_id, digest=digest)
         if stored is not None:
             return {**stored, "duplicate": True}, True
         result = write()

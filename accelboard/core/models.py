@@ -106,6 +106,10 @@ class IngestBatch(models.Model):
     kind = models.CharField(max_length=16, choices=BatchKind.choices)
     client_id = models.CharField(max_length=128)
     result = models.JSONField(default=dict)
+    # The digest of the write's canonical body (``idempotency_services.body_digest``): the same
+    # client id with another body is refused (409), not answered as a retry. Empty for claims
+    # made before digests were kept: those answer any body as before.
+    digest = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

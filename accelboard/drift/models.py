@@ -72,6 +72,8 @@ class AgreementBatch(models.Model):
     team = models.ForeignKey("core.Team", on_delete=models.CASCADE, related_name="+")
     batch_id = models.CharField(max_length=64)
     result = models.JSONField(default=dict)
+    # As ``IngestBatch.digest``: the same batch id with other items is refused (409).
+    digest = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import date, datetime
 from typing import Any
 
@@ -34,6 +34,7 @@ from accelboard.alerts.services import alert_raise
 from accelboard.benchmarks.models import MetricValue, ModelVariant
 from accelboard.benchmarks.selectors import model_resolve, model_variant_resolve
 from accelboard.core.access import scope_for_team
+from accelboard.core.idempotency_services import IdempotencyKeyReused, body_digest
 from accelboard.core.models import Team
 
 from . import computation as c
@@ -436,26 +437,32 @@ class AgreementInput:
     perplexity_delta: float | None = None
 
 
-def _claim(*, team: Team, batch_id: str) -> dict[str, Any] | None:
+def _claim(*, team: Team, batch_id: str, digest: str) -> dict[str, Any] | None:
+    """Claim the batch id (None), or the stored result of the batch stored under it; raises
+    ``IdempotencyKeyReused`` when that batch had other items (``core.idempotency_services``)."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            INSERT INTO drift_agreementbatch (team_id, batch_id, result, created_at)
-            VALUES (%s, %s, '{}'::jsonb, now())
+            INSERT INTO drift_agreementbatch (team_id, batch_id, result, digest, created_at)
+            VALUES (%s, %s, '{}'::jsonb, %s, now())
             ON CONFLICT (team_id, batch_id) DO NOTHING
             RETURNING id
             """,
-            [team.pk, batch_id],
+            [team.pk, batch_id, digest],
         )
         if cursor.fetchone() is not None:
             return None
-    return AgreementBatch.objects.get(team=team, batch_id=batch_id).result
+    result, stored = AgreementBatch.objects.values_list("result", "digest").get(team=team, batch_id=batch_id)
+    if stored and stored != digest:
+        raise IdempotencyKeyReused(kind="drift", client_id=batch_id)
+    return result
 
 
 def agreement_batch_ingest(
     *, team: Team, batch_id: str, items: list[AgreementInput]
 ) -> tuple[dict[str, Any], bool]:
-    """Store the batch's rows (upsert per team, variant, day, task); (result, duplicate)."""
+    """Store the batch's rows (upsert per team, variant, day, task); (result, duplicate). Raises
+    ``IdempotencyKeyReused`` when ``batch_id`` was stored with other items (nothing is stored)."""
     # Names resolve as the team sees them (its own or shared): another team's model or variant
     # answers as one nobody has, so these errors reveal nothing about other teams.
     variants: dict[tuple[str, str], ModelVariant] = {}
@@ -473,7 +480,7 @@ def agreement_batch_ingest(
                 f"no variant {item.variant!r} of model {item.model!r}: record a run of it first", path=path
             )
     with transaction.atomic():
-        stored = _claim(team=team, batch_id=batch_id)
+        stored = _claim(team=team, batch_id=batch_id, digest=body_digest([asdict(item) for item in items]))
         if stored is not None:
             return {**stored, "duplicate": True}, True
         for item in items:

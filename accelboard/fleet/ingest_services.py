@@ -9,7 +9,7 @@ per host, ``remote_write_services``):
    ``CREATE TABLE ... PARTITION OF`` would otherwise lock the parent table for the whole batch.
 3. In one transaction: the idempotency claims of the batch ids, in one statement
    (``core.idempotency_services.ingest_batches_claim``: a retry of a stored batch gets its stored
-   result back), then ``telemetry_batches_store``: per batch, refuse a host or GPU owned by another
+   result back; a stored batch id with another body is a 409, ``idempotency_key_reused``), then ``telemetry_batches_store``: per batch, refuse a host or GPU owned by another
    team and register the host and GPUs (by UUID; ``host_services``; none of it for a host this
    process registered the same way, ``RegistrationCache``); then for all the batches at once,
    binary-COPY the rows, write their partial aggregates (``partition_services``), and in one
@@ -24,7 +24,12 @@ without them runs exactly the statements it ran before.
 A Prometheus remote-write batch (``merge=True``) may carry the other part of a GPU-instant
 already stored (Prometheus splits a scrape over several requests): under per-host advisory locks
 (all the batches' hosts, one statement), one statement fills the stored rows' missing fields
-(``_MERGE_SQL``) and only the rest is copied; the agent's batches, always whole, run none of it.
+(``_MERGE_SQL``) and only the rest is copied; the agent's batches, always whole, only look for
+samples already stored (``_stored_instants``), under the same locks.
+Samples at a GPU-instant already stored (a batch sent again under a new batch id) are not stored
+again (``_stored_instants``: under the same per-host locks, one query over the batches' GPUs and
+time range; a remote-write merge finds them in its own statement): each batch's answer counts
+them as ``duplicate_samples``, and neither the COPY, the partials nor the rollups see them.
 A cached registration that no longer holds (``StaleRegistration``) or a remembered partition that
 is gone rolls the whole transaction back, and the batches are stored once more, the long way.
 """
@@ -48,7 +53,12 @@ import psycopg
 from django.db import IntegrityError, connection, transaction
 
 from accelboard.core.choices import BatchKind
-from accelboard.core.idempotency_services import ingest_batch_result_set, ingest_batches_claim
+from accelboard.core.idempotency_services import (
+    IdempotencyKeyReused,
+    body_digest,
+    ingest_batch_result_set,
+    ingest_batches_claim,
+)
 
 from .attribution_services import HostAttribution, attribution_range, attributions_store
 from .attribution_validation import Attribution, telemetry_batch_attribution_parse
@@ -69,7 +79,10 @@ COPY_COLUMNS = ("time", "host_id", "accelerator_id", *SAMPLE_FIELDS)
 
 def telemetry_batch_ingest(*, team_id: int, payload: object, merge: bool = False) -> dict[str, Any]:
     """Validate and store one telemetry batch of ``team_id``'s (docs/api-contract.md); idempotent
-    on its batch_id (``core.idempotency_services``, claimed in the batch's transaction); return ``{"batch_id", "accepted", "duplicate"}``,
+    on its batch_id (``core.idempotency_services``, claimed in the batch's transaction: the same
+    batch_id with another body is a 409); return ``{"batch_id", "accepted", "duplicate_samples",
+    "duplicate"}`` (``accepted``: samples stored; ``duplicate_samples``: samples at a GPU-instant
+    already stored, skipped),
     and ``attribution`` (intervals stored) and ``attribution_duplicates`` (intervals already stored,
     skipped) when the batch carries attribution.
 
@@ -83,7 +96,7 @@ def telemetry_batch_ingest(*, team_id: int, payload: object, merge: bool = False
 
 
 def telemetry_batches_ingest(
-    *, team_id: int, payloads: Sequence[object], merge: bool = False
+    *, team_id: int, payloads: Sequence[object], merge: bool = False, keyed_by_body: bool = False
 ) -> list[dict[str, Any]]:
     """``telemetry_batch_ingest`` of several batches (one per host: a Prometheus remote-write
     request's) in one transaction and one pass: one claim statement for all their batch ids, one
@@ -91,6 +104,9 @@ def telemetry_batches_ingest(
     in ``payloads``' order, each as ``telemetry_batch_ingest`` returns it (a batch stored before is
     ``duplicate`` on its own). All or nothing: an ``IngestRejected`` of a batch (its ``index`` set
     to the payload's) stores none of them. Runs in the caller's transaction when there is one.
+    ``keyed_by_body``: each batch id is already a digest of the request's body (remote-write), so
+    no body digest is kept with its claim (a retry may carry other attribution, read from the
+    database, and is still a retry).
     """
     received_at = datetime.now(UTC)
     parsed: list[tuple[TelemetryBatch, Attribution | None]] = []
@@ -103,11 +119,18 @@ def telemetry_batches_ingest(
     # Each result is known before the write (the samples it accepts; the intervals, unless some
     # were stored already), so it is stored with the claim, saving the write its own UPDATE.
     knowns: list[dict[str, Any]] = []
+    digests: list[str] = []
     # The days the samples need, and those the intervals need (each range bounded on its own:
     # the days between them, if any, are not made).
     ranges: set[tuple[datetime, datetime]] = set()
     for batch, attribution in parsed:
-        known: dict[str, Any] = {"batch_id": batch.batch_id, "accepted": len(batch.gpus)}
+        known: dict[str, Any] = {
+            "batch_id": batch.batch_id,
+            "accepted": len(batch.gpus),
+            "duplicate_samples": 0,
+        }
+        if not keyed_by_body:
+            digests.append(_batch_digest(batch, payloads[len(knowns)]))
         if batch.start is not None and batch.end is not None:
             ranges.add((batch.start, batch.end))
         if attribution is not None:
@@ -123,12 +146,18 @@ def telemetry_batches_ingest(
             telemetry_partitions_ensure(start=start, end=end, remembered=True)
         try:
             with transaction.atomic():
-                claims = ingest_batches_claim(
-                    team_id=team_id,
-                    kind=BatchKind.TELEMETRY,
-                    client_ids=[batch.batch_id for batch, _ in parsed],
-                    results=knowns,
-                )
+                try:
+                    claims = ingest_batches_claim(
+                        team_id=team_id,
+                        kind=BatchKind.TELEMETRY,
+                        client_ids=[batch.batch_id for batch, _ in parsed],
+                        results=knowns,
+                        digests=digests or None,
+                    )
+                except IdempotencyKeyReused as exc:
+                    rejected = idempotency_key_reused(exc, field="batch_id")
+                    rejected.index = exc.index
+                    raise rejected from None
                 fresh = [index for index, stored in enumerate(claims) if stored is None]
                 counts = telemetry_batches_store(
                     batches=[parsed[index] for index in fresh],
@@ -146,11 +175,11 @@ def telemetry_batches_ingest(
                         results.append({**stored, "duplicate": True})
                         continue
                     result = {"batch_id": known["batch_id"], **written[index]}
-                    if result["accepted"] != known["accepted"]:
+                    if result["accepted"] + result["duplicate_samples"] != known["accepted"]:
                         raise AssertionError(
                             f"telemetry {known['batch_id']}: wrote {result}, claimed {known}"
                         )
-                    if result != known:  # some intervals were stored already
+                    if result != known:  # some samples or intervals were stored already
                         ingest_batch_result_set(
                             team_id=team_id,
                             kind=BatchKind.TELEMETRY,
@@ -172,6 +201,36 @@ def telemetry_batches_ingest(
             continue
         return results
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _batch_digest(batch: TelemetryBatch, payload: object) -> str:
+    """The batch's body as validated (``body_digest``), its id left out: times as epoch seconds
+    whichever way they were written, samples as columns (serializing columns of numbers costs
+    half of serializing the samples' objects with sorted keys, for the same content)."""
+    attribution = payload.get("attribution") if isinstance(payload, dict) else None
+    return body_digest(
+        [
+            batch.hostname,
+            batch.host_facts,
+            batch.accelerators,
+            batch.gpus,
+            batch.epochs,
+            batch.columns,
+            attribution,
+        ]
+    )
+
+
+def idempotency_key_reused(exc: IdempotencyKeyReused, *, field: str) -> IngestRejected:
+    """The 409 for a client id sent again with another body (``IdempotencyKeyReused``), naming
+    the key and its field, as every ingest endpoint answers it."""
+    return IngestRejected(
+        f"{field} {exc.client_id!r} was already used for a write with another body: a retry must "
+        f"send the same body; new data needs a new {field}",
+        path=field,
+        code="idempotency_key_reused",
+        status=409,
+    )
 
 
 def _ranges_merged(ranges: set[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
@@ -323,8 +382,9 @@ def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, 
     return {*foreign, *moved}
 
 
-# Remote-write merge (``telemetry_batches_store(merge=True)``). Two requests of one host merging at
-# once would both miss the other's uncommitted rows and both insert: a lock per host name
+# Remote-write merge (``telemetry_batches_store(merge=True)``), and the agent's duplicate check
+# (``_stored_instants``). Two requests of one host merging (or checking) at once would both miss
+# the other's uncommitted rows and both insert: a lock per host name
 # serializes them, taken before anything else of the call (so the merge's snapshot sees what the
 # lock's holder committed, and no request holds a row another waits for while it waits for a
 # lock), for all its hosts in one statement, in key order (no deadlock between two requests
@@ -352,22 +412,32 @@ _MERGED_TOTAL = """mem_total_bytes = CASE
         THEN COALESCE(s.mem_used_bytes, v.mem_used_bytes) + COALESCE(s.mem_free_bytes, v.mem_free_bytes)
             + COALESCE(s.mem_reserved_bytes, v.mem_reserved_bytes, 0)
         ELSE COALESCE(s.mem_total_bytes, v.mem_total_bytes) END"""
-# One statement: fill the stored rows of the batches' GPU-instants (the range bounds prune the
-# partitions), record their range as raw-only (the partials written with the stored part no longer
-# describe these rows: rollups near them read raw rows, ``TelemetryRawRange``), and return which
-# samples were merged.
+# One statement: fill the stored rows of the batches' GPU-instants where the sample brings a field
+# the row lacks (the range bounds prune the partitions), record their range as raw-only (the
+# partials written with the stored part no longer describe these rows: rollups near them read raw
+# rows, ``TelemetryRawRange``), and return which samples were merged (true) and which brought
+# nothing the stored row lacks (false: duplicates, a request sent again; no write, no raw range).
+# Both parts read the statement's snapshot, before the update.
 _MERGE_SQL = """
-WITH merged AS (
+WITH v AS MATERIALIZED (
+    SELECT * FROM unnest(%s::int8[], %s::timestamptz[], {arrays}) WITH ORDINALITY AS v(id, time, {fields}, n)
+),
+merged AS (
     UPDATE fleet_telemetrysample AS s SET {assign}
-    FROM unnest(%s::int8[], %s::timestamptz[], {arrays}) WITH ORDINALITY AS v(id, time, {fields}, n)
+    FROM v
     WHERE s.accelerator_id = v.id AND s.time = v.time AND s.time >= %s AND s.time <= %s
+      AND ({fills})
     RETURNING v.n, s.time
 ),
 raw AS (
     INSERT INTO fleet_telemetryrawrange (start, "end", created_at)
     SELECT min(time), max(time), now() FROM merged HAVING count(*) > 0
 )
-SELECT DISTINCT n FROM merged
+SELECT DISTINCT n, true FROM merged
+UNION ALL
+SELECT DISTINCT v.n, false FROM v JOIN fleet_telemetrysample AS s
+    ON s.accelerator_id = v.id AND s.time = v.time AND s.time >= %s AND s.time <= %s
+WHERE NOT ({fills})
 """
 # The framebuffer's parts and total go together: the total's assignment reads all four.
 _MEMORY_FIELDS = ("mem_used_bytes", "mem_total_bytes", "mem_free_bytes", "mem_reserved_bytes")
@@ -385,24 +455,28 @@ def _merge_sql(fields: tuple[str, ...]) -> str:
         ),
         arrays=", ".join(f"%s::{'int8' if SAMPLE_FIELDS[name][0] else 'float4'}[]" for name in fields),
         fields=", ".join(fields),
+        fills=" OR ".join(f"(s.{name} IS NULL AND v.{name} IS NOT NULL)" for name in fields),
     )
 
 
 def _merge_stored(
     *, accelerator_ids: list[int], times: list[datetime], columns: Mapping[str, list[Any]]
-) -> set[int]:
+) -> tuple[set[int], set[int]]:
     """Fill the stored rows at the samples' GPU-instants with their fields (a field a row has
-    stays); return the indexes of the samples merged (the rest is to be copied)."""
+    stays); return the indexes of the samples merged and of those whose fields the stored row
+    had all (duplicates); the rest is to be copied."""
     carried = {name for name in SAMPLE_FIELDS if any(value is not None for value in columns[name])}
     if carried & set(_MEMORY_FIELDS):
         carried.update(_MEMORY_FIELDS)
     # At least one field, so that a stored instant is still found (and not copied a second time).
     fields = tuple(name for name in SAMPLE_FIELDS if name in carried) or ("power_w",)
+    start, end = min(times), max(times)
     rows = _execute(
         _merge_sql(fields),
-        [accelerator_ids, times, *(columns[name] for name in fields), min(times), max(times)],
+        [accelerator_ids, times, *(columns[name] for name in fields), start, end, start, end],
     )
-    return {int(row[0]) - 1 for row in rows}
+    merged = {int(n) - 1 for n, filled in rows if filled}
+    return merged, {int(n) - 1 for n, filled in rows if not filled}
 
 
 class StaleRegistration(Exception):
@@ -592,7 +666,8 @@ def telemetry_batches_store(
 ) -> list[dict[str, int]]:
     """Register each batch's host and GPUs, store its attribution intervals, then for all the
     batches at once: COPY the samples, write their partials, update live state and mark the ranges
-    dirty; return per batch ``{"accepted": rows stored}``, with ``attribution`` and
+    dirty; return per batch ``{"accepted": rows stored, "duplicate_samples": samples skipped}``
+    (a sample at a GPU-instant already stored, or listed before in the batch), with ``attribution`` and
     ``attribution_duplicates`` (``attribution_services.attributions_store``) when it carries them,
     all the batches' intervals stored at once (``attributions_store``).
 
@@ -609,20 +684,23 @@ def telemetry_batches_store(
 
     ``merge`` (Prometheus remote-write): a sample whose GPU already has a row at its instant fills
     that row's NULL fields instead of adding a row (``_merge_stored``: one statement for all the
-    batches, under the batches' host locks, ``_LOCK_SQL``); the rest is copied. Accepted counts both.
+    batches, under the batches' host locks, ``_LOCK_SQL``); the rest is copied. Accepted counts both;
+    a sample whose fields the stored row has all already is a duplicate. Without ``merge``, any
+    sample at a stored GPU-instant is one (``_stored_instants``, under the same locks).
     ``indexes``: each batch's index for an ``IngestRejected`` (default: its position).
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("telemetry_batches_store must run inside a transaction")
     positions = list(indexes) if indexes is not None else list(range(len(batches)))
-    if merge and any(batch.gpus for batch, _ in batches):
+    if any(batch.gpus for batch, _ in batches):
         with connection.cursor() as cursor:
             cursor.execute(
                 _LOCK_SQL,
                 [_ADVISORY_MERGE, _merge_keys(batch.hostname for batch, _ in batches if batch.gpus)],
             )
-    results: list[dict[str, int]] = [{"accepted": 0} for _ in batches]
+    results: list[dict[str, int]] = [{"accepted": 0, "duplicate_samples": 0} for _ in batches]
     stored: list[_Stored] = []
+    slots: list[int] = []  # each stored entry's batch
     intervals: list[tuple[int, _Registration]] = []
     # Registration in host-name order (the rows it locks, in one order in every transaction).
     for slot in sorted(range(len(batches)), key=lambda n: batches[n][0].hostname):
@@ -634,9 +712,10 @@ def telemetry_batches_store(
         except IngestRejected as exc:
             exc.index = positions[slot]
             raise
-        results[slot] = {"accepted": len(batch.gpus), **registration.counts}
+        results[slot] = {"accepted": len(batch.gpus), "duplicate_samples": 0, **registration.counts}
         if registration.stored is not None:
             stored.append(registration.stored)
+            slots.append(slot)
         if registration.attribution is not None:
             intervals.append((slot, registration))
     if intervals:
@@ -655,19 +734,25 @@ def telemetry_batches_store(
         times.extend(entry.times)
         for name in SAMPLE_FIELDS:
             columns[name].extend(entry.batch.columns[name])
-    total, done = len(ids), set()
+    total, done = len(ids), set[int]()
     if merge:
-        done = _merge_stored(accelerator_ids=ids, times=times, columns=columns)
-        if done:
-            keep = [i for i in range(len(times)) if i not in done]
-            host_of_row = [host_of_row[i] for i in keep]
-            ids = [ids[i] for i in keep]
-            times = [times[i] for i in keep]
-            columns = {name: [values[i] for i in keep] for name, values in columns.items()}
+        done, duplicates = _merge_stored(accelerator_ids=ids, times=times, columns=columns)
+    else:
+        duplicates = _stored_instants(stored=stored, accelerator_ids=ids, times=times)
+    if duplicates:
+        _duplicates_count(stored=stored, slots=slots, duplicates=duplicates, results=results)
+    if done or duplicates:
+        keep = [i for i in range(len(times)) if i not in done and i not in duplicates]
+        host_of_row = [host_of_row[i] for i in keep]
+        ids = [ids[i] for i in keep]
+        times = [times[i] for i in keep]
+        columns = {name: [values[i] for i in keep] for name, values in columns.items()}
     rows = zip(times, host_of_row, ids, *(columns[name] for name in SAMPLE_FIELDS), strict=True)
     copied = telemetry_copy(rows=rows, columns=COPY_COLUMNS, partials_follow=True)
-    if copied + len(done) != total:
-        raise AssertionError(f"telemetry: stored {copied} + merged {len(done)} of {total} samples")
+    if copied + len(done) + len(duplicates) != total:
+        raise AssertionError(
+            f"telemetry: stored {copied} + merged {len(done)} + duplicates {len(duplicates)} of {total} samples"
+        )
     telemetry_partials_write(
         host_id=stored[0].host_id if len(stored) == 1 else host_of_row,
         accelerator_ids=ids,
@@ -695,6 +780,48 @@ def telemetry_batches_store(
                 unchanged=entry.unchanged,
             )
     return results
+
+
+# The stored rows of the batches' GPUs over the batches' time range: one index range scan per GPU
+# (``fleet_telemetrysample_gpu_time``), the bounds pruning the partitions. A batch of new data
+# (the agent's next 5 s) finds none, at the cost of one round trip; a batch sent again finds its
+# own rows.
+_STORED_INSTANTS_SQL = """
+SELECT accelerator_id, time FROM fleet_telemetrysample
+WHERE accelerator_id = ANY(%s::int8[]) AND time >= %s AND time <= %s
+"""
+
+
+def _stored_instants(*, stored: list[_Stored], accelerator_ids: list[int], times: list[datetime]) -> set[int]:
+    """The indexes of the samples that are not to be stored: at a GPU-instant with a stored row
+    (one query for all the batches, ``_STORED_INSTANTS_SQL``), or at one an earlier sample of the
+    call has. Run under the batches' host locks, so a concurrent copy of the same samples is
+    seen."""
+    codes = np.fromiter(accelerator_ids, dtype=np.int64, count=len(accelerator_ids))
+    epochs = np.concatenate([np.asarray(entry.batch.epochs, dtype=np.float64) for entry in stored])
+    order = np.lexsort((epochs, codes))
+    repeated = (codes[order][1:] == codes[order][:-1]) & (epochs[order][1:] == epochs[order][:-1])
+    duplicates = set(order[1:][repeated].tolist()) if repeated.any() else set()
+    rows = _execute(_STORED_INSTANTS_SQL, [sorted(set(accelerator_ids)), min(times), max(times)])
+    if rows:
+        have = set(rows)
+        duplicates.update(i for i, key in enumerate(zip(accelerator_ids, times, strict=True)) if key in have)
+    return duplicates
+
+
+def _duplicates_count(
+    *, stored: list[_Stored], slots: list[int], duplicates: set[int], results: list[dict[str, int]]
+) -> None:
+    """Move each duplicate sample of ``results`` from its batch's ``accepted`` to its
+    ``duplicate_samples``."""
+    ends = np.cumsum([len(entry.times) for entry in stored])
+    owners = np.searchsorted(
+        ends, np.fromiter(duplicates, dtype=np.int64, count=len(duplicates)), side="right"
+    )
+    for entry, count in zip(*np.unique(owners, return_counts=True), strict=True):
+        slot = slots[int(entry)]
+        results[slot]["accepted"] -= int(count)
+        results[slot]["duplicate_samples"] += int(count)
 
 
 def _intervals_store(

@@ -206,7 +206,8 @@ def prometheus_write_ingest(
     *, team_id: int, body: bytes, serving: SeriesStore | None = None
 ) -> dict[str, Any]:
     """Store one remote-write request of ``team_id``'s (docs/api.md); return ``{"series",
-    "samples", "stored", "duplicate", "unknown"}``. Raises ``IngestRejected`` (400, 409, 413)
+    "samples", "stored", "duplicate_samples", "duplicate", "unknown"}`` (``duplicate_samples``:
+    samples whose fields were all stored already, by an earlier request, skipped). Raises ``IngestRejected`` (400, 409, 413)
     for a request that will never be stored; nothing of it is then stored."""
     try:
         raw = snappy_decode(body, max_bytes=settings.PROMETHEUS_WRITE_MAX_BYTES)
@@ -215,7 +216,7 @@ def prometheus_write_ingest(
     except WriteRejected as exc:
         raise IngestRejected(exc.message, code=exc.code, status=exc.status) from None
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
-    stored = duplicates = 0
+    stored = duplicates = duplicate_samples = 0
     with transaction.atomic():
         pods = _pods_attribution(team_id=team_id, hosts=mapped.hosts)
         # One pass of the telemetry path for all the request's hosts (one claim statement, one
@@ -234,7 +235,10 @@ def prometheus_write_ingest(
                 payload["attribution"] = pods[batch.hostname]
             payloads.append(payload)
         try:
-            results = telemetry_batches_ingest(team_id=team_id, payloads=payloads, merge=True)
+            # The batch ids are the body's digest already: a retry is the same body.
+            results = telemetry_batches_ingest(
+                team_id=team_id, payloads=payloads, merge=True, keyed_by_body=True
+            )
         except IngestRejected as exc:
             if exc.index is None:
                 raise
@@ -244,6 +248,7 @@ def prometheus_write_ingest(
                 duplicates += 1
             else:
                 stored += result["accepted"]
+                duplicate_samples += result.get("duplicate_samples", 0)
         if serving is not None:
             for name in serving(team_id=team_id, series=series, request_id=digest, refused=mapped.refused):
                 mapped.unknown.pop(name, None)
@@ -253,6 +258,7 @@ def prometheus_write_ingest(
         "series": len(series),
         "samples": mapped.samples,
         "stored": stored,
+        "duplicate_samples": duplicate_samples,
         "duplicate": bool(mapped.hosts) and duplicates == len(mapped.hosts),
         "unknown": sum(mapped.unknown.values()),
         "refused": sum(mapped.refused.values()),

@@ -71,6 +71,7 @@ def test_it_stores_dcgm_samples_as_telemetry_rows(client: Client, ingest_token: 
         "series": 19,
         "samples": 18,
         "stored": 3,
+        "duplicate_samples": 0,
         "duplicate": False,
         "unknown": 1,
         "refused": 0,
@@ -435,3 +436,25 @@ def test_a_gpu_of_another_team_refuses_the_whole_request(
     assert error["code"] == "accelerator_conflict" and "prom-node-zz" in error["message"]
     assert not Host.objects.filter(hostname="prom-node-00").exists()
     assert TelemetrySample.objects.count() == 1
+
+
+def test_the_same_samples_in_another_request_are_counted_not_stored_nor_merged(
+    client: Client, ingest_token: str
+) -> None:
+    """Another body (so another batch id) carrying samples whose fields are all stored: nothing
+    written, not even a merge (whose raw range would make the rollups read raw rows), and counted;
+    a half carrying a field the rows lack still merges (the test above)."""
+    from accelboard.fleet.models import TelemetryRawRange
+
+    start = (int(time.time()) // 60 - 3) * 60_000 + 5_000
+    assert _post(client, snappy(write_request(_scrapes(start))), ingest_token).json()["stored"] == 8
+    expected_rows, expected_minutes = _stored()
+    ranges = TelemetryRawRange.objects.count()
+    for body in (
+        write_request([*_scrapes(start), ({"__name__": "up", **GPU}, [(start, 1.0)])]),
+        write_request(_scrapes(start, _HALF_A)),
+    ):
+        answer = _post(client, snappy(body), ingest_token).json()
+        assert (answer["stored"], answer["duplicate_samples"], answer["duplicate"]) == (0, 8, False)
+    assert TelemetryRawRange.objects.count() == ranges
+    assert _stored() == (expected_rows, expected_minutes)

@@ -38,7 +38,12 @@ def test_it_stores_a_batch_and_registers_host_and_gpus(client: Client, team: Any
     payload = telemetry_payload(n=6)
     response = post_json(client, URL, payload, ingest_token)
     assert response.status_code == 200, response.content
-    assert response.json() == {"batch_id": payload["batch_id"], "accepted": 6, "duplicate": False}
+    assert response.json() == {
+        "batch_id": payload["batch_id"],
+        "accepted": 6,
+        "duplicate_samples": 0,
+        "duplicate": False,
+    }
     rows = _samples_stored()
     assert len(rows) == 6
     assert rows[0][:6] == (GPU_A, 400.0, 1_000_000, 61_203_283_968, 1980.0, 0)
@@ -297,9 +302,10 @@ def test_it_stores_a_retried_batch_once(client: Client, team: Any, ingest_token:
     payload = telemetry_payload(n=8)
     first = post_json(client, URL, payload, ingest_token)
     second = post_json(client, URL, payload, ingest_token, gzipped=True)
-    assert first.json() == {"batch_id": payload["batch_id"], "accepted": 8, "duplicate": False}
+    answer = {"batch_id": payload["batch_id"], "accepted": 8, "duplicate_samples": 0}
+    assert first.json() == {**answer, "duplicate": False}
     assert second.status_code == 200
-    assert second.json() == {"batch_id": payload["batch_id"], "accepted": 8, "duplicate": True}
+    assert second.json() == {**answer, "duplicate": True}
     assert len(_samples_stored()) == 8
 
 
@@ -448,7 +454,8 @@ def test_an_agent_batch_runs_no_merge_statement(
     client: Client, team: Any, ingest_token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The merge of split GPU-instants is the remote-write path's (``merge=True``): the agent's
-    batch runs the statements it ran before, and a merging batch two more (the lock, the merge)."""
+    batch only looks for samples stored already (one query, under the host's lock), and a merging
+    batch runs the merge in its stead."""
     start = time.time() - 60
     assert post_json(client, URL, telemetry_payload(n=4, start=start), ingest_token).status_code == 200
     # The final statement and the merge run server-side bound (``ingest_services._execute``),
@@ -473,11 +480,12 @@ def test_an_agent_batch_runs_no_merge_statement(
     with CaptureQueriesContext(connection) as merging:
         telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start + 4), merge=True)
     merging_sql = statements(merging)
-    # The savepoint, the batch claim, the final statement, the release (COPY and the partials'
-    # prepared statement bypass Django's cursor), as before the merge existed.
-    assert len(plain_sql) == 4
-    assert not any("UPDATE fleet_telemetrysample" in sql or "pg_advisory" in sql for sql in plain_sql)
-    assert len(merging_sql) == len(plain_sql) + 2
+    # The savepoint, the batch claim, the host's lock, the stored-samples query, the final
+    # statement, the release (COPY and the partials' prepared statement bypass Django's cursor).
+    assert len(plain_sql) == 6
+    assert not any("UPDATE fleet_telemetrysample" in sql for sql in plain_sql)
+    assert sum("pg_advisory" in sql for sql in plain_sql) == 1
+    assert len(merging_sql) == len(plain_sql)
     assert sum("UPDATE fleet_telemetrysample" in sql for sql in merging_sql) == 1
 
 
@@ -487,8 +495,8 @@ def test_several_batches_are_stored_in_one_call_each_claimed_on_its_own(team: An
     second = telemetry_payload(n=6, batch_id="many-2", start=time.time() - 30)
     results = ingest_services.telemetry_batches_ingest(team_id=team.pk, payloads=[first, second])
     assert results == [
-        {"batch_id": "many-1", "accepted": 4, "duplicate": True},
-        {"batch_id": "many-2", "accepted": 6, "duplicate": False},
+        {"batch_id": "many-1", "accepted": 4, "duplicate_samples": 0, "duplicate": True},
+        {"batch_id": "many-2", "accepted": 6, "duplicate_samples": 0, "duplicate": False},
     ]
     assert len(_samples_stored()) == 10
     # Sent again, together: both stored already.
@@ -520,7 +528,8 @@ def test_a_batch_registering_part_of_what_its_host_registered_takes_no_registrat
 
     def registration_queries(payload: dict[str, Any]) -> int:
         with CaptureQueriesContext(connection) as captured:
-            assert telemetry_batch_ingest(team_id=team.pk, payload=payload)["accepted"] == 2
+            result = telemetry_batch_ingest(team_id=team.pk, payload=payload)
+            assert result["accepted"] + result["duplicate_samples"] == 2
         return sum("FROM fleet_host h WHERE h.hostname" in q["sql"] for q in captured.captured_queries)
 
     assert registration_queries(part) == 0

@@ -126,6 +126,7 @@ def test_it_stores_workloads_and_intervals_exactly(client: Client, team: Any, in
     assert response.json() == {
         "batch_id": payload["batch_id"],
         "accepted": 4,
+        "duplicate_samples": 0,
         "duplicate": False,
         "attribution": 4,
         "attribution_duplicates": 0,
@@ -188,6 +189,7 @@ def test_an_identical_resend_under_a_new_batch_id_is_counted_as_duplicates(
     assert response.json() == {
         "batch_id": resend["batch_id"],
         "accepted": 0,
+        "duplicate_samples": 0,
         "duplicate": False,
         "attribution": 1,
         "attribution_duplicates": 4,
@@ -441,7 +443,7 @@ def test_a_batch_without_attribution_costs_what_it_cost_before(
     assert post_json(client, URL, telemetry_payload(n=4, start=T), ingest_token).status_code == 200
     with CaptureQueriesContext(connection) as plain:
         response = post_json(client, URL, telemetry_payload(n=4, start=T + 2), ingest_token)
-    assert response.json().keys() == {"batch_id", "accepted", "duplicate"}
+    assert response.json().keys() == {"batch_id", "accepted", "duplicate_samples", "duplicate"}
     sql = [query["sql"] for query in plain.captured_queries]
     assert not any("gpuattribution" in text or "fleet_workload" in text for text in sql)
     # With attribution: the host's lock, the stored overlaps, one upsert of the workloads (the

@@ -86,11 +86,17 @@ def test_it_answers_a_retried_batch_from_the_first_request(
     client: Client, token: str, variants: None
 ) -> None:
     first = post(client, payload(), token)
-    changed = payload()
-    changed["items"][0]["agreement_rate"] = 0.5  # a retry carries the same batch: nothing rewritten
-    retry = post(client, changed, token)
+    retry = post(client, payload(), token)
     assert retry.status_code == 200
     assert retry.json() == {**first.json(), "duplicate": True}
+    # The same batch id with other figures is no retry: a 409 naming the key, nothing rewritten.
+    changed = payload()
+    changed["items"][0]["agreement_rate"] = 0.5
+    reused = post(client, changed, token)
+    assert reused.status_code == 409
+    error = reused.json()["error"]
+    assert (error["code"], error["path"]) == ("idempotency_key_reused", "batch_id")
+    assert "drift-2026-03-01" in error["message"]
     assert ProductionAgreement.objects.count() == 2
     assert ProductionAgreement.objects.get(day="2026-03-01").agreement_rate == 0.973
     # A new batch for the same day and task replaces the figures (upsert), adding no row.

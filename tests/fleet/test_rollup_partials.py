@@ -191,8 +191,10 @@ def test_it_rolls_up_from_raw_rows_a_gpu_whose_partials_overlap(team: Any) -> No
     batches = _batches(rng, start.timestamp(), seconds=120)
     for batch in batches:
         telemetry_batch_ingest(team=team, payload=batch)
-    # The same samples again under another id: the raw rows' order at equal times is their id.
-    telemetry_batch_ingest(team=team, payload={**batches[3], "batch_id": "again"})
+    # Samples half a second after those of a stored batch (the same samples again would not be
+    # stored: a GPU-instant is stored once): the two batches' partials overlap in time.
+    shifted = [{**sample, "time": sample["time"] + 0.5} for sample in batches[3]["samples"]]
+    telemetry_batch_ingest(team=team, payload={**batches[3], "batch_id": "again", "samples": shifted})
     result = rollup_services.telemetry_rollups_drain()
     from_partials = _rollups()
     assert 0 < result.partial_rows < result.minute_rows
@@ -205,9 +207,11 @@ def test_it_rolls_up_from_raw_rows_a_gpu_whose_partials_overlap(team: Any) -> No
     _assert_equal(from_partials, _rollups())
 
 
-def test_it_rolls_up_from_raw_rows_partials_that_touch(team: Any) -> None:
-    """Two batches share an instant: raw rows at equal times go in id order (the batch stored
-    first), which the partials cannot tell."""
+def test_two_batches_sharing_an_instant_roll_up_from_partials_as_from_raw_rows(team: Any) -> None:
+    """Two batches share an instant: the second's sample there is not stored (the GPU-instant is
+    stored once, the first batch's), so the partials no longer touch and are read, and they give
+    what the raw rows give. (Partials that overlap are read raw:
+    ``test_it_rolls_up_from_raw_rows_a_gpu_whose_partials_overlap``.)"""
     start = (datetime.now(UTC) - timedelta(hours=2)).replace(second=20, microsecond=0).timestamp()
 
     def batch(batch_id: str, seconds: range, counter: int) -> dict[str, Any]:
@@ -223,9 +227,10 @@ def test_it_rolls_up_from_raw_rows_partials_that_touch(team: Any) -> None:
         }
 
     telemetry_batch_ingest(team=team, payload=batch("later", range(10, 16), 10_000_000))
-    telemetry_batch_ingest(team=team, payload=batch("earlier", range(5, 11), 7_500_000))
+    earlier = telemetry_batch_ingest(team=team, payload=batch("earlier", range(5, 11), 7_500_000))
+    assert (earlier["accepted"], earlier["duplicate_samples"]) == (5, 1)
     result = rollup_services.telemetry_rollups_drain()
-    assert result.partial_rows == 0 and result.minute_rows == 1
+    assert result.partial_rows == result.minute_rows == 1  # from the partials
     from_partials = _rollups()
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
