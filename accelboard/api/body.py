@@ -154,7 +154,7 @@ def request_json(request: HttpRequest) -> Any:
 _DEEPER_THAN_ORJSON = object()
 
 
-def _loads_or_why(raw: bytes) -> Any:
+def _loads_or_why(raw: bytes | bytearray) -> Any:
     """The body that the nesting-limited parse refused: malformed (400), too deep (422 naming
     where, found by a scan of the text), or, should orjson and the scan disagree, decoded."""
     data: Any = _DEEPER_THAN_ORJSON

@@ -148,11 +148,11 @@ def nesting_error(
     return None
 
 
-def fits_orjson(text: str | bytes, *, limit: int = MAX_JSON_NESTING) -> Any:
+def fits_orjson(text: str | bytes | bytearray, *, limit: int = MAX_JSON_NESTING) -> Any:
     """``orjson.loads(text)`` when it parses and nests at most ``limit`` levels; raises
     ``orjson.JSONDecodeError`` otherwise (the caller then looks for why)."""
     wrap = _ORJSON_NESTING - limit
-    if isinstance(text, bytes):
+    if isinstance(text, (bytes, bytearray)):
         data = orjson.loads(b"[" * wrap + text + b"]" * wrap)
     else:
         data = orjson.loads("[" * wrap + text + "]" * wrap)
