@@ -188,7 +188,8 @@ _ALLOWED = {
         "core/admin.py",
         "core/sso_services.py",  # single sign-on writes memberships from the provider's groups
     },
-    "memberships__": {"notifications/services.py"},  # the mail planner joins subscriptions in bulk
+    # The mail and route planners join subscriptions (a personal route its owner's membership) in bulk.
+    "memberships__": {"notifications/services.py", "notifications/route_services.py"},
 }
 
 
