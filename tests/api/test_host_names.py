@@ -59,7 +59,11 @@ def test_telemetry_under_another_teams_host_name_answers_as_an_unused_name(
     unused = post_json(client, TELEMETRY, _telemetry("charlie-node-03", ("GPU-c1", "GPU-c2")), ingest_token)
 
     assert taken.status_code == unused.status_code == 200, taken.content
-    assert _without_batch_id(taken) == _without_batch_id(unused) == {"accepted": 4, "duplicate": False}
+    assert (
+        _without_batch_id(taken)
+        == _without_batch_id(unused)
+        == {"accepted": 4, "duplicate_samples": 0, "duplicate": False}
+    )
     # The sender got a host of its own under that name; the other team's is untouched.
     ours = Host.objects.get(team=team, hostname="bravo-node-02")
     assert ours.pk != theirs.pk
