@@ -249,6 +249,9 @@ MEDIA_ROOT = Path(env_str("MEDIA_ROOT") or str(_home() / "media"))
 MEDIA_URL = "/media/"
 # Benchmark uploads and telemetry batches can be large; the API enforces its own limits.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 64 * 1024 * 1024, minimum=1024)
+# The longest request line answered (414 past it, core.middleware.RequestLimits): gunicorn's own
+# default; 0 leaves the length to the server and the proxy in front.
+REQUEST_LINE_LIMIT = env_int("REQUEST_LINE_LIMIT", 4094, minimum=0)
 
 # --- Security (production) ----------------------------------------------------------------------
 SESSION_COOKIE_SECURE = PRODUCTION

@@ -42,7 +42,7 @@ class SignedInRequest(HttpRequest):
 # The request limits (gunicorn's defaults). gunicorn's own are set a little above them
 # (``gunicorn_conf``): gunicorn answers past its limits with an HTML page, which an API client
 # cannot read; this middleware answers the same 414 and 431 in the API's JSON error shape.
-MAX_REQUEST_LINE = 4094  # bytes of "GET /path?query HTTP/1.1"
+MAX_REQUEST_LINE = 4094  # bytes of "GET /path?query HTTP/1.1": REQUEST_LINE_LIMIT by default
 MAX_HEADER_FIELD = 8190  # bytes of one "Name: value" line, its CRLF included
 MAX_HEADER_FIELDS = 100
 # WSGI names of header fields that lack the HTTP_ prefix.
@@ -64,6 +64,7 @@ class RequestLimits:
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
+        self.max_line = settings.REQUEST_LINE_LIMIT  # 0: no limit
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         meta = request.META
@@ -72,12 +73,12 @@ class RequestLimits:
         )
         line = len(meta.get("REQUEST_METHOD", "")) + 1 + len(uri.encode("latin-1", "replace")) + 1
         line += len(meta.get("SERVER_PROTOCOL", "HTTP/1.1"))
-        if line > MAX_REQUEST_LINE:
+        if self.max_line and line > self.max_line:
             return _limit_response(
                 request,
                 status=414,
                 code="uri_too_long",
-                message=f"the request line is {line:,} bytes; at most {MAX_REQUEST_LINE:,} "
+                message=f"the request line is {line:,} bytes; at most {self.max_line:,} "
                 "(send long filters in a body, or fewer of them)",
             )
         fields = 0
