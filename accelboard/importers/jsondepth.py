@@ -157,6 +157,10 @@ def fits_orjson(text: str | bytes | bytearray, *, limit: int = MAX_JSON_NESTING)
     else:
         data = orjson.loads("[" * wrap + text + "]" * wrap)
     for _ in range(wrap):
+        # Each wrapper holds exactly the one value the text is: a blank text ("[[]]"), or one that
+        # closes the wrappers itself ("1],[2" -> "[[1],[2]]"), is not one JSON value.
+        if not isinstance(data, list) or len(data) != 1:
+            raise orjson.JSONDecodeError("Expecting one JSON value", "", 0)
         data = data[0]
     return data
 
