@@ -122,6 +122,7 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     columns = EventColumns()
     runtime_corr = array("q")
     runtime_ts = array("d")
+    runtime_dur = array("d")
     ops: dict[str, list[float]] = {}
     runtime: dict[str, list[float]] = {}
     steps: dict[int, Step] = {}
@@ -187,6 +188,7 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                 if type(correlation) is int and 0 <= correlation < 1 << 63:
                     runtime_corr.append(correlation)
                     runtime_ts.append(ts)
+                    runtime_dur.append(dur)
             else:
                 if label.startswith("ProfilerStep#"):
                     match = _STEP.match(label)
@@ -207,7 +209,7 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
         raise ParseError(name, "no traceEvents: not a PyTorch profiler / Chrome trace")
     trace = RankTrace(rank=index, file=name, ops=ops, runtime=runtime)
     trace.names = list(columns.names)
-    trace.events = _events(columns, runtime_corr, runtime_ts)
+    trace.events = _events(columns, runtime_corr, runtime_ts, runtime_dur)
     trace.steps = [steps[number] for number in sorted(steps)]
     _header(trace, header, devices)
     if bad_durations:
@@ -220,20 +222,23 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     return trace
 
 
-def _events(columns: EventColumns, runtime_corr: array, runtime_ts: array) -> GpuEvents:
+def _events(columns: EventColumns, runtime_corr: array, runtime_ts: array, runtime_dur: array) -> GpuEvents:
     if not len(columns):
         return GpuEvents.empty()
     correlation = np.frombuffer(columns.correlation, dtype=np.int64)
     launch = np.full(len(columns), np.nan)
+    launch_dur = np.full(len(columns), np.nan)
     if runtime_corr:
         keys = np.frombuffer(runtime_corr, dtype=np.int64)
         times = np.frombuffer(runtime_ts, dtype=np.float64)
+        durations = np.frombuffer(runtime_dur, dtype=np.float64)
         order = np.argsort(keys, kind="stable")
-        keys, times = keys[order], times[order]
+        keys, times, durations = keys[order], times[order], durations[order]
         where = np.searchsorted(keys, correlation)
         where_ok = np.minimum(where, len(keys) - 1)
         found = (keys[where_ok] == correlation) & (correlation >= 0)
         launch[found] = times[where_ok[found]]
+        launch_dur[found] = durations[where_ok[found]]
     return GpuEvents(
         start=np.frombuffer(columns.start, dtype=np.float64).copy(),
         dur=np.frombuffer(columns.dur, dtype=np.float64).copy(),
@@ -241,6 +246,7 @@ def _events(columns: EventColumns, runtime_corr: array, runtime_ts: array) -> Gp
         kind=np.frombuffer(columns.kind, dtype=np.int8).copy(),
         name=np.frombuffer(columns.name, dtype=np.int64).copy(),
         launch=launch,
+        launch_dur=launch_dur,
     )
 
 

@@ -24,6 +24,7 @@ from accelboard.importers.base import ParseError, UnrecognisedFormat
 from accelboard.importers.profile_registry import profile_detect, profile_parse
 
 from .analysis import profile_analyse
+from .hta import hta_analyse
 from .models import Profile, ProfileBreakdown, ProfileKernel, ProfileRank
 
 Source = str | Path | bytes | IO[bytes]
@@ -57,7 +58,9 @@ def profile_summarise(*, files: Sequence[tuple[str, Source]]) -> dict[str, Any]:
         raise ProfileRejected(str(exc)) from None
     finally:
         _rewind(files)
-    return profile_analyse(data)
+    summary = profile_analyse(data)
+    summary["hta"] = hta_analyse(data, summary)
+    return summary
 
 
 def profile_attach(
@@ -92,6 +95,7 @@ def profile_attach(
             imbalance=_json_keys(summary["imbalance"]),
             ops=summary["ops"],
             warnings=summary["warnings"],
+            hta=summary["hta"],
             uploaded_by=uploaded_by if getattr(uploaded_by, "pk", None) else None,
         )
         ProfileRank.objects.bulk_create(_rank_rows(profile, summary))
