@@ -224,7 +224,7 @@ def ranks_analysis(
     # Collectives matched by order: the k-th communication kernel of each rank.
     starts = [_collective_starts(trace) for trace in traces]
     matched = min(s.size for s in starts)
-    wait = {"p50": None, "p95": None, "max": None, "mean": None}
+    wait: dict[str, float | None] = {"p50": None, "p95": None, "max": None, "mean": None}
     if matched:
         grid = np.stack([s[:matched] for s in starts])  # ranks × collectives
         last = np.argmax(grid, axis=0)
