@@ -44,6 +44,7 @@ import numpy as np
 from accelboard.importers.profile_data import KERNEL, GpuEvents, ProfileData, RankTrace
 
 from . import categories as cats
+from .analysis import profile_analyse
 
 KERNEL_WAIT_US = 0.03  # HTA's default consecutive_kernel_delay: 30 ns
 IDLE_KINDS = ("host_wait_us", "kernel_wait_us", "other_us", "unknown_us")
@@ -313,6 +314,13 @@ def hta_analyse(data: ProfileData, summary: dict[str, Any]) -> dict[str, Any]:
         "steps": step_list,
         "ranks": ranks_analysis(data.ranks, rank_summaries, steps),
     }
+
+
+def profile_summary(data: ProfileData) -> dict[str, Any]:
+    """``analysis.profile_analyse`` with these analyses under ``"hta"``: what is stored and printed."""
+    summary = profile_analyse(data)
+    summary["hta"] = hta_analyse(data, summary)
+    return summary
 
 
 # --- 5. profiling counters beside the breakdown -----------------------------------------------------------

@@ -23,8 +23,7 @@ from accelboard.core.services import stored_file_track
 from accelboard.importers.base import ParseError, UnrecognisedFormat
 from accelboard.importers.profile_registry import profile_detect, profile_parse
 
-from .analysis import profile_analyse
-from .hta import hta_analyse
+from .hta import profile_summary
 from .models import Profile, ProfileBreakdown, ProfileKernel, ProfileRank
 
 Source = str | Path | bytes | IO[bytes]
@@ -58,9 +57,7 @@ def profile_summarise(*, files: Sequence[tuple[str, Source]]) -> dict[str, Any]:
         raise ProfileRejected(str(exc)) from None
     finally:
         _rewind(files)
-    summary = profile_analyse(data)
-    summary["hta"] = hta_analyse(data, summary)
-    return summary
+    return profile_summary(data)
 
 
 def profile_attach(
