@@ -188,7 +188,8 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                 if type(correlation) is int and 0 <= correlation < 1 << 63:
                     runtime_corr.append(correlation)
                     runtime_ts.append(ts)
-                    runtime_dur.append(dur)
+                    # The kernels of a CUDA graph share its one launch: no launch call of their own.
+                    runtime_dur.append(float("nan") if "GraphLaunch" in label else dur)
             else:
                 if label.startswith("ProfilerStep#"):
                     match = _STEP.match(label)

@@ -12,7 +12,8 @@ for what it cannot tell, never 0.
    - *host wait* when the CPU called its launch (``cudaLaunchKernel``, ``cudaMemcpyAsync`` ...,
      linked by correlation id) after the previous activity had ended: the GPU had nothing queued;
    - *kernel wait* otherwise when the gap is shorter than ``KERNEL_WAIT_US`` (HTA's
-     ``consecutive_kernel_delay``, 30 ns): the overhead of starting back-to-back kernels;
+     ``consecutive_kernel_delay``: 30 in the trace's unit, µs for Kineto, although its docs say
+     ns; so that the figures match what HTA computes): the overhead of starting back-to-back kernels;
    - *other* otherwise: the activity was queued before the gap began and still started late, so
      it waited on something on the GPU: another stream's kernel (an event, a cross-stream
      dependency or synchronisation) or a launch delay. ``cross_stream_us`` is the part of *other*
@@ -23,7 +24,10 @@ for what it cannot tell, never 0.
    time (the breakdown's ``idle``, gaps when no stream runs): both are shown, each named.
 2. **Kernel launch statistics**, as HTA's ``get_cuda_kernel_launch_stats``: for each kernel whose
    launch call is known, the launch delay is the kernel's GPU start minus the end of the CPU's
-   launch call (p50, p95, max); a *short kernel* runs for less time than its launch call took.
+   launch call, negative values (clock skew) counted as 0 as HTA does (p50, p95, max); a *short
+   kernel* runs for less time than its launch call took. Kernels of a CUDA graph share one
+   ``cudaGraphLaunch`` and have no launch call of their own (the importer leaves it unknown).
+   HTA's default also counts memcpy/memset launches; these figures are kernels only.
 3. **Steps**: per ``ProfilerStep#N``, the GPU window of the step (:mod:`.analysis`) as busy and
    idle time, and the CPU's step duration; the step time's median, p95 and the slowest step.
 4. **Ranks** (several ranks of one step uploaded together): per rank the compute, exposed
@@ -46,7 +50,7 @@ from accelboard.importers.profile_data import KERNEL, GpuEvents, ProfileData, Ra
 from . import categories as cats
 from .analysis import profile_analyse
 
-KERNEL_WAIT_US = 0.03  # HTA's default consecutive_kernel_delay: 30 ns
+KERNEL_WAIT_US = 30.0  # HTA's default consecutive_kernel_delay, compared in the trace's µs
 IDLE_KINDS = ("host_wait_us", "kernel_wait_us", "other_us", "unknown_us")
 
 
@@ -139,7 +143,7 @@ def launch_statistics(events: GpuEvents) -> dict[str, Any] | None:
     kernel = events.kind == KERNEL
     known = kernel & ~np.isnan(events.launch) & ~np.isnan(events.launch_dur)
     call = events.launch_dur[known]
-    delay = events.start[known] - (events.launch[known] + call)
+    delay = np.maximum(events.start[known] - (events.launch[known] + call), 0.0)
     dur = events.dur[known]
     short = dur < call
     return {
@@ -308,7 +312,6 @@ def hta_analyse(data: ProfileData, summary: dict[str, Any]) -> dict[str, Any]:
     )
     return {
         "kernel_wait_threshold_us": KERNEL_WAIT_US,
-        "kernel_wait_threshold_ns": KERNEL_WAIT_US * 1000,
         "idle": {"ranks": idle, "total": idle_total} if idle else None,
         "launch": {"ranks": launches, "total": launch_total} if launches else None,
         "steps": step_list,

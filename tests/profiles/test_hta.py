@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,31 +40,30 @@ def test_idle_by_stream_splits_each_gap_as_hta_does() -> None:
     events = _events(
         [
             (0.0, 10.0, 7, KERNEL, -5.0, 1.0),  # first on the stream: no gap before it
-            (20.0, 10.0, 7, KERNEL, 15.0, 1.0),  # launched at 15, after the previous end (10): host wait 10
-            (30.02, 5.0, 7, KERNEL, 16.0, 1.0),  # queued; gap 0.02 < 0.03: kernel wait 0.02
-            (50.0, 10.0, 7, KERNEL, 17.0, 1.0),  # queued; gap 35.02..50 = 14.98: other
-            (70.0, 5.0, 7, KERNEL, NAN, NAN),  # launch unknown, gap 10: unknown
-            (40.0, 15.0, 20, KERNEL, 0.0, 1.0),  # stream 20 runs 40..55: 10 of the "other" gap
+            (60.0, 10.0, 7, KERNEL, 15.0, 1.0),  # launched at 15, after the previous end (10): host wait 50
+            (90.0, 10.0, 7, KERNEL, 16.0, 1.0),  # queued; gap 70..90 = 20 < 30: kernel wait 20
+            (150.0, 10.0, 7, KERNEL, 17.0, 1.0),  # queued; gap 100..150 = 50: other
+            (200.0, 5.0, 7, KERNEL, NAN, NAN),  # launch unknown, gap 160..200 = 40: unknown
+            (120.0, 50.0, 20, KERNEL, 0.0, 1.0),  # stream 20 runs 120..170: 30 of the "other" gap
         ]
     )
     result = idle_by_stream(events)
     seven = next(row for row in result["streams"] if row["stream"] == 7)
-    assert seven["host_wait_us"] == pytest.approx(10.0)
-    assert seven["kernel_wait_us"] == pytest.approx(0.02)
-    assert seven["other_us"] == pytest.approx(14.98)
-    assert seven["unknown_us"] == pytest.approx(10.0)
-    assert seven["cross_stream_us"] == pytest.approx(10.0)
-    assert seven["span_us"] == pytest.approx(75.0)
+    assert seven["host_wait_us"] == pytest.approx(50.0)
+    assert seven["kernel_wait_us"] == pytest.approx(20.0)
+    assert seven["other_us"] == pytest.approx(50.0)
+    assert seven["unknown_us"] == pytest.approx(40.0)
+    assert seven["cross_stream_us"] == pytest.approx(30.0)
+    assert seven["span_us"] == pytest.approx(205.0)
     twenty = next(row for row in result["streams"] if row["stream"] == 20)
     assert twenty["idle_us"] == 0.0 and twenty["activities"] == 1
     # The kinds partition each stream's idle time; the totals are the streams' sums.
     for row in result["streams"]:
-        assert sum(
-            row[k] for k in ("host_wait_us", "kernel_wait_us", "other_us", "unknown_us")
-        ) == pytest.approx(row["idle_us"])
+        kinds = ("host_wait_us", "kernel_wait_us", "other_us", "unknown_us")
+        assert sum(row[k] for k in kinds) == pytest.approx(row["idle_us"])
         assert row["cross_stream_us"] <= row["other_us"] + 1e-9
-    assert result["idle_us"] == pytest.approx(35.0)
-    assert KERNEL_WAIT_US == 0.03
+    assert result["idle_us"] == pytest.approx(160.0)
+    assert KERNEL_WAIT_US == 30.0  # HTA's consecutive_kernel_delay as its code compares it (µs)
 
 
 def test_launch_statistics_delay_is_gpu_start_minus_the_end_of_the_launch_call() -> None:
@@ -72,20 +72,21 @@ def test_launch_statistics_delay_is_gpu_start_minus_the_end_of_the_launch_call()
             (7.0, 3.0, 7, KERNEL, 0.0, 5.0),  # call ends 5, starts 7: delay 2; 3 < 5: short
             (20.0, 100.0, 7, KERNEL, 10.0, 4.0),  # call ends 14: delay 6
             (130.0, 2.0, 7, KERNEL, 20.0, 6.0),  # call ends 26: delay 104; 2 < 6: short
-            (140.0, 1.0, 7, MEMCPY, 30.0, 3.0),  # a copy: not a kernel launch
-            (150.0, 1.0, 7, KERNEL, NAN, NAN),  # no launch call linked
+            (205.0, 20.0, 7, KERNEL, 200.0, 10.0),  # call ends 210, starts 205 (clock skew): delay 0
+            (240.0, 1.0, 7, MEMCPY, 230.0, 3.0),  # a copy: not a kernel launch
+            (250.0, 1.0, 7, KERNEL, NAN, NAN),  # no launch call linked
         ]
     )
     stats = launch_statistics(events)
     assert stats is not None
-    assert (stats["kernels"], stats["linked"], stats["short_kernels"]) == (4, 3, 2)
-    # Delays 2, 6, 104: median 6; p95 at rank 0.95 × 2 = 1.9, 6 + 0.9 × (104 - 6) = 94.2.
-    assert stats["delay_us"]["p50"] == pytest.approx(6.0)
-    assert stats["delay_us"]["p95"] == pytest.approx(94.2)
+    assert (stats["kernels"], stats["linked"], stats["short_kernels"]) == (5, 4, 2)
+    # Delays 0, 2, 6, 104: median 4; p95 at rank 0.95 × 3 = 2.85: 6 + 0.85 × (104 - 6) = 89.3.
+    assert stats["delay_us"]["p50"] == pytest.approx(4.0)
+    assert stats["delay_us"]["p95"] == pytest.approx(89.3)
     assert stats["delay_us"]["max"] == pytest.approx(104.0)
-    assert stats["delay_us"]["mean"] == pytest.approx(112.0 / 3)
-    assert stats["call_us"]["p50"] == pytest.approx(5.0)
-    assert stats["short_share"] == pytest.approx(2 / 3)
+    assert stats["delay_us"]["mean"] == pytest.approx(112.0 / 4)
+    assert stats["call_us"]["p50"] == pytest.approx(5.5)  # calls 4, 5, 6, 10
+    assert stats["short_share"] == pytest.approx(2 / 4)
     assert stats["short_kernel_us"] == pytest.approx(5.0)
 
 
@@ -105,12 +106,19 @@ def test_the_kineto_importer_links_each_kernel_to_its_launch_calls_duration() ->
             kineto_event("cudaLaunchKernel", "cuda_runtime", 100.0, 4.5, correlation=1),
             kineto_event(GEMM, "kernel", 110.0, 50.0, correlation=1),
             kineto_event(GEMM, "kernel", 170.0, 50.0, correlation=99),  # no runtime event
+            # Two kernels of one CUDA graph: launched at 300, but by no call of their own.
+            kineto_event("cudaGraphLaunch", "cuda_runtime", 300.0, 20.0, correlation=5),
+            kineto_event(GEMM, "kernel", 330.0, 5.0, correlation=5),
+            kineto_event(GEMM, "kernel", 336.0, 5.0, correlation=5),
         ]
     )
     events = _parse(doc).ranks[0].events
     assert events is not None and events.launch_dur is not None
     assert events.launch.tolist()[0] == 100.0 and events.launch_dur.tolist()[0] == 4.5
     assert math.isnan(events.launch_dur[1]) and math.isnan(events.launch[1])
+    assert events.launch.tolist()[2:] == [300.0, 300.0] and np.isnan(events.launch_dur[2:]).all()
+    stats = launch_statistics(events)
+    assert stats is not None and (stats["kernels"], stats["linked"]) == (4, 1)
 
 
 def _rank(rank: int, gemm_us: float, comm_start: float, comm_name: str) -> dict[str, Any]:
@@ -208,3 +216,29 @@ def test_the_generated_training_trace_idle_kinds_partition_each_streams_idle_tim
     assert rank["host_wait_us"] <= rank["idle_us"]
     steps = hta["steps"][0]
     assert steps["steps"] == 3 and len(steps["rows"]) == 3
+
+
+SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "samples" / "profiles"
+ALEXNET = SAMPLES / "kineto/facebookresearch-HolisticTraceAnalysis/tests/data/critical_path/alexnet"
+
+
+@pytest.mark.skipif(not ALEXNET.is_dir(), reason="no shared profile samples beside the checkout")
+def test_on_htas_own_alexnet_trace_the_figures_are_htas() -> None:
+    # HolisticTraceAnalysis 0.5.0 on this file: get_idle_time_breakdown() per stream (host wait,
+    # kernel wait, other) and get_cuda_kernel_launch_stats() (its kernels' launch delays, median).
+    (path,) = sorted(ALEXNET.glob("*.json.gz"))
+    data = kineto.parse([(path.name, path)])
+    hta = hta_analyse(data, profile_analyse(data))
+    streams = {row["stream"]: row for row in hta["idle"]["ranks"][0]["streams"]}
+    assert (streams[7]["host_wait_us"], streams[7]["kernel_wait_us"], streams[7]["other_us"]) == (
+        12855007.0,
+        104.0,
+        0.0,
+    )
+    assert (streams[20]["host_wait_us"], streams[20]["kernel_wait_us"], streams[20]["other_us"]) == (
+        12011718.0,
+        3.0,
+        0.0,
+    )
+    launch = hta["launch"]["ranks"][0]
+    assert (launch["kernels"], launch["linked"]) == (79, 79) and launch["delay_us"]["p50"] == 343.0
