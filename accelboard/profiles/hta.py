@@ -78,30 +78,43 @@ def _merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[first], np.maximum.reduceat(e, first)
 
 
-def _covered(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """For each [lo, hi], how much of it the disjoint sorted intervals cover."""
-    if starts.size == 0:
-        return np.zeros(lo.shape)
-    before = np.concatenate(([0.0], np.cumsum(ends - starts)))
+class _Coverage:
+    """How much of [lo, hi] disjoint sorted intervals cover, for many queries (prefix sums once)."""
 
-    def upto(x: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(starts, x, side="right") - 1
-        inside = np.clip(x - starts[np.maximum(i, 0)], 0.0, (ends - starts)[np.maximum(i, 0)])
-        return np.where(i >= 0, before[np.maximum(i, 0)] + inside, 0.0)
+    def __init__(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.starts = starts
+        self.lengths = ends - starts
+        self.before = np.concatenate(([0.0], np.cumsum(self.lengths)))
 
-    return np.maximum(upto(hi) - upto(lo), 0.0)
+    def _upto(self, x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.starts, x, side="right") - 1
+        j = np.maximum(i, 0)
+        inside = np.clip(x - self.starts[j], 0.0, self.lengths[j])
+        return np.where(i >= 0, self.before[j] + inside, 0.0)
+
+    def covered(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        if self.starts.size == 0:
+            return np.zeros(lo.shape)
+        return np.maximum(self._upto(hi) - self._upto(lo), 0.0)
 
 
 def idle_by_stream(events: GpuEvents, *, threshold_us: float = KERNEL_WAIT_US) -> dict[str, Any]:
     """Each stream's idle gaps split into host wait, kernel wait, other and unknown (point 1)."""
     end_all = events.start + events.dur
+    # The stream itself runs nothing inside its own gaps: what covers a gap is other streams, so
+    # one union of every stream serves all streams.
+    coverage = _Coverage(*_merged(events.start, end_all))
     rows = []
-    for stream in np.unique(events.stream).tolist():
-        mine = events.stream == stream
-        order = np.argsort(events.start[mine], kind="stable")
-        start = events.start[mine][order]
-        end = end_all[mine][order]
-        launch = events.launch[mine][order]
+    # One sort by (stream, start): each stream is then a slice, linear in the trace whatever the streams.
+    order = np.lexsort((events.start, events.stream))
+    streams_sorted = events.stream[order]
+    starts_sorted, ends_sorted, launches_sorted = events.start[order], end_all[order], events.launch[order]
+    bounds = np.flatnonzero(np.diff(streams_sorted)) + 1
+    for lo, hi in zip(
+        np.concatenate(([0], bounds)).tolist(), np.concatenate((bounds, [order.size])).tolist(), strict=True
+    ):
+        stream = int(streams_sorted[lo])
+        start, end, launch = starts_sorted[lo:hi], ends_sorted[lo:hi], launches_sorted[lo:hi]
         # The previous end is the furthest any earlier activity of the stream reached.
         prev_end = np.maximum.accumulate(end)[:-1]
         gap = np.maximum(start[1:] - prev_end, 0.0)
@@ -111,9 +124,7 @@ def idle_by_stream(events: GpuEvents, *, threshold_us: float = KERNEL_WAIT_US) -
         short = ~host & (gap < threshold_us)
         unknown = ~host & ~short & ~known
         other = ~host & ~short & known
-        others = events.stream != stream
-        busy_s, busy_e = _merged(events.start[others], end_all[others])
-        cross = _covered(busy_s, busy_e, prev_end[other], start[1:][other])
+        cross = coverage.covered(prev_end[other], start[1:][other])
         rows.append(
             {
                 "stream": int(stream),
