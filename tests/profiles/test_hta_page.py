@@ -97,7 +97,7 @@ def test_a_run_without_counters_says_so_and_a_single_rank_has_no_ranks_section(
     response = login_client(lead).get(reverse("profiles:run_profile", args=[run.pk]))
     page = response.content.decode()
     assert response.context["profiling"] == [] and response.context["counters"] is None
-    assert "No DCGM profiling counters for this run" in page
+    assert "No GPU profiling counters for this run" in page
     assert 'id="hta-ranks"' not in page and 'id="hta-idle"' in page
 
 
