@@ -327,6 +327,8 @@ _OTHER = 14
 
 def _shown(value: Any) -> str:
     """A value as an error shows it: its JSON type and a short repr."""
+    if value is None:
+        return "missing (or null)"
     kind = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
         type(value), "number"
     )

@@ -128,7 +128,7 @@ def profile_verdict(summary: dict[str, Any]) -> dict[str, Any]:
         kind = "launch-bound"
         headline = f"Launch-bound: the GPU is idle {idle:.0%} of the time between many short kernels"
         details.append(
-            f"{kernels:,} kernels, {short_share or 0:.0%} of them under {SHORT_KERNEL_US:g} µs (mean kernel "
+            f"{int(kernels):,} kernels, {short_share or 0:.0%} of them under {SHORT_KERNEL_US:g} µs (mean kernel "
             f"{_us(kernel_mean)}"
             + (f", mean launch call {_us(launch_mean)}" if launch_mean is not None else "")
             + f"), with {_us(idle_per_kernel)} of idle per kernel: gaps the size of launch calls. CUDA graphs, "
@@ -140,20 +140,23 @@ def profile_verdict(summary: dict[str, Any]) -> dict[str, Any]:
         other_idle = totals.get("idle_other_us") or 0.0
         unknown_idle = totals.get("idle_unknown_us") or 0.0
         split = [
-            (host_idle, "waiting for work the CPU launched late (data loading, preprocessing, Python)"),
-            (other_idle, "waiting on other GPU work or a synchronisation"),
+            (host_idle, "waiting for work the CPU launched after the gap began"),
+            (other_idle, "with the next work already launched (waiting on other work or a synchronisation)"),
             (unknown_idle, "with no launch time to tell why"),
         ]
         details.append(
-            f"{kernels:,} kernels in {_us(totals.get('span_us'))}"
+            f"{int(kernels):,} kernels in {_us(totals.get('span_us'))}"
             + (f", {_us(idle_per_kernel)} of idle per kernel" if idle_per_kernel is not None else "")
             + ". Of the idle time: "
-            + "; ".join(f"{part / idle_us:.0%} {what}" for part, what in split if idle_us and part > 0)
+            + "; ".join(
+                f"{part / idle_us:.0%} {what}" for part, what in split if idle_us and part >= 0.005 * idle_us
+            )
             + "."
         )
         if idle_us and host_idle / idle_us >= 0.5:
             details.append(
-                "More DataLoader workers, pinned memory, prefetching or overlapping the host work fill the gaps."
+                "The host is late: if that is data loading, more DataLoader workers, pinned memory or "
+                "prefetching fill the gaps; the trace's CPU operators show where the host time goes."
             )
         if idle_us and unknown_idle / idle_us >= 0.5:
             unknown.append("why the GPU waited: the trace has no launch times for most gaps")
@@ -222,7 +225,7 @@ def _no_timeline(
         "kind": "no-timeline",
         "headline": "Summed GPU time only: " + _groups_text(totals) + " (no timeline: idle time unknown)",
         "details": [
-            f"{totals.get('kernels') or 0:,} kernels took {_us(totals.get('busy_us'))} of GPU time in all. "
+            f"{int(totals.get('kernels') or 0):,} kernels took {_us(totals.get('busy_us'))} of GPU time in all. "
             "Top kernels: " + _top_text(top) + ".",
             "Unknown: " + "; ".join(unknown) + ".",
         ],
