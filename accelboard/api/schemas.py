@@ -202,6 +202,11 @@ class UploadedRunOut(BaseModel):
     warnings: list[str]
     metrics: list[MetricCompareOut]
     profile_url: str | None = Field(None, description="The run's Profile tab, when a profile came with it")
+    profile_warnings: list[str] | None = Field(
+        None,
+        description="What to read with care in the profile sent with it (first: a trace from other hardware "
+        "than the run's; the 'strict' field refuses such a trace instead)",
+    )
 
 
 class RunsUploaded(BaseModel):
