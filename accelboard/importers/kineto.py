@@ -172,7 +172,7 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     pids: dict[Any, int] = {}
     cats_seen: dict[str, int] = {}
     process_names: dict[int, str] = {}
-    cpu_pids: set[int] = set()
+    cpu_raw: set[Any] = set()  # the pids of CPU-side events, as the file writes them
     # Keyed by str, asked with whatever a file holds as "cat" (anything else is a miss, None).
     lookup: dict[Any, int] = _CATEGORY_LOOKUP
     add = columns.add
@@ -248,7 +248,9 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                     devices[device] = devices.get(device, 0) + 1
                 add(label, code, ts, dur, stream_id, correlation)
             elif code == _RUNTIME:
-                cpu_pids.add(_pid_key(pids, event.get("pid")))
+                pid = event.get("pid")
+                if type(pid) is int or type(pid) is str:
+                    cpu_raw.add(pid)
                 slot = runtime.get(label)
                 if slot is None:
                     runtime[label] = [1, dur]
@@ -260,7 +262,9 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                     runtime_corr.append(correlation)
                     runtime_ts.append(ts)
             else:
-                cpu_pids.add(_pid_key(pids, event.get("pid")))
+                pid = event.get("pid")
+                if type(pid) is int or type(pid) is str:
+                    cpu_raw.add(pid)
                 if label.startswith("ProfilerStep#"):
                     match = _STEP.match(label)
                     if match:
@@ -286,6 +290,7 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     trace = RankTrace(rank=index, file=name, ops=ops, runtime=runtime)
     unread: list[str] = []
     if not len(columns) and len(other):
+        cpu_pids = {pids[pid] for pid in cpu_raw if pid in pids}
         device_of = _device_processes(process_names, declared, cpu_pids, pids)
         on_device = np.isin(np.frombuffer(other_pid, dtype=np.int64), list(device_of))
         if on_device.any():
