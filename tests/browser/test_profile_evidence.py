@@ -22,7 +22,7 @@ def test_an_a100_trace_on_an_h100_run_warns_above_the_verdict(
     settings.MEDIA_ROOT = tmp_path / "media"
     run = factories.run_create(team=team, accelerator_type=factories.accelerator_type_from(factories.H100))
     trace = tmp_path / "rank0.pt.trace.json.gz"
-    write_training_trace(trace, steps=3, layers=4, device=A100, input_wait_us=4000.0)
+    write_training_trace(trace, steps=3, layers=4, device=A100, input_wait_us=20_000.0)
     login(page, engineer)
     page.goto(f"/runs/{run.pk}/profile/")
     page.set_input_files("#profile-files", str(trace))
