@@ -33,8 +33,8 @@ infinite or negative duration, a missing, non-numeric, NaN or infinite timestamp
 is read, a ``traceEvents`` that is not an array, or an element of it that is not an object is a
 ParseError naming the event (``traceEvents[12].dur``): such a file is broken, and reading it as
 "no GPU activity" would replace a run's profile with a wrong one. A file that names a device
-but holds no activity read on it says so (a warning naming the categories seen on its device
-processes), never that it is CPU-only.
+but holds no activity read on it says so (a warning naming the categories not read as device
+work), never that it is CPU-only.
 """
 
 from __future__ import annotations
@@ -303,7 +303,11 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                 devices[device] = devices.get(device, 0) + int(count)
             read = set(np.frombuffer(other_cat, dtype=np.int64)[on_device].tolist())
             trace.meta["device_categories"] = sorted(cat for cat, i in cats_seen.items() if i in read)
-        elif device_of:
+            trace.warnings.append(
+                f"{name}: no CUDA/ROCm kernel events; device activity read from the categories "
+                f"{', '.join(trace.meta['device_categories'])} on the processes the trace names as devices"
+            )
+        else:
             unread = sorted(cats_seen)
     trace.names = list(columns.names)
     trace.events = _events(columns, runtime_corr, runtime_ts)
@@ -316,8 +320,9 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
             trace.warnings.append(
                 f"{name}: the trace names {', '.join(sorted(set(declared.values())))} but no device activity "
                 "was read on it"
-                + (f" (categories on its device processes: {', '.join(unread)})" if unread else "")
-                + ": the profiler may have captured host activity only; this is not a CPU-only profile"
+                + (f" (categories not read as device work: {', '.join(unread)})" if unread else "")
+                + ": the profiler may have captured host activity only, or run in CUPTI counter mode; "
+                "this is not a CPU-only profile"
             )
         else:
             trace.warnings.append(

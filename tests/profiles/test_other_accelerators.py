@@ -63,6 +63,7 @@ def test_a_gaudi_trace_reports_its_device_activity_and_adds_up() -> None:
     assert rank["kernels"] == 2 and rank["streams"] == 2
     assert summary["verdict"]["kind"] not in ("no-gpu-activity", "no-device-activity")
     assert not any("CPU-only" in w for w in summary["warnings"])
+    assert any("device activity read from the categories DMA, hpu_op" in w for w in summary["warnings"])
 
 
 @pytest.mark.parametrize(
