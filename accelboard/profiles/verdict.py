@@ -267,10 +267,17 @@ def profile_findings(summary: dict[str, Any]) -> list[str]:
     kernels = totals.get("kernels") or 0
     if summary["timeline"] and kernels:
         share = (totals.get("short_kernels") or 0) / kernels
+        per_kernel = summary["verdict"]["numbers"].get("idle_us_per_kernel")
         if share >= SHORT_SHARE_BOUND and summary["verdict"]["kind"] != "launch-bound":
-            out.append(
-                f"{share:.0%} of kernels run under {SHORT_KERNEL_US:g} µs: launch overhead matters here."
-            )
+            if per_kernel is not None and per_kernel > LAUNCH_GAP_US:
+                out.append(
+                    f"{share:.0%} of kernels run under {SHORT_KERNEL_US:g} µs, but the GPU's idle time comes to "
+                    f"{_us(per_kernel)} per kernel, far more than launches take: launch overhead is not what it waits on."
+                )
+            else:
+                out.append(
+                    f"{share:.0%} of kernels run under {SHORT_KERNEL_US:g} µs: launch overhead matters here."
+                )
     if summary["timeline"] and totals.get("communication_us"):
         overlap = totals["overlap_us"] / totals["communication_us"]
         out.append(f"{overlap:.0%} of communication time overlaps compute.")

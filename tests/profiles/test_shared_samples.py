@@ -51,7 +51,9 @@ def test_kineto_breakdowns_add_up_and_idle_is_the_gaps(path: Path) -> None:
     intervals = sorted(_gpu_intervals(path))
     if not intervals:
         # A trace that names its GPU is never called CPU-only (the CUPTI counter-mode sample).
-        assert summary["verdict"]["kind"] == ("no-device-activity" if summary["devices"] else "no-gpu-activity")
+        assert summary["verdict"]["kind"] == (
+            "no-device-activity" if summary["devices"] else "no-gpu-activity"
+        )
         return
     assert sum(rank["categories"].values()) == pytest.approx(rank["span_us"], rel=1e-9)
     # Independent sweep: idle = span − |union of all activities|.

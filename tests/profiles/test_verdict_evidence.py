@@ -53,6 +53,8 @@ def test_79_short_kernels_in_13_seconds_are_idle_not_launch_bound() -> None:
     assert verdict["details"][0].startswith("79 kernels in 12.90 s")
     # the idle split is the measured one: every gap's kernel was launched after the gap began
     assert "100% waiting for work the CPU launched after the gap began" in verdict["details"][0]
+    (finding,) = [line for line in summary["findings"] if "under 10 µs" in line]
+    assert "launch overhead is not what it waits on" in finding
 
 
 @pytest.mark.parametrize(
