@@ -7,8 +7,8 @@ profile, shown on its page, returned by the API) or, when asked to be strict, re
 
 1. Names: each device the trace names is resolved with the team's accelerator catalogue (aliases
    included). Resolved to another type than the run's: a mismatch. Not resolved (a device the
-   catalogue does not know): a mismatch when the run's model (``product``, else its name) is not
-   among the device name's words (``H100`` in ``NVIDIA H100 80GB HBM3``; ``L4`` is not in
+   catalogue does not know): a mismatch when the run's model (``product``, else the first word of
+   its name with a digit) is not among the device name's words (``H100`` in ``NVIDIA H100 80GB HBM3``; ``L4`` is not in
    ``NVIDIA L40S``). A run with no accelerator type, or a trace naming no device, is not compared.
 2. Count: the ranks of the profile (and the world size the trace states) against the run's
    accelerator count. Fewer ranks than GPUs is normal (rank 0's trace alone); more ranks, or a
@@ -33,6 +33,15 @@ def _words(text: str) -> set[str]:
     return set(tokens) | {a + b for a, b in zip(tokens, tokens[1:], strict=False)}
 
 
+def _model_word(name: str) -> str:
+    """The model in a catalogue name without ``product``: its first word with a digit (``H100`` of
+    ``H100 SXM 80GB``), else the whole name; form factor and memory words are not compared."""
+    for word in _WORD.findall(name.lower()):
+        if any(char.isdigit() for char in word):
+            return word
+    return name
+
+
 def names_agree(*, device: str, product: str) -> bool:
     """True when every word of ``product`` (the run's accelerator model) is a word of ``device``."""
     wanted = _WORD.findall(product.lower())
@@ -47,7 +56,7 @@ def device_mismatch(
     accelerator = run.accelerator_type
     if accelerator is not None and devices:
         catalogue = accelerator_catalogue_for(team=run.team)
-        product = accelerator.product or accelerator.name
+        product = accelerator.product or _model_word(accelerator.name)
         for device in devices:
             match = catalogue.resolve(device)
             if match.resolved:

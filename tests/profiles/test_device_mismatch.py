@@ -15,7 +15,8 @@ from django.urls import reverse
 
 from accelboard.api.services import token_create
 from accelboard.benchmarks.models import BenchmarkRun
-from accelboard.profiles.device_match import names_agree
+from accelboard.fleet.models import AcceleratorType
+from accelboard.profiles.device_match import device_mismatch, names_agree
 from accelboard.profiles.models import Profile
 from accelboard.profiles.services import ProfileRejected, profile_attach
 from accelboard.testing.traces import write_training_trace
@@ -57,6 +58,14 @@ def h100_run(team: Any, settings: Any, tmp_path: Path) -> BenchmarkRun:
 )
 def test_device_names_agree_by_words(device: str, product: str, agree: bool) -> None:
     assert names_agree(device=device, product=product) is agree
+
+
+def test_a_device_the_catalogue_does_not_know_is_compared_by_the_model_word(team: Any) -> None:
+    odd = AcceleratorType.objects.create(name="X200 SXM 96GB", slug="x200-sxm-96gb")
+    run = factories.run_create(team=team, accelerator_type=odd)
+    assert device_mismatch(run=run, devices=["Vendor X200 96GB HBM3"], ranks=1, world_size=None) == []
+    (warning,) = device_mismatch(run=run, devices=["Vendor X100 80GB"], ranks=1, world_size=None)
+    assert "Vendor X100 80GB" in warning and "X200 SXM 96GB" in warning
 
 
 def test_the_runs_own_device_attaches_without_a_warning(h100_run: BenchmarkRun) -> None:
