@@ -44,7 +44,7 @@ from typing import IO, Any
 import numpy as np
 
 from .base import ParseError
-from .profile_data import KERNEL, MEMCPY, MEMSET, EventColumns, GpuEvents, ProfileData, RankTrace, Step
+from .profile_data import KERNEL, MEMCPY, MEMSET, GpuEvents, ProfileData, RankTrace, Step
 
 NAME = "nsys-sqlite"
 LABEL = "Nsight Systems SQLite export"
@@ -77,8 +77,6 @@ _COPY_KINDS = {
 _NVTX_RANGES = (59, 60, 70, 71)  # NvtxPushPopRange, NvtxStartEndRange and their Nvtxt forms
 _API_VERSION = re.compile(r"_v\d+$")
 _STEP = re.compile(r"ProfilerStep#(\d+)")
-_PID = 0xFFFFFF  # a serialized GlobalId holds the process id in bits 24-47
-_CORRELATION_MAX = 1 << 32
 _BATCH = 10_000
 
 
@@ -122,6 +120,17 @@ def _database(name: str, source: Source) -> Iterator[sqlite3.Connection]:
         yield connection
 
 
+# A GPU activity's name while reading: a StringIds id (kernels, >= 0), or one of these codes.
+_NO_NAME, _MEMSET_NAME, _MEMCPY_BASE = -1, -2, -1000
+# The launch of an activity: the process id and correlation id in one 64-bit key (-1: unknown).
+_KEY = (
+    "CASE WHEN typeof({corr}) = 'integer' AND {corr} BETWEEN 0 AND 4294967295 "
+    "AND typeof({gid}) = 'integer' THEN ((({gid} >> 24) & 16777215) << 32) | {corr} ELSE -1 END"
+)
+_GOOD_TIMES = "typeof(start) = 'integer' AND typeof(end) = 'integer' AND end >= start"
+_PID_SQL = "CASE WHEN typeof({gid}) = 'integer' THEN ({gid} >> 24) & 16777215 ELSE -1 END"
+
+
 @dataclass
 class _Process:
     """CPU-side sums of one process while reading."""
@@ -133,13 +142,31 @@ class _Process:
     devices: dict[int, int] = field(default_factory=dict)
 
 
-def _add(sums: dict[str, list[float]], name: str, dur: float) -> None:
-    slot = sums.get(name)
-    if slot is None:
-        sums[name] = [1, dur]
-    else:
-        slot[0] += 1
-        slot[1] += dur
+class _Columns:
+    """The GPU activities of every device as typed columns, filled a batch of rows at a time."""
+
+    def __init__(self) -> None:
+        self.start = array("d")
+        self.dur = array("d")
+        self.stream = array("q")
+        self.device = array("q")
+        self.key = array("q")
+        self.name = array("q")
+        self.kind = array("b")
+
+    def extend(self, rows: list[tuple[Any, ...]], kind: int) -> None:
+        start, dur, stream, device, key, name = zip(*rows, strict=True)
+        self.start.extend(start)
+        self.dur.extend(dur)
+        self.stream.extend(stream)
+        self.device.extend(device)
+        self.key.extend(key)
+        self.name.extend(name)
+        self.kind.extend(array("b", [kind]) * len(rows))
+
+    def numpy(self, column: str, dtype: type) -> np.ndarray:
+        values = getattr(self, column)
+        return np.frombuffer(values, dtype=dtype) if len(values) else np.empty(0, dtype=dtype)
 
 
 class _Reader:
@@ -147,11 +174,11 @@ class _Reader:
         self.name = name
         self.db = connection
         self.tables: dict[str, set[str]] = {}
-        self.columns: dict[int, EventColumns] = {}
+        self.columns = _Columns()
+        self.copy_names: dict[int, str] = {}
         self.processes: dict[int, _Process] = {}
         self.launch_key = array("q")
         self.launch_ts = array("d")
-        self.warnings: list[str] = []
 
     # --- schema ---------------------------------------------------------------------------------
 
@@ -182,123 +209,112 @@ class _Reader:
             )
         return True
 
-    def rows(self, table: str, sql: str) -> Iterator[tuple[Any, ...]]:
+    def batches(self, table: str, sql: str) -> Iterator[list[tuple[Any, ...]]]:
         try:
             cursor = self.db.execute(sql)
             while batch := cursor.fetchmany(_BATCH):
-                yield from batch
+                yield batch
         except sqlite3.Error as exc:
             raise ParseError(self.name, f"table {table} cannot be read: {exc}") from None
 
-    def _time(self, table: str, rowid: int, start: Any, end: Any) -> tuple[float, float]:
-        if type(start) is not int or type(end) is not int:
+    def rows(self, table: str, sql: str) -> Iterator[tuple[Any, ...]]:
+        for batch in self.batches(table, sql):
+            yield from batch
+
+    def check_times(self, table: str, where: str = "1") -> None:
+        """A ParseError naming the first row whose start or end is not integer nanoseconds, or
+        whose end is before its start (checked by SQLite, before the rows are read)."""
+        sql = f"SELECT rowid, start, end FROM {table} WHERE ({where}) AND NOT ({_GOOD_TIMES}) LIMIT 1"
+        for rowid, start, end in self.rows(table, sql):
+            if type(start) is int and type(end) is int:
+                raise ParseError(self.name, f"{table} row {rowid}: end {end} is before start {start}")
             raise ParseError(
                 self.name, f"{table} row {rowid}: start {start!r} / end {end!r} are not integer nanoseconds"
             )
-        if end < start:
-            raise ParseError(self.name, f"{table} row {rowid}: end {end} is before start {start}")
-        return start / 1000.0, (end - start) / 1000.0
 
     # --- GPU activities ---------------------------------------------------------------------------
 
     def activities(self) -> None:
         common = ("start", "end", "deviceId", "streamId", "correlationId", "globalPid")
         if self.need(KERNEL_TABLE, *common, "demangledName"):
-            sql = (
-                f"SELECT k.rowid, k.start, k.end, k.deviceId, k.streamId, k.correlationId, k.globalPid, "
-                f"s.value FROM {KERNEL_TABLE} AS k LEFT JOIN StringIds AS s ON s.id = k.demangledName"
-            )
-            self._read(KERNEL_TABLE, sql, KERNEL)
+            name = f"CASE WHEN typeof(demangledName) = 'integer' THEN demangledName ELSE {_NO_NAME} END"
+            self._read(KERNEL_TABLE, name, KERNEL)
         if self.need(MEMCPY_TABLE, *common, "copyKind"):
             labels = dict(_COPY_KINDS)
             if "ENUM_CUDA_MEMCPY_OPER" in self.tables:
                 with contextlib.suppress(sqlite3.Error):
                     for key, label in self.db.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER"):
-                        if isinstance(key, int) and isinstance(label, str) and label:
+                        if type(key) is int and 0 <= key < 1000 and isinstance(label, str) and label:
                             labels[key] = label
-            names = {key: f"[CUDA memcpy {label}]" for key, label in labels.items()}
-            sql = (
-                "SELECT rowid, start, end, deviceId, streamId, correlationId, globalPid, copyKind "
-                f"FROM {MEMCPY_TABLE}"
+            self.copy_names = {_MEMCPY_BASE - key: f"[CUDA memcpy {label}]" for key, label in labels.items()}
+            name = (
+                f"CASE WHEN typeof(copyKind) = 'integer' AND copyKind BETWEEN 0 AND 999 "
+                f"THEN {_MEMCPY_BASE} - copyKind ELSE {_MEMCPY_BASE} END"
             )
-            self._read(MEMCPY_TABLE, sql, MEMCPY, names)
+            self._read(MEMCPY_TABLE, name, MEMCPY)
         if self.need(MEMSET_TABLE, *common):
-            sql = (
-                "SELECT rowid, start, end, deviceId, streamId, correlationId, globalPid, NULL "
-                f"FROM {MEMSET_TABLE}"
-            )
-            self._read(MEMSET_TABLE, sql, MEMSET)
+            self._read(MEMSET_TABLE, str(_MEMSET_NAME), MEMSET)
 
-    def _read(self, table: str, sql: str, kind: int, copy_names: dict[int, str] | None = None) -> None:
-        columns = self.columns
-        processes = self.processes
-        for rowid, start, end, device, stream, correlation, global_pid, label in self.rows(table, sql):
-            ts, dur = self._time(table, rowid, start, end)
-            if kind == KERNEL:
-                name = label if isinstance(label, str) else f"<kernel {rowid}>"
-            elif kind == MEMCPY:
-                assert copy_names is not None
-                name = copy_names.get(label, "[CUDA memcpy Unknown]")
-            else:
-                name = "[CUDA memset]"
-            device = device if type(device) is int else -1
-            pid = (global_pid >> 24) & _PID if type(global_pid) is int else -1
-            target = columns.get(device)
-            if target is None:
-                target = columns[device] = EventColumns()
-            key = -1
-            if type(correlation) is int and 0 <= correlation < _CORRELATION_MAX and pid >= 0:
-                key = (pid << 32) | correlation
-            target.add(name, kind, ts, dur, stream if type(stream) is int else -1, key)
-            process = processes.get(pid)
-            if process is None:
-                process = processes[pid] = _Process()
-            process.devices[device] = process.devices.get(device, 0) + 1
+    def _read(self, table: str, name: str, kind: int) -> None:
+        key = _KEY.format(corr="correlationId", gid="globalPid")
+        # A bad row's duration reads as -1: found in the column afterwards, then named by SQL.
+        sql = (
+            f"SELECT start / 1000.0, CASE WHEN {_GOOD_TIMES} THEN (end - start) / 1000.0 ELSE -1.0 END, "
+            f"CAST(COALESCE(streamId, -1) AS INTEGER), CAST(COALESCE(deviceId, -1) AS INTEGER), "
+            f"{key}, {name} FROM {table}"
+        )
+        first = len(self.columns.dur)
+        for batch in self.batches(table, sql):
+            self.columns.extend(batch, kind)
+        if len(self.columns.dur) > first and self.columns.numpy("dur", np.float64)[first:].min() < 0:
+            self.check_times(table)
 
     # --- CPU side ---------------------------------------------------------------------------------
 
     def runtime(self) -> None:
         if not self.need(RUNTIME_TABLE, "start", "end", "globalTid", "correlationId", "nameId"):
             return
+        pid = _PID_SQL.format(gid="r.globalTid")
+        good = _GOOD_TIMES.replace("start", "r.start").replace("end", "r.end")
         sql = (
-            f"SELECT r.rowid, r.start, r.end, r.globalTid, r.correlationId, s.value "
-            f"FROM {RUNTIME_TABLE} AS r LEFT JOIN StringIds AS s ON s.id = r.nameId"
+            f"SELECT {pid}, s.value, COUNT(*), SUM(r.end - r.start), SUM(NOT ({good})) "
+            f"FROM {RUNTIME_TABLE} AS r LEFT JOIN StringIds AS s ON s.id = r.nameId GROUP BY 1, r.nameId"
         )
-        names: dict[str, str] = {}
-        key_add, ts_add = self.launch_key.append, self.launch_ts.append
-        for rowid, start, end, global_tid, correlation, label in self.rows(RUNTIME_TABLE, sql):
-            ts, dur = self._time(RUNTIME_TABLE, rowid, start, end)
-            pid = (global_tid >> 24) & _PID if type(global_tid) is int else -1
-            raw = label if isinstance(label, str) else "<unnamed API call>"
-            api = names.get(raw)
-            if api is None:
-                api = names[raw] = _API_VERSION.sub("", raw)
-            _add(self._process(pid).runtime, api, dur)
-            if type(correlation) is int and 0 <= correlation < _CORRELATION_MAX and pid >= 0:
-                key_add((pid << 32) | correlation)
-                ts_add(ts)
+        sums = list(self.rows(RUNTIME_TABLE, sql))  # one row per process and API name
+        if any(bad for *_, bad in sums):
+            self.check_times(RUNTIME_TABLE)
+        for process, label, count, total, _bad in sums:
+            api = _API_VERSION.sub("", label) if isinstance(label, str) else "<unnamed API call>"
+            _merge(self._process(process).runtime, api, count, total / 1000.0)
+        key = _KEY.format(corr="correlationId", gid="globalTid")
+        sql = f"SELECT key, start / 1000.0 FROM (SELECT {key} AS key, start FROM {RUNTIME_TABLE}) WHERE key >= 0"
+        for batch in self.batches(RUNTIME_TABLE, sql):
+            keys, times = zip(*batch, strict=True)
+            self.launch_key.extend(keys)
+            self.launch_ts.extend(times)
 
     def nvtx(self) -> None:
         if not self.need(NVTX_TABLE, "start", "end", "eventType", "text", "globalTid"):
             return
+        kinds = ", ".join(str(kind) for kind in _NVTX_RANGES)
+        self.check_times(NVTX_TABLE, f"eventType IN ({kinds}) AND end IS NOT NULL")
+        ranges = f"n.eventType IN ({kinds}) AND n.end IS NOT NULL"
         text_id = "textId" in self.tables[NVTX_TABLE]
         label = "COALESCE(n.text, s.value)" if text_id else "n.text"
         join = " LEFT JOIN StringIds AS s ON s.id = n.textId" if text_id else ""
-        kinds = ", ".join(str(kind) for kind in _NVTX_RANGES)
+        pid = _PID_SQL.format(gid="n.globalTid")
         sql = (
-            f"SELECT n.rowid, n.start, n.end, n.globalTid, {label} FROM {NVTX_TABLE} AS n{join} "
-            f"WHERE n.eventType IN ({kinds}) AND n.end IS NOT NULL"
+            f"SELECT {pid}, {label}, COUNT(*), SUM(n.end - n.start), MIN(n.start), MAX(n.end) "
+            f"FROM {NVTX_TABLE} AS n{join} WHERE {ranges} GROUP BY 1, 2"
         )
-        for rowid, start, end, global_tid, text in self.rows(NVTX_TABLE, sql):
-            ts, dur = self._time(NVTX_TABLE, rowid, start, end)
-            pid = (global_tid >> 24) & _PID if type(global_tid) is int else -1
-            process = self._process(pid)
+        for process, text, count, total, first, last in self.rows(NVTX_TABLE, sql):
             name = text if isinstance(text, str) else "<unnamed range>"
-            if name.startswith("ProfilerStep#") and (match := _STEP.match(name)):
+            match = _STEP.fullmatch(name)
+            if match:  # one range per step and process: its first start and last end
                 number = int(match.group(1))
-                process.steps[number] = Step(number=number, start=ts, end=ts + dur)
-                continue
-            _add(process.ops, name, dur)
+                self._process(process).steps[number] = Step(number, first / 1000.0, last / 1000.0)
+            else:
+                _merge(self._process(process).ops, name, count, total / 1000.0)
 
     def _process(self, pid: int) -> _Process:
         process = self.processes.get(pid)
@@ -315,29 +331,74 @@ class _Reader:
             if type(key) is int and name is not None
         }
 
+    def names(self, codes: np.ndarray) -> list[str]:
+        """The name of each code (sorted, distinct): StringIds looked up a chunk of ids at a time."""
+        ids = [int(code) for code in codes if code >= 0]
+        found: dict[int, str] = {}
+        for at in range(0, len(ids), 500):
+            chunk = ids[at : at + 500]
+            sql = f"SELECT id, value FROM StringIds WHERE id IN ({', '.join(map(str, chunk))})"
+            found.update((key, str(value)) for key, value in self.rows("StringIds", sql))
+        out = []
+        for code in codes.tolist():
+            if code >= 0:
+                out.append(found.get(code, f"<kernel name {code}>"))
+            elif code == _MEMSET_NAME:
+                out.append("[CUDA memset]")
+            elif code <= _MEMCPY_BASE:
+                out.append(self.copy_names.get(code, "[CUDA memcpy Unknown]"))
+            else:
+                out.append("<unnamed kernel>")
+        return out
+
     # --- ranks --------------------------------------------------------------------------------------
 
     def ranks(self) -> list[RankTrace]:
         gpus = self.gpus()
-        devices = sorted(self.columns) or [min(gpus, default=0)]
-        traces = {device: RankTrace(rank=index, file=self.name) for index, device in enumerate(devices)}
-        keys = np.frombuffer(self.launch_key, dtype=np.int64)
-        times = np.frombuffer(self.launch_ts, dtype=np.float64)
-        order = np.argsort(keys, kind="stable")
-        keys, times = keys[order], times[order]
-        for device, trace in traces.items():
-            columns = self.columns.get(device) or EventColumns()
-            trace.names = list(columns.names)
-            trace.events = _events(columns, keys, times)
-            trace.device = gpus.get(device, "")
-            trace.meta["device_index"] = device
+        columns = self.columns
+        device = columns.numpy("device", np.int64)
+        devices = np.unique(device).tolist() or [min(gpus, default=0)]
+        codes, name = np.unique(columns.numpy("name", np.int64), return_inverse=True)
+        names = self.names(codes)
+        # Which GPU each process used most: the process id is the top half of the launch key.
+        key = columns.numpy("key", np.int64)
+        owner = np.where(key >= 0, key >> 32, -1)
+        for pid in np.unique(owner).tolist():
+            ran_on, counts = np.unique(device[owner == pid], return_counts=True)
+            self._process(pid).devices.update(zip(ran_on.tolist(), counts.tolist(), strict=True))
+        launch = _launches(
+            key,
+            np.frombuffer(self.launch_key, dtype=np.int64) if self.launch_key else np.empty(0, np.int64),
+            np.frombuffer(self.launch_ts, dtype=np.float64) if self.launch_ts else np.empty(0),
+        )
+        full = GpuEvents(
+            start=columns.numpy("start", np.float64),
+            dur=columns.numpy("dur", np.float64),
+            stream=columns.numpy("stream", np.int64),
+            kind=columns.numpy("kind", np.int8),
+            name=name.astype(np.int64, copy=False).reshape(-1),
+            launch=launch,
+        )
+        traces: dict[int, RankTrace] = {}
+        for index, number in enumerate(devices):
+            trace = traces[number] = RankTrace(rank=index, file=self.name, names=names)
+            if len(devices) == 1:
+                trace.events = full
+            else:
+                mine = device == number
+                trace.events = GpuEvents(
+                    *(
+                        getattr(full, part)[mine]
+                        for part in ("start", "dur", "stream", "kind", "name", "launch")
+                    )
+                )
+                trace.world_size = len(devices)
+            trace.device = gpus.get(number, "")
+            trace.meta["device_index"] = number
             trace.meta["gpus"] = len(gpus)
-            if len(traces) > 1:
-                trace.world_size = len(traces)
         for process in self.processes.values():
             used = process.devices
-            device = max(used, key=lambda key: used[key]) if used else devices[0]
-            trace = traces[device]
+            trace = traces[max(used, key=lambda key: used[key]) if used else devices[0]]
             for mine, theirs in ((trace.runtime, process.runtime), (trace.ops, process.ops)):
                 for label, (count, total) in theirs.items():
                     _merge(mine, label, count, total)
@@ -350,7 +411,7 @@ class _Reader:
                     else Step(number, min(known.start, step.start), max(known.end, step.end))
                 )
             trace.steps = [steps[number] for number in sorted(steps)]
-        out = [traces[device] for device in devices]
+        out = [traces[number] for number in devices]
         for trace in out:
             if trace.events is not None and not len(trace.events):
                 trace.warnings.append(
@@ -369,23 +430,16 @@ def _merge(sums: dict[str, list[float]], label: str, count: float, total: float)
         slot[1] += total
 
 
-def _events(columns: EventColumns, keys: np.ndarray, times: np.ndarray) -> GpuEvents:
-    if not len(columns):
-        return GpuEvents.empty()
-    correlation = np.frombuffer(columns.correlation, dtype=np.int64)
-    launch = np.full(len(columns), np.nan)
-    if keys.size:
-        where = np.minimum(np.searchsorted(keys, correlation), keys.size - 1)
-        found = (keys[where] == correlation) & (correlation >= 0)
+def _launches(key: np.ndarray, keys: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """When the CPU launched each activity (its runtime call's start), NaN where unknown."""
+    launch = np.full(key.size, np.nan)
+    if keys.size and key.size:
+        order = np.argsort(keys, kind="stable")
+        keys, times = keys[order], times[order]
+        where = np.minimum(np.searchsorted(keys, key), keys.size - 1)
+        found = (keys[where] == key) & (key >= 0)
         launch[found] = times[where[found]]
-    return GpuEvents(
-        start=np.frombuffer(columns.start, dtype=np.float64).copy(),
-        dur=np.frombuffer(columns.dur, dtype=np.float64).copy(),
-        stream=np.frombuffer(columns.stream, dtype=np.int64).copy(),
-        kind=np.frombuffer(columns.kind, dtype=np.int8).copy(),
-        name=np.frombuffer(columns.name, dtype=np.int64).copy(),
-        launch=launch,
-    )
+    return launch
 
 
 def parse_file(name: str, source: Source) -> list[RankTrace]:
