@@ -204,7 +204,8 @@ def run_post(request: TokenRequest) -> Status[dict[str, Any]]:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "description": "A run's profile: PyTorch profiler traces (one per rank) or nsys stats CSVs, "
+            "description": "A run's profile: PyTorch profiler traces (one per rank), an Nsight Systems "
+            "SQLite export or nsys stats CSVs, "
             "as multipart/form-data 'profile' parts.",
             "content": {"multipart/form-data": {"schema": {"type": "object", "required": ["profile"]}}},
         }

@@ -91,10 +91,14 @@ Source = str | Path | bytes | IO[bytes]
 
 @contextlib.contextmanager
 def _database(name: str, source: Source) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to the file; bytes and streams are copied to a temporary file first."""
+    """A read-only connection to the file; bytes and streams in memory are copied to a temporary
+    file first."""
     with contextlib.ExitStack() as stack:
+        on_disk = getattr(source, "temporary_file_path", None)  # a large upload Django wrote to disk
         if isinstance(source, (str, Path)):
             path, immutable = Path(source), False
+        elif callable(on_disk):
+            path, immutable = Path(on_disk()), True
         else:
             handle = stack.enter_context(tempfile.NamedTemporaryFile(suffix=".sqlite", delete=False))
             stack.callback(os.unlink, handle.name)

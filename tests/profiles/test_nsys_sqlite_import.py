@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
+from django.urls import reverse
 
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.cli import main as accelboard_main
@@ -231,6 +233,7 @@ def test_the_api_attaches_an_export_and_refuses_a_broken_one(
     assert "cut.sqlite" in bad.json()["error"]["message"]
     assert not BenchmarkRun.objects.exists() and not Profile.objects.exists()
     result.seek(0)
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 0  # uploads written to disk: read there, not copied
     response = Client().post(
         "/api/v1/runs",
         data={
@@ -289,3 +292,34 @@ def test_the_shared_sample_matches_figures_read_from_it_by_hand() -> None:
         assert totals["span_us"] == pytest.approx(span / 1e3, abs=1e-6)
         assert totals["categories"]["idle"] == pytest.approx((span - busy) / 1e3, abs=1e-6)
         assert summary["devices"] and all(summary["devices"])
+
+
+@pytest.mark.django_db
+def test_the_upload_page_and_the_profile_tab_take_an_export(
+    login_client: Any, engineer: Any, team: Any, settings: Any, tmp_path: Path, export: Path
+) -> None:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    accelerator_type_from(H100)
+    client = login_client(engineer)
+    files = [
+        SimpleUploadedFile("vllm_2025.json", (FIXTURES / "vllm_2025.json").read_bytes()),
+        SimpleUploadedFile("report.sqlite", export.read_bytes()),
+    ]
+    preview = client.post(reverse("benchmarks:upload_preview"), {"files": files}).json()
+    entry = preview["files"][1]
+    assert entry["error"] == "" and entry["profile"]["format"] == "nsys-sqlite"
+    response = client.post(
+        reverse("benchmarks:upload_save"),
+        {"token": preview["token"], "team": team.pk, "r0-accelerator": "H100 SXM 80GB"},
+    )
+    assert response.status_code == 200, response.json()
+    run_id = response.json()["runs"][0]["id"]
+    profile = Profile.objects.get(run_id=run_id)
+    assert profile.source_format == "nsys-sqlite" and profile.steps == 1
+    page = client.get(reverse("profiles:run_profile", args=[run_id])).content.decode()
+    assert "Nsight Systems SQLite export" in page and "ncclDevKernel_AllReduce" in page
+    # A broken export on the Profile tab: a 400 naming it, and the profile kept.
+    broken = SimpleUploadedFile("cut.sqlite", export.read_bytes()[:3000])
+    refused = client.post(reverse("profiles:attach", args=[run_id]), {"profile": broken})
+    assert refused.status_code == 400 and "cut.sqlite" in refused.content.decode()
+    assert Profile.objects.get(run_id=run_id).pk == profile.pk
