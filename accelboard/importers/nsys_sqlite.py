@@ -263,7 +263,8 @@ class _Reader:
         key = _KEY.format(corr="correlationId", gid="globalPid")
         # A bad row's duration reads as -1: found in the column afterwards, then named by SQL.
         sql = (
-            f"SELECT start / 1000.0, CASE WHEN {_GOOD_TIMES} THEN (end - start) / 1000.0 ELSE -1.0 END, "
+            f"SELECT CASE WHEN {_GOOD_TIMES} THEN start / 1000.0 ELSE 0.0 END, "
+            f"CASE WHEN {_GOOD_TIMES} THEN (end - start) / 1000.0 ELSE -1.0 END, "
             f"CAST(COALESCE(streamId, -1) AS INTEGER), CAST(COALESCE(deviceId, -1) AS INTEGER), "
             f"{key}, {name} FROM {table}"
         )

@@ -179,6 +179,11 @@ def test_bad_databases_are_refused_naming_what_is_wrong(tmp_path: Path, export: 
     _rewrite(backwards, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 1 WHERE rowid = 2;")
     with pytest.raises(ParseError, match=r"CUPTI_ACTIVITY_KIND_KERNEL row 2: end 1049999 is before start"):
         profile_parse([("backwards.sqlite", str(backwards))])
+    _rewrite(
+        backwards, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start + 1, start = 'soon' WHERE rowid = 2;"
+    )
+    with pytest.raises(ParseError, match=r"row 2: start 'soon' / end 1050001 are not integer nanoseconds"):
+        profile_parse([("backwards.sqlite", str(backwards))])
     # A view in place of a table (a hostile file could make it expensive) is not read.
     hostile = write_export(tmp_path / "hostile.sqlite")
     _rewrite(
