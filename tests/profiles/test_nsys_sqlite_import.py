@@ -133,6 +133,15 @@ def test_each_gpu_is_a_rank_with_its_process_cpu_side(tmp_path: Path) -> None:
     assert summary["totals"]["kernels"] == 4 and summary["totals"]["kernel_us"] == pytest.approx(570.0)
     assert summary["ranks"][1]["busy_us"] == pytest.approx(300.0)
     assert summary["imbalance"]["slowest_rank"] == 1
+    # Several exports together (one per node): their ranks follow one another.
+    both = profile_parse([("a.sqlite", str(path)), ("b.sqlite", str(path))])
+    assert [(trace.rank, trace.file) for trace in both.ranks] == [
+        (0, "a.sqlite"),
+        (1, "a.sqlite"),
+        (2, "b.sqlite"),
+        (3, "b.sqlite"),
+    ]
+    assert all(trace.world_size == 4 for trace in both.ranks)
 
 
 def test_an_export_without_gpu_activity_says_so(tmp_path: Path) -> None:
