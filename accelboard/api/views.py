@@ -204,10 +204,11 @@ def run_post(request: TokenRequest) -> Status[dict[str, Any]]:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "description": "A run's profile: PyTorch profiler traces (one per rank) or nsys stats CSVs, "
-            "as multipart/form-data 'profile' parts. A trace from other hardware than the run's is "
-            "attached with a warning (the answer's 'warnings'); with a 'strict' field (or ?strict=1) "
-            "of 1/true it is refused with a 422 naming both devices (code device_mismatch).",
+            "description": "A run's profile: PyTorch profiler traces (one per rank), an Nsight Systems "
+            "SQLite export or nsys stats CSVs, as multipart/form-data 'profile' parts. A trace from "
+            "other hardware than the run's is attached with a warning (the answer's 'warnings'); with "
+            "a 'strict' field (or ?strict=1) of 1/true it is refused with a 422 naming both devices "
+            "(code device_mismatch).",
             "content": {"multipart/form-data": {"schema": {"type": "object", "required": ["profile"]}}},
         }
     },

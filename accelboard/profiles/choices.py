@@ -6,6 +6,7 @@ from django.db import models
 class ProfileFormat(models.TextChoices):
     KINETO = "kineto", "PyTorch profiler (Kineto) trace"
     NSYS_STATS = "nsys-stats", "Nsight Systems stats CSV"
+    NSYS_SQLITE = "nsys-sqlite", "Nsight Systems SQLite export"
 
 
 class Verdict(models.TextChoices):

@@ -97,7 +97,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="TRACE",
-        help="a profiler trace (PyTorch profiler JSON[.gz], one per rank; or nsys stats CSVs) to attach "
+        help="a profiler trace (PyTorch profiler JSON[.gz], one per rank; an nsys SQLite export; or nsys "
+        "stats CSVs) to attach "
         "to the run (repeatable)",
     )
     parser.add_argument(
