@@ -7,7 +7,8 @@ ending now, in a shape Argo Rollouts' web metric provider and Flagger's webhooks
 
 from typing import Any
 
-from ninja import Router, Status
+from ninja import Router
+from ninja.responses import Status
 
 from accelboard.canary.models import CanaryCheck
 from accelboard.canary.selectors import canary_check_get, canary_check_teams, canary_evaluate, canary_json

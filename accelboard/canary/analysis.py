@@ -30,7 +30,7 @@ test more eager; the minimum effect guards against that); agreement is daily, so
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -246,8 +246,8 @@ RULE = (
 
 
 def canary_verdict(
-    baseline: dict[str, Sequence[float | None]],
-    canary: dict[str, Sequence[float | None]],
+    baseline: Mapping[str, Sequence[float | None]],
+    canary: Mapping[str, Sequence[float | None]],
     *,
     alpha: float = ALPHA,
     min_effects: dict[str, float] | None = None,

@@ -68,6 +68,8 @@ def canary_check_get(
     checks = CanaryCheck.objects.visible_to(scope).select_related("model", "team")
     if pk is not None:
         return checks.get(pk=pk)
+    if team_id is None:
+        raise CanaryCheck.DoesNotExist
     return checks.get(team_id=team_id, name=name)
 
 
@@ -124,7 +126,7 @@ def _energy(rows: list[InferenceMetric]) -> dict[int, float]:
         bucket__lt=end,
         energy_j__isnull=False,
     ).values_list("accelerator_id", "bucket", "energy_j"):
-        per_gpu[acc].append((bucket, joules))
+        per_gpu[acc].append((bucket, float(joules or 0.0)))
     out: dict[int, float] = {}
     for row in rows:
         stop = row.interval_start + timedelta(seconds=row.interval_s)
@@ -181,13 +183,13 @@ def _deployment(
             dep.hosts.append(row.host.hostname)
     variant_ids = {row.variant_id for row in rows}
     days: dict[str, list[tuple[float, int]]] = defaultdict(list)
-    for day, rate, samples in ProductionAgreement.objects.filter(
+    for on, rate, samples in ProductionAgreement.objects.filter(
         team_id=check.team_id, variant_id__in=variant_ids, day__gte=start.date(), day__lte=end.date()
     ).values_list("day", "agreement_rate", "samples"):
-        days[day.isoformat()].append((rate, samples))
-    for day, items in sorted(days.items()):
+        days[on.isoformat()].append((rate, samples))
+    for label, items in sorted(days.items()):
         total = sum(n for _, n in items)
-        dep.days.append(day)
+        dep.days.append(label)
         dep.values["agreement_rate"].append(
             sum(r * n for r, n in items) / total if total else sum(r for r, _ in items) / len(items)
         )

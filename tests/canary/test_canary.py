@@ -25,7 +25,13 @@ from accelboard.canary.services import CanaryCheckInvalid, canary_check_create, 
 from accelboard.notifications.route_payloads import RouteAlertRef, RouteRef, route_matches
 from accelboard.serving.models import InferenceMetric
 from accelboard.serving.services import IntervalInput, inference_metrics_store
-from tests.costs.builders import accelerator_price_create, electricity_price_create, host_place, minutes_load, site_create
+from tests.costs.builders import (
+    accelerator_price_create,
+    electricity_price_create,
+    host_place,
+    minutes_load,
+    site_create,
+)
 from tests.factories import H100, accelerator_type_create, host_create
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -46,13 +52,17 @@ def hosts(team: Any) -> dict[str, Any]:
     return {"stable": (stable, stable_gpus), "canary": (canary, canary_gpus)}
 
 
-def _load(team: Any, hosts: dict[str, Any], *, slower: float = 1.0, seed: int = 1, power: bool = False) -> None:
+def _load(
+    team: Any, hosts: dict[str, Any], *, slower: float = 1.0, seed: int = 1, power: bool = False
+) -> None:
     """MINUTES one-minute intervals per deployment: stable on 2 GPUs, canary on 1, same traffic per GPU."""
     rng = np.random.default_rng(seed)
     for track, factor in (("stable", 1.0), ("canary", slower)):
         host, gpus = hosts[track]
         if power:
-            minutes_load(gpus=gpus, start=NOW - timedelta(minutes=MINUTES), minutes=MINUTES, util=80, power_w=600.0)
+            minutes_load(
+                gpus=gpus, start=NOW - timedelta(minutes=MINUTES), minutes=MINUTES, util=80, power_w=600.0
+            )
         intervals = []
         for m in range(MINUTES):
             noise = rng.lognormal(0, 0.05, 4)
@@ -122,7 +132,9 @@ def test_it_reads_each_intervals_values_as_worked_by_hand(team: Any, hosts: dict
     assert report.verdict.verdict == analysis.NO_DATA
 
 
-def test_it_fails_a_slower_costlier_canary_on_those_metrics_and_alerts_once(team: Any, hosts: dict[str, Any]) -> None:
+def test_it_fails_a_slower_costlier_canary_on_those_metrics_and_alerts_once(
+    team: Any, hosts: dict[str, Any]
+) -> None:
     _load(team, hosts, slower=1.3, power=True)
     check = _check(team)
     report = canary_evaluate(check=check, end=NOW)
@@ -143,7 +155,9 @@ def test_it_fails_a_slower_costlier_canary_on_those_metrics_and_alerts_once(team
     # The team's routes for production alerts (and for every kind) take it.
     ref = RouteAlertRef(id=alert.pk, team_id=team.pk, kind=alert.kind, severity=alert.severity, opened_at=NOW)
     for kind in ("production", ""):
-        route = RouteRef(id=1, team_id=team.pk, channel="slack", kind=kind, min_severity="warning", created_at=NOW)
+        route = RouteRef(
+            id=1, team_id=team.pk, channel="slack", kind=kind, min_severity="warning", created_at=NOW
+        )
         assert route_matches(route, ref)
 
 
@@ -163,7 +177,12 @@ def test_it_refuses_a_bad_check_naming_the_field(team: Any, hosts: dict[str, Any
     assert caught.value.field == "canary"
     with pytest.raises(CanaryCheckInvalid) as caught:
         canary_check_create(
-            team=team, model=model, name="x", baseline={"a": "b"}, canary={"a": "c"}, min_effects={"speed": 0.1}
+            team=team,
+            model=model,
+            name="x",
+            baseline={"a": "b"},
+            canary={"a": "c"},
+            min_effects={"speed": 0.1},
         )
     assert caught.value.field == "min_effects.speed"
 
@@ -184,11 +203,18 @@ def _ns(value: Any) -> Any:
 def _argo(expression: str, result: dict[str, Any]) -> bool:
     """An Argo Rollouts condition (expr language) on the web provider's result: the subset the
     example uses (member access, ==, !=, &&, ||, string and boolean literals)."""
-    python = expression.replace("&&", " and ").replace("||", " or ").replace("true", "True").replace("false", "False")
+    python = (
+        expression.replace("&&", " and ")
+        .replace("||", " or ")
+        .replace("true", "True")
+        .replace("false", "False")
+    )
     return bool(eval(python, {"__builtins__": {}}, {"result": _ns(result)}))  # noqa: S307 - the doc's literal
 
 
-def test_the_documented_analysis_template_reads_the_endpoints_json(client: Client, team: Any, hosts: dict[str, Any]) -> None:
+def test_the_documented_analysis_template_reads_the_endpoints_json(
+    client: Client, team: Any, hosts: dict[str, Any]
+) -> None:
     _load(team, hosts, slower=1.3, power=True)
     check = _check(team)
     token = token_create(team=team, kind="read", name="argo")[1]
@@ -239,17 +265,23 @@ def _load_harmless(team: Any, hosts: dict[str, Any]) -> None:
     inference_metrics_store(team=team, host=host, batch_id="harmless", intervals=intervals)
 
 
-def test_the_endpoint_answers_only_the_tokens_team(client: Client, team: Any, other_team: Any, hosts: dict[str, Any]) -> None:
+def test_the_endpoint_answers_only_the_tokens_team(
+    client: Client, team: Any, other_team: Any, hosts: dict[str, Any]
+) -> None:
     _load(team, hosts)
     check = _check(team)
     other = token_create(team=other_team, kind="read", name="x")[1]
     ingest = token_create(team=team, kind="ingest", name="y")[1]
     assert client.get(f"/api/v1/canary/{check.name}", HTTP_AUTHORIZATION=f"Bearer {other}").status_code == 404
-    assert client.get(f"/api/v1/canary/{check.name}", HTTP_AUTHORIZATION=f"Bearer {ingest}").status_code == 403
+    assert (
+        client.get(f"/api/v1/canary/{check.name}", HTTP_AUTHORIZATION=f"Bearer {ingest}").status_code == 403
+    )
     assert client.get(f"/api/v1/canary/{check.name}").status_code == 401
 
 
-@pytest.mark.parametrize(("who", "status"), [("lead", 200), ("engineer", 200), ("other_lead", 404), ("outsider", 404)])
+@pytest.mark.parametrize(
+    ("who", "status"), [("lead", 200), ("engineer", 200), ("other_lead", 404), ("outsider", 404)]
+)
 def test_the_page_shows_the_verdict_to_the_team_only(
     login_client: Any, cast: dict[str, Any], team: Any, hosts: dict[str, Any], who: str, status: int
 ) -> None:
