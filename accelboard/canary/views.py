@@ -62,6 +62,7 @@ def canary_detail(request: HttpRequest, check_id: int) -> HttpResponse:
             "figures": figures,
             "json": canary_json(report),
             "currency": report.baseline.currency or report.canary.currency,
-            "bound": analysis.false_fail_bound(metrics=len(report.verdict.metrics) or 1, alpha=check.alpha),
+            "bound_pct": 100
+            * analysis.false_fail_bound(metrics=len(report.verdict.metrics) or 1, alpha=check.alpha),
         },
     )

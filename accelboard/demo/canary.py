@@ -71,7 +71,9 @@ def canary_write(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[s
             noise = rng.lognormal(0, 0.04, 6)
             share = per_gpu / len(row.accelerator_uuids)  # one GPU's slice of the traffic
 
-            def lat(value: float | None, k: int, noise: np.ndarray = noise) -> float | None:
+            def lat(
+                value: float | None, k: int, noise: np.ndarray = noise, slower: float = slower
+            ) -> float | None:
                 return None if value is None else round(value * slower * float(noise[k]), 3)
 
             intervals.append(
@@ -82,8 +84,8 @@ def canary_write(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[s
                     interval_s=row.interval_s,
                     engine=row.engine,
                     accelerator_uuids=[gpu_uuid],
-                    requests=int(row.requests * share),
-                    errors=int(row.errors * share),
+                    requests=round(row.requests * share),
+                    errors=round(row.errors * share),
                     prompt_tokens=int(row.prompt_tokens * share),
                     generated_tokens=int(row.generated_tokens * share * float(rng.lognormal(0, 0.03))),
                     ttft_ms={"p50": lat(row.ttft_p50_ms, 0), "p99": lat(row.ttft_p99_ms, 1)},

@@ -45,7 +45,14 @@ def test_the_demo_canary_fails_for_the_right_metrics_and_the_harmless_one_passes
     assert len(bad.baseline.times) == len(bad.canary.times) == 72 * 6  # 3 days of 10-minute intervals
     assert bad.verdict.verdict == analysis.FAIL
     by_key = {m.key: m for m in bad.verdict.metrics}
-    for key in ("ttft_p50_ms", "tpot_p50_ms", "e2e_p50_ms", "e2e_p99_ms", "tokens_per_s_per_gpu", "cost_per_1m_tokens"):
+    for key in (
+        "ttft_p50_ms",
+        "tpot_p50_ms",
+        "e2e_p50_ms",
+        "e2e_p99_ms",
+        "tokens_per_s_per_gpu",
+        "cost_per_1m_tokens",
+    ):
         assert by_key[key].verdict == analysis.FAIL, key
         assert by_key[key].worse_by == pytest.approx(0.3 if key.endswith("_ms") else 0.23, abs=0.05), key
     assert by_key["error_rate"].verdict == analysis.PASS
@@ -53,4 +60,6 @@ def test_the_demo_canary_fails_for_the_right_metrics_and_the_harmless_one_passes
     assert by_key["agreement_rate"].n_canary >= 3
 
     good = canary_evaluate(check=checks["llama8b-fp8-v3"], end=end)
-    assert good.verdict.verdict == analysis.PASS, [(m.key, m.verdict, m.worse_by) for m in good.verdict.metrics]
+    assert good.verdict.verdict == analysis.PASS, [
+        (m.key, m.verdict, m.worse_by) for m in good.verdict.metrics
+    ]
