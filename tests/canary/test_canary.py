@@ -22,6 +22,7 @@ from accelboard.benchmarks.models import Model
 from accelboard.canary import analysis
 from accelboard.canary.selectors import canary_evaluate
 from accelboard.canary.services import CanaryCheckInvalid, canary_check_create, canary_checks_run
+from accelboard.notifications.emails import message_build
 from accelboard.notifications.route_payloads import RouteAlertRef, RouteRef, route_matches
 from accelboard.serving.models import InferenceMetric
 from accelboard.serving.services import IntervalInput, inference_metrics_store
@@ -133,7 +134,7 @@ def test_it_reads_each_intervals_values_as_worked_by_hand(team: Any, hosts: dict
 
 
 def test_it_fails_a_slower_costlier_canary_on_those_metrics_and_alerts_once(
-    team: Any, hosts: dict[str, Any]
+    team: Any, lead: Any, hosts: dict[str, Any]
 ) -> None:
     _load(team, hosts, slower=1.3, power=True)
     check = _check(team)
@@ -152,6 +153,9 @@ def test_it_fails_a_slower_costlier_canary_on_those_metrics_and_alerts_once(
     assert (alert.kind, alert.severity, alert.team_id) == (AlertKind.CANARY, Severity.CRITICAL, team.pk)
     assert alert.title.startswith("Canary chat-canary of Llama-3.1-8B fails: ")
     assert alert.detail["canary"]["verdict"] == "fail"
+    # Its email reads as any production alert's (no series, no host).
+    email = message_build(to="lead@example.com", user_id=lead.pk, alerts=[alert], mode="immediate", token="t")
+    assert "Canary chat-canary" in email.subject
     # The team's routes for production alerts (and for every kind) take it.
     ref = RouteAlertRef(id=alert.pk, team_id=team.pk, kind=alert.kind, severity=alert.severity, opened_at=NOW)
     for kind in ("production", ""):
