@@ -12,6 +12,7 @@ agreement of the deployment's variants, per day of the window (sample-weighted o
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -20,7 +21,7 @@ from typing import Any
 from django.utils import timezone
 
 from accelboard.core.access import Scope
-from accelboard.costs.pricebook_selectors import electricity_for_host, price_for_host
+from accelboard.costs.pricebook_selectors import PriceBook, price_book_load
 from accelboard.drift.models import ProductionAgreement
 from accelboard.fleet.models import Accelerator, TelemetryRollup
 from accelboard.serving.models import InferenceMetric
@@ -106,49 +107,68 @@ def _intervals(
     return list(rows.select_related("variant", "host").order_by("interval_start", "host_id"))
 
 
-def _energy(rows: list[InferenceMetric]) -> dict[int, float]:
-    """Joules per interval (by row id) from the named GPUs' minute rollups inside it."""
+def _gpus(rows: list[InferenceMetric]) -> dict[str, tuple[int, int | None]]:
+    """The GPUs the intervals name that are the team's own: UUID -> (id, accelerator type id)."""
     uuids = {u for row in rows for u in row.accelerator_uuids}
     if not rows or not uuids:
         return {}
-    gpu_ids = dict(
-        Accelerator.objects.filter(uuid__in=uuids, host__team_id=rows[0].team_id).values_list("uuid", "pk")
-    )
-    if not gpu_ids:
+    return {
+        uuid: (pk, kind)
+        for uuid, pk, kind in Accelerator.objects.filter(
+            uuid__in=uuids, host__team_id=rows[0].team_id
+        ).values_list("uuid", "pk", "accelerator_type_id")
+    }
+
+
+def _energy(rows: list[InferenceMetric], gpus: dict[str, tuple[int, int | None]]) -> dict[int, float]:
+    """Joules per interval (by row id) from the named GPUs' minute rollups inside it (one query;
+    each interval's sum by bisection on the GPU's running total)."""
+    if not gpus:
         return {}
     start = min(r.interval_start for r in rows)
     end = max(r.interval_start + timedelta(seconds=r.interval_s) for r in rows)
-    per_gpu: dict[int, list[tuple[datetime, float]]] = defaultdict(list)
-    for acc, bucket, joules in TelemetryRollup.objects.filter(
-        width_s=ROLLUP_WIDTH_S,
-        accelerator_id__in=gpu_ids.values(),
-        bucket__gte=start,
-        bucket__lt=end,
-        energy_j__isnull=False,
-    ).values_list("accelerator_id", "bucket", "energy_j"):
-        per_gpu[acc].append((bucket, float(joules or 0.0)))
+    buckets: dict[int, list[datetime]] = defaultdict(list)
+    totals: dict[int, list[float]] = defaultdict(lambda: [0.0])
+    for acc, bucket, joules in (
+        TelemetryRollup.objects.filter(
+            width_s=ROLLUP_WIDTH_S,
+            accelerator_id__in=[pk for pk, _ in gpus.values()],
+            bucket__gte=start,
+            bucket__lt=end,
+            energy_j__isnull=False,
+        )
+        .order_by("accelerator_id", "bucket")
+        .values_list("accelerator_id", "bucket", "energy_j")
+    ):
+        buckets[acc].append(bucket)
+        totals[acc].append(totals[acc][-1] + float(joules or 0.0))
     out: dict[int, float] = {}
     for row in rows:
         stop = row.interval_start + timedelta(seconds=row.interval_s)
-        found = [
-            j
-            for u in row.accelerator_uuids
-            if u in gpu_ids
-            for bucket, j in per_gpu.get(gpu_ids[u], ())
-            if row.interval_start <= bucket < stop
-        ]
+        joules, found = 0.0, False
+        for uuid in row.accelerator_uuids:
+            acc = gpus.get(uuid, (0, None))[0]
+            times = buckets.get(acc)
+            if not times:
+                continue
+            lo, hi = bisect_left(times, row.interval_start), bisect_left(times, stop)
+            if hi > lo:
+                joules += totals[acc][hi] - totals[acc][lo]
+                found = True
         if found:
-            out[row.pk] = float(sum(found))
+            out[row.pk] = joules
     return out
 
 
 def _deployment(
-    *, check: CanaryCheck, selector: dict[str, str], start: datetime, end: datetime, costs: bool
+    *, check: CanaryCheck, selector: dict[str, str], start: datetime, end: datetime, book: PriceBook | None
 ) -> Deployment:
+    """``book``: the price book, None when costs are left out."""
     rows = _intervals(check=check, selector=selector, start=start, end=end)
     dep = Deployment(selector=selector)
-    energy = _energy(rows)
-    prices: dict[tuple[int, Any], tuple[float | None, float | None, float, str]] = {}
+    gpu_rows = _gpus(rows)
+    energy = _energy(rows, gpu_rows)
+    prices: dict[tuple[int, int | None, Any], tuple[float | None, float | None, float, str]] = {}
     for row in rows:
         dep.times.append(row.interval_start)
         for key, column in _DIRECT.items():
@@ -160,16 +180,18 @@ def _deployment(
         joules = energy.get(row.pk)
         dep.values["j_per_1m_tokens"].append(joules / tokens * 1e6 if joules is not None and tokens else None)
         day = row.interval_start.date()
-        if costs and (row.host_id, day) not in prices:
-            gpu_price = price_for_host(host=row.host, at=day)
-            power = electricity_for_host(host=row.host, at=day)
-            prices[(row.host_id, day)] = (
+        kind = next((gpu_rows[u][1] for u in row.accelerator_uuids if u in gpu_rows), None)
+        key = (row.host_id, kind, day)
+        if book is not None and key not in prices:
+            gpu_price = book.accelerator_price(host=row.host, accelerator_type_id=kind, day=day)
+            power = book.electricity_price(host=row.host, day=day)
+            prices[key] = (
                 float(gpu_price.price_per_accelerator_hour) if gpu_price else None,
                 float(power.price_per_kwh) if power else None,
                 power.pue if power else 1.0,
                 gpu_price.currency if gpu_price else "",
             )
-        per_gpu_hour, per_kwh, pue, currency = prices.get((row.host_id, day), (None, None, 1.0, ""))
+        per_gpu_hour, per_kwh, pue, currency = prices.get(key, (None, None, 1.0, ""))
         cost = None
         if per_gpu_hour is not None and gpus and tokens:
             cost = gpus * row.interval_s / 3600 * per_gpu_hour
@@ -201,8 +223,9 @@ def canary_evaluate(*, check: CanaryCheck, end: datetime | None = None, costs: b
     who may not view the team's costs (money follows ``VIEW_COSTS``): cost per token is left out."""
     end = end or timezone.now()
     start = end - timedelta(minutes=check.window_minutes)
-    baseline = _deployment(check=check, selector=dict(check.baseline), start=start, end=end, costs=costs)
-    canary = _deployment(check=check, selector=dict(check.canary), start=start, end=end, costs=costs)
+    book = price_book_load() if costs else None
+    baseline = _deployment(check=check, selector=dict(check.baseline), start=start, end=end, book=book)
+    canary = _deployment(check=check, selector=dict(check.canary), start=start, end=end, book=book)
     verdict = analysis.canary_verdict(
         baseline.values, canary.values, alpha=check.alpha, min_effects=dict(check.min_effects or {})
     )

@@ -287,14 +287,26 @@ def test_the_endpoint_answers_only_the_tokens_team(
     ("who", "status"), [("lead", 200), ("engineer", 200), ("other_lead", 404), ("outsider", 404)]
 )
 def test_the_page_shows_the_verdict_to_the_team_only(
-    login_client: Any, cast: dict[str, Any], team: Any, hosts: dict[str, Any], who: str, status: int
+    login_client: Any,
+    cast: dict[str, Any],
+    team: Any,
+    hosts: dict[str, Any],
+    who: str,
+    status: int,
+    django_assert_max_num_queries: Any,
 ) -> None:
     _load(team, hosts, slower=1.3, power=True)
     check = _check(team)
     from unittest import mock  # noqa: PLC0415
 
-    with mock.patch("accelboard.canary.selectors.timezone.now", return_value=NOW):
-        response = login_client(cast[who]).get(f"/canary/{check.pk}/")
+    client = login_client(cast[who])
+    # A fixed number of queries whatever the intervals: two deployments' rows, GPUs, rollups and
+    # agreement, and the price book once.
+    with (
+        mock.patch("accelboard.canary.selectors.timezone.now", return_value=NOW),
+        django_assert_max_num_queries(24),
+    ):
+        response = client.get(f"/canary/{check.pk}/")
     assert response.status_code == status
     if status == 200:
         page = response.content.decode()
