@@ -181,17 +181,17 @@ def _deployment(
         dep.values["j_per_1m_tokens"].append(joules / tokens * 1e6 if joules is not None and tokens else None)
         day = row.interval_start.date()
         kind = next((gpu_rows[u][1] for u in row.accelerator_uuids if u in gpu_rows), None)
-        key = (row.host_id, kind, day)
-        if book is not None and key not in prices:
+        price_key = (row.host_id, kind, day)
+        if book is not None and price_key not in prices:
             gpu_price = book.accelerator_price(host=row.host, accelerator_type_id=kind, day=day)
             power = book.electricity_price(host=row.host, day=day)
-            prices[key] = (
+            prices[price_key] = (
                 float(gpu_price.price_per_accelerator_hour) if gpu_price else None,
                 float(power.price_per_kwh) if power else None,
                 power.pue if power else 1.0,
                 gpu_price.currency if gpu_price else "",
             )
-        per_gpu_hour, per_kwh, pue, currency = prices.get(key, (None, None, 1.0, ""))
+        per_gpu_hour, per_kwh, pue, currency = prices.get(price_key, (None, None, 1.0, ""))
         cost = None
         if per_gpu_hour is not None and gpus and tokens:
             cost = gpus * row.interval_s / 3600 * per_gpu_hour
