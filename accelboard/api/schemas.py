@@ -260,6 +260,10 @@ class IntervalIn(StrictModel):
         dict[Annotated[str, Length(60, 1)], Annotated[list[Bucket], Field(max_length=256)]],
         Field(max_length=32),
     ] = Field(default_factory=dict)
+    # The deployment's workload labels, e.g. {"track": "canary"} (canary comparisons select by them).
+    labels: Annotated[
+        dict[Annotated[str, Length(63, 1)], Annotated[str, Length(63)]], Field(max_length=16)
+    ] = Field(default_factory=dict)
 
 
 class InferenceBatchIn(StrictModel):
