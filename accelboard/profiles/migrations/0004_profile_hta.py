@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("profiles", "0001_initial")]
+    dependencies = [("profiles", "0003_nsys_sqlite_format")]
 
     operations = [
         migrations.AddField(
