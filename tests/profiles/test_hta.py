@@ -15,7 +15,13 @@ import pytest
 from accelboard.importers import kineto
 from accelboard.importers.profile_data import KERNEL, MEMCPY, GpuEvents, ProfileData
 from accelboard.profiles.analysis import profile_analyse
-from accelboard.profiles.hta import KERNEL_WAIT_US, hta_analyse, idle_by_stream, launch_statistics
+from accelboard.profiles.hta import (
+    KERNEL_WAIT_US,
+    hta_analyse,
+    idle_by_stream,
+    launch_statistics,
+    profile_summary,
+)
 from accelboard.testing.traces import KERNELS, NCCL, kineto_document, kineto_event
 
 GEMM = KERNELS[0][0]
@@ -242,3 +248,27 @@ def test_on_htas_own_alexnet_trace_the_figures_are_htas() -> None:
     )
     launch = hta["launch"]["ranks"][0]
     assert (launch["kernels"], launch["linked"]) == (79, 79) and launch["delay_us"]["p50"] == 343.0
+
+
+def test_an_nsys_sqlite_export_gives_the_figures_its_kineto_twin_gives(tmp_path: Path) -> None:
+    from accelboard.importers.profile_registry import profile_parse
+    from accelboard.testing.nsys_export import write_export
+    from tests.profiles.test_nsys_sqlite_import import _kineto_twin
+
+    export = write_export(tmp_path / "report.sqlite")
+    ours = profile_summary(profile_parse([("report.sqlite", str(export))]))["hta"]
+    theirs = profile_summary(profile_parse([("trace.json", _kineto_twin())]))["hta"]
+    assert ours["idle"]["total"] == pytest.approx(theirs["idle"]["total"])
+    # Kernel launches by hand: GEMM call 990-995, starts 1000 (5); all-reduce 996-999, starts 1050
+    # (51); add 1280-1284, starts 1400 (116). None is shorter than its call.
+    for side in (ours, theirs):
+        launch = side["launch"]["total"]
+        assert (launch["kernels"], launch["linked"], launch["short_kernels"]) == (3, 3, 0)
+        assert launch["delay_us"]["p50"] == pytest.approx(51.0)
+        assert launch["delay_us"]["max"] == pytest.approx(116.0)
+    # Stream 7 by hand: the gap 1100-1300 before the copy waits on the host (launched at 1250,
+    # after the GEMM ended at 1100); 1315-1400 before the add (launched at 1280, queued): other,
+    # 85 µs, of which the all-reduce on stream 20 runs none (it ended at 1200).
+    (seven,) = [row for row in ours["idle"]["ranks"][0]["streams"] if row["stream"] == 7]
+    assert seven["host_wait_us"] == pytest.approx(200.0) and seven["other_us"] == pytest.approx(85.0)
+    assert seven["cross_stream_us"] == 0.0
