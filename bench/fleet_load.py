@@ -638,7 +638,7 @@ def raw_copy_ms(url: str, bodies: list[Sealed]) -> float:
     types = [_COPY_TYPES.get(column, "float4") for column in COPY_COLUMNS]
     with psycopg.connect(url) as conn:
         conn.execute(
-            f"CREATE TABLE {_COPY_SCRATCH} (LIKE fleet_telemetrysample INCLUDING DEFAULTS INCLUDING INDEXES)"
+            f"CREATE TABLE {_COPY_SCRATCH} (LIKE fleet_telemetrysample INCLUDING DEFAULTS INCLUDING IDENTITY INCLUDING INDEXES)"
         )
         conn.commit()
         try:
