@@ -19,6 +19,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
+from django.db import connection
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 
 # The requests that take the lean chain: (method, PATH_INFO).
 LEAN_ROUTES = frozenset({("POST", "/api/v1/telemetry")})
@@ -36,7 +39,16 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 class LeanHandler(WSGIHandler):
     """Django's WSGI handler whose middleware chain is ``settings.MIDDLEWARE`` less what is not in
-    ``LEAN_MIDDLEWARE`` (signals, connections and exception handling as in any request)."""
+    ``LEAN_MIDDLEWARE`` (signals, connections and exception handling as in any request), and
+    without the connection's health check (``CONN_HEALTH_CHECKS``: a ``SELECT 1`` round trip
+    before the first query of every request on a reused connection). A connection that broke
+    since its last request fails this one (a 500, and Django closes it at the request's end):
+    the agent retries the batch under its id, and the retry, on a new connection, stores it
+    once. Nothing is acknowledged that is not committed."""
+
+    def get_response(self, request: HttpRequest) -> HttpResponseBase:
+        connection.health_check_done = True
+        return super().get_response(request)
 
     def load_middleware(self, is_async: bool = False) -> None:
         full = settings.MIDDLEWARE

@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
+from django.db import close_old_connections, connection, connections
 from django.test import Client
 from django.utils import timezone
 
@@ -207,3 +207,22 @@ def test_the_lean_chain_keeps_only_middleware_the_settings_have() -> None:
     assert set(lean.LEAN_MIDDLEWARE) <= set(settings.MIDDLEWARE)
     kept = [path for path in settings.MIDDLEWARE if path in lean.LEAN_MIDDLEWARE]
     assert kept == list(lean.LEAN_MIDDLEWARE)
+
+
+def test_the_lean_path_skips_the_connection_health_check(
+    team: Any, ingest_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checks: list[bool] = []
+    wrapper = connections["default"]
+    assert wrapper.health_check_enabled  # CONN_HEALTH_CHECKS
+    monkeypatch.setattr(wrapper, "is_usable", lambda: checks.append(True) or True)
+    connection.health_check_done = False
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {ingest_token}"}
+    status, _, content = _wsgi("POST", URL, orjson.dumps(telemetry_payload(batch_id="hc")), auth)
+    assert status == 200, content
+    assert checks == []
+    # Any other request checks its connection as before.
+    connection.health_check_done = False
+    with connection.cursor():
+        pass
+    assert checks == [True]
