@@ -6,8 +6,8 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "accelboard.settings")
 # The agents' telemetry posts skip the middleware they do not need (accelboard/api/lean.py).
-application = get_wsgi_application()
+django_application = get_wsgi_application()
 
 from accelboard.api.lean import ingest_dispatch  # noqa: E402 - after Django is set up
 
-application = ingest_dispatch(application)
+application = ingest_dispatch(django_application)

@@ -47,7 +47,7 @@ class LeanHandler(WSGIHandler):
     once. Nothing is acknowledged that is not committed."""
 
     def get_response(self, request: HttpRequest) -> HttpResponseBase:
-        connection.health_check_done = True
+        connection.health_check_done = True  # type: ignore[attr-defined]  # not in django-stubs
         return super().get_response(request)
 
     def load_middleware(self, is_async: bool = False) -> None:

@@ -138,9 +138,10 @@ def token_authenticate(*, token: str) -> ApiToken | None:
     if kept is not None and time.monotonic() - kept[0] < TOKEN_CACHE_S:
         row = kept[1]
     else:
-        row = _token_row(prefix=token[:8])
-        if row is None or not hmac.compare_digest(row.secret_hash, digest):
+        read = _token_row(prefix=token[:8])
+        if read is None or not hmac.compare_digest(read.secret_hash, digest):
             return None
+        row = read
         if row.revoked_at is not None:
             _verified.pop(digest, None)
             raise IngestRejected("this API token was revoked", code="token_revoked", status=401)
