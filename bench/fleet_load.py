@@ -47,7 +47,10 @@ Prints latencies, throughput, server CPU per request and memory, each job's runs
 (``JobRun``) and each queue's deepest backlog, and ends with
 ``hosts= req_s= p50_ms= p99_ms= errors= rows_lost= rollup_lag_s= beat_late_s=`` (and
 ``burst_max_s=`` with ``--burst``, ``intervals_lost=`` with ``--attribution``; then ``ref_cpu_ms=
-cpu_ms=``). ``--compare`` ends with ``hosts= cpu_off_ms= cpu_on_ms= ratio= ref_ratio= exit_off=
+cpu_ms= cpu_ms_per_batch= copy_ms_per_batch=``: the server CPU per batch while posting (web and
+the run's PostgreSQL backends; ``cpu_ms`` under its old name) and, as its floor at this hour's
+speed, the PostgreSQL CPU of a raw binary COPY of the same rows (the reference's batches, each
+COPY committed on its own, into a scratch table with the raw table's indexes: ``raw_copy_ms``)). ``--compare`` ends with ``hosts= cpu_off_ms= cpu_on_ms= ratio= ref_ratio= exit_off=
 exit_on=`` and exits 1 when the ratio is above 1.10 or either run missed. Exits 1 on a miss of: 0 errors, 0 rows lost, p99 < 500 ms,
 rollup lag < 60 s, no scheduled job > 30 s late, the offered rate kept (requests/s at least 95%
 of hosts / interval), and every burst post stored within the agent's timeout.
@@ -560,6 +563,7 @@ class Load:
         after = cpu_by_part(stack)
         web_ms = (after["web"] - before["web"]) / len(bodies) * 1000
         pg_ms = (backends.sample() - pg_before) / len(bodies) * 1000
+        self.reference_bodies = bodies
         return web_ms, pg_ms, sum(sealed.samples for sealed in bodies)
 
     def burst(self, bodies: list[Sealed], web: subprocess.Popen) -> threading.Thread:
@@ -599,6 +603,64 @@ class Load:
         for thread in threads:
             thread.join()
         return time.time() - self.start
+
+
+# The raw COPY's scratch table: the raw table's columns, defaults and indexes, not partitioned.
+_COPY_SCRATCH = "bench_raw_copy"
+
+
+def raw_copy_ms(url: str, bodies: list[Sealed]) -> float:
+    """The floor under a batch's server CPU, in the run's database and at this hour's speed: the
+    PostgreSQL backend's CPU ms per batch of binary-COPYing each of ``bodies``' rows, nothing else,
+    each batch in a transaction of its own (committed), into a scratch table with the raw
+    table's columns and indexes (dropped after). The rows are those the ingest stores (a GPU id
+    per UUID, the samples' fields, the host); building them is this process's work, not counted."""
+    import psycopg
+
+    from accelboard.fleet.ingest_services import COPY_COLUMNS
+    from accelboard.fleet.partition_services import _COPY_TYPES
+
+    batches = []
+    ids: dict[str, int] = {}
+    for sealed in bodies:
+        payload = orjson.loads(gzip.decompress(sealed.body))
+        batches.append(
+            [
+                (
+                    datetime.fromtimestamp(sample["time"], UTC),
+                    1,
+                    ids.setdefault(sample["gpu"], len(ids) + 1),
+                    *(sample.get(name) for name in COPY_COLUMNS[3:]),
+                )
+                for sample in payload["samples"]
+            ]
+        )
+    types = [_COPY_TYPES.get(column, "float4") for column in COPY_COLUMNS]
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            f"CREATE TABLE {_COPY_SCRATCH} (LIKE fleet_telemetrysample INCLUDING DEFAULTS INCLUDING IDENTITY INCLUDING INDEXES)"
+        )
+        conn.commit()
+        try:
+            backend = psutil.Process(conn.execute("SELECT pg_backend_pid()").fetchone()[0])  # type: ignore[index]
+            conn.commit()
+            before = backend.cpu_times()
+            for rows in batches:
+                with conn.cursor() as cursor:
+                    with cursor.copy(
+                        f"COPY {_COPY_SCRATCH} ({', '.join(COPY_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+                    ) as copy:
+                        copy.set_types(types)
+                        for row in rows:
+                            copy.write_row(row)
+                conn.commit()
+            after = backend.cpu_times()
+        finally:
+            conn.rollback()
+            conn.execute(f"DROP TABLE IF EXISTS {_COPY_SCRATCH}")
+            conn.commit()
+    spent = after.user + after.system - before.user - before.system
+    return spent / max(len(batches), 1) * 1000
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -889,6 +951,11 @@ def fleet_run(args: argparse.Namespace, *, attribution: bool) -> dict[str, Any]:
                 f"reference: {REFERENCE_HOSTS * REFERENCE_BATCHES} posts one at a time: web {ref_web:.1f} ms, "
                 f"PostgreSQL {ref_pg:.1f} ms of CPU per request (this box's speed now, nothing queued)"
             )
+            copy_ms = raw_copy_ms(url, load.reference_bodies)
+            print(
+                f"raw COPY of the reference's rows: {copy_ms:.2f} ms of PostgreSQL CPU per batch of "
+                f"{args.gpus * load.seconds} rows (one COPY and commit each, nothing else: the floor)"
+            )
             sealed, sealing_s = load.prepare()
             print(
                 f"sealed the run's {sealed:,} batches in {sealing_s:.1f} s "
@@ -1012,7 +1079,8 @@ def fleet_run(args: argparse.Namespace, *, attribution: bool) -> dict[str, Any]:
     print(
         f"against the reference: web {cpu_parts['web'] / max(requests, 1) * 1000 / max(ref_web, 1e-9):.2f}x, "
         f"PostgreSQL {own_pg / max(requests, 1) * 1000 / max(ref_pg, 1e-9):.2f}x, "
-        f"both {own_ms / max(ref_web + ref_pg, 1e-9):.2f}x the CPU of a request posted alone"
+        f"both {own_ms / max(ref_web + ref_pg, 1e-9):.2f}x the CPU of a request posted alone; "
+        f"{own_ms / max(copy_ms, 1e-9):.1f}x the raw COPY of its rows"
     )
     if attribution:
         print(
@@ -1072,6 +1140,7 @@ def fleet_run(args: argparse.Namespace, *, attribution: bool) -> dict[str, Any]:
         + (f" burst_max_s={burst_max:.1f}" if args.burst else "")
         + (f" intervals_lost={intervals_lost}" if attribution else "")
         + f" ref_cpu_ms={ref_web + ref_pg:.1f} cpu_ms={own_ms:.2f}"
+        + f" cpu_ms_per_batch={own_ms:.2f} copy_ms_per_batch={copy_ms:.2f}"
     )
     return {
         "exit": 1 if missed else 0,

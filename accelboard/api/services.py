@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -41,6 +42,13 @@ from .models import ApiToken
 
 # last_used_at is informative: one write a minute per token, not one per request.
 TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
+# A verified token's row is kept this long in the process that read it: a fleet's agents post
+# hundreds of batches a second with one token, and reading its row for each was one round trip
+# and a join per batch (docs/scaling.md). A revocation is honoured within this time in every
+# process (at once in the one that revokes: ``token_revoke`` forgets what it kept).
+TOKEN_CACHE_S = 5.0
+# At most this many tokens kept per process (a team has a handful); past it, all are forgotten.
+TOKEN_CACHE_SIZE = 1_024
 
 
 # --- Tokens -----------------------------------------------------------------------------------
@@ -84,6 +92,7 @@ def token_revoke(*, prefix: str) -> ApiToken | None:
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
         ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=token.revoked_at)
+    _verified.clear()
     return token
 
 
@@ -113,15 +122,33 @@ def _token_row(*, prefix: str) -> ApiToken | None:
     return row
 
 
+# Verified tokens' rows by the token's hash: (monotonic time it was read, row). Only tokens that
+# matched an active row are kept (a wrong token is read every time and never fills it).
+_verified: dict[str, tuple[float, ApiToken]] = {}
+
+
 def token_authenticate(*, token: str) -> ApiToken | None:
-    """The active token matching ``token``; raises ``IngestRejected`` (401) for a revoked one."""
+    """The active token matching ``token``; raises ``IngestRejected`` (401) for a revoked one.
+
+    The row of a token verified in the last ``TOKEN_CACHE_S`` seconds by this process is not
+    read again: a revocation elsewhere is honoured once that time has passed."""
     if len(token) < 32 or len(token) > 128:
         return None
-    row = _token_row(prefix=token[:8])
-    if row is None or not hmac.compare_digest(row.secret_hash, _hash(token)):
-        return None
-    if row.revoked_at is not None:
-        raise IngestRejected("this API token was revoked", code="token_revoked", status=401)
+    digest = _hash(token)
+    kept = _verified.get(digest)
+    if kept is not None and time.monotonic() - kept[0] < TOKEN_CACHE_S:
+        row = kept[1]
+    else:
+        read = _token_row(prefix=token[:8])
+        if read is None or not hmac.compare_digest(read.secret_hash, digest):
+            return None
+        row = read
+        if row.revoked_at is not None:
+            _verified.pop(digest, None)
+            raise IngestRejected("this API token was revoked", code="token_revoked", status=401)
+        if len(_verified) >= TOKEN_CACHE_SIZE:
+            _verified.clear()
+        _verified[digest] = (time.monotonic(), row)
     now = timezone.now()
     if row.last_used_at is None or now - row.last_used_at >= TOKEN_TOUCH_INTERVAL:
         ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
