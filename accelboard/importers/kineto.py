@@ -43,7 +43,20 @@ import numpy as np
 
 from .base import ParseError
 from .jsonstream import ByteStream, JsonStreamError, stream_document
-from .profile_data import KERNEL, MEMCPY, MEMSET, EventColumns, GpuEvents, ProfileData, RankTrace, Step
+from .profile_data import (
+    KERNEL,
+    MAX_CPU_NAMES,
+    MAX_NAMES,
+    MEMCPY,
+    MEMSET,
+    BoundedEventColumns,
+    GpuEvents,
+    ProfileData,
+    RankTrace,
+    Step,
+    column_array,
+    fold_sums,
+)
 
 NAME = "kineto"
 LABEL = "PyTorch profiler (Kineto) trace"
@@ -65,6 +78,8 @@ _CATEGORIES = {
 # The spellings seen in files, looked up before lower-casing (the common case costs one lookup).
 _CATEGORY_LOOKUP = {**_CATEGORIES, **{key.capitalize(): value for key, value in _CATEGORIES.items()}}
 _FLOAT_MAX = sys.float_info.max
+_OTHER_OPS = f"(other CPU operators beyond the top {MAX_CPU_NAMES:,})"
+_OTHER_RUNTIME = f"(other runtime calls beyond the top {MAX_CPU_NAMES:,})"
 _STEP = re.compile(r"ProfilerStep#(\d+)")
 _SNIFF = re.compile(rb'"traceEvents"\s*:|^\s*\[\s*\{[^{}]*"ph"\s*:', re.S)
 
@@ -119,7 +134,7 @@ def _int(value: Any, default: int) -> int:
 def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     """Read one trace file into a ``RankTrace``. Raises ParseError naming the file."""
     header: dict[str, Any] = {}
-    columns = EventColumns()
+    columns = BoundedEventColumns()
     runtime_corr = array("q")
     runtime_ts = array("d")
     ops: dict[str, list[float]] = {}
@@ -179,6 +194,8 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
             elif code == _RUNTIME:
                 slot = runtime.get(label)
                 if slot is None:
+                    if len(runtime) >= 2 * MAX_CPU_NAMES:
+                        fold_sums(runtime, MAX_CPU_NAMES, _OTHER_RUNTIME)
                     runtime[label] = [1, dur]
                 else:
                     slot[0] += 1
@@ -196,6 +213,8 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                         continue
                 slot = ops.get(label)
                 if slot is None:
+                    if len(ops) >= 2 * MAX_CPU_NAMES:
+                        fold_sums(ops, MAX_CPU_NAMES, _OTHER_OPS)
                     ops[label] = [1, dur]
                 else:
                     slot[0] += 1
@@ -206,12 +225,23 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     if events_seen == 0 and "traceEvents" not in header:
         raise ParseError(name, "no traceEvents: not a PyTorch profiler / Chrome trace")
     trace = RankTrace(rank=index, file=name, ops=ops, runtime=runtime)
-    trace.names = list(columns.names)
-    trace.events = _events(columns, runtime_corr, runtime_ts)
+    trace.events = _events(trace, columns, runtime_corr, runtime_ts)
+    del columns, runtime_corr, runtime_ts
     trace.steps = [steps[number] for number in sorted(steps)]
     _header(trace, header, devices)
     if bad_durations:
         trace.warnings.append(f"{name}: {bad_durations} events had no duration (counted as 0)")
+    if trace.folded_names:
+        trace.warnings.append(
+            f"{name}: more than {MAX_NAMES:,} distinct GPU activity names: those with the least time are "
+            "summed in '(other ...)' rows by kind and category (kept to bound memory; the breakdown "
+            "still counts every activity)"
+        )
+    if _OTHER_OPS in ops or _OTHER_RUNTIME in runtime:
+        trace.warnings.append(
+            f"{name}: more than {MAX_CPU_NAMES:,} distinct CPU operator or runtime names: "
+            "those with the least time are summed in '(other ...)' rows"
+        )
     if len(trace.events) == 0:
         trace.warnings.append(
             f"{name}: no GPU kernels, copies or memsets in this trace "
@@ -220,26 +250,36 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     return trace
 
 
-def _events(columns: EventColumns, runtime_corr: array, runtime_ts: array) -> GpuEvents:
+def _events(
+    trace: RankTrace, columns: BoundedEventColumns, runtime_corr: array, runtime_ts: array
+) -> GpuEvents:
+    """The columns as arrays (views of the columns read, not copies: memory is the peak)."""
+    trace.names, trace.name_categories, name_index = columns.finish()
+    trace.folded_names = columns.folded
     if not len(columns):
         return GpuEvents.empty()
-    correlation = np.frombuffer(columns.correlation, dtype=np.int64)
-    launch = np.full(len(columns), np.nan)
+    correlation = column_array(columns.correlation)
+    launch: np.ndarray = np.broadcast_to(np.float64(np.nan), (len(columns),))  # read-only, no memory
     if runtime_corr:
+        launch = np.full(len(columns), np.nan)
         keys = np.frombuffer(runtime_corr, dtype=np.int64)
         times = np.frombuffer(runtime_ts, dtype=np.float64)
         order = np.argsort(keys, kind="stable")
         keys, times = keys[order], times[order]
-        where = np.searchsorted(keys, correlation)
-        where_ok = np.minimum(where, len(keys) - 1)
-        found = (keys[where_ok] == correlation) & (correlation >= 0)
-        launch[found] = times[where_ok[found]]
+        del order
+        # In chunks: the temporaries of the look-up stay bounded whatever the trace.
+        for a in range(0, correlation.size, 1 << 20):
+            wanted = correlation[a : a + (1 << 20)].astype(np.int64)
+            where = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+            found = np.flatnonzero((keys[where] == wanted) & (wanted >= 0))
+            launch[a + found] = times[where[found]]
+        del keys, times
     return GpuEvents(
-        start=np.frombuffer(columns.start, dtype=np.float64).copy(),
-        dur=np.frombuffer(columns.dur, dtype=np.float64).copy(),
-        stream=np.frombuffer(columns.stream, dtype=np.int64).copy(),
-        kind=np.frombuffer(columns.kind, dtype=np.int8).copy(),
-        name=np.frombuffer(columns.name, dtype=np.int64).copy(),
+        start=column_array(columns.start),
+        dur=column_array(columns.dur),
+        stream=column_array(columns.stream),
+        kind=column_array(columns.kind),
+        name=name_index,
         launch=launch,
     )
 
