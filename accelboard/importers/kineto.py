@@ -46,7 +46,6 @@ from .jsonstream import ByteStream, JsonStreamError, stream_document
 from .profile_data import (
     KERNEL,
     MAX_CPU_NAMES,
-    MAX_NAMES,
     MEMCPY,
     MEMSET,
     BoundedEventColumns,
@@ -226,6 +225,7 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
         raise ParseError(name, "no traceEvents: not a PyTorch profiler / Chrome trace")
     trace = RankTrace(rank=index, file=name, ops=ops, runtime=runtime)
     trace.events = _events(trace, columns, runtime_corr, runtime_ts)
+    columns_cap = columns.cap
     del columns, runtime_corr, runtime_ts
     trace.steps = [steps[number] for number in sorted(steps)]
     _header(trace, header, devices)
@@ -233,7 +233,7 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
         trace.warnings.append(f"{name}: {bad_durations} events had no duration (counted as 0)")
     if trace.folded_names:
         trace.warnings.append(
-            f"{name}: more than {MAX_NAMES:,} distinct GPU activity names: those with the least time are "
+            f"{name}: more than {columns_cap:,} distinct GPU activity names: those with the least time are "
             "summed in '(other ...)' rows by kind and category (kept to bound memory; the breakdown "
             "still counts every activity)"
         )

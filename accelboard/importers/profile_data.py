@@ -124,7 +124,7 @@ class BoundedEventColumns:
     a bound. Memory: the columns (37 bytes an activity) and 4 bytes each time a name is admitted.
     """
 
-    def __init__(self, cap: int = MAX_NAMES) -> None:
+    def __init__(self, cap: int | None = None) -> None:
         self.start = array("d")
         self.dur = array("d")
         # 32-bit while the ids fit (they nearly always do), widened to 64 bits on the first that
@@ -133,7 +133,7 @@ class BoundedEventColumns:
         self.kind = array("b")
         self.name = array("i")  # the id of the admission of the name (``_target`` maps it)
         self.correlation = array("i")
-        self.cap = cap
+        self.cap = MAX_NAMES if cap is None else cap
         self.live: dict[str, int] = {}  # name -> slot
         self._slot_total = array("d")
         self._slot_kind = array("b")
