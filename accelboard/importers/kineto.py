@@ -3,7 +3,9 @@
 Written by ``torch.profiler.tensorboard_trace_handler`` (``*.pt.trace.json[.gz]``) or
 ``prof.export_chrome_trace``; CUDA (CUPTI) and ROCm (roctracer) traces have the same shape. The
 file is streamed (``jsonstream``): GPU activities become typed columns (``profile_data``), CPU
-events are summed by name while reading, nothing else is kept.
+events are summed by name while reading, nothing else is kept. Memory is bounded whatever the
+names: at most ``MAX_NAMES`` activity names and ``MAX_CPU_NAMES`` CPU names are kept by name
+(``BoundedEventColumns``, ``fold_sums``), the others summed in "(other ...)" rows, with a warning.
 
 What is read, event by event (complete events, ``"ph": "X"``; categories compared ignoring case,
 old spellings included):

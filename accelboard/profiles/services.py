@@ -2,8 +2,9 @@
 
 ``profile_attach`` is the one write: the upload page, ``POST /api/v1/runs`` (multipart
 ``profile`` parts), ``POST /api/v1/runs/<id>/profile`` and the run's Profile tab all call it. The
-files are streamed (a trace of several hundred MB needs tens of MB of memory) and only
-aggregates are stored; the raw files are kept only when asked (``keep_raw``).
+files are streamed in bounded memory (a child process reads a large upload, so the server gives
+the memory back) and only aggregates are stored; the raw files are kept only when asked
+(``keep_raw``).
 """
 
 from __future__ import annotations
