@@ -554,4 +554,5 @@ def run_profile_attach(
         "profile_url": f"/runs/{run.pk}/profile/",
         "verdict": profile.verdict.get("headline", ""),
         "ranks": profile.ranks,
+        "warnings": list(profile.warnings),
     }
