@@ -138,6 +138,9 @@ BEAT_ENTRIES: dict[str, tuple[str, str, int]] = {
     # also enqueue a check of their model). 05:30 UTC is after the nightly benchmark runs and
     # before the 07:00 digest, so a drift alert makes that day's digest.
     "drift-check": ("accelboard.drift.tasks.drift_check_daily", "30 5 * * *", 3600),
+    # Canary verdicts: each active check over its window ending now; a failing one alerts the
+    # team's routes. Every 5 minutes, offset by 3 so the intervals of the window's end are in.
+    "canary-checks": ("accelboard.canary.tasks.canary_checks", "3-59/5 * * * *", 280),
     # The daily digest: early morning UTC, before most teams start their day.
     "alert-email-digest": ("accelboard.notifications.tasks.digests_send", "0 7 * * *", 3600),
     # Production signals (SLO, decode speed, energy per token, memory, throttling, XID/ECC) over

@@ -159,6 +159,7 @@ INSTALLED_APPS = [
     "accelboard.attribution",
     "accelboard.notifications",
     "accelboard.planning",
+    "accelboard.canary",
     "accelboard.dashboard",
     "accelboard.api",
     "accelboard.demo",

@@ -23,6 +23,7 @@ urlpatterns = [
     path("plan/", include("accelboard.planning.urls")),
     path("alerts/", include("accelboard.dashboard.alert_urls")),
     path("quantization/", include("accelboard.drift.urls")),
+    path("canary/", include("accelboard.canary.urls")),
     path("hosts/", include("accelboard.fleet.urls")),
     path("workloads/", include("accelboard.attribution.workload_urls")),
     path("notifications/", include("accelboard.notifications.urls")),

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from accelboard.api.services import token_create
 from accelboard.benchmarks.import_services import run_import
+from accelboard.canary.services import canary_check_create
 from accelboard.fleet.ingest_services import telemetry_batch_ingest
 from accelboard.fleet.models import Workload
 from accelboard.importers import parse_bytes
@@ -65,6 +66,8 @@ PAGES: list[tuple[str, str | None, str, tuple[int, ...]]] = [
     ("drift:overview", None, "GET", ALL_200),
     # A model's page shows the team's runs of it: a model the user's teams never ran is a 404.
     ("drift:model", "model", "GET", TEAM_ONLY),
+    ("canary:list", None, "GET", ALL_200),
+    ("canary:detail", "canary_check", "GET", TEAM_ONLY),
     ("costs:report", None, "GET", ALL_200),
     ("costs:drill", None, "GET", ALL_200),
     ("allocation:page", None, "GET", ALL_200),
@@ -201,6 +204,13 @@ def world(team: Any, other_team: Any, settings: Any, tmp_path: Path) -> dict[str
         "model": run.workload.variant.model,
         "scenario": scenario,
         "workload": Workload.objects.get(),
+        "canary_check": canary_check_create(
+            team=team,
+            model=run.workload.variant.model,
+            name="perm",
+            baseline={"track": "stable"},
+            canary={"track": "canary"},
+        ),
     }
 
 
@@ -292,6 +302,8 @@ API_READS: list[tuple[str, str | None, tuple[int, ...]]] = [
     ("api-v1:alert_list", None, (401, 200, 403, 200, 200)),
     # The token's team's GPU cost (its read of money, like its runs'): rows only of that team.
     ("api-v1:allocation", None, (401, 200, 403, 200, 200)),
+    # A canary check's verdict: the token's team's checks only (another team's name is a 404).
+    ("api-v1:canary", "canary", (401, 200, 403, 200, 404)),
 ]
 
 
@@ -305,7 +317,11 @@ def test_it_scopes_api_reads_to_the_tokens_team_and_kind(
     expected: tuple[int, ...],
 ) -> None:
     run = world["run"]
-    args = {"run": [run.pk], "series": [run.metrics.first().series_id]}.get(key or "", [])
+    args = {
+        "run": [run.pk],
+        "series": [run.metrics.first().series_id],
+        "canary": [world["canary_check"].name],
+    }.get(key or "", [])
     url = reverse(name, args=args)
     got = {}
     for kind in TOKENS:

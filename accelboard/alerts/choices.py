@@ -13,6 +13,7 @@ class AlertKind(models.TextChoices):
     MEMORY = "memory", "Memory pressure"
     THROTTLE = "throttle", "Thermal / power throttling"
     HARDWARE = "hardware", "XID / ECC errors"
+    CANARY = "canary", "Canary verdict: fail"
 
 
 class Severity(models.TextChoices):

@@ -202,6 +202,11 @@ class UploadedRunOut(BaseModel):
     warnings: list[str]
     metrics: list[MetricCompareOut]
     profile_url: str | None = Field(None, description="The run's Profile tab, when a profile came with it")
+    profile_warnings: list[str] | None = Field(
+        None,
+        description="What to read with care in the profile sent with it (first: a trace from other hardware "
+        "than the run's; the 'strict' field refuses such a trace instead)",
+    )
 
 
 class RunsUploaded(BaseModel):
@@ -254,6 +259,10 @@ class IntervalIn(StrictModel):
     histograms: Annotated[
         dict[Annotated[str, Length(60, 1)], Annotated[list[Bucket], Field(max_length=256)]],
         Field(max_length=32),
+    ] = Field(default_factory=dict)
+    # The deployment's workload labels, e.g. {"track": "canary"} (canary comparisons select by them).
+    labels: Annotated[
+        dict[Annotated[str, Length(63, 1)], Annotated[str, Length(63)]], Field(max_length=16)
     ] = Field(default_factory=dict)
 
 

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from accelboard.alerts.selectors import run_baseline_compare
 from accelboard.benchmarks.arrival_services import (
+    ProfileSaved,
     run_payload_read,
     run_payload_store,
     run_profile_attach,
@@ -182,6 +183,7 @@ def run_upload(
 
     Each run in the result carries its metrics against their series' baselines
     (``alerts.selectors.run_baseline_compare``), which is what ``accelboard upload`` prints."""
+    attached: list[ProfileSaved] = []
     stored = runs_upload(
         team=team,
         files=files,
@@ -189,7 +191,9 @@ def run_upload(
         uploaded_via=uploaded_via,
         profile_files=profiles or (),
         profiles=UPLOAD_PROFILES,
+        attached=attached,
     )
+    profile_warnings = {saved.run_id: saved.warnings for saved in attached}
     items = []
     for saved in stored:
         row = saved.run
@@ -212,16 +216,26 @@ def run_upload(
                 "accelerator_count": row.accelerator_count,
                 "warnings": list(row.context.get("warnings", [])),
                 "metrics": run_baseline_compare(run=row),
-                **({"profile_url": f"/runs/{row.pk}/profile/"} if profiles else {}),
+                **(
+                    {
+                        "profile_url": f"/runs/{row.pk}/profile/",
+                        "profile_warnings": profile_warnings.get(row.pk, []),
+                    }
+                    if profiles
+                    else {}
+                ),
             }
         )
     duplicate = all(item["duplicate"] for item in items)
     return {"runs": items, "duplicate": duplicate}, duplicate
 
 
-def run_profile_upload(*, team: Team, run_id: str, files: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Attach a profile to one of the team's runs, named by its client id (UUID) or its number."""
-    return run_profile_attach(team=team, run_ref=run_id, files=files, profiles=UPLOAD_PROFILES)
+def run_profile_upload(
+    *, team: Team, run_id: str, files: list[tuple[str, Any]], strict: bool = False
+) -> dict[str, Any]:
+    """Attach a profile to one of the team's runs, named by its client id (UUID) or its number;
+    ``strict`` refuses a trace from other hardware than the run's."""
+    return run_profile_attach(team=team, run_ref=run_id, files=files, profiles=UPLOAD_PROFILES, strict=strict)
 
 
 # --- Serving metrics --------------------------------------------------------------------------

@@ -204,8 +204,11 @@ def run_post(request: TokenRequest) -> Status[dict[str, Any]]:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "description": "A run's profile: PyTorch profiler traces (one per rank) or nsys stats CSVs, "
-            "as multipart/form-data 'profile' parts.",
+            "description": "A run's profile: PyTorch profiler traces (one per rank), an Nsight Systems "
+            "SQLite export or nsys stats CSVs, as multipart/form-data 'profile' parts. A trace from "
+            "other hardware than the run's is attached with a warning (the answer's 'warnings'); with "
+            "a 'strict' field (or ?strict=1) of 1/true it is refused with a 422 naming both devices "
+            "(code device_mismatch).",
             "content": {"multipart/form-data": {"schema": {"type": "object", "required": ["profile"]}}},
         }
     },
@@ -213,10 +216,12 @@ def run_post(request: TokenRequest) -> Status[dict[str, Any]]:
 )
 def run_profile_post(request: TokenRequest, run_id: Path[RunRef]) -> Status[dict[str, Any]]:
     uploads = request_files(request, "profile")
+    strict = (request.POST.get("strict") or request.GET.get("strict") or "").strip().lower()
     result = services.run_profile_upload(
         team=request.auth.team,
         run_id=run_id,
         files=[(upload.name or "profile", upload) for upload in uploads],
+        strict=strict in ("1", "true", "yes", "on"),
     )
     return Status(201, result)
 

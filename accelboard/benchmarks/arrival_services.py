@@ -70,10 +70,12 @@ from .upload_services import (
 
 
 class ProfileRefused(ValueError):
-    """Traces that cannot be read or attached; the message names the file (or the run count)."""
+    """Traces that cannot be read or attached; the message names the file (or the run count).
+    ``code``: ``parse_error``, or ``device_mismatch`` (a strict attach of other hardware's trace)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, code: str = "parse_error") -> None:
         self.message = message
+        self.code = code
         super().__init__(message)
 
 
@@ -89,6 +91,9 @@ class AttachedProfile(Protocol):
     @property
     def verdict(self) -> Any: ...
 
+    @property
+    def warnings(self) -> Any: ...
+
 
 class ProfilePort(Protocol):
     """The profiles app's side of a run's arrival (see the module's docstring)."""
@@ -98,9 +103,15 @@ class ProfilePort(Protocol):
         ...
 
     def attach(
-        self, *, runs: Sequence[BenchmarkRun], files: Sequence[tuple[str, Any]], uploaded_by: Any = None
+        self,
+        *,
+        runs: Sequence[BenchmarkRun],
+        files: Sequence[tuple[str, Any]],
+        uploaded_by: Any = None,
+        strict: bool = False,
     ) -> AttachedProfile | None:
-        """Attach the traces as the profile of the one run among ``runs``."""
+        """Attach the traces as the profile of the one run among ``runs``; ``strict`` refuses a
+        trace from other hardware than the run's (else it is attached with a warning)."""
         ...
 
 
@@ -128,6 +139,7 @@ class ProfileSaved:
     name: str
     run_id: int | None = None
     error: str = ""
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -151,6 +163,7 @@ def _runs_store(
     traces: Sequence[tuple[int, str, Any]],
     profiles: ProfilePort,
     strict: bool,
+    profile_strict: bool = False,
 ) -> tuple[list[RunSaved], ProfileSaved | None]:
     """Store each run of a submission, then attach the traces (index, name, file) to the one run
     saved with them. ``strict`` (the API): the first refusal raises ``IngestRejected`` and the
@@ -193,13 +206,15 @@ def _runs_store(
             runs=[saved.run for saved in results if saved.run is not None],
             files=[(name, data) for _, name, data in traces],
             uploaded_by=arrival.uploaded_by,
+            strict=profile_strict,
         )
     except ProfileRefused as exc:
         if strict:
-            raise IngestRejected(exc.message, path="profile", code="parse_error") from None
+            raise IngestRejected(exc.message, path="profile", code=exc.code) from None
         attached.error = exc.message
     else:
         attached.run_id = profile.run_id if profile is not None else None
+        attached.warnings = list(profile.warnings) if profile is not None else []
     return results, attached
 
 
@@ -377,7 +392,8 @@ UPLOAD_OVERRIDES = (
     "create_model",
     "remember",
 )
-UPLOAD_FIELDS = frozenset({*UPLOAD_OVERRIDES, "context", "format", "run_id"})
+# ``strict``: refuse a profile from other hardware than the run's instead of warning.
+UPLOAD_FIELDS = frozenset({*UPLOAD_OVERRIDES, "context", "format", "run_id", "strict"})
 
 
 def _context_lines(text: str) -> dict[str, str]:
@@ -402,6 +418,7 @@ def runs_upload(
     uploaded_via: str = "api",
     profile_files: Sequence[tuple[str, Any]] = (),
     profiles: ProfilePort,
+    attached: list[ProfileSaved] | None = None,
 ) -> list[RunSaved]:
     """Import result files (or archives) as runs for ``team``, with ``fields`` (``UPLOAD_FIELDS``)
     applied, and attach ``profile_files`` to the run they hold; all or nothing: any refusal raises
@@ -454,14 +471,22 @@ def runs_upload(
         context=context,
     )
     with transaction_with_files():  # a refused upload keeps neither rows nor files
-        saved, _ = _runs_store(
+        saved, profile = _runs_store(
             arrival,
             runs,
             traces=[(index, name, data) for index, (name, data) in enumerate(profile_files)],
             profiles=profiles,
             strict=True,
+            profile_strict=_flag(fields.get("strict", "")),
         )
+    if attached is not None and profile is not None:
+        attached.append(profile)
     return saved
+
+
+def _flag(value: str) -> bool:
+    """A form field read as a yes/no: 1, true, yes, on (any case) are yes."""
+    return value.strip().lower() in ("1", "true", "yes", "on")
 
 
 # --- The upload page --------------------------------------------------------------------------
@@ -531,9 +556,16 @@ def upload_save(
 
 
 def run_profile_attach(
-    *, team: Team, run_ref: str, files: Sequence[tuple[str, Any]], profiles: ProfilePort
+    *,
+    team: Team,
+    run_ref: str,
+    files: Sequence[tuple[str, Any]],
+    profiles: ProfilePort,
+    strict: bool = False,
 ) -> dict[str, Any]:
-    """Attach a profile to one of the team's runs, named by its client id (UUID) or its number."""
+    """Attach a profile to one of the team's runs, named by its client id (UUID) or its number.
+    The answer's ``warnings`` say what to read with care (first: a trace from other hardware than
+    the run's); ``strict`` refuses such a trace with a 422 naming both devices."""
     if not files:
         raise IngestRejected("is required: the trace file(s), one per rank", path="profile", code="missing")
     runs = BenchmarkRun.objects.filter(team=team)
@@ -544,9 +576,9 @@ def run_profile_attach(
             f"no run {run_ref!r} in this team", path="run_id", code="not_found", status=404
         ) from None
     try:
-        profile = profiles.attach(runs=[run], files=files)
+        profile = profiles.attach(runs=[run], files=files, strict=strict)
     except ProfileRefused as exc:
-        raise IngestRejected(exc.message, path="profile", code="parse_error") from None
+        raise IngestRejected(exc.message, path="profile", code=exc.code) from None
     assert profile is not None  # files were given
     return {
         "run_id": str(run.uuid),

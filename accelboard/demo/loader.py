@@ -51,6 +51,7 @@ from accelboard.fleet.models import AcceleratorType, Host
 
 from . import (
     attribution_load,
+    canary,
     fleet_load,
     forked,
     generator,
@@ -461,4 +462,5 @@ def _load(
     steps.run("costs", _stage(lambda: history_load.serving_costs_write(config)))
     admin = get_user_model().objects.get(username=plan.ADMIN_USERNAME)
     steps.run("allocation", _stage(lambda: history_load.allocation_write(config, state["teams"], admin)))
+    steps.run("canary", _stage(lambda: canary.canary_write(config, state["teams"])))
     result.manifest = history_load.manifest_with_ids(config, hosts, state["runs"], events, state["series"])

@@ -20,12 +20,23 @@ old spellings included):
 4. CPU operators (``cpu_op``, ``user_annotation``): count and inclusive time by name.
 5. Header keys: ``distributedInfo`` (rank, world size, backend), ``deviceProperties`` (GPU
    names), ``schemaVersion``, ``traceName``; a file without them is rank ``index`` of the upload.
+6. Other accelerators (Intel Gaudi/HPU and XPU, Google TPU, AWS Neuron, ...): when a file has no
+   activity in the categories of point 1, its device activity is read by what the trace declares.
+   A process is a device when its ``process_name`` metadata names one with an index (``HPU 0``,
+   ``/device:TPU:0``, ``NeuronCore 1``, ``XPU:0``) or a ``deviceProperties`` name, or, without
+   such names, when its ``pid`` is a ``deviceProperties`` id that no CPU-side event uses. Complete
+   events on a device process, in a category not known as CPU-side, are its activities: copies
+   when the category or name says ``memcpy``/``dma``, memsets for ``memset``, kernels otherwise
+   (their category then comes from their name). Stream is ``tid``, device is the process's index.
 
 GPU annotations (``gpu_user_annotation``) span other activities and are not GPU work: skipped.
 A missing (or non-numeric) duration is counted as 0 and reported once as a warning; a NaN,
-infinite or negative duration, or a NaN or infinite timestamp, of an event that is read is a
+infinite or negative duration, a missing, non-numeric, NaN or infinite timestamp of an event that
+is read, a ``traceEvents`` that is not an array, or an element of it that is not an object is a
 ParseError naming the event (``traceEvents[12].dur``): such a file is broken, and reading it as
-"no GPU activity" would replace a run's profile with a wrong one.
+"no GPU activity" would replace a run's profile with a wrong one. A file that names a device
+but holds no activity read on it says so (a warning naming the categories not read as device
+work), never that it is CPU-only.
 """
 
 from __future__ import annotations
@@ -51,6 +62,7 @@ from .profile_data import (
     MEMCPY,
     MEMSET,
     BoundedEventColumns,
+    EventColumns,
     GpuEvents,
     ProfileData,
     RankTrace,
@@ -78,6 +90,31 @@ _CATEGORIES = {
 }
 # The spellings seen in files, looked up before lower-casing (the common case costs one lookup).
 _CATEGORY_LOOKUP = {**_CATEGORIES, **{key.capitalize(): value for key, value in _CATEGORIES.items()}}
+# Categories that are never device work (lower case): host-side, flows, annotations, markers.
+_NOT_DEVICE = frozenset(
+    {
+        "python_function",
+        "cpu_instant_event",
+        "trace",
+        "overhead",
+        "ac2g",
+        "fwdbwd",
+        "flow",
+        "gpu_user_annotation",
+        "cuda_profiler_range",
+        "cuda_sync",
+        "gpu_mem",
+        "memory",
+        "cpu_mem",
+        "python",
+        "",
+    }
+)
+# A process named after a device and its index: "HPU 0", "/device:TPU:0", "NeuronCore 1", "xpu:0".
+_DEVICE_PROCESS = re.compile(
+    r"(?:gpu|hpu|xpu|tpu|npu|ipu|mtia|gaudi\d?|neuron\s*core|neuron|device|accelerator)[\s:#/_-]*(\d+)",
+    re.I,
+)
 _FLOAT_MAX = sys.float_info.max
 _OTHER_OPS = f"(other CPU operators beyond the top {MAX_CPU_NAMES:,})"
 _OTHER_RUNTIME = f"(other runtime calls beyond the top {MAX_CPU_NAMES:,})"
@@ -144,6 +181,15 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     devices: dict[int, int] = {}
     bad_durations = 0
     events_seen = 0
+    # Complete events in categories not read above, kept only while they may be another
+    # accelerator's activity (point 6): their process and category, resolved at the end.
+    other = EventColumns()
+    other_pid = array("q")
+    other_cat = array("q")
+    pids: dict[Any, int] = {}
+    cats_seen: dict[str, int] = {}
+    process_names: dict[int, str] = {}
+    cpu_raw: set[Any] = set()  # the pids of CPU-side events, as the file writes them
     # Keyed by str, asked with whatever a file holds as "cat" (anything else is a miss, None).
     lookup: dict[Any, int] = _CATEGORY_LOOKUP
     add = columns.add
@@ -154,17 +200,36 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     try:
         for event in stream_document(stream, array_key="traceEvents", on_header=on_header):
             events_seen += 1
-            if type(event) is not dict or event.get("ph") != "X":
+            if type(event) is not dict:
+                raise ParseError(
+                    name,
+                    f"traceEvents[{events_seen - 1}]: expected an event (an object), found {_shown(event)}",
+                )
+            phase = event.get("ph")
+            if phase != "X":
+                if phase == "M" and event.get("name") == "process_name":
+                    label = (
+                        (event.get("args") or {}).get("name") if isinstance(event.get("args"), dict) else None
+                    )
+                    if isinstance(label, str):
+                        process_names[_pid_key(pids, event.get("pid"))] = label
                 continue
             cat = event.get("cat")
             code = lookup.get(cat)
             if code is None:
                 if not isinstance(cat, str) or (code := _CATEGORIES.get(cat.lower())) is None:
-                    continue
+                    if isinstance(cat, str) and cat.lower() not in _NOT_DEVICE:
+                        code = _OTHER
+                    else:
+                        continue
             dur = event.get("dur")
             ts = event.get("ts")
             if type(ts) is not float and type(ts) is not int:
-                continue
+                raise ParseError(
+                    name,
+                    f"traceEvents[{events_seen - 1}].ts: {_shown(ts)} is not a timestamp "
+                    "(a number of microseconds)",
+                )
             if not -_FLOAT_MAX <= ts <= _FLOAT_MAX:  # NaN fails both
                 raise ParseError(name, f"traceEvents[{events_seen - 1}].ts: {ts!r} is not a finite timestamp")
             if type(dur) is not float and type(dur) is not int:
@@ -178,6 +243,17 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
             label = event.get("name")
             if type(label) is not str:
                 label = str(label)
+            if code == _OTHER:
+                assert isinstance(cat, str)
+                if len(columns):  # CUDA/ROCm activity read: the other categories are not needed
+                    if len(other):
+                        other, other_pid, other_cat = EventColumns(), array("q"), array("q")
+                    continue
+                cat_index = cats_seen.setdefault(cat, len(cats_seen))
+                other.add(label, _other_kind(cat, label), ts, dur, _int(event.get("tid"), -1), -1)
+                other_pid.append(_pid_key(pids, event.get("pid")))
+                other_cat.append(cat_index)
+                continue
             if code <= MEMSET:
                 args = event.get("args") or {}
                 stream_id = args.get("stream")
@@ -193,6 +269,9 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                     devices[device] = devices.get(device, 0) + 1
                 add(label, code, ts, dur, stream_id, correlation)
             elif code == _RUNTIME:
+                pid = event.get("pid")
+                if type(pid) is int or type(pid) is str:
+                    cpu_raw.add(pid)
                 slot = runtime.get(label)
                 if slot is None:
                     if len(runtime) >= 2 * MAX_CPU_NAMES:
@@ -206,6 +285,9 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                     runtime_corr.append(correlation)
                     runtime_ts.append(ts)
             else:
+                pid = event.get("pid")
+                if type(pid) is int or type(pid) is str:
+                    cpu_raw.add(pid)
                 if label.startswith("ProfilerStep#"):
                     match = _STEP.match(label)
                     if match:
@@ -225,12 +307,38 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
 
     if events_seen == 0 and "traceEvents" not in header:
         raise ParseError(name, "no traceEvents: not a PyTorch profiler / Chrome trace")
+    if "traceEvents" in header:
+        raise ParseError(
+            name, f"traceEvents: expected an array of events, found {_shown(header['traceEvents'])}"
+        )
+    declared = _declared_devices(header)
     trace = RankTrace(rank=index, file=name, ops=ops, runtime=runtime)
+    unread: list[str] = []
+    if not len(columns) and len(other):
+        cpu_pids = {pids[pid] for pid in cpu_raw if pid in pids}
+        device_of = _device_processes(process_names, declared, cpu_pids, pids)
+        on_device = np.isin(np.frombuffer(other_pid, dtype=np.int64), list(device_of))
+        if on_device.any():
+            columns = _keep(other, on_device)
+            for pid, count in zip(
+                *np.unique(np.frombuffer(other_pid, dtype=np.int64)[on_device], return_counts=True),
+                strict=True,
+            ):
+                device = device_of[int(pid)]
+                devices[device] = devices.get(device, 0) + int(count)
+            read = set(np.frombuffer(other_cat, dtype=np.int64)[on_device].tolist())
+            trace.meta["device_categories"] = sorted(cat for cat, i in cats_seen.items() if i in read)
+            trace.warnings.append(
+                f"{name}: no CUDA/ROCm kernel events; device activity read from the categories "
+                f"{', '.join(trace.meta['device_categories'])} on the processes the trace names as devices"
+            )
+        else:
+            unread = sorted(cats_seen)
     trace.events = _events(trace, columns, runtime_corr, runtime_ts)
     columns_cap = columns.cap
-    del columns, runtime_corr, runtime_ts
+    del columns, other, runtime_corr, runtime_ts
     trace.steps = [steps[number] for number in sorted(steps)]
-    _header(trace, header, devices)
+    _header(trace, header, devices, declared)
     if bad_durations:
         trace.warnings.append(f"{name}: {bad_durations} events had no duration (counted as 0)")
     if trace.folded_names:
@@ -245,11 +353,100 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
             "those with the least time are summed in '(other ...)' rows"
         )
     if len(trace.events) == 0:
-        trace.warnings.append(
-            f"{name}: no GPU kernels, copies or memsets in this trace "
-            "(CPU-only profile, or captured in CUPTI counter mode)"
-        )
+        if declared:
+            trace.warnings.append(
+                f"{name}: the trace names {', '.join(sorted(set(declared.values())))} but no device activity "
+                "was read on it"
+                + (f" (categories not read as device work: {', '.join(unread)})" if unread else "")
+                + ": the profiler may have captured host activity only, or run in CUPTI counter mode; "
+                "this is not a CPU-only profile"
+            )
+        else:
+            trace.warnings.append(
+                f"{name}: no GPU kernels, copies or memsets in this trace and no device named "
+                "(CPU-only profile, or captured in CUPTI counter mode)"
+            )
     return trace
+
+
+_OTHER = 14
+
+
+def _shown(value: Any) -> str:
+    """A value as an error shows it: its JSON type and a short repr."""
+    if value is None:
+        return "missing (or null)"
+    kind = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+    text = repr(value)
+    return f"{kind} {text[:40] + '…' if len(text) > 40 else text}"
+
+
+def _pid_key(pids: dict[Any, int], pid: Any) -> int:
+    """A small integer for a process id as the file writes it (int or string)."""
+    key = pid if isinstance(pid, (int, str)) else repr(pid)
+    found = pids.get(key)
+    if found is None:
+        found = pids[key] = len(pids)
+    return found
+
+
+def _other_kind(cat: str, label: str) -> int:
+    text = f"{cat} {label}".lower()
+    if "memset" in text:
+        return MEMSET
+    if "memcpy" in text or "dma" in text:
+        return MEMCPY
+    return KERNEL
+
+
+def _declared_devices(header: dict[str, Any]) -> dict[int, str]:
+    """``deviceProperties``: device id -> name."""
+    properties = header.get("deviceProperties")
+    names: dict[int, str] = {}
+    if isinstance(properties, list):
+        for item in properties:
+            if isinstance(item, dict) and item.get("name"):
+                names[_int(item.get("id"), len(names))] = str(item["name"])
+    return names
+
+
+def _device_processes(
+    process_names: dict[int, str], declared: dict[int, str], cpu_pids: set[int], pids: dict[Any, int]
+) -> dict[int, int]:
+    """Which processes (by ``_pid_key``) are devices, and each one's device index (point 6)."""
+    found: dict[int, int] = {}
+    for key, label in process_names.items():
+        if key in cpu_pids:
+            continue
+        match = _DEVICE_PROCESS.search(label)
+        if match:
+            found[key] = int(match.group(1))
+            continue
+        for device, device_name in declared.items():
+            if device_name and device_name.lower() in label.lower():
+                found[key] = device
+    if found or not declared:
+        return found
+    for pid, key in pids.items():
+        if key in cpu_pids or key in process_names:
+            continue
+        number = _int(pid, -1) if isinstance(pid, int) or str(pid).strip().isdigit() else -1
+        if number in declared:
+            found[key] = number
+    return found
+
+
+def _keep(columns: EventColumns, mask: np.ndarray) -> BoundedEventColumns:
+    """The rows of ``columns`` where ``mask`` holds (names renumbered, bounded as the others)."""
+    kept = BoundedEventColumns()
+    names = list(columns.names)
+    arrays = (columns.start, columns.dur, columns.stream, columns.kind, columns.name)
+    start, dur, stream, kind, name = (np.asarray(a) for a in arrays)
+    for i in np.flatnonzero(mask).tolist():
+        kept.add(names[int(name[i])], int(kind[i]), float(start[i]), float(dur[i]), int(stream[i]), -1)
+    return kept
 
 
 def _events(
@@ -286,7 +483,7 @@ def _events(
     )
 
 
-def _header(trace: RankTrace, header: dict[str, Any], devices: dict[int, int]) -> None:
+def _header(trace: RankTrace, header: dict[str, Any], devices: dict[int, int], names: dict[int, str]) -> None:
     info = header.get("distributedInfo")
     if isinstance(info, dict):
         if isinstance(info.get("rank"), int):
@@ -295,16 +492,12 @@ def _header(trace: RankTrace, header: dict[str, Any], devices: dict[int, int]) -
             trace.world_size = info["world_size"]
         if info.get("backend"):
             trace.meta["backend"] = str(info["backend"])
-    properties = header.get("deviceProperties")
-    names: dict[int, str] = {}
-    if isinstance(properties, list):
-        for item in properties:
-            if isinstance(item, dict) and "name" in item:
-                names[_int(item.get("id"), len(names))] = str(item["name"])
+    if names:
+        trace.meta["declared_devices"] = len(names)
     if devices:
         device = max(devices, key=lambda key: devices[key])
         trace.meta["device_index"] = device
-        trace.device = names.get(device, "")
+        trace.device = names.get(device, "") or (next(iter(names.values())) if len(names) == 1 else "")
         if len(devices) > 1:
             trace.warnings.append(
                 f"{trace.file}: GPU work on {len(devices)} devices in one file; analysed as one rank"

@@ -61,6 +61,13 @@ _REPORTS = {
     "osrt_sum": "ignored",
     "cuda_kern_exec_sum": "ignored",
 }
+_REPORT_NAMES = {
+    "kern_sum": "cuda_gpu_kern_sum",
+    "mem_time_sum": "cuda_gpu_mem_time_sum",
+    "api_sum": "cuda_api_sum",
+    "nvtx_sum": "nvtx_sum",
+    "gpu_trace": "cuda_gpu_trace",
+}
 _HEADER_START = re.compile(r"^\s*(Time ?\(%\)|Start ?\(ns\)|Start,|Total \(MB\)|Time\(%\))", re.I)
 _SECTION = re.compile(r"\*\*.*\((?P<report>[a-z_]+)\):?\s*$")
 _UNIT = re.compile(r"\((ns|us|µs|ms|s)\)\s*$")
@@ -167,6 +174,14 @@ def _parse_block(trace: RankTrace, kind: str, lines: list[str], file: str, first
     name_key = table.has("name", "operation", "range")
     count_key = table.has("instances", "count", "num calls", "calls")
     total_key = table.has("total time")
+    if not body:
+        # nsys writes no table for a report with nothing in it (it prints "SKIPPED"): a header
+        # without rows is a cut-short file, not a profile without GPU activity.
+        raise ParseError(
+            file,
+            f"the {_REPORT_NAMES.get(kind, kind)} report has a header but no rows: the file is empty or cut short",
+            line=first_line,
+        )
     for offset, row in enumerate(body, start=1):
         line = first_line + offset
         if len(row) != len(header):

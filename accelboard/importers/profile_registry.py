@@ -1,4 +1,4 @@
-"""Profiler traces and reports (Kineto JSON, nsys stats): detected by content and read into one
+"""Profiler traces and reports (Kineto JSON, nsys stats CSV, nsys SQLite export): detected by content and read into one
 ``ProfileData``. They are not runs: a profile attaches to one (``profiles.services``); the result
 formats' registry is ``registry.py``.
 """
@@ -9,11 +9,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import kineto, nsys
+from . import kineto, nsys, nsys_sqlite
 from .base import ParseError, UnrecognisedFormat
 from .profile_data import ProfileData
 
-PROFILE_FORMATS: dict[str, ModuleType] = {module.NAME: module for module in (kineto, nsys)}
+PROFILE_FORMATS: dict[str, ModuleType] = {module.NAME: module for module in (kineto, nsys, nsys_sqlite)}
 
 
 def _profile_head(source: Any) -> bytes:

@@ -62,6 +62,7 @@ from .naming import (
     split_model_name,
     variant_name,
 )
+from .profile_registry import PROFILE_FORMATS
 from .units import UnitError, to_int
 
 # Order matters twice: detection tries formats in this order, and in a directory the files of an
@@ -80,6 +81,9 @@ _MODULES: list[ModuleType] = [
     nvidia_smi,
 ]
 FORMATS: dict[str, ModuleType] = {module.NAME: module for module in _MODULES}
+# What an "unrecognised format" error says was tried: the result formats and the profile formats
+# (a profiler trace is read by ``profile_registry`` before the result formats are asked).
+TRIED: list[str] = [*FORMATS, *PROFILE_FORMATS]
 
 
 class ContextError(ValueError):
@@ -199,7 +203,7 @@ def _detect_file(file: InputFile) -> str:
         described = _auxiliary(file)
         if described is not None:
             return described[0].NAME
-        raise UnrecognisedFormat(file.display, list(FORMATS))
+        raise UnrecognisedFormat(file.display, list(TRIED))
     return found
 
 
@@ -208,7 +212,7 @@ def _detect_tree(tree: Tree, name: str) -> str:
         file = tree.open(path)
         if file is not None and (found := _sniff(file)):
             return found
-    raise UnrecognisedFormat(name, list(FORMATS), hint="no file in it was recognised")
+    raise UnrecognisedFormat(name, list(TRIED), hint="no file in it was recognised")
 
 
 def parse_path(
@@ -407,7 +411,7 @@ def _parse_file(
                     file.display,
                     f"{described[1]}: it holds no result; give it together with the result files it describes",
                 )
-            raise UnrecognisedFormat(file.display, list(FORMATS))
+            raise UnrecognisedFormat(file.display, list(TRIED))
         module = FORMATS[name]
     recorder = RecordingTree(tree)
     try:
@@ -495,7 +499,7 @@ def _walk(
         for run in runs:
             consumed.update(PurePosixPath(used) for used in run.files)
         result.runs.extend(runs)
-    tried = [module.NAME] if module is not None else list(FORMATS)
+    tried = [module.NAME] if module is not None else list(TRIED)
     if strict:
         if not result.runs:
             raise UnrecognisedFormat(name, tried, hint=f"none of its {len(skipped)} files was recognised")

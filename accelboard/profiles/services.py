@@ -23,20 +23,24 @@ from django.db import transaction
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.core.services import stored_file_track
 from accelboard.importers.base import ParseError, UnrecognisedFormat
+from accelboard.importers.profile_data import ProfileData
 from accelboard.importers.profile_registry import profile_detect, profile_parse
 
 from .analysis import profile_analyse
+from .device_match import device_mismatch, summary_world_size
 from .models import Profile, ProfileBreakdown, ProfileKernel, ProfileRank
 
 Source = str | Path | bytes | IO[bytes]
 
 
 class ProfileRejected(ValueError):
-    """Files that cannot be a profile: the message names the file (and line or offset)."""
+    """Files that cannot be a profile: the message names the file (and line or offset). ``code``:
+    ``parse_error``, or ``device_mismatch`` for a strict attach of a trace from other hardware."""
 
-    def __init__(self, message: str, *, field: str = "profile"):
+    def __init__(self, message: str, *, field: str = "profile", code: str = "parse_error"):
         self.message = message
         self.field = field
+        self.code = code
         super().__init__(message)
 
 
@@ -67,7 +71,13 @@ def profile_summarise(*, files: Sequence[tuple[str, Source]]) -> dict[str, Any]:
         raise ProfileRejected(str(exc)) from None
     finally:
         _rewind(files)
-    return profile_analyse(data)
+    return _summary(data)
+
+
+def _summary(data: ProfileData) -> dict[str, Any]:
+    summary = profile_analyse(data)
+    summary["world_size"] = summary_world_size(data.ranks)
+    return summary
 
 
 def _size(files: Sequence[tuple[str, Source]]) -> int:
@@ -108,7 +118,7 @@ def _summarise_in_child(files: Sequence[tuple[str, Source]]) -> dict[str, Any]:
 
 def _child(files: list[tuple[str, Source]], writer: Any) -> None:
     try:
-        writer.send(("ok", profile_analyse(profile_parse(files))))
+        writer.send(("ok", _summary(profile_parse(files))))
     except (ParseError, UnrecognisedFormat) as exc:
         writer.send(("rejected", str(exc)))
     finally:
@@ -121,12 +131,23 @@ def profile_attach(
     files: Sequence[tuple[str, Source]],
     uploaded_by: Any = None,
     keep_raw: bool = False,
+    strict: bool = False,
 ) -> Profile:
     """Read ``files`` (the ranks of one Kineto profile, or one profile's nsys stats reports) and
-    store their aggregates as the run's profile, replacing any earlier one. All or nothing."""
+    store their aggregates as the run's profile, replacing any earlier one. All or nothing.
+
+    A trace from other hardware than the run's (``device_match``) is stored with a warning first
+    among the profile's warnings; with ``strict`` it is refused (``ProfileRejected``, code
+    ``device_mismatch``) and the earlier profile stays."""
     if not files:
         raise ProfileRejected("profile: no files")
     summary = profile_summarise(files=files)
+    mismatch = device_mismatch(
+        run=run, devices=summary["devices"], ranks=len(summary["ranks"]), world_size=summary["world_size"]
+    )
+    if mismatch and strict:
+        raise ProfileRejected("; ".join(mismatch) + " (attached only without strict)", code="device_mismatch")
+    summary["warnings"] = mismatch + list(summary["warnings"])
     with transaction.atomic():
         Profile.objects.filter(run=run).delete()
         profile = Profile.objects.create(
@@ -267,7 +288,11 @@ def profile_preview(*, name: str, data: bytes) -> dict[str, Any] | None:
 
 
 def profile_attach_to_upload(
-    *, runs: Sequence[BenchmarkRun], files: Sequence[tuple[str, Source]], uploaded_by: Any = None
+    *,
+    runs: Sequence[BenchmarkRun],
+    files: Sequence[tuple[str, Source]],
+    uploaded_by: Any = None,
+    strict: bool = False,
 ) -> Profile | None:
     """Attach the profile files of an upload to the run saved with them: the upload must have
     produced exactly one run (a profile belongs to one run)."""
@@ -279,4 +304,6 @@ def profile_attach_to_upload(
             f"a profile belongs to one run, and this upload saved {len(distinct)}: "
             "upload the trace with its own result file, or attach it on the run's Profile tab"
         )
-    return profile_attach(run=next(iter(distinct.values())), files=files, uploaded_by=uploaded_by)
+    return profile_attach(
+        run=next(iter(distinct.values())), files=files, uploaded_by=uploaded_by, strict=strict
+    )

@@ -7,7 +7,9 @@ its callers hand it ``UPLOAD_PROFILES``, which implements its ``ProfilePort``:
 1. ``preview``: what the upload page shows of a trace dropped among result files (format, ranks,
    steps, verdict); None for a file that is not a trace.
 2. ``attach``: the traces stored as one profile of the one run the upload saved
-   (``services.profile_attach_to_upload``: zero or several runs is an error naming the count).
+   (``services.profile_attach_to_upload``: zero or several runs is an error naming the count);
+   a trace from other hardware than the run's is a warning on the profile, or with ``strict`` a
+   refusal (code ``device_mismatch``).
 
 Both turn this app's ``ProfileRejected`` into the port's ``ProfileRefused``, with its message.
 """
@@ -31,15 +33,20 @@ class UploadProfiles:
         try:
             return profile_preview(name=name, data=data)
         except ProfileRejected as exc:
-            raise ProfileRefused(exc.message) from None
+            raise ProfileRefused(exc.message, code=exc.code) from None
 
     def attach(
-        self, *, runs: Sequence[BenchmarkRun], files: Sequence[tuple[str, Any]], uploaded_by: Any = None
+        self,
+        *,
+        runs: Sequence[BenchmarkRun],
+        files: Sequence[tuple[str, Any]],
+        uploaded_by: Any = None,
+        strict: bool = False,
     ) -> Profile | None:
         try:
-            return profile_attach_to_upload(runs=runs, files=files, uploaded_by=uploaded_by)
+            return profile_attach_to_upload(runs=runs, files=files, uploaded_by=uploaded_by, strict=strict)
         except ProfileRejected as exc:
-            raise ProfileRefused(exc.message) from None
+            raise ProfileRefused(exc.message, code=exc.code) from None
 
 
 UPLOAD_PROFILES = UploadProfiles()

@@ -1,17 +1,29 @@
 """What limits a profile: the verdict and the secondary findings on an analysed profile. Pure.
 
-Both read the summary ``analysis.profile_analyse`` builds (all ranks together).
+Both read the summary ``analysis.profile_analyse`` builds (all ranks together). A verdict says
+only what its numbers show, and names what the profile cannot tell (``unknown``).
 
 The verdict (``profile_verdict``), first rule that holds:
 
-1. idle ≥ 30% of GPU time and many very short kernels (≥ 50% of kernels under
-   ``SHORT_KERNEL_US``), or kernels shorter on average than their launch calls: **launch-bound**;
-2. idle ≥ 30%: **idle / input-bound** (waiting on the host, or on dependencies);
-3. exposed communication ≥ 20%: **communication-bound**;
-4. memory copies ≥ 15%, or elementwise/reduction kernels ≥ 40% of compute:
-   **memory-traffic-bound**;
-5. otherwise **compute-bound**, with the top kernels to look at.
-Thresholds are the module's constants; each verdict carries the numbers it was decided on.
+0. no activity at all: **no-device-activity** when the trace names a device (it is then never
+   called CPU-only: the profiler may have captured host activity only, or the device's activity
+   is in a form not read), else **no-gpu-activity**;
+1. no timeline (``nsys stats`` sums): **no-timeline**: the shares of summed GPU time by group,
+   and no bound claimed: idle time, overlap and how busy the GPU was are unknown;
+2. idle ≥ ``IDLE_BOUND`` (30%) of GPU time, signs of launch overhead (≥ ``SHORT_SHARE_BOUND``
+   (50%) of kernels under ``SHORT_KERNEL_US`` (10 µs), or kernels shorter on average than their
+   launch calls) **and** idle gaps short enough for launches to explain them (idle time per
+   kernel ≤ ``LAUNCH_GAP_US``, 50 µs: a few launch calls): **launch-bound**. 79 kernels in 12.9 s
+   leave 160 ms of idle per kernel: that is waiting, not launching;
+3. idle ≥ 30%: **idle**, with how the idle time splits (waiting on the host, on other work,
+   unknown) as measured;
+4. exposed communication ≥ ``COMM_BOUND`` (20%): **communication-bound**;
+5. memory copies ≥ ``MEMCPY_BOUND`` (15%), or elementwise/reduction kernels ≥
+   ``ELEMENTWISE_BOUND`` (40%) of compute: **memory-traffic-bound**;
+6. compute ≥ ``COMPUTE_BOUND`` (50%) of the timeline: **compute-bound**, with the top kernels (and
+   the note that, without hardware counters, arithmetic- versus bandwidth-limited is unknown);
+7. otherwise **mixed**: no part reaches its threshold; the shares are stated.
+Each verdict carries the numbers it was decided on.
 """
 
 from __future__ import annotations
@@ -27,6 +39,8 @@ COMM_BOUND = 0.20
 MEMCPY_BOUND = 0.15
 ELEMENTWISE_BOUND = 0.40
 SHORT_SHARE_BOUND = 0.50
+LAUNCH_GAP_US = 50.0
+COMPUTE_BOUND = 0.50
 IMBALANCE_HINT = 0.10
 
 
@@ -66,40 +80,86 @@ def profile_verdict(summary: dict[str, Any]) -> dict[str, Any]:
             else None
         ),
     }
+    devices = summary.get("devices") or []
     if not totals.get("busy_us"):
+        if devices:
+            return {
+                "kind": "no-device-activity",
+                "headline": f"No activity read on {', '.join(devices)}: nothing to break down",
+                "details": [
+                    f"The trace names {', '.join(devices)}, so it is not a CPU-only profile, but no kernels, "
+                    "copies or other device activity were read from it: the profiler may have captured host "
+                    "activity only, or the device's activity is in a form this reader does not know."
+                ],
+                "unknown": ["what the device did: no device activity in the trace"],
+                "numbers": numbers,
+                "top_kernels": [],
+            }
         return {
             "kind": "no-gpu-activity",
             "headline": "No GPU activity in this profile: nothing to break down",
             "details": [
-                "The trace has no kernels, copies or memsets (a CPU-only profile, or one captured in CUPTI counter mode)."
+                "The trace has no kernels, copies or memsets and names no device (a CPU-only profile, "
+                "or one captured in CUPTI counter mode)."
             ],
+            "unknown": [],
             "numbers": numbers,
             "top_kernels": [],
         }
+    if not timeline:
+        return _no_timeline(totals, numbers, top)
     host_idle = totals.get("idle_host_us") or 0.0
     idle_us = totals["categories"][cats.IDLE] or 0.0
     launch_signs = (short_share is not None and short_share >= SHORT_SHARE_BOUND) or (
         kernel_mean is not None and launch_mean is not None and kernel_mean < launch_mean
     )
+    idle_per_kernel = idle_us / kernels if kernels else None
+    numbers["idle_us_per_kernel"] = idle_per_kernel
     details: list[str] = []
-    if idle is not None and idle >= IDLE_BOUND and launch_signs:
+    unknown: list[str] = []
+    compute_share = _share(totals, *cats.COMPUTE)
+    if (
+        idle is not None
+        and idle >= IDLE_BOUND
+        and launch_signs
+        and idle_per_kernel is not None
+        and idle_per_kernel <= LAUNCH_GAP_US
+    ):
         kind = "launch-bound"
-        headline = f"Launch-bound: the GPU is idle {idle:.0%} of the time between many tiny kernels"
+        headline = f"Launch-bound: the GPU is idle {idle:.0%} of the time between many short kernels"
         details.append(
-            f"{short_share or 0:.0%} of kernels run under {SHORT_KERNEL_US:g} µs (mean kernel {_us(kernel_mean)}"
+            f"{int(kernels):,} kernels, {short_share or 0:.0%} of them under {SHORT_KERNEL_US:g} µs (mean kernel "
+            f"{_us(kernel_mean)}"
             + (f", mean launch call {_us(launch_mean)}" if launch_mean is not None else "")
-            + "): the CPU cannot issue them as fast as the GPU finishes them. CUDA graphs, torch.compile "
-            "(fusing small kernels) or larger batches cut the launches."
+            + f"), with {_us(idle_per_kernel)} of idle per kernel: gaps the size of launch calls. CUDA graphs, "
+            "torch.compile (fusing small kernels) or larger batches cut the launches."
         )
     elif idle is not None and idle >= IDLE_BOUND:
         kind = "idle"
-        host_part = host_idle / idle_us if idle_us else 0.0
-        headline = f"Idle / input-bound: the GPU has nothing to run {idle:.0%} of the time"
+        headline = f"Idle: the GPU has nothing to run {idle:.0%} of the time"
+        other_idle = totals.get("idle_other_us") or 0.0
+        unknown_idle = totals.get("idle_unknown_us") or 0.0
+        split = [
+            (host_idle, "waiting for work the CPU launched after the gap began"),
+            (other_idle, "with the next work already launched (waiting on other work or a synchronisation)"),
+            (unknown_idle, "with no launch time to tell why"),
+        ]
         details.append(
-            f"{host_part:.0%} of the idle time the GPU waits for work the CPU launches late "
-            "(data loading, preprocessing, Python overhead, synchronisations); "
-            "more DataLoader workers, pinned memory, prefetching or overlapping the host work fill the gaps."
+            f"{int(kernels):,} kernels in {_us(totals.get('span_us'))}"
+            + (f", {_us(idle_per_kernel)} of idle per kernel" if idle_per_kernel is not None else "")
+            + ". Of the idle time: "
+            + "; ".join(
+                f"{part / idle_us:.0%} {what}" for part, what in split if idle_us and part >= 0.005 * idle_us
+            )
+            + "."
         )
+        if idle_us and host_idle / idle_us >= 0.5:
+            details.append(
+                "The host is late: if that is data loading, more DataLoader workers, pinned memory or "
+                "prefetching fill the gaps; the trace's CPU operators show where the host time goes."
+            )
+        if idle_us and unknown_idle / idle_us >= 0.5:
+            unknown.append("why the GPU waited: the trace has no launch times for most gaps")
     elif comm >= COMM_BOUND:
         kind = "communication-bound"
         headline = f"Communication-bound: {comm:.0%} of GPU time is exposed communication"
@@ -124,21 +184,72 @@ def profile_verdict(summary: dict[str, Any]) -> dict[str, Any]:
                 "These kernels are limited by memory bandwidth, not arithmetic: fusing them (torch.compile, fused "
                 "optimizers and norms) saves their reads and writes."
             )
-    else:
+    elif compute_share >= COMPUTE_BOUND:
         kind = "compute-bound"
-        headline = "Compute-bound: the GPU is busy with compute" + (
-            f" {_share(totals, *cats.COMPUTE):.0%} of the time" if timeline else ""
+        headline = f"Compute-bound: the GPU runs compute kernels {compute_share:.0%} of the time"
+        details.append("Look at the top kernels: " + _top_text(top) + ".")
+        unknown.append(
+            "whether these kernels are limited by arithmetic or by memory bandwidth (no hardware counters)"
         )
+    else:
+        kind = "mixed"
+        headline = "No single limit: " + _groups_text(totals)
         details.append(
-            "Look at the top kernels: "
-            + "; ".join(f"{row['name'][:60]} ({row['category']}, {_us(row['total_us'])})" for row in top[:3])
-            + "."
+            f"No part reaches its threshold (idle {IDLE_BOUND:.0%}, exposed communication {COMM_BOUND:.0%}, "
+            f"copies {MEMCPY_BOUND:.0%}, compute {COMPUTE_BOUND:.0%}). Top kernels: " + _top_text(top) + "."
         )
-    if not timeline:
-        details.append(
-            "This report has no timeline (nsys stats sums): idle time and overlap are unknown, shares are of summed GPU time."
-        )
-    return {"kind": kind, "headline": headline, "details": details, "numbers": numbers, "top_kernels": top}
+    if unknown:
+        details.append("Unknown: " + "; ".join(unknown) + ".")
+    return {
+        "kind": kind,
+        "headline": headline,
+        "details": details,
+        "unknown": unknown,
+        "numbers": numbers,
+        "top_kernels": top,
+    }
+
+
+def _no_timeline(
+    totals: dict[str, Any], numbers: dict[str, Any], top: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Rule 1: summed durations say what the busy time was spent on, and nothing about the rest."""
+    unknown = [
+        "idle time (no timeline in this format)",
+        "overlap of communication with compute",
+        "whether the GPU was busy or waiting, so no bound is claimed",
+    ]
+    for key in ("idle_share", "overlap_share_of_communication", "short_kernel_share"):
+        numbers[key] = None
+    return {
+        "kind": "no-timeline",
+        "headline": "Summed GPU time only: " + _groups_text(totals) + " (no timeline: idle time unknown)",
+        "details": [
+            f"{int(totals.get('kernels') or 0):,} kernels took {_us(totals.get('busy_us'))} of GPU time in all. "
+            "Top kernels: " + _top_text(top) + ".",
+            "Unknown: " + "; ".join(unknown) + ".",
+        ],
+        "unknown": unknown,
+        "numbers": numbers,
+        "top_kernels": top,
+    }
+
+
+def _groups_text(totals: dict[str, Any]) -> str:
+    shares = totals.get("group_shares") or {}
+    parts = [
+        f"{shares[group]:.0%} {group}"
+        for group in cats.GROUPS
+        if shares.get(group) is not None and shares[group] > 0
+    ]
+    return ", ".join(parts) or "no time"
+
+
+def _top_text(top: list[dict[str, Any]]) -> str:
+    return (
+        "; ".join(f"{row['name'][:60]} ({row['category']}, {_us(row['total_us'])})" for row in top[:3])
+        or "none"
+    )
 
 
 def profile_findings(summary: dict[str, Any]) -> list[str]:
@@ -156,10 +267,17 @@ def profile_findings(summary: dict[str, Any]) -> list[str]:
     kernels = totals.get("kernels") or 0
     if summary["timeline"] and kernels:
         share = (totals.get("short_kernels") or 0) / kernels
+        per_kernel = summary["verdict"]["numbers"].get("idle_us_per_kernel")
         if share >= SHORT_SHARE_BOUND and summary["verdict"]["kind"] != "launch-bound":
-            out.append(
-                f"{share:.0%} of kernels run under {SHORT_KERNEL_US:g} µs: launch overhead matters here."
-            )
+            if per_kernel is not None and per_kernel > LAUNCH_GAP_US:
+                out.append(
+                    f"{share:.0%} of kernels run under {SHORT_KERNEL_US:g} µs, but the GPU's idle time comes to "
+                    f"{_us(per_kernel)} per kernel, far more than launches take: launch overhead is not what it waits on."
+                )
+            else:
+                out.append(
+                    f"{share:.0%} of kernels run under {SHORT_KERNEL_US:g} µs: launch overhead matters here."
+                )
     if summary["timeline"] and totals.get("communication_us"):
         overlap = totals["overlap_us"] / totals["communication_us"]
         out.append(f"{overlap:.0%} of communication time overlaps compute.")

@@ -18,6 +18,10 @@ class InferenceMetric(models.Model):
     engine = models.CharField(max_length=16, choices=Engine.choices, default=Engine.VLLM)
     # The GPUs serving this model on the host, by UUID, to join with their energy.
     accelerator_uuids = models.JSONField(default=list, blank=True)
+    # The deployment's workload labels ({"track": "canary"}), as the exporter sent them: what a
+    # canary comparison selects deployments by. Two deployments of one variant on one host share
+    # an interval's key, so a canary of the same variant runs on its own hosts.
+    labels = models.JSONField(default=dict, blank=True)
     interval_start = models.DateTimeField()
     interval_s = models.PositiveIntegerField()
     requests = models.BigIntegerField(default=0)

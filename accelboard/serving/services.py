@@ -43,6 +43,7 @@ class IntervalInput:
     queue_ms: dict[str, float | None] | None = None
     histograms: dict[str, Any] = field(default_factory=dict)
     latency_sums: dict[str, Any] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 def variant_precision_guess(name: str) -> str | None:
@@ -120,6 +121,7 @@ def inference_metrics_store(*, team: Team, host: Host, batch_id: str, intervals:
                 queue_p99_ms=_percentile(item.queue_ms, "p99"),
                 histograms=item.histograms,
                 latency_sums=item.latency_sums,
+                labels=item.labels,
                 batch_id=batch_id,
             )
         )
@@ -128,7 +130,7 @@ def inference_metrics_store(*, team: Team, host: Host, batch_id: str, intervals:
     update = [
         "engine", "accelerator_uuids", "interval_s", "requests", "errors", "prompt_tokens",
         "generated_tokens", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms",
-        "e2e_p99_ms", "queue_p50_ms", "queue_p99_ms", "histograms", "latency_sums", "batch_id",
+        "e2e_p99_ms", "queue_p50_ms", "queue_p99_ms", "histograms", "latency_sums", "labels", "batch_id",
     ]  # fmt: skip
     InferenceMetric.objects.bulk_create(
         rows,

@@ -100,6 +100,42 @@ def test_nan_negative_or_infinite_times_are_a_parse_error_naming_the_event(
     assert where in str(caught.value) and "times.json" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [
+        (b'{"traceEvents": 5}', "traceEvents: expected an array of events, found number 5"),
+        (b'{"traceEvents": {"ph": "X"}}', "traceEvents: expected an array of events, found object"),
+        (b'{"traceEvents": [5]}', "traceEvents[0]: expected an event (an object), found number 5"),
+        (
+            _events(
+                kineto_event("k", "kernel", 5.0, 1.0), {**kineto_event("k", "kernel", 0, 2.0), "ts": "12"}
+            ),
+            "traceEvents[1].ts: string '12' is not a timestamp",
+        ),
+        (
+            _events({k: v for k, v in kineto_event("k", "kernel", 5.0, 1.0).items() if k != "ts"}),
+            "traceEvents[0].ts: missing (or null) is not a timestamp",
+        ),
+        (
+            _events(kineto_event("aten::mm", "cpu_op", 1.0, 1.0), kineto_event("k", "kernel", 5.0, -0.5)),
+            "traceEvents[1].dur: -0.5",
+        ),
+    ],
+    ids=[
+        "array-is-a-number",
+        "array-is-an-object",
+        "event-is-a-number",
+        "string-ts",
+        "missing-ts",
+        "negative-dur",
+    ],
+)
+def test_malformed_traces_are_a_parse_error_naming_what_and_where(content: bytes, where: str) -> None:
+    with pytest.raises(ParseError) as caught:
+        kineto.parse([("bad.json", content)])
+    assert where in str(caught.value) and "bad.json" in str(caught.value)
+
+
 def test_a_missing_duration_still_counts_as_zero_with_a_warning() -> None:
     event = kineto_event("k", "kernel", 5.0, 1.0)
     del event["dur"]
@@ -128,8 +164,10 @@ def _unchanged(run: Any) -> None:
         _deep_args(),
         _events(kineto_event("k", "kernel", 5.0, 1.0), kineto_event("k", "kernel", 6.0, -1.0)),
         _events(kineto_event("k", "kernel", float("nan"), 1.0)),
+        b'{"traceEvents": 5}',
+        _events({**kineto_event("k", "kernel", 0.0, 1.0), "ts": "5"}),
     ],
-    ids=["deep", "negative-duration", "nan-timestamp"],
+    ids=["deep", "negative-duration", "nan-timestamp", "events-not-an-array", "string-timestamp"],
 )
 def test_the_api_answers_422_and_keeps_the_earlier_profile(
     profiled_run: Any, ingest_token: str, content: bytes
@@ -143,7 +181,7 @@ def test_the_api_answers_422_and_keeps_the_earlier_profile(
     assert response.status_code == 422, response.content
     error = response.json()["error"]
     assert error["path"] == "profile" and "bad.json" in error["message"]
-    assert "traceEvents[" in error["message"]
+    assert "traceEvents[" in error["message"] or "traceEvents: expected an array" in error["message"]
     _unchanged(profiled_run)
 
 

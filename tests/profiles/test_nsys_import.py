@@ -78,3 +78,18 @@ def test_it_names_the_file_and_line_of_a_bad_value() -> None:
         nsys.parse([("k_cuda_gpu_kern_sum.csv", bad.encode())])
     with pytest.raises(ParseError, match="no nsys stats report"):
         nsys.parse([("empty.csv", b"a,b\n1,2\n")])
+
+
+def test_a_report_with_a_header_and_no_rows_is_refused_not_read_as_no_activity() -> None:
+    header_only = KERN_SUM.splitlines()[0] + "\n"
+    with pytest.raises(
+        ParseError, match=r"k_cuda_gpu_kern_sum.csv:1: the cuda_gpu_kern_sum report has a header but no rows"
+    ):
+        profile_parse([("k_cuda_gpu_kern_sum.csv", header_only.encode())])
+    # Among other reports too: the cut-short one is named.
+    with pytest.raises(
+        ParseError, match=r"m.csv:1: the cuda_gpu_mem_time_sum report has a header but no rows"
+    ):
+        profile_parse(
+            [("k_cuda_gpu_kern_sum.csv", KERN_SUM.encode()), ("m.csv", MEM_SUM.splitlines()[0].encode())]
+        )

@@ -97,8 +97,15 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="TRACE",
-        help="a profiler trace (PyTorch profiler JSON[.gz], one per rank; or nsys stats CSVs) to attach "
+        help="a profiler trace (PyTorch profiler JSON[.gz], one per rank; an nsys SQLite export; or nsys "
+        "stats CSVs) to attach "
         "to the run (repeatable)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a --profile trace from other hardware than the run's (its device or device count), "
+        "instead of attaching it with a warning",
     )
     parser.add_argument(
         "--fail-on-regression", action="store_true", help="exit 1 when any metric is a regression"
@@ -362,6 +369,7 @@ def _upload(args: argparse.Namespace) -> int:
         "create_model": "1" if args.create_model else "",
         "remember": "1" if args.remember else "",
         "format": args.fmt or "",
+        "strict": "1" if args.strict and args.profile else "",
     }
     fields = {key: value for key, value in fields.items() if value}
     profiles = [_read(name) for name in args.profile]
@@ -383,6 +391,8 @@ def _upload(args: argparse.Namespace) -> int:
         print(table(run))
         if run.get("profile_url"):
             print(f"profile: {args.server.rstrip('/')}{run['profile_url']}")
+            for warning in run.get("profile_warnings") or []:
+                print(f"profile warning: {warning}")
         print()
         regressions += [f"{run['file']}: {m['name']}" for m in run["metrics"] if m["verdict"] == "regression"]
     if regressions:

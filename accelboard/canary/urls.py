@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from . import views
+
+app_name = "canary"
+
+urlpatterns = [
+    path("", views.canary_list, name="list"),
+    path("<int:check_id>/", views.canary_detail, name="detail"),
+]
