@@ -89,7 +89,8 @@ def _size(files: Sequence[tuple[str, Source]]) -> int:
             total += os.path.getsize(source) if os.path.exists(source) else 0
         elif hasattr(source, "seek") and hasattr(source, "tell"):
             at = source.tell()
-            total += source.seek(0, io.SEEK_END) - at
+            source.seek(0, io.SEEK_END)
+            total += source.tell() - at
             source.seek(at)
     return total
 
