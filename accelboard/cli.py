@@ -16,11 +16,11 @@ def main(argv: list[str] | None = None) -> int:
         # Before Django: loading settings would start the embedded PostgreSQL, and parsing needs none.
         from accelboard.importers.cli import main as parse_main
 
-        # Profiler traces are summarised by the profiles app's analysis (pure, no Django either),
-        # which the importers, below it, are handed here.
-        from accelboard.profiles.analysis import profile_analyse
+        # Profiler traces are summarised by the profiles app's analysis and its HTA-style analyses
+        # (pure, no Django either), which the importers, below it, are handed here.
+        from accelboard.profiles.hta import profile_summary
 
-        return parse_main(argv[2:], profile_summary=profile_analyse)
+        return parse_main(argv[2:], profile_summary=profile_summary)
     if len(argv) > 1 and argv[1] == "upload":
         # A CI job's HTTP client, its own package (uploader/): no settings, no database.
         try:

@@ -175,6 +175,7 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     columns = BoundedEventColumns()
     runtime_corr = array("q")
     runtime_ts = array("d")
+    runtime_dur = array("d")
     ops: dict[str, list[float]] = {}
     runtime: dict[str, list[float]] = {}
     steps: dict[int, Step] = {}
@@ -284,6 +285,8 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                 if type(correlation) is int and 0 <= correlation < 1 << 63:
                     runtime_corr.append(correlation)
                     runtime_ts.append(ts)
+                    # The kernels of a CUDA graph share its one launch: no launch call of their own.
+                    runtime_dur.append(float("nan") if "GraphLaunch" in label else dur)
             else:
                 pid = event.get("pid")
                 if type(pid) is int or type(pid) is str:
@@ -334,9 +337,9 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
             )
         else:
             unread = sorted(cats_seen)
-    trace.events = _events(trace, columns, runtime_corr, runtime_ts)
+    trace.events = _events(trace, columns, runtime_corr, runtime_ts, runtime_dur)
     columns_cap = columns.cap
-    del columns, other, runtime_corr, runtime_ts
+    del columns, other, runtime_corr, runtime_ts, runtime_dur
     trace.steps = [steps[number] for number in sorted(steps)]
     _header(trace, header, devices, declared)
     if bad_durations:
@@ -450,7 +453,7 @@ def _keep(columns: EventColumns, mask: np.ndarray) -> BoundedEventColumns:
 
 
 def _events(
-    trace: RankTrace, columns: BoundedEventColumns, runtime_corr: array, runtime_ts: array
+    trace: RankTrace, columns: BoundedEventColumns, runtime_corr: array, runtime_ts: array, runtime_dur: array
 ) -> GpuEvents:
     """The columns as arrays (views of the columns read, not copies: memory is the peak)."""
     trace.names, trace.name_categories, name_index = columns.finish()
@@ -458,21 +461,26 @@ def _events(
     if not len(columns):
         return GpuEvents.empty()
     correlation = column_array(columns.correlation)
-    launch: np.ndarray = np.broadcast_to(np.float64(np.nan), (len(columns),))  # read-only, no memory
+    # Without launches, read-only NaN views that take no memory.
+    launch: np.ndarray = np.broadcast_to(np.float64(np.nan), (len(columns),))
+    launch_dur: np.ndarray = launch
     if runtime_corr:
         launch = np.full(len(columns), np.nan)
         keys = np.frombuffer(runtime_corr, dtype=np.int64)
         times = np.frombuffer(runtime_ts, dtype=np.float64)
+        durations = np.frombuffer(runtime_dur, dtype=np.float64)
         order = np.argsort(keys, kind="stable")
-        keys, times = keys[order], times[order]
+        keys, times, durations = keys[order], times[order], durations[order]
         del order
+        launch_dur = np.full(len(columns), np.nan)
         # In chunks: the temporaries of the look-up stay bounded whatever the trace.
         for a in range(0, correlation.size, 1 << 20):
             wanted = correlation[a : a + (1 << 20)].astype(np.int64)
             where = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
             found = np.flatnonzero((keys[where] == wanted) & (wanted >= 0))
             launch[a + found] = times[where[found]]
-        del keys, times
+            launch_dur[a + found] = durations[where[found]]
+        del keys, times, durations
     return GpuEvents(
         start=column_array(columns.start),
         dur=column_array(columns.dur),
@@ -480,6 +488,7 @@ def _events(
         kind=column_array(columns.kind),
         name=name_index,
         launch=launch,
+        launch_dur=launch_dur,
     )
 
 

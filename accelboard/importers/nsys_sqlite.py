@@ -183,6 +183,7 @@ class _Reader:
         self.processes: dict[int, _Process] = {}
         self.launch_key = array("q")
         self.launch_ts = array("d")
+        self.launch_dur = array("d")  # the call's duration; -1: none of its own (a CUDA graph's)
 
     # --- schema ---------------------------------------------------------------------------------
 
@@ -292,11 +293,18 @@ class _Reader:
             api = _API_VERSION.sub("", label) if isinstance(label, str) else "<unnamed API call>"
             _merge(self._process(process).runtime, api, count, total / 1000.0)
         key = _KEY.format(corr="correlationId", gid="globalTid")
-        sql = f"SELECT key, start / 1000.0 FROM (SELECT {key} AS key, start FROM {RUNTIME_TABLE}) WHERE key >= 0"
+        # The kernels of a CUDA graph share its one launch: no launch call of their own.
+        sql = (
+            "SELECT key, start / 1000.0, CASE WHEN graph THEN -1.0 ELSE (end - start) / 1000.0 END FROM "
+            f"(SELECT {key} AS key, r.start AS start, r.end AS end, "
+            "COALESCE(s.value LIKE '%GraphLaunch%', 0) AS graph "
+            f"FROM {RUNTIME_TABLE} AS r LEFT JOIN StringIds AS s ON s.id = r.nameId) WHERE key >= 0"
+        )
         for batch in self.batches(RUNTIME_TABLE, sql):
-            keys, times = zip(*batch, strict=True)
+            keys, times, durations = zip(*batch, strict=True)
             self.launch_key.extend(keys)
             self.launch_ts.extend(times)
+            self.launch_dur.extend(durations)
 
     def nvtx(self) -> None:
         if not self.need(NVTX_TABLE, "start", "end", "eventType", "text", "globalTid"):
@@ -371,10 +379,11 @@ class _Reader:
         for pid in np.unique(owner).tolist():
             ran_on, counts = np.unique(device[owner == pid], return_counts=True)
             self._process(pid).devices.update(zip(ran_on.tolist(), counts.tolist(), strict=True))
-        launch = _launches(
+        launch, launch_dur = _launches(
             key,
             np.frombuffer(self.launch_key, dtype=np.int64) if self.launch_key else np.empty(0, np.int64),
             np.frombuffer(self.launch_ts, dtype=np.float64) if self.launch_ts else np.empty(0),
+            np.frombuffer(self.launch_dur, dtype=np.float64) if self.launch_dur else np.empty(0),
         )
         full = GpuEvents(
             start=columns.numpy("start", np.float64),
@@ -383,6 +392,7 @@ class _Reader:
             kind=columns.numpy("kind", np.int8),
             name=name.astype(np.int64, copy=False).reshape(-1),
             launch=launch,
+            launch_dur=launch_dur,
         )
         traces: dict[int, RankTrace] = {}
         for index, number in enumerate(devices):
@@ -394,7 +404,7 @@ class _Reader:
                 trace.events = GpuEvents(
                     *(
                         getattr(full, part)[mine]
-                        for part in ("start", "dur", "stream", "kind", "name", "launch")
+                        for part in ("start", "dur", "stream", "kind", "name", "launch", "launch_dur")
                     )
                 )
                 trace.world_size = len(devices)
@@ -435,16 +445,22 @@ def _merge(sums: dict[str, list[float]], label: str, count: float, total: float)
         slot[1] += total
 
 
-def _launches(key: np.ndarray, keys: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """When the CPU launched each activity (its runtime call's start), NaN where unknown."""
+def _launches(
+    key: np.ndarray, keys: np.ndarray, times: np.ndarray, durations: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """When the CPU launched each activity (its runtime call's start) and how long that call took,
+    NaN where unknown (or, for the duration, where the call was a CUDA graph's)."""
     launch = np.full(key.size, np.nan)
+    launch_dur = np.full(key.size, np.nan)
     if keys.size and key.size:
         order = np.argsort(keys, kind="stable")
-        keys, times = keys[order], times[order]
+        keys, times, durations = keys[order], times[order], durations[order]
         where = np.minimum(np.searchsorted(keys, key), keys.size - 1)
         found = (keys[where] == key) & (key >= 0)
         launch[found] = times[where[found]]
-    return launch
+        launch_dur[found] = durations[where[found]]
+        launch_dur[launch_dur < 0] = np.nan
+    return launch, launch_dur
 
 
 def parse_file(name: str, source: Source) -> list[RankTrace]:

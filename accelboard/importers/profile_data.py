@@ -259,6 +259,9 @@ class GpuEvents:
     kind: np.ndarray  # int8: categories.KERNEL / MEMCPY / MEMSET
     name: np.ndarray  # integer index into RankTrace.names
     launch: np.ndarray  # float64: when the CPU launched it (NaN when the trace does not say)
+    # float64: how long the CPU's launch call (cudaLaunchKernel ...) took; NaN when unknown, None
+    # when the format never says (the launch statistics of ``profiles.hta`` are then unknown).
+    launch_dur: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.start.shape[0])

@@ -45,6 +45,11 @@ class Profile(models.Model):
     imbalance = models.JSONField(null=True, blank=True)
     ops = models.JSONField(default=list, blank=True, help_text="Top CPU operators by inclusive time")
     warnings = models.JSONField(default=list, blank=True)
+    hta = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="HTA-style analyses: idle by stream, launches, steps, ranks (hta.py)",
+    )
     raw_file = models.FileField(upload_to=_raw_path, blank=True)
     raw_filename = models.CharField(max_length=255, blank=True)
     uploaded_by = models.ForeignKey(

@@ -20,10 +20,13 @@ from accelboard.benchmarks.selectors import run_get_visible
 from accelboard.core.access import Action, Scope
 from accelboard.costs.pricebook_selectors import accelerator_rate_value, price_book_load
 from accelboard.costs.selectors import price_basis, run_cost_gaps, run_costs_for
+from accelboard.fleet import charts as fleet_charts
+from accelboard.fleet import selectors as fleet_selectors
 
 from . import categories as cats
 from .comparison import Comparison, Side, change_headline, profiles_compare
 from .cost_shares import cost_shares, headline_costs
+from .hta import counters_reading
 from .models import Profile, ProfileBreakdown, ProfileKernel
 
 TOP_KERNELS_SHOWN = 25
@@ -142,6 +145,26 @@ def profile_page(*, profile: Profile, scope: Scope) -> dict[str, Any]:
         "cost_gap": run_cost_gaps(run_ids=[profile.run_id]).get(profile.run_id)
         if costs is None and may_see_costs
         else None,
+        "hta": profile.hta or {},
+        **profile_counters(profile=profile),
+    }
+
+
+def profile_counters(*, profile: Profile) -> dict[str, Any]:
+    """The DCGM profiling counters of the run's GPUs over the run's window, beside the breakdown
+    (``fleet.selectors.run_window_profiling``: none without a host or an end; two queries)."""
+    run = profile.run
+    gpus, averages = fleet_selectors.run_window_profiling(
+        host_id=run.host_id,
+        accelerator_type_id=run.accelerator_type_id,
+        start=run.started_at,
+        end=run.finished_at,
+    )
+    rows = fleet_charts.profiling_rows(averages=averages, gpus=gpus)
+    return {
+        "profiling": rows,
+        "profiling_labels": list(fleet_charts.PROFILING_LABELS.values()),
+        "counters": counters_reading([averages[row["gpu"]["id"]] for row in rows]),
     }
 
 

@@ -26,8 +26,8 @@ from accelboard.importers.base import ParseError, UnrecognisedFormat
 from accelboard.importers.profile_data import ProfileData
 from accelboard.importers.profile_registry import profile_detect, profile_parse
 
-from .analysis import profile_analyse
 from .device_match import device_mismatch, summary_world_size
+from .hta import profile_summary
 from .models import Profile, ProfileBreakdown, ProfileKernel, ProfileRank
 
 Source = str | Path | bytes | IO[bytes]
@@ -75,7 +75,7 @@ def profile_summarise(*, files: Sequence[tuple[str, Source]]) -> dict[str, Any]:
 
 
 def _summary(data: ProfileData) -> dict[str, Any]:
-    summary = profile_analyse(data)
+    summary = profile_summary(data)
     summary["world_size"] = summary_world_size(data.ranks)
     return summary
 
@@ -96,7 +96,7 @@ def _size(files: Sequence[tuple[str, Source]]) -> int:
 
 
 def _summarise_in_child(files: Sequence[tuple[str, Source]]) -> dict[str, Any]:
-    """``profile_parse`` + ``profile_analyse`` in a forked child (it inherits the open files);
+    """``profile_parse`` + ``profile_summary`` in a forked child (it inherits the open files);
     the summary, or the ParseError's message, comes back through a pipe."""
     context = multiprocessing.get_context("fork")
     reader, writer = context.Pipe(duplex=False)
@@ -169,6 +169,7 @@ def profile_attach(
             imbalance=_json_keys(summary["imbalance"]),
             ops=summary["ops"],
             warnings=summary["warnings"],
+            hta=summary["hta"],
             uploaded_by=uploaded_by if getattr(uploaded_by, "pk", None) else None,
         )
         ProfileRank.objects.bulk_create(_rank_rows(profile, summary))

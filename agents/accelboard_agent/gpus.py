@@ -14,6 +14,12 @@
    without blocking (a 0 ms wait) into a per-GPU count since the agent started, sent as ``xid_errors``. The server
    counts increases of it (a restart back to 0 is a reset, not errors); each XID is logged with
    its code.
+6. Profiling counters: on GPUs with NVML's GPU Performance Monitoring (GPM: Hopper and later, a
+   recent driver), each tick takes a GPM sample and sends the metrics between it and the previous
+   tick's (``GPM_METRICS``: tensor-pipe, DRAM bandwidth, SM activity and occupancy, graphics
+   engine, in %, the fields DCGM's counters fill). A GPU, driver or ``pynvml`` without GPM, or a
+   MIG instance, is skipped cleanly: no fields, no error, not listed as unsupported (older GPUs
+   never had it); an error taking a sample drops that tick's values only.
 
 Tests replace ``pynvml`` functions at this module boundary (``gpus.pynvml``).
 """
@@ -42,6 +48,25 @@ _PERMANENT_ERRORS = {
 }
 
 log = logging.getLogger("accelboard_agent.gpus")
+
+# NVML GPM metric (the pynvml constant's name) -> the telemetry API's profiling field, in %.
+GPM_METRICS = {
+    "NVML_GPM_METRIC_GRAPHICS_UTIL": "gr_engine_active",
+    "NVML_GPM_METRIC_SM_UTIL": "sm_active",
+    "NVML_GPM_METRIC_SM_OCCUPANCY": "sm_occupancy",
+    "NVML_GPM_METRIC_ANY_TENSOR_UTIL": "tensor_active",
+    "NVML_GPM_METRIC_DRAM_BW_UTIL": "dram_active",
+}
+
+
+@dataclass
+class _Gpm:
+    """A GPU's two GPM sample buffers: the previous tick's and the one the next tick fills."""
+
+    previous: Any
+    spare: Any
+    primed: bool = False
+
 
 SIMULATED_NAME = "Simulated H100 80GB HBM3"
 SIMULATED_MEMORY = 85_520_809_984
@@ -180,6 +205,8 @@ class NvmlBackend(Backend):
         self._util_seen: dict[str, int] = {}
         self._lock = threading.Lock()
         self._event_set: Any = None
+        # Per device uuid: its GPM buffers, or False where GPM is not available (point 6).
+        self._gpm: dict[str, _Gpm | bool] = {}
 
     # -- probing -------------------------------------------------------------------------------
     def _read(self, device: Device, signal: str, function_name: str, *args: Any) -> Any:
@@ -361,7 +388,70 @@ class NvmlBackend(Backend):
             )
         return uses
 
+    # -- GPM profiling metrics (point 6) ---------------------------------------------------------
+    def _gpm_open(self, device: Device) -> _Gpm | bool:
+        if device.mig_mode or device.parent_uuid:
+            return False
+        try:
+            support = pynvml.nvmlGpmQueryDeviceSupport(device.handle)
+            if not getattr(support, "isSupportedDevice", 0):
+                return False
+            return _Gpm(previous=pynvml.nvmlGpmSampleAlloc(), spare=pynvml.nvmlGpmSampleAlloc())
+        except (pynvml.NVMLError, AttributeError):
+            return False
+
+    def gpm_metrics(self, device: Device) -> dict[str, float]:
+        """The GPM metrics since this device's previous call (none on the first, nor without GPM)."""
+        state = self._gpm.get(device.uuid)
+        if state is None:
+            state = self._gpm[device.uuid] = self._gpm_open(device)
+        if not isinstance(state, _Gpm):
+            return {}
+        try:
+            pynvml.nvmlGpmSampleGet(device.handle, state.spare)
+        except pynvml.NVMLError:
+            with self._lock:
+                self.transient_errors += 1
+            state.primed = False
+            return {}
+        state.previous, state.spare = state.spare, state.previous
+        if not state.primed:
+            state.primed = True
+            return {}
+        wanted = [(getattr(pynvml, key), name) for key, name in GPM_METRICS.items() if hasattr(pynvml, key)]
+        request = pynvml.c_nvmlGpmMetricsGet_t()
+        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(wanted)
+        request.sample1 = state.spare  # the older sample, after the swap
+        request.sample2 = state.previous
+        for slot, (metric, _name) in enumerate(wanted):
+            request.metrics[slot].metricId = metric
+        try:
+            pynvml.nvmlGpmMetricsGet(request)
+        except pynvml.NVMLError:
+            with self._lock:
+                self.transient_errors += 1
+            return {}
+        out: dict[str, float] = {}
+        for slot, (_metric, name) in enumerate(wanted):
+            item = request.metrics[slot]
+            value = float(item.value)
+            if item.nvmlReturn == pynvml.NVML_SUCCESS and math.isfinite(value) and value >= 0:
+                out[name] = min(value, 100.0)
+        return out
+
+    def _gpm_free(self) -> None:
+        for state in self._gpm.values():
+            if isinstance(state, _Gpm):
+                for buffer in (state.previous, state.spare):
+                    try:
+                        pynvml.nvmlGpmSampleFree(buffer)
+                    except (pynvml.NVMLError, AttributeError):
+                        pass
+        self._gpm.clear()
+
     def close(self) -> None:
+        self._gpm_free()
         if self._event_set is not None:
             try:
                 pynvml.nvmlEventSetFree(self._event_set)
@@ -447,6 +537,7 @@ class NvmlBackend(Backend):
             pynvml.NVML_VOLATILE_ECC,
         )
         sample["xid_errors"] = device.xid_errors  # as of this tick's drain (``tick``)
+        sample.update(self.gpm_metrics(device))
         return sample
 
     # -- slow path -----------------------------------------------------------------------------

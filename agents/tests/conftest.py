@@ -192,6 +192,9 @@ class FakeGpu:
         self.process_util: list[tuple[int, int]] | int = pynvml.NVML_ERROR_NOT_SUPPORTED
         self.util_since: list[int] = []
         self.calls: Counter = Counter()
+        # GPM (Hopper+): metric id -> the value NVML computes between two samples; None: no GPM.
+        self.gpm: dict[int, float] | None = None
+        self.gpm_samples = 0
 
 
 class FakeNvml:
@@ -201,6 +204,8 @@ class FakeNvml:
         # XID events waiting in the event set, as (gpu, xid code); ``xid`` queues one.
         self.events: list[tuple[FakeGpu, int]] = []
         self.registered: list[FakeGpu] = []
+        self.gpm_buffers: list[Any] = []
+        self.gpm_intervals: list[tuple[int, int]] = []
 
     def xid(self, gpu: FakeGpu, code: int) -> None:
         self.events.append((gpu, code))
@@ -335,6 +340,49 @@ class FakeNvml:
                     )
             raise nvml_error(pynvml.NVML_ERROR_TIMEOUT)
 
+        # GPM: samples are numbered per GPU; a metrics request must give an older then a newer one.
+        def gpm_support(handle: FakeGpu) -> Any:
+            fake._call(handle, "nvmlGpmQueryDeviceSupport")
+            return SimpleNamespace(isSupportedDevice=int(handle.gpm is not None))
+
+        def gpm_alloc() -> Any:
+            fake.gpm_buffers.append(SimpleNamespace(gpu=None, number=0, freed=False))
+            return fake.gpm_buffers[-1]
+
+        def gpm_sample(handle: FakeGpu, buffer: Any) -> Any:
+            fake._call(handle, "nvmlGpmSampleGet")
+            handle.gpm_samples += 1
+            buffer.gpu, buffer.number = handle, handle.gpm_samples
+            return buffer
+
+        def gpm_metrics(request: Any) -> Any:
+            first, second = request.sample1, request.sample2
+            assert first.gpu is second.gpu and first.number < second.number
+            fake._call(second.gpu, "nvmlGpmMetricsGet")
+            fake.gpm_intervals.append((first.number, second.number))
+            for item in request.metrics[: request.numMetrics]:
+                value = (second.gpu.gpm or {}).get(item.metricId)
+                item.nvmlReturn = (
+                    pynvml.NVML_SUCCESS if value is not None else pynvml.NVML_ERROR_NOT_SUPPORTED
+                )
+                item.value = value if value is not None else 0.0
+            return request
+
+        def gpm_free(buffer: Any) -> None:
+            buffer.freed = True
+
+        class MetricsGet:
+            def __init__(self) -> None:
+                self.version = self.numMetrics = 0
+                self.sample1 = self.sample2 = None
+                self.metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(16)]
+
+        functions["nvmlGpmQueryDeviceSupport"] = gpm_support
+        functions["nvmlGpmSampleAlloc"] = gpm_alloc
+        functions["nvmlGpmSampleGet"] = gpm_sample
+        functions["nvmlGpmMetricsGet"] = gpm_metrics
+        functions["nvmlGpmSampleFree"] = gpm_free
+        functions["c_nvmlGpmMetricsGet_t"] = MetricsGet
         functions["nvmlEventSetCreate"] = lambda: object()
         functions["nvmlDeviceRegisterEvents"] = register_events
         functions["nvmlEventSetWait_v2"] = event_wait

@@ -184,3 +184,60 @@ def test_it_never_reports_zero_joules_while_power_is_drawn():
 def test_it_starts_a_new_segment_when_the_counter_goes_down():
     assert energy_check({"energy_mj": 1_000, "power_w": 90.0}, previous_mj=9_000_000) is True
     assert energy_check({"energy_mj": 9_000_500, "power_w": 90.0}, previous_mj=9_000_000) is False
+
+
+def test_it_sends_gpm_profiling_metrics_between_ticks_on_gpus_that_have_gpm(fake_nvml):
+    hopper = FakeGpu(0)
+    hopper.gpm = {
+        pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 62.5,
+        pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: 31.25,
+        pynvml.NVML_GPM_METRIC_SM_UTIL: 90.0,
+    }
+    ampere = FakeGpu(1)  # no GPM: skipped cleanly
+    fake = fake_nvml([hopper, ampere])
+    backend = nvml_open()
+    h, a = backend.devices
+
+    first = backend.sample(h)
+    later = [backend.sample(h) for _ in range(3)]
+    others = [backend.sample(a) for _ in range(3)]
+
+    # The first tick has no earlier sample to measure from; then each tick its interval.
+    assert "tensor_active" not in first
+    for sample in later:
+        assert (sample["tensor_active"], sample["dram_active"], sample["sm_active"]) == (62.5, 31.25, 90.0)
+        assert "sm_occupancy" not in sample and "gr_engine_active" not in sample  # metrics NVML refused
+    assert fake.gpm_intervals == [(1, 2), (2, 3), (3, 4)]
+    assert len(fake.gpm_buffers) == 2  # two buffers, reused tick after tick
+    # No GPM: no fields, asked once, not reported as an unsupported signal.
+    assert all("tensor_active" not in s and "dram_active" not in s for s in others)
+    assert ampere.calls["nvmlGpmQueryDeviceSupport"] == 1 and ampere.calls["nvmlGpmSampleGet"] == 0
+    assert a.accelerator("")["unsupported"] == [] and h.accelerator("")["unsupported"] == []
+    backend.close()
+    assert all(buffer.freed for buffer in fake.gpm_buffers)
+
+
+def test_a_failed_gpm_sample_drops_that_tick_only(fake_nvml):
+    gpu = FakeGpu(0)
+    gpu.gpm = {pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 40.0}
+    fake_nvml([gpu])
+    backend = nvml_open()
+    device = backend.devices[0]
+    backend.sample(device)
+    gpu.errors["nvmlGpmSampleGet"] = pynvml.NVML_ERROR_UNKNOWN
+    failed = backend.sample(device)
+    del gpu.errors["nvmlGpmSampleGet"]
+    primed = backend.sample(device)  # measures from here on
+    after = backend.sample(device)
+    assert "tensor_active" not in failed and "tensor_active" not in primed
+    assert after["tensor_active"] == 40.0 and backend.transient_errors == 1
+
+
+def test_an_old_pynvml_without_gpm_is_skipped_cleanly(fake_nvml, monkeypatch):
+    gpu = FakeGpu(0)
+    gpu.gpm = {pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 40.0}
+    fake_nvml([gpu])
+    monkeypatch.delattr(pynvml, "nvmlGpmQueryDeviceSupport")
+    backend = nvml_open()
+    samples = [backend.sample(backend.devices[0]) for _ in range(3)]
+    assert all("tensor_active" not in s for s in samples) and samples[-1]["power_w"] == 300.0

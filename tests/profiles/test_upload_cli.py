@@ -73,6 +73,8 @@ def test_parse_prints_the_profile_summary_without_a_database(tmp_path: Path, cap
     for rank in summary["ranks"]:
         assert sum(rank["categories"].values()) == pytest.approx(rank["span_us"])
     assert summary["verdict"]["headline"]
+    # HTA's analyses come with it: 2 steps × 1 all-reduce (every other of 2 backward layers) per rank.
+    assert summary["hta"]["ranks"]["collectives_matched"] == 2 and len(summary["hta"]["idle"]["ranks"]) == 2
     # With a result file the runs come too; a broken trace is exit 2 naming it.
     assert parse_main([str(FIXTURES / "vllm_2025.json"), str(ranks[0]), "--compact"]) == 0
     both = json.loads(capsys.readouterr().out)

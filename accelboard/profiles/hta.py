@@ -1,0 +1,366 @@
+"""Holistic Trace Analysis (HTA) style analyses of a profile, on whatever format produced it. Pure.
+
+Input is the importers' common ``ProfileData`` (Kineto, nsys SQLite, ...) and the summary that
+:mod:`.analysis` made of it; output is a JSON-ready dict stored with the profile. Times are
+microseconds. A format without a timeline (``nsys stats`` CSV) or without launch calls gives None
+for what it cannot tell, never 0.
+
+1. **Idle time by stream**, as HTA's ``get_idle_time_breakdown``: on each stream, activities in start
+   order; the gap before an activity (its start minus the end of the stream's previous activity,
+   clipped at 0) is
+
+   - *host wait* when the CPU called its launch (``cudaLaunchKernel``, ``cudaMemcpyAsync`` ...,
+     linked by correlation id) after the previous activity had ended: the GPU had nothing queued;
+   - *kernel wait* otherwise when the gap is shorter than ``KERNEL_WAIT_US`` (HTA's
+     ``consecutive_kernel_delay``: 30 in the trace's unit, µs for Kineto, although its docs say
+     ns; so that the figures match what HTA computes): the overhead of starting back-to-back kernels;
+   - *other* otherwise: the activity was queued before the gap began and still started late, so
+     it waited on something on the GPU: another stream's kernel (an event, a cross-stream
+     dependency or synchronisation) or a launch delay. ``cross_stream_us`` is the part of *other*
+     during which another stream of the same rank was running: waiting on another kernel;
+   - *unknown* when the launch time is unknown and the gap is not short (HTA would say *other*).
+
+   The gaps are per stream, so with several streams they add up to more than the device's idle
+   time (the breakdown's ``idle``, gaps when no stream runs): both are shown, each named.
+2. **Kernel launch statistics**, as HTA's ``get_cuda_kernel_launch_stats``: for each kernel whose
+   launch call is known, the launch delay is the kernel's GPU start minus the end of the CPU's
+   launch call, negative values (clock skew) counted as 0 as HTA does (p50, p95, max); a *short
+   kernel* runs for less time than its launch call took. Kernels of a CUDA graph share one
+   ``cudaGraphLaunch`` and have no launch call of their own (the importer leaves it unknown).
+   HTA's default also counts memcpy/memset launches; these figures are kernels only.
+3. **Steps**: per ``ProfilerStep#N``, the GPU window of the step (:mod:`.analysis`) as busy and
+   idle time, and the CPU's step duration; the step time's median, p95 and the slowest step.
+4. **Ranks** (several ranks of one step uploaded together): per rank the compute, exposed
+   communication and idle time; per step the imbalance ``(max - min) / max`` of compute time and
+   the slowest rank. Collectives (NCCL ``ncclDevKernel_*``, older ``ncclKernel_*``, RCCL ...) are
+   matched across ranks by order; the rank whose kernel of a collective starts last is the one
+   the others waited for (HTA's straggler by late-starting communication kernels). The straggler
+   is the rank last at most collectives, else the one with the most compute time. Ranks' clocks
+   are compared as the traces give them (one host: one clock).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from accelboard.importers.profile_data import KERNEL, GpuEvents, ProfileData, RankTrace
+
+from . import categories as cats
+from .analysis import profile_analyse
+
+KERNEL_WAIT_US = 30.0  # HTA's default consecutive_kernel_delay, compared in the trace's µs
+IDLE_KINDS = ("host_wait_us", "kernel_wait_us", "other_us", "unknown_us")
+
+
+def _quantiles(values: np.ndarray) -> dict[str, float | None]:
+    if values.size == 0:
+        return {"p50": None, "p95": None, "max": None, "mean": None}
+    p50, p95 = np.percentile(values, [50, 95])
+    return {"p50": float(p50), "p95": float(p95), "max": float(values.max()), "mean": float(values.mean())}
+
+
+# --- 1. idle time by stream -------------------------------------------------------------------------
+
+
+def _merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as sorted, disjoint (starts, ends)."""
+    if start.size == 0:
+        return np.empty(0), np.empty(0)
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
+
+
+class _Coverage:
+    """How much of [lo, hi] disjoint sorted intervals cover, for many queries (prefix sums once)."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.starts = starts
+        self.lengths = ends - starts
+        self.before = np.concatenate(([0.0], np.cumsum(self.lengths)))
+
+    def _upto(self, x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.starts, x, side="right") - 1
+        j = np.maximum(i, 0)
+        inside = np.clip(x - self.starts[j], 0.0, self.lengths[j])
+        return np.where(i >= 0, self.before[j] + inside, 0.0)
+
+    def covered(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        if self.starts.size == 0:
+            return np.zeros(lo.shape)
+        return np.maximum(self._upto(hi) - self._upto(lo), 0.0)
+
+
+def idle_by_stream(events: GpuEvents, *, threshold_us: float = KERNEL_WAIT_US) -> dict[str, Any]:
+    """Each stream's idle gaps split into host wait, kernel wait, other and unknown (point 1)."""
+    end_all = events.start + events.dur
+    # The stream itself runs nothing inside its own gaps: what covers a gap is other streams, so
+    # one union of every stream serves all streams.
+    coverage = _Coverage(*_merged(events.start, end_all))
+    rows = []
+    # One sort by (stream, start): each stream is then a slice, linear in the trace whatever the streams.
+    order = np.lexsort((events.start, events.stream))
+    streams_sorted = events.stream[order]
+    starts_sorted, ends_sorted, launches_sorted = events.start[order], end_all[order], events.launch[order]
+    bounds = np.flatnonzero(np.diff(streams_sorted)) + 1
+    for lo, hi in zip(
+        np.concatenate(([0], bounds)).tolist(), np.concatenate((bounds, [order.size])).tolist(), strict=True
+    ):
+        stream = int(streams_sorted[lo])
+        start, end, launch = starts_sorted[lo:hi], ends_sorted[lo:hi], launches_sorted[lo:hi]
+        # The previous end is the furthest any earlier activity of the stream reached.
+        prev_end = np.maximum.accumulate(end)[:-1]
+        gap = np.maximum(start[1:] - prev_end, 0.0)
+        launch = launch[1:]
+        known = ~np.isnan(launch)
+        host = known & (launch > prev_end)
+        short = ~host & (gap < threshold_us)
+        unknown = ~host & ~short & ~known
+        other = ~host & ~short & known
+        cross = coverage.covered(prev_end[other], start[1:][other])
+        rows.append(
+            {
+                "stream": int(stream),
+                "activities": int(start.size),
+                "span_us": float(end.max() - start[0]),
+                "idle_us": float(gap.sum()),
+                "host_wait_us": float(gap[host].sum()),
+                "kernel_wait_us": float(gap[short].sum()),
+                "other_us": float(gap[other].sum()),
+                "unknown_us": float(gap[unknown].sum()),
+                "cross_stream_us": float(cross.sum()),
+            }
+        )
+    rows.sort(key=lambda row: -row["idle_us"])
+    totals = {key: sum(row[key] for row in rows) for key in ("idle_us", *IDLE_KINDS, "cross_stream_us")}
+    return {"streams": rows, **totals}
+
+
+# --- 2. kernel launch statistics ------------------------------------------------------------------------
+
+
+def launch_statistics(events: GpuEvents) -> dict[str, Any] | None:
+    """Launch delay and short kernels of the kernels whose launch call is known (point 2); None
+    when the format does not give launch calls' durations."""
+    if events.launch_dur is None:
+        return None
+    kernel = events.kind == KERNEL
+    known = kernel & ~np.isnan(events.launch) & ~np.isnan(events.launch_dur)
+    call = events.launch_dur[known]
+    delay = np.maximum(events.start[known] - (events.launch[known] + call), 0.0)
+    dur = events.dur[known]
+    short = dur < call
+    return {
+        "kernels": int(kernel.sum()),
+        "linked": int(known.sum()),
+        "delay_us": _quantiles(delay),
+        "call_us": _quantiles(call),
+        "short_kernels": int(short.sum()),
+        "short_share": float(short.sum() / known.sum()) if known.any() else None,
+        "short_kernel_us": float(dur[short].sum()),
+        "_delay": delay,  # dropped before storing: for the all-ranks quantiles
+    }
+
+
+# --- 3. steps ------------------------------------------------------------------------------------------------
+
+
+def _compute_us(window: dict[str, Any]) -> float:
+    return float(sum(window["categories"].get(c) or 0.0 for c in cats.COMPUTE))
+
+
+def step_rows(trace: RankTrace, rank_summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per step of the rank that has GPU activity: its GPU window split into busy and idle,
+    compute and exposed communication, and the CPU's ``ProfilerStep`` duration."""
+    cpu = {step.number: step.end - step.start for step in trace.steps}
+    rows = []
+    for window in rank_summary.get("steps") or []:
+        idle = window["categories"].get(cats.IDLE) or 0.0
+        span = window["span_us"]
+        rows.append(
+            {
+                "step": window["step"],
+                "span_us": span,
+                "busy_us": window["busy_us"],
+                "idle_us": idle,
+                "idle_share": idle / span if span else None,
+                "compute_us": _compute_us(window),
+                "communication_us": window["categories"].get("communication") or 0.0,
+                "cpu_us": cpu.get(window["step"]),
+            }
+        )
+    return rows
+
+
+def steps_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    spans = np.array([row["span_us"] for row in rows], dtype=np.float64)
+    slowest = max(rows, key=lambda row: row["span_us"])["step"] if rows else None
+    return {"steps": len(rows), "span_us": _quantiles(spans), "slowest_step": slowest}
+
+
+# --- 4. ranks: imbalance and the straggler ---------------------------------------------------------------
+
+
+def _collective_starts(trace: RankTrace) -> np.ndarray:
+    """Start of each communication kernel of the rank, in time order."""
+    events = trace.events
+    if events is None or not len(events):
+        return np.empty(0)
+    comm = np.array([cats.kernel_category(name) == "communication" for name in trace.names], dtype=bool)
+    mine = comm[events.name] & (events.kind == KERNEL)
+    return np.sort(events.start[mine])
+
+
+def ranks_analysis(
+    traces: list[RankTrace], rank_summaries: list[dict[str, Any]], steps: dict[int, list[dict[str, Any]]]
+) -> dict[str, Any] | None:
+    """Imbalance per step and the straggler rank (point 4); None for one rank or no timeline."""
+    if len(traces) < 2 or any(trace.events is None for trace in traces):
+        return None
+    numbers = [trace.rank for trace in traces]
+    rows = [
+        {
+            "rank": summary["rank"],
+            "compute_us": _compute_us(summary),
+            "communication_us": summary["categories"].get("communication") or 0.0,
+            "idle_us": summary["categories"].get(cats.IDLE) or 0.0,
+            "span_us": summary["span_us"],
+            "late_collectives": 0,
+        }
+        for summary in rank_summaries
+    ]
+    by_rank = {row["rank"]: row for row in rows}
+    # Collectives matched by order: the k-th communication kernel of each rank.
+    starts = [_collective_starts(trace) for trace in traces]
+    matched = min(s.size for s in starts)
+    wait: dict[str, float | None] = {"p50": None, "p95": None, "max": None, "mean": None}
+    if matched:
+        grid = np.stack([s[:matched] for s in starts])  # ranks × collectives
+        last = np.argmax(grid, axis=0)
+        for index, count in zip(*np.unique(last, return_counts=True), strict=True):
+            by_rank[numbers[int(index)]]["late_collectives"] = int(count)
+        wait = _quantiles(grid.max(axis=0) - grid.min(axis=0))
+    per_step = []
+    common = set.intersection(*(set(row["step"] for row in steps.get(n, [])) for n in numbers))
+    for number in sorted(common):
+        compute = {n: next(r for r in steps[n] if r["step"] == number)["compute_us"] for n in numbers}
+        top = max(compute.values())
+        per_step.append(
+            {
+                "step": number,
+                "slowest_rank": max(compute, key=lambda n: compute[n]),
+                "compute_max_us": top,
+                "compute_min_us": min(compute.values()),
+                "imbalance": (top - min(compute.values())) / top if top else 0.0,
+            }
+        )
+    compute_all = {row["rank"]: row["compute_us"] for row in rows}
+    top = max(compute_all.values())
+    if matched and max(row["late_collectives"] for row in rows) > 0:
+        straggler = max(rows, key=lambda row: (row["late_collectives"], row["compute_us"]))["rank"]
+        basis = "last to start the most collectives"
+    else:
+        straggler = max(compute_all, key=lambda n: compute_all[n])
+        basis = "most compute time (no collectives to match)"
+    return {
+        "ranks": rows,
+        "straggler_rank": straggler,
+        "straggler_basis": basis,
+        "collectives_matched": int(matched),
+        "collective_wait_us": wait,
+        "imbalance": (top - min(compute_all.values())) / top if top else 0.0,
+        "steps": per_step,
+    }
+
+
+# --- the whole profile ----------------------------------------------------------------------------------------
+
+
+def hta_analyse(data: ProfileData, summary: dict[str, Any]) -> dict[str, Any]:
+    """Points 1-4 for every rank of ``data`` (``summary`` is ``analysis.profile_analyse(data)``)."""
+    rank_summaries = summary["ranks"]
+    idle: list[dict[str, Any]] = []
+    launches: list[dict[str, Any]] = []
+    steps: dict[int, list[dict[str, Any]]] = {}
+    step_list: list[dict[str, Any]] = []
+    delays: list[np.ndarray] = []
+    for trace, rank_summary in zip(data.ranks, rank_summaries, strict=True):
+        events = trace.events
+        if events is None:
+            continue
+        if len(events):
+            idle.append({"rank": trace.rank, **idle_by_stream(events)})
+            stats = launch_statistics(events)
+            if stats is not None:
+                delays.append(stats.pop("_delay"))
+                launches.append({"rank": trace.rank, **stats})
+        rows = step_rows(trace, rank_summary)
+        steps[trace.rank] = rows
+        step_list.append({"rank": trace.rank, "rows": rows, **steps_summary(rows)})
+    launch_total = None
+    if launches:
+        linked = sum(row["linked"] for row in launches)
+        short = sum(row["short_kernels"] for row in launches)
+        launch_total = {
+            "kernels": sum(row["kernels"] for row in launches),
+            "linked": linked,
+            "delay_us": _quantiles(np.concatenate(delays)),
+            "short_kernels": short,
+            "short_share": short / linked if linked else None,
+            "short_kernel_us": sum(row["short_kernel_us"] for row in launches),
+        }
+    idle_total = (
+        {key: sum(row[key] for row in idle) for key in ("idle_us", *IDLE_KINDS, "cross_stream_us")}
+        if idle
+        else None
+    )
+    return {
+        "kernel_wait_threshold_us": KERNEL_WAIT_US,
+        "idle": {"ranks": idle, "total": idle_total} if idle else None,
+        "launch": {"ranks": launches, "total": launch_total} if launches else None,
+        "steps": step_list,
+        "ranks": ranks_analysis(data.ranks, rank_summaries, steps),
+    }
+
+
+def profile_summary(data: ProfileData) -> dict[str, Any]:
+    """``analysis.profile_analyse`` with these analyses under ``"hta"``: what is stored and printed."""
+    summary = profile_analyse(data)
+    summary["hta"] = hta_analyse(data, summary)
+    return summary
+
+
+# --- 5. profiling counters beside the breakdown -----------------------------------------------------------
+
+COUNTER_BUSY_PCT = 50.0
+
+
+def counters_reading(rows: list[dict[str, float | None]]) -> dict[str, Any] | None:
+    """The means over the run's GPUs of DCGM's tensor-pipe and DRAM activity (%, each GPU's mean
+    over the run's window), and what they say: busy tensor pipes are compute on tensor cores; DRAM
+    busier than the tensor pipes, and at least ``COUNTER_BUSY_PCT``, is memory-bound work. None
+    without either counter."""
+    out: dict[str, Any] = {}
+    for name in ("tensor_active", "dram_active"):
+        values = [row[name] for row in rows if row.get(name) is not None]
+        out[name] = sum(v for v in values if v is not None) / len(values) if values else None
+    tensor, dram = out["tensor_active"], out["dram_active"]
+    if tensor is None and dram is None:
+        return None
+    if dram is not None and dram >= COUNTER_BUSY_PCT and (tensor is None or dram > tensor):
+        out["reading"] = "memory-bound: DRAM is busier than the tensor pipes"
+    elif tensor is not None and tensor >= COUNTER_BUSY_PCT:
+        out["reading"] = "compute-bound on tensor cores: the tensor pipes are busy"
+    else:
+        out["reading"] = (
+            f"neither the tensor pipes nor DRAM are busy half the time (below {COUNTER_BUSY_PCT:.0f}%): "
+            "time goes to idle gaps, launches or other pipes"
+        )
+    return out
