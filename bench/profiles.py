@@ -6,7 +6,8 @@
    ``--distinct-names`` names in turn (``name<i>``, as generated code has): by default every
    kernel a name of its own, far beyond the 10,000 names the importer keeps by name.
 2. In a child process (so that its peak resident memory is its own), reads and analyses it the
-   way an upload does: ``profile_parse`` (streaming) then ``profile_analyse``. Prints MB/s and peak
+   way an upload does: ``profile_parse`` (streaming) then ``profile_summary`` (the breakdown and
+   the HTA-style analyses). Prints MB/s and peak
    RSS, and checks that the breakdown adds up to the timeline's span.
 3. As the server reads it (``profiles.services.profile_summarise``, Django set up, no database):
    a trace over 16 MB is read in a forked child; the server process's resident memory before and
@@ -125,10 +126,10 @@ def _child(mode: str, path: str) -> int:
     cpu_started = usage.ru_utime + usage.ru_stime
     if mode == "stream":
         from accelboard.importers.profile_registry import profile_parse
-        from accelboard.profiles.analysis import profile_analyse
+        from accelboard.profiles.hta import profile_summary
 
         started = time.perf_counter()
-        summary = profile_analyse(profile_parse([(os.path.basename(path), path)]))
+        summary = profile_summary(profile_parse([(os.path.basename(path), path)]))
         rank = summary["ranks"][0]
         figures = {
             "events": rank["kernels"],
