@@ -3,7 +3,9 @@
 Written by ``torch.profiler.tensorboard_trace_handler`` (``*.pt.trace.json[.gz]``) or
 ``prof.export_chrome_trace``; CUDA (CUPTI) and ROCm (roctracer) traces have the same shape. The
 file is streamed (``jsonstream``): GPU activities become typed columns (``profile_data``), CPU
-events are summed by name while reading, nothing else is kept.
+events are summed by name while reading, nothing else is kept. Memory is bounded whatever the
+names: at most ``MAX_NAMES`` activity names and ``MAX_CPU_NAMES`` CPU names are kept by name
+(``BoundedEventColumns``, ``fold_sums``), the others summed in "(other ...)" rows, with a warning.
 
 What is read, event by event (complete events, ``"ph": "X"``; categories compared ignoring case,
 old spellings included):
@@ -54,7 +56,20 @@ import numpy as np
 
 from .base import ParseError
 from .jsonstream import ByteStream, JsonStreamError, stream_document
-from .profile_data import KERNEL, MEMCPY, MEMSET, EventColumns, GpuEvents, ProfileData, RankTrace, Step
+from .profile_data import (
+    KERNEL,
+    MAX_CPU_NAMES,
+    MEMCPY,
+    MEMSET,
+    BoundedEventColumns,
+    EventColumns,
+    GpuEvents,
+    ProfileData,
+    RankTrace,
+    Step,
+    column_array,
+    fold_sums,
+)
 
 NAME = "kineto"
 LABEL = "PyTorch profiler (Kineto) trace"
@@ -101,6 +116,8 @@ _DEVICE_PROCESS = re.compile(
     re.I,
 )
 _FLOAT_MAX = sys.float_info.max
+_OTHER_OPS = f"(other CPU operators beyond the top {MAX_CPU_NAMES:,})"
+_OTHER_RUNTIME = f"(other runtime calls beyond the top {MAX_CPU_NAMES:,})"
 _STEP = re.compile(r"ProfilerStep#(\d+)")
 _SNIFF = re.compile(rb'"traceEvents"\s*:|^\s*\[\s*\{[^{}]*"ph"\s*:', re.S)
 
@@ -155,7 +172,7 @@ def _int(value: Any, default: int) -> int:
 def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
     """Read one trace file into a ``RankTrace``. Raises ParseError naming the file."""
     header: dict[str, Any] = {}
-    columns = EventColumns()
+    columns = BoundedEventColumns()
     runtime_corr = array("q")
     runtime_ts = array("d")
     runtime_dur = array("d")
@@ -229,6 +246,10 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                 label = str(label)
             if code == _OTHER:
                 assert isinstance(cat, str)
+                if len(columns):  # CUDA/ROCm activity read: the other categories are not needed
+                    if len(other):
+                        other, other_pid, other_cat = EventColumns(), array("q"), array("q")
+                    continue
                 cat_index = cats_seen.setdefault(cat, len(cats_seen))
                 other.add(label, _other_kind(cat, label), ts, dur, _int(event.get("tid"), -1), -1)
                 other_pid.append(_pid_key(pids, event.get("pid")))
@@ -254,6 +275,8 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                     cpu_raw.add(pid)
                 slot = runtime.get(label)
                 if slot is None:
+                    if len(runtime) >= 2 * MAX_CPU_NAMES:
+                        fold_sums(runtime, MAX_CPU_NAMES, _OTHER_RUNTIME)
                     runtime[label] = [1, dur]
                 else:
                     slot[0] += 1
@@ -276,6 +299,8 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                         continue
                 slot = ops.get(label)
                 if slot is None:
+                    if len(ops) >= 2 * MAX_CPU_NAMES:
+                        fold_sums(ops, MAX_CPU_NAMES, _OTHER_OPS)
                     ops[label] = [1, dur]
                 else:
                     slot[0] += 1
@@ -312,12 +337,24 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
             )
         else:
             unread = sorted(cats_seen)
-    trace.names = list(columns.names)
-    trace.events = _events(columns, runtime_corr, runtime_ts, runtime_dur)
+    trace.events = _events(trace, columns, runtime_corr, runtime_ts, runtime_dur)
+    columns_cap = columns.cap
+    del columns, other, runtime_corr, runtime_ts, runtime_dur
     trace.steps = [steps[number] for number in sorted(steps)]
     _header(trace, header, devices, declared)
     if bad_durations:
         trace.warnings.append(f"{name}: {bad_durations} events had no duration (counted as 0)")
+    if trace.folded_names:
+        trace.warnings.append(
+            f"{name}: more than {columns_cap:,} distinct GPU activity names: those with the least time are "
+            "summed in '(other ...)' rows by kind and category (kept to bound memory; the breakdown "
+            "still counts every activity)"
+        )
+    if _OTHER_OPS in ops or _OTHER_RUNTIME in runtime:
+        trace.warnings.append(
+            f"{name}: more than {MAX_CPU_NAMES:,} distinct CPU operator or runtime names: "
+            "those with the least time are summed in '(other ...)' rows"
+        )
     if len(trace.events) == 0:
         if declared:
             trace.warnings.append(
@@ -404,9 +441,9 @@ def _device_processes(
     return found
 
 
-def _keep(columns: EventColumns, mask: np.ndarray) -> EventColumns:
-    """The rows of ``columns`` where ``mask`` holds (names renumbered)."""
-    kept = EventColumns()
+def _keep(columns: EventColumns, mask: np.ndarray) -> BoundedEventColumns:
+    """The rows of ``columns`` where ``mask`` holds (names renumbered, bounded as the others)."""
+    kept = BoundedEventColumns()
     names = list(columns.names)
     arrays = (columns.start, columns.dur, columns.stream, columns.kind, columns.name)
     start, dur, stream, kind, name = (np.asarray(a) for a in arrays)
@@ -415,29 +452,41 @@ def _keep(columns: EventColumns, mask: np.ndarray) -> EventColumns:
     return kept
 
 
-def _events(columns: EventColumns, runtime_corr: array, runtime_ts: array, runtime_dur: array) -> GpuEvents:
+def _events(
+    trace: RankTrace, columns: BoundedEventColumns, runtime_corr: array, runtime_ts: array, runtime_dur: array
+) -> GpuEvents:
+    """The columns as arrays (views of the columns read, not copies: memory is the peak)."""
+    trace.names, trace.name_categories, name_index = columns.finish()
+    trace.folded_names = columns.folded
     if not len(columns):
         return GpuEvents.empty()
-    correlation = np.frombuffer(columns.correlation, dtype=np.int64)
-    launch = np.full(len(columns), np.nan)
-    launch_dur = np.full(len(columns), np.nan)
+    correlation = column_array(columns.correlation)
+    # Without launches, read-only NaN views that take no memory.
+    launch: np.ndarray = np.broadcast_to(np.float64(np.nan), (len(columns),))
+    launch_dur: np.ndarray = launch
     if runtime_corr:
+        launch = np.full(len(columns), np.nan)
         keys = np.frombuffer(runtime_corr, dtype=np.int64)
         times = np.frombuffer(runtime_ts, dtype=np.float64)
         durations = np.frombuffer(runtime_dur, dtype=np.float64)
         order = np.argsort(keys, kind="stable")
         keys, times, durations = keys[order], times[order], durations[order]
-        where = np.searchsorted(keys, correlation)
-        where_ok = np.minimum(where, len(keys) - 1)
-        found = (keys[where_ok] == correlation) & (correlation >= 0)
-        launch[found] = times[where_ok[found]]
-        launch_dur[found] = durations[where_ok[found]]
+        del order
+        launch_dur = np.full(len(columns), np.nan)
+        # In chunks: the temporaries of the look-up stay bounded whatever the trace.
+        for a in range(0, correlation.size, 1 << 20):
+            wanted = correlation[a : a + (1 << 20)].astype(np.int64)
+            where = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+            found = np.flatnonzero((keys[where] == wanted) & (wanted >= 0))
+            launch[a + found] = times[where[found]]
+            launch_dur[a + found] = durations[where[found]]
+        del keys, times, durations
     return GpuEvents(
-        start=np.frombuffer(columns.start, dtype=np.float64).copy(),
-        dur=np.frombuffer(columns.dur, dtype=np.float64).copy(),
-        stream=np.frombuffer(columns.stream, dtype=np.int64).copy(),
-        kind=np.frombuffer(columns.kind, dtype=np.int8).copy(),
-        name=np.frombuffer(columns.name, dtype=np.int64).copy(),
+        start=column_array(columns.start),
+        dur=column_array(columns.dur),
+        stream=column_array(columns.stream),
+        kind=column_array(columns.kind),
+        name=name_index,
         launch=launch,
         launch_dur=launch_dur,
     )

@@ -441,7 +441,8 @@ def _apply_summary(run: ParsedRun, file: InputFile) -> None:
     inferred: tuple[str, int] | None = None
     early_estimates = 0
     params: dict[str, str] = {}
-    for number, line in enumerate(file.text().splitlines(), start=1):
+    text = file.text()
+    for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
         if stripped.lower().startswith("test parameters used"):
             section = "parameters"
@@ -542,6 +543,26 @@ def _apply_summary(run: ParsedRun, file: InputFile) -> None:
         )
     if params:
         run.context.setdefault("test_parameters", params)
+    _check_complete(run, file, text)
+
+
+# LoadGen closes every summary with "No errors encountered during test." (or "N ERRORS encountered.
+# See detailed log."): a summary without it was cut short (a run killed, a partial copy).
+_SUMMARY_END = re.compile(r"^\s*(?:no|\d+)\s+errors?\s+encountered", re.IGNORECASE | re.MULTILINE)
+
+
+def _check_complete(run: ParsedRun, file: InputFile, text: str) -> None:
+    """Flag a summary cut short: never read as valid (its VALID line, if any, is not the end)."""
+    if _SUMMARY_END.search(text):
+        return
+    run.context["truncated"] = file.name
+    run.warnings.append(
+        f"{file.name}: cut short (no closing 'No errors encountered during test.' line): "
+        "the run is not marked valid"
+    )
+    source = run.field_sources.get("valid", "")
+    if not source or source.startswith(f"file:{file.name}:"):
+        run.put("valid", False, f"derived:{file.name} truncated")
 
 
 def _number(value: str, file: InputFile, line: int) -> float:

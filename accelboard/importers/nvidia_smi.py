@@ -9,8 +9,8 @@
    out, never averaged in): power summed over them (mean and peak of one sampling pass), energy
    as the trapezoidal integral of power over time per GPU, summed; duration; mean utilisation;
    peak memory and temperature. Each GPU's own figures are in ``context["per_gpu"]``.
-   The hardware is the ``name`` column and the number of busy GPUs; logs of only ``power.draw``
-   have no name.
+   The hardware is the ``name`` column and every GPU in the log, idle ones included (the run held
+   them); ``context["active_gpus"]`` counts the busy ones. Logs of only ``power.draw`` have no name.
 """
 
 from __future__ import annotations
@@ -144,13 +144,15 @@ def parse(file: InputFile, *, tree: Tree) -> list[ParsedRun]:
     if not run.telemetry:
         raise ParseError(file.display, "a header but no sample row", line=table[0][0])
     busy = _summarise(run, file)
-    busy_names = {key: name for key, name in gpu_names.items() if key in busy}
-    if busy_names:
-        run.put("hardware.accelerator", sorted(set(busy_names.values()))[0], f"file:{file.name}:name")
-        count_source = "derived:busy GPUs" if len(busy_names) < len(gpu_names) else f"file:{file.name}:index"
-        run.put("hardware.count", len(busy_names), count_source)
-        if len(set(busy_names.values())) > 1:
-            run.warnings.append(f"mixed GPU models in one log: {sorted(set(busy_names.values()))}")
+    # The hardware is every GPU the log shows (the run held them, and they cost money); which were
+    # active is in the utilisation figures (``active_gpus``, ``idle_gpus``).
+    if gpu_names:
+        run.put("hardware.accelerator", sorted(set(gpu_names.values()))[0], f"file:{file.name}:name")
+        run.put("hardware.count", len(gpu_names), f"file:{file.name}:index")
+        if len(set(gpu_names.values())) > 1:
+            run.warnings.append(f"mixed GPU models in one log: {sorted(set(gpu_names.values()))}")
+    if len(gpu_names) > 1:
+        run.context["active_gpus"] = len([key for key in gpu_names if key in busy])
     if run.telemetry[0].time is not None:
         run.put("started_at", run.telemetry[0].time, f"file:{file.name}:{run.telemetry[0].line}")
         run.put("finished_at", run.telemetry[-1].time, f"file:{file.name}:{run.telemetry[-1].line}")
@@ -195,7 +197,8 @@ def _summarise(run: ParsedRun, file: InputFile) -> list[str]:
         run.context["idle_gpus"] = idle
         run.warnings.append(
             f"GPU {', '.join(idle)} idle throughout (utilisation never above {BUSY_UTIL_PCT:g} %): "
-            "left out of the run's figures, kept in per_gpu"
+            "counted in the run's hardware (it was held), left out of its power and utilisation "
+            "figures, kept in per_gpu"
         )
     chosen = [per_gpu[key] for key in busy]
     which = "" if len(by_gpu) == 1 else f"[{len(busy)} busy GPU{'s' if len(busy) > 1 else ''}]"

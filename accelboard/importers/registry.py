@@ -301,7 +301,9 @@ def parse_paths(
         part = Submission()
         try:
             if path.is_dir():
-                parts.append(_tree_submission(partial(DiskTree, path), str(path), module, ctx))
+                parts.append(
+                    _tree_submission(partial(DiskTree, path), str(path), module, ctx, every_file=True)
+                )
                 continue
             data = path.read_bytes()
         except FileNotFoundError:
@@ -313,7 +315,9 @@ def parse_paths(
             parts.append(part)
             continue
         if is_archive(data):
-            parts.append(_tree_submission(partial(_archive, data, str(path)), str(path), module, ctx))
+            parts.append(
+                _tree_submission(partial(_archive, data, str(path)), str(path), module, ctx, every_file=True)
+            )
             continue
         if not loose:
             parts.append(None)
@@ -336,14 +340,31 @@ def parse_paths(
 
 
 def _tree_submission(
-    make: Callable[[], Tree], name: str, module: ModuleType | None, context: dict[str, Any]
+    make: Callable[[], Tree],
+    name: str,
+    module: ModuleType | None,
+    context: dict[str, Any],
+    *,
+    every_file: bool = False,
 ) -> Submission:
     """A directory or an archive given with other files: read as ``parse_path`` reads it (its
-    first error stops it, its files that are not results are ignored), its error kept as one."""
+    first error stops it, its files that are not results are ignored), its error kept as one.
+    With ``every_file`` (``accelboard parse DIR``) every result file in it is read and each one
+    that fails is an error of its own, so that a bad file never hides the others; a tree with no
+    result at all is one error."""
+    if not every_file:
+        try:
+            return _walk(make(), name, module, context, strict=True)
+        except (ParseError, UnrecognisedFormat) as exc:
+            return Submission(errors=[exc])
     try:
-        return _walk(make(), name, module, context, strict=True)
+        result = _walk(make(), name, module, context, strict=False, report_skipped=False)
     except (ParseError, UnrecognisedFormat) as exc:
         return Submission(errors=[exc])
+    if not result.runs and not result.errors:
+        tried = [module.NAME] if module is not None else list(FORMATS)
+        result.errors.append(UnrecognisedFormat(name, tried, hint="none of its files was recognised"))
+    return result
 
 
 def _extend(result: Submission, other: Submission) -> None:

@@ -33,6 +33,7 @@ costs is :mod:`.cost_shares`'.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,9 @@ from .verdict import SHORT_KERNEL_US, profile_findings, profile_verdict
 FP32_GEMM_HINT = 0.20
 TOP_KERNELS = 2000
 TOP_OPS = 50
+# Activities processed at once in a trace's whole-timeline breakdown: above it, in chunks (bounded
+# temporaries; the same figures up to the order of floating-point additions).
+CHUNK = 1 << 20
 
 _N = len(cats.ORDER)
 _COMPUTE_LAST = cats.ORDER.index(cats.COMPUTE[-1])
@@ -82,16 +86,23 @@ def window_breakdown(
     Arrays must be sorted by ``start``; ``prio`` is each activity's index in ``categories.ORDER``."""
     span = max(0.0, hi - lo)
     result: dict[str, Any] = {"span_us": span, "categories": dict.fromkeys(cats.ALL, 0.0)}
-    keep = (end > lo) & (start < hi)
-    s = np.maximum(start[keep], lo)
-    e = np.minimum(end[keep], hi)
-    p = prio[keep]
-    lau = launch[keep]
+    if start.size and lo <= start[0] and end.max() <= hi and (start < hi).all() and (end > lo).all():
+        if start.size > CHUNK:
+            return _timeline_breakdown(start, lambda a, b: end[a:b], prio, launch, lo, hi)
+        s, e, p, lau = start, end, prio, launch  # the whole timeline: no clipped copies
+    else:
+        keep = (end > lo) & (start < hi)
+        s = np.maximum(start[keep], lo)
+        e = np.minimum(end[keep], hi)
+        p = prio[keep]
+        lau = launch[keep]
     present = set(np.unique(p).tolist())
     covered = compute_len = through_comm = 0.0
     for index, category in enumerate(cats.ORDER):
         if index in present:
-            length = _union_length(s[p <= index], e[p <= index])
+            upto = p <= index
+            length = _union_length(s, e) if upto.all() else _union_length(s[upto], e[upto])
+            del upto
             result["categories"][category] = max(0.0, length - covered)
             covered = length
         if index == _COMPUTE_LAST:
@@ -127,17 +138,120 @@ def _idle_kinds(s: np.ndarray, e: np.ndarray, launch: np.ndarray, lo: float, hi:
     return out
 
 
+class _UnionCarry:
+    """The union of intervals fed in chunks sorted by start: closed groups are summed, the last
+    one stays open (it may merge with the next chunk's first intervals)."""
+
+    def __init__(self) -> None:
+        self.length = 0.0
+        self.open: tuple[float, float] | None = None
+
+    def feed(
+        self,
+        s: np.ndarray,
+        e: np.ndarray,
+        launch: np.ndarray | None = None,
+        idle: dict[str, float] | None = None,
+    ) -> None:
+        if s.size == 0:
+            return
+        lau = launch
+        if self.open is not None:
+            s = np.concatenate(([self.open[0]], s))
+            e = np.concatenate(([self.open[1]], e))
+            if lau is not None:
+                lau = np.concatenate(([np.nan], lau))
+        starts, ends, first = _union(s, e)
+        self.length += float((ends[:-1] - starts[:-1]).sum())
+        if lau is not None and idle is not None and starts.size > 1:
+            # The gaps between consecutive groups, by the launch of the next group's first activity.
+            length = np.maximum(starts[1:] - ends[:-1], 0.0)
+            next_launch = lau[first[1:]]
+            unknown = np.isnan(next_launch)
+            host = ~unknown & (next_launch >= ends[:-1])
+            idle["idle_host_us"] += float(length[host].sum())
+            idle["idle_other_us"] += float(length[~unknown & ~host].sum())
+            idle["idle_unknown_us"] += float(length[unknown].sum())
+        self.open = (float(starts[-1]), float(ends[-1]))
+
+    def total(self) -> float:
+        return self.length + (self.open[1] - self.open[0] if self.open is not None else 0.0)
+
+
+def _timeline_breakdown(
+    start: np.ndarray,
+    end_of: Callable[[int, int], np.ndarray],
+    prio: np.ndarray,
+    launch: np.ndarray,
+    lo: float,
+    hi: float,
+) -> dict[str, Any]:
+    """``window_breakdown`` of a whole timeline (every activity inside [lo, hi], sorted by start)
+    in chunks of ``CHUNK`` activities: the unions are carried from one chunk to the next, so the
+    temporaries are bounded whatever the number of activities."""
+    span = max(0.0, hi - lo)
+    result: dict[str, Any] = {"span_us": span, "categories": dict.fromkeys(cats.ALL, 0.0)}
+    chunks = _chunks(start.size)
+    present: set[int] = set()
+    for a, b in chunks:
+        present.update(np.unique(prio[a:b]).tolist())
+    unions = {index: _UnionCarry() for index in present}
+    comm = _UnionCarry()
+    every = _UnionCarry()
+    idle = {"idle_host_us": 0.0, "idle_other_us": 0.0, "idle_unknown_us": 0.0}
+    for a, b in chunks:
+        s, e, p = start[a:b], end_of(a, b), prio[a:b]
+        if a == 0:  # the gap before the first activity
+            first_launch = float(launch[0])
+            key = (
+                "idle_unknown_us"
+                if np.isnan(first_launch)
+                else "idle_host_us"
+                if first_launch >= lo
+                else "idle_other_us"
+            )
+            idle[key] += max(0.0, float(s[0]) - lo)
+        every.feed(s, e, launch[a:b], idle)
+        for index in present:
+            upto = p <= index
+            unions[index].feed(s[upto], e[upto])
+        if _COMM in present:
+            mine = p == _COMM
+            comm.feed(s[mine], e[mine])
+    assert every.open is not None
+    tail = max(0.0, hi - every.open[1])  # the gap after the last activity: no next launch
+    idle["idle_unknown_us"] += tail
+    covered = compute_len = through_comm = 0.0
+    for index, category in enumerate(cats.ORDER):
+        if index in present:
+            length = unions[index].total()
+            result["categories"][category] = max(0.0, length - covered)
+            covered = length
+        if index == _COMPUTE_LAST:
+            compute_len = covered
+        elif index == _COMM:
+            through_comm = covered
+    comm_len = comm.total() if _COMM in present else 0.0
+    result["communication_us"] = comm_len
+    result["overlap_us"] = max(0.0, compute_len + comm_len - through_comm)
+    result["busy_us"] = covered
+    result["categories"][cats.IDLE] = max(0.0, span - covered)
+    result.update(idle)
+    return result
+
+
 # --- one rank -------------------------------------------------------------------------------------------
 
 
 def _name_tables(trace: RankTrace) -> tuple[list[str], np.ndarray]:
     """Category name and priority index for each distinct activity name of the rank."""
-    kinds: dict[int, int] = {}
+    kind_of = np.full(len(trace.names), KERNEL, dtype=np.int8)
     if trace.events is not None and len(trace.events):
-        names, index = np.unique(trace.events.name, return_index=True)
-        kinds = dict(zip(names.tolist(), trace.events.kind[index].tolist(), strict=True))
-    categories = [cats.kernel_category(name, kinds.get(i, KERNEL)) for i, name in enumerate(trace.names)]
-    prio = np.array([cats.ORDER.index(c) for c in categories], dtype=np.int64)
+        kind_of[trace.events.name] = trace.events.kind  # a name has one kind; no sorted copy
+    kinds = kind_of.tolist()
+    folded = trace.name_categories
+    categories = [folded.get(i) or cats.kernel_category(name, kinds[i]) for i, name in enumerate(trace.names)]
+    prio = np.array([cats.ORDER.index(c) for c in categories], dtype=np.int8)
     return categories, prio
 
 
@@ -180,24 +294,59 @@ def rank_analyse(trace: RankTrace) -> dict[str, Any]:
         out["streams"] = None
         out["steps"] = []
         return out
-    order = np.argsort(events.start, kind="stable")
-    start = events.start[order]
-    end = start + events.dur[order]
-    prio = prio_of_name[events.name[order]] if len(events) else np.empty(0, dtype=np.int64)
-    launch = events.launch[order]
     short = (events.kind == KERNEL) & (events.dur < SHORT_KERNEL_US)
     out["short_kernels"] = int(short.sum())
     out["short_kernel_us"] = float(events.dur[short].sum())
-    out["streams"] = int(np.unique(events.stream).size)
+    del short
+    out["streams"] = _distinct(events.stream)
     if not len(events):
         out.update(_empty_breakdown())
         out["steps"] = []
         return out
-    lo, hi = float(start[0]), float(end.max())
+    # Traces are written nearly in time order: when already sorted, no reordered copies.
+    if _is_sorted(events.start):
+        start, dur, launch = events.start, events.dur, events.launch
+        prio = prio_of_name[events.name]
+    else:
+        order = np.argsort(events.start, kind="stable")
+        start = events.start[order]
+        dur = events.dur[order]
+        prio = prio_of_name[events.name[order]]
+        launch = events.launch[order]
+        del order
+    lo, hi = float(start[0]), _max_end(start, dur)
     out["origin_us"] = lo
-    out.update(window_breakdown(start, end, prio, launch, lo, hi))
-    out["steps"] = _steps(trace, start, end, prio, launch, lo)
+    if trace.steps or start.size <= CHUNK:
+        end = start + dur
+        out.update(window_breakdown(start, end, prio, launch, lo, hi))
+        out["steps"] = _steps(trace, start, end, prio, launch, lo)
+    else:  # no steps: the ends are made chunk by chunk, never held
+        out.update(_timeline_breakdown(start, lambda a, b: start[a:b] + dur[a:b], prio, launch, lo, hi))
+        out["steps"] = []
     return out
+
+
+def _chunks(size: int) -> list[tuple[int, int]]:
+    return [(a, min(size, a + CHUNK)) for a in range(0, size, CHUNK)]
+
+
+def _is_sorted(values: np.ndarray) -> bool:
+    return all(
+        bool((values[max(a - 1, 0) + 1 : b] >= values[max(a - 1, 0) : b - 1]).all())
+        for a, b in _chunks(values.size)
+    )
+
+
+def _max_end(start: np.ndarray, dur: np.ndarray) -> float:
+    return max(float((start[a:b] + dur[a:b]).max()) for a, b in _chunks(start.size))
+
+
+def _distinct(values: np.ndarray) -> int:
+    """The number of distinct values (streams: a few), without a sorted copy of the column."""
+    seen: set[int] = set()
+    for a, b in _chunks(values.size):
+        seen.update(np.unique(values[a:b]).tolist())
+    return len(seen)
 
 
 def _empty_breakdown() -> dict[str, Any]:
@@ -288,27 +437,27 @@ def _kernel_rows(trace: RankTrace, categories: list[str]) -> list[dict[str, Any]
                 }
             )
     elif trace.events is not None and len(trace.events):
+        # Sums per name index (bincount: no sorted copy of the activities).
         events = trace.events
-        order = np.argsort(events.name, kind="stable")
-        names = events.name[order]
-        durs = events.dur[order]
-        first = np.flatnonzero(np.concatenate(([True], names[1:] != names[:-1])))
-        counts = np.diff(np.concatenate((first, [names.size])))
-        totals = np.add.reduceat(durs, first)
-        mins = np.minimum.reduceat(durs, first)
-        maxs = np.maximum.reduceat(durs, first)
-        kinds = events.kind[order][first]
-        for i, at in enumerate(first.tolist()):
-            name_index = int(names[at])
+        size = len(trace.names)
+        counts = np.bincount(events.name, minlength=size)
+        totals = np.bincount(events.name, weights=events.dur, minlength=size)
+        mins = np.full(size, np.inf)
+        maxs = np.full(size, -np.inf)
+        np.minimum.at(mins, events.name, events.dur)
+        np.maximum.at(maxs, events.name, events.dur)
+        kinds = np.zeros(size, dtype=np.int8)
+        kinds[events.name] = events.kind
+        for name_index in np.flatnonzero(counts).tolist():
             rows.append(
                 {
                     "name": trace.names[name_index],
-                    "kind": cats.KINDS[int(kinds[i])],
+                    "kind": cats.KINDS[int(kinds[name_index])],
                     "category": categories[name_index],
-                    "count": int(counts[i]),
-                    "total_us": float(totals[i]),
-                    "min_us": float(mins[i]),
-                    "max_us": float(maxs[i]),
+                    "count": int(counts[name_index]),
+                    "total_us": float(totals[name_index]),
+                    "min_us": float(mins[name_index]),
+                    "max_us": float(maxs[name_index]),
                 }
             )
     for row in rows:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from accelboard.importers.profile_data import KERNEL, MEMCPY, MEMSET
+from accelboard.importers.profile_data import KERNEL, MEMCPY, MEMSET, register_classifier
 
 KINDS = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 
@@ -250,3 +250,7 @@ def kernel_precision(name: str) -> str:
 
 
 LOW_PRECISION = ("fp8", "int8", "bf16", "fp16")
+
+
+# Importers fold names beyond their bound into "other" rows of the same category.
+register_classifier(kernel_category)

@@ -68,8 +68,12 @@ def _merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """The union of intervals as sorted, disjoint (starts, ends)."""
     if start.size == 0:
         return np.empty(0), np.empty(0)
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
+    if bool((start[1:] >= start[:-1]).all()):  # already in order (traces nearly always are): no copies
+        s, e = start, end
+    else:
+        order = np.argsort(start, kind="stable")
+        s, e = start[order], end[order]
+        del order
     reach = np.maximum.accumulate(e)
     new = np.empty(s.size, dtype=bool)
     new[0] = True
@@ -103,15 +107,29 @@ def idle_by_stream(events: GpuEvents, *, threshold_us: float = KERNEL_WAIT_US) -
     end_all = events.start + events.dur
     # The stream itself runs nothing inside its own gaps: what covers a gap is other streams, so
     # one union of every stream serves all streams.
-    coverage = _Coverage(*_merged(events.start, end_all))
+    single = bool(events.stream.size) and bool((events.stream == events.stream[0]).all())
+    # One stream: nothing else covers its gaps (no union to hold, as long as the trace).
+    coverage = None if single else _Coverage(*_merged(events.start, end_all))
     rows = []
     # One sort by (stream, start): each stream is then a slice, linear in the trace whatever the streams.
-    order = np.lexsort((events.start, events.stream))
-    streams_sorted = events.stream[order]
-    starts_sorted, ends_sorted, launches_sorted = events.start[order], end_all[order], events.launch[order]
+    # (One stream already in time order: the sort is the identity, and the columns serve as they are.)
+    if single and bool((events.start[1:] >= events.start[:-1]).all()):
+        streams_sorted, starts_sorted, ends_sorted = events.stream, events.start, end_all
+        launches_sorted = events.launch
+    else:
+        order = np.lexsort((events.start, events.stream))
+        streams_sorted = events.stream[order]
+        starts_sorted, ends_sorted, launches_sorted = (
+            events.start[order],
+            end_all[order],
+            events.launch[order],
+        )
+        del order, end_all
     bounds = np.flatnonzero(np.diff(streams_sorted)) + 1
     for lo, hi in zip(
-        np.concatenate(([0], bounds)).tolist(), np.concatenate((bounds, [order.size])).tolist(), strict=True
+        np.concatenate(([0], bounds)).tolist(),
+        np.concatenate((bounds, [streams_sorted.size])).tolist(),
+        strict=True,
     ):
         stream = int(streams_sorted[lo])
         start, end, launch = starts_sorted[lo:hi], ends_sorted[lo:hi], launches_sorted[lo:hi]
@@ -124,7 +142,7 @@ def idle_by_stream(events: GpuEvents, *, threshold_us: float = KERNEL_WAIT_US) -
         short = ~host & (gap < threshold_us)
         unknown = ~host & ~short & ~known
         other = ~host & ~short & known
-        cross = coverage.covered(prev_end[other], start[1:][other])
+        cross = coverage.covered(prev_end[other], start[1:][other]) if coverage is not None else np.zeros(0)
         rows.append(
             {
                 "stream": int(stream),

@@ -2,13 +2,15 @@
 
 ``profile_attach`` is the one write: the upload page, ``POST /api/v1/runs`` (multipart
 ``profile`` parts), ``POST /api/v1/runs/<id>/profile`` and the run's Profile tab all call it. The
-files are streamed (a trace of several hundred MB needs tens of MB of memory) and only
-aggregates are stored; the raw files are kept only when asked (``keep_raw``).
+files are streamed in bounded memory (a child process reads a large upload, so the server gives
+the memory back) and only aggregates are stored; the raw files are kept only when asked
+(``keep_raw``).
 """
 
 from __future__ import annotations
 
 import io
+import multiprocessing
 import os
 import tarfile
 from collections.abc import Sequence
@@ -21,6 +23,7 @@ from django.db import transaction
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.core.services import stored_file_track
 from accelboard.importers.base import ParseError, UnrecognisedFormat
+from accelboard.importers.profile_data import ProfileData
 from accelboard.importers.profile_registry import profile_detect, profile_parse
 
 from .device_match import device_mismatch, summary_world_size
@@ -52,17 +55,75 @@ def _rewind(sources: Sequence[tuple[str, Source]]) -> None:
             source.seek(0)
 
 
+# Files of more bytes than this together are read in a child process: the reading's peak memory
+# is the child's and goes back to the system when it ends, where a long-lived server process
+# would keep its high-water mark (freed Python objects stay in its arenas).
+CHILD_PROCESS_BYTES = 16 * 1024 * 1024
+
+
 def profile_summarise(*, files: Sequence[tuple[str, Source]]) -> dict[str, Any]:
     """Parse and analyse without storing (the upload preview); raises ProfileRejected."""
     try:
+        if _size(files) > CHILD_PROCESS_BYTES and "fork" in multiprocessing.get_all_start_methods():
+            return _summarise_in_child(files)
         data = profile_parse(list(files))
     except (ParseError, UnrecognisedFormat) as exc:
         raise ProfileRejected(str(exc)) from None
     finally:
         _rewind(files)
+    return _summary(data)
+
+
+def _summary(data: ProfileData) -> dict[str, Any]:
     summary = profile_summary(data)
     summary["world_size"] = summary_world_size(data.ranks)
     return summary
+
+
+def _size(files: Sequence[tuple[str, Source]]) -> int:
+    total = 0
+    for _name, source in files:
+        if isinstance(source, bytes):
+            total += len(source)
+        elif isinstance(source, (str, Path)):
+            total += os.path.getsize(source) if os.path.exists(source) else 0
+        elif hasattr(source, "seek") and hasattr(source, "tell"):
+            at = source.tell()
+            source.seek(0, io.SEEK_END)
+            total += source.tell() - at
+            source.seek(at)
+    return total
+
+
+def _summarise_in_child(files: Sequence[tuple[str, Source]]) -> dict[str, Any]:
+    """``profile_parse`` + ``profile_summary`` in a forked child (it inherits the open files);
+    the summary, or the ParseError's message, comes back through a pipe."""
+    context = multiprocessing.get_context("fork")
+    reader, writer = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(list(files), writer), daemon=True)
+    child.start()
+    writer.close()
+    try:
+        outcome, payload = reader.recv()
+    except EOFError:
+        outcome, payload = "crash", None
+    finally:
+        reader.close()
+        child.join()
+    if outcome == "rejected":
+        raise ProfileRejected(payload)
+    if outcome != "ok":
+        raise RuntimeError(f"profile: the process reading the files ended with code {child.exitcode}")
+    return payload
+
+
+def _child(files: list[tuple[str, Source]], writer: Any) -> None:
+    try:
+        writer.send(("ok", _summary(profile_parse(files))))
+    except (ParseError, UnrecognisedFormat) as exc:
+        writer.send(("rejected", str(exc)))
+    finally:
+        writer.close()
 
 
 def profile_attach(

@@ -95,9 +95,17 @@ def write_document(path: Path, document: dict[str, Any]) -> Path:
 
 
 def _training_events(
-    *, steps: int, layers: int, rank: int, seed: int, slow: dict[str, float], input_wait_us: float
+    *,
+    steps: int,
+    layers: int,
+    rank: int,
+    seed: int,
+    slow: dict[str, float],
+    input_wait_us: float,
+    distinct_names: int = 0,
 ) -> Iterator[dict[str, Any]]:
     rng = random.Random(seed * 1000 + rank)
+    launched = 0
     pid, cpu_tid = 4242 + rank, 4243 + rank
     cpu = gpu = 1_000_000.0 + rank * 3.0
     correlation = 1
@@ -140,8 +148,12 @@ def _training_events(
                     )
                     cpu += 4.0 + rng.random()
                     start = max(gpu + 1.0, cpu + 6.0)
+                    label = name
+                    if distinct_names:  # generated code: one name per shape (Triton, CUTLASS templates)
+                        label = f"{name}<{launched % distinct_names}>"
+                        launched += 1
                     yield from _launch(
-                        name, "kernel", cpu, start, dur, correlation, pid, cpu_tid, external, 7
+                        label, "kernel", cpu, start, dur, correlation, pid, cpu_tid, external, 7
                     )
                     gpu = start + dur
                     correlation += 1
@@ -286,9 +298,11 @@ def write_training_trace(
     slow: dict[str, float] | None = None,
     input_wait_us: float = 300.0,
     device: str = "NVIDIA H100 80GB HBM3",
+    distinct_names: int = 0,
 ) -> int:
     """Stream a generated training trace to ``target`` (gzip when the path ends in .gz); the bytes of
-    JSON written. Memory stays small whatever ``steps × layers``."""
+    JSON written. Memory stays small whatever ``steps × layers``. ``distinct_names``: give the
+    compute kernels that many distinct names in turn (``name<i>``), as generated code does."""
     raw: IO[bytes] | gzip.GzipFile
     if isinstance(target, Path):
         gz = target.name.endswith(".gz")
@@ -323,7 +337,13 @@ def write_training_trace(
         first = True
         buffer: list[str] = []
         for event in _training_events(
-            steps=steps, layers=layers, rank=rank, seed=seed, slow=slow or {}, input_wait_us=input_wait_us
+            steps=steps,
+            layers=layers,
+            rank=rank,
+            seed=seed,
+            slow=slow or {},
+            input_wait_us=input_wait_us,
+            distinct_names=distinct_names,
         ):
             buffer.append(("  " if first else ",\n  ") + json.dumps(event))
             first = False

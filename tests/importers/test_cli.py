@@ -70,3 +70,19 @@ def test_it_reads_files_as_the_format_asked_for(tmp_path: Path):
     assert forced.returncode == 0, forced.stderr
     (run,) = json.loads(forced.stdout)
     assert run["source_format"] == "vllm-serving" and run["metrics"][0]["value"] == 3.0
+
+
+def test_a_folder_reports_every_bad_file_not_only_the_first(fixtures: Path, tmp_path: Path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "a_vllm.json").write_text((fixtures / "vllm_2025.json").read_text())
+    (folder / "b_result.json").write_text('{"model_id": "x", "request_throughput": 1.0,\n "mean_ttft_ms": ')
+    (folder / "c_emissions.csv").write_text((fixtures / "codecarbon_v3.csv").read_text())
+    (folder / "d_emissions.csv").write_text((fixtures / "codecarbon_v3.csv").read_text()[:-200])
+    (folder / "notes.md").write_text("not a result: ignored in a folder\n")
+    result = _parse(str(folder), home=tmp_path / "home")
+    assert result.returncode == 2
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 2, errors
+    assert "b_result.json:2:" in errors[0] and "d_emissions.csv" in errors[1]
+    assert sorted(r["source_format"] for r in json.loads(result.stdout)) == ["codecarbon", "vllm-serving"]

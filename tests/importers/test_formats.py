@@ -170,9 +170,11 @@ def test_it_reads_nvidia_smi_logs_as_telemetry(fixtures: Path):
     gap = run.telemetry[1]
     assert gap.gpu_index == 1 and gap.values["power_w"] is None and gap.values["gpu_util"] is None
     assert run.telemetry[0].values["mem_used_bytes"] == 60000 * 1024 * 1024
-    # GPU 1 never works (utilisation [N/A], 0, 0 %): the run is GPU 0's, never an average with it
-    assert (run.hardware.accelerator, run.hardware.count) == ("NVIDIA H100 80GB HBM3", 1)
-    assert run.field_sources["hardware.count"] == "derived:busy GPUs" and run.context["idle_gpus"] == ["1"]
+    # GPU 1 never works (utilisation [N/A], 0, 0 %): the run still held both GPUs (both cost money),
+    # its utilisation and power figures are GPU 0's, never an average with the idle one.
+    assert (run.hardware.accelerator, run.hardware.count) == ("NVIDIA H100 80GB HBM3", 2)
+    assert run.field_sources["hardware.count"] == "file:nvidia_smi_multi.csv:index"
+    assert run.context["idle_gpus"] == ["1"] and run.context["active_gpus"] == 1
     # The header's fields, units dropped (it once stored the busy GPUs' names under this key).
     assert run.context["columns"] == [
         "timestamp",

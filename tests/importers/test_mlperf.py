@@ -332,3 +332,23 @@ def test_it_reads_no_request_latency_estimate_from_an_llm_single_stream_log(tmp_
     (run,) = parse_path(detail)
     assert run.metric("latency_early_stopping_p90_ms") is None
     assert run.context["early_stopping_latency_ss"] == 310_000_000
+
+
+def test_a_summary_cut_short_is_never_read_as_valid(fixtures: Path, tmp_path: Path):
+    summary = fixtures / "mlperf/closed/Acme/results/acme-2xL4/resnet50/SingleStream/performance/run_1"
+    text = (summary / "mlperf_log_summary.txt").read_text()
+    whole = tmp_path / "whole" / "mlperf_log_summary.txt"
+    whole.parent.mkdir()
+    whole.write_text(text)
+    run = parse_path(whole, context={"model": "resnet50"})[0]
+    assert run.valid is True and "truncated" not in run.context
+    # The same file cut after its results (a run killed, a partial copy): "Result is : VALID" is
+    # still there, LoadGen's closing "No errors encountered during test." is not.
+    cut = tmp_path / "cut" / "mlperf_log_summary.txt"
+    cut.parent.mkdir()
+    cut.write_text("\n".join(text.splitlines()[:20]) + "\n")
+    run = parse_path(cut, context={"model": "resnet50"})[0]
+    assert run.valid is False and run.field_sources["valid"] == "derived:mlperf_log_summary.txt truncated"
+    assert run.context["truncated"] == "mlperf_log_summary.txt"
+    assert any("cut short" in warning for warning in run.warnings)
+    assert run.metrics  # what it holds is still read

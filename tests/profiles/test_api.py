@@ -103,3 +103,34 @@ def test_a_profile_attaches_to_an_existing_run_by_client_id(
     )
     missing = Client().post(url, data={}, HTTP_AUTHORIZATION=f"Bearer {ingest_token}")
     assert missing.status_code == 422 and missing.json()["error"]["path"] == "profile"
+
+
+def test_folded_kernel_names_are_said_in_the_answer_and_the_rows(
+    ingest_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from accelboard.importers import profile_data
+
+    monkeypatch.setattr(profile_data, "MAX_NAMES", 5)
+    created = (
+        Client()
+        .post(
+            "/api/v1/runs",
+            data={
+                "file": [_named("vllm_2025.json", (FIXTURES / "vllm_2025.json").read_bytes())],
+                "accelerator": "H100 SXM 80GB",
+            },
+            HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
+        )
+        .json()["runs"][0]
+    )
+    response = Client().post(
+        f"/api/v1/runs/{created['run_id']}/profile",
+        data={"profile": [_named("t.json", _trace(distinct_names=1000))]},
+        HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
+    )
+    assert response.status_code == 201, response.json()
+    assert any("more than 5 distinct GPU activity names" in w for w in response.json()["warnings"])
+    profile = Profile.objects.get(run_id=created["id"])
+    names = list(profile.kernels.values_list("name", flat=True))
+    assert len([n for n in names if not n.startswith("(other ")]) <= 5
+    assert any(n.startswith("(other kernels, ") for n in names)

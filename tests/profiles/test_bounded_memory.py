@@ -1,0 +1,118 @@
+"""Profile import in bounded memory: names beyond the bound folded by category, the whole-timeline
+breakdown in chunks, the reading in a child process. The figures must not change."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from accelboard.importers import kineto, profile_data
+from accelboard.importers.profile_registry import profile_parse
+from accelboard.profiles import analysis, services
+from accelboard.testing.traces import kineto_document, kineto_event, write_training_trace
+
+
+def _trace(distinct_names: int = 0, steps: int = 3) -> bytes:
+    buffer = io.BytesIO()
+    write_training_trace(buffer, steps=steps, layers=4, distinct_names=distinct_names)
+    return buffer.getvalue()
+
+
+def _summary(data: bytes) -> dict:
+    return analysis.profile_analyse(profile_parse([("rank0.json", data)]))
+
+
+def test_names_beyond_the_bound_are_folded_by_category_and_the_figures_stay(monkeypatch) -> None:
+    data = _trace(distinct_names=500)
+    whole = _summary(data)
+    assert whole["kernels_total"] > 100 and not whole["warnings"]
+    monkeypatch.setattr(profile_data, "MAX_NAMES", 8)
+    folded = _summary(data)
+    others = [row for row in folded["kernels"] if row["name"].startswith("(other ")]
+    named = [row for row in folded["kernels"] if not row["name"].startswith("(other ")]
+    assert len(named) <= 8 and others
+    # An "other" row per kind and category, named as such, and its category is the names' own.
+    assert {row["name"] for row in others} >= {"(other kernels, gemm: names beyond the top 8)"}
+    for row in others:
+        assert row["name"].startswith(f"(other {row['kind']}s, {row['category']}:")
+    assert any("more than 8 distinct GPU activity names" in w for w in folded["warnings"])
+    # Every activity is still counted, once: counts and times add up to the unbounded figures.
+    assert sum(row["count"] for row in folded["kernels"]) == sum(row["count"] for row in whole["kernels"])
+    assert sum(row["total_us"] for row in folded["kernels"]) == pytest.approx(
+        sum(row["total_us"] for row in whole["kernels"])
+    )
+    for key in ("span_us", "busy_us", "idle_host_us", "idle_other_us", "overlap_us", "kernels", "kernel_us"):
+        assert folded["totals"][key] == pytest.approx(whole["totals"][key]), key
+    assert folded["totals"]["categories"] == pytest.approx(whole["totals"]["categories"])
+    for mine, theirs in zip(folded["ranks"][0]["steps"], whole["ranks"][0]["steps"], strict=True):
+        assert mine["categories"] == pytest.approx(theirs["categories"])
+    assert folded["verdict"]["kind"] == whole["verdict"]["kind"]
+
+
+def test_the_heaviest_names_are_the_ones_kept(monkeypatch) -> None:
+    # 30 light kernels and 3 heavy ones, interleaved: the heavy ones keep their names.
+    events = []
+    at = 0.0
+    for round_ in range(20):
+        for index in range(30):
+            events.append(kineto_event(f"light_{index}", "kernel", at, 1.0, stream=7, correlation=-1))
+            at += 2.0
+        for index in range(3):
+            events.append(
+                kineto_event(f"heavy_{index}", "kernel", at, 50.0 + round_, stream=7, correlation=-1)
+            )
+            at += 60.0
+    data = json.dumps(kineto_document(events)).encode()
+    monkeypatch.setattr(profile_data, "MAX_NAMES", 4)
+    summary = analysis.profile_analyse(profile_parse([("rank0.json", data)]))
+    names = [row["name"] for row in summary["kernels"]]
+    assert sorted(names[:3]) == ["heavy_0", "heavy_1", "heavy_2"]
+    assert sum(row["count"] for row in summary["kernels"]) == len(events)
+
+
+def test_cpu_operator_names_are_bounded_too(monkeypatch) -> None:
+    events = [kineto_event(f"aten::op_{i}", "cpu_op", float(i), 1.0 + i % 7) for i in range(100)]
+    events.append(kineto_event("gemm_kernel", "kernel", 5.0, 3.0, stream=7))
+    monkeypatch.setattr(kineto, "MAX_CPU_NAMES", 10)
+    trace = profile_parse([("rank0.json", json.dumps(kineto_document(events)).encode())]).ranks[0]
+    assert len(trace.ops) <= 2 * 10 + 1
+    assert sum(count for count, _ in trace.ops.values()) == 100
+    assert sum(total for _, total in trace.ops.values()) == pytest.approx(
+        sum(1.0 + i % 7 for i in range(100))
+    )
+
+
+@pytest.mark.parametrize("steps", [0, 3])
+def test_the_chunked_timeline_breakdown_gives_the_same_figures(monkeypatch, steps: int) -> None:
+    data = _trace(steps=max(steps, 2))
+    if not steps:  # no ProfilerStep ranges: the whole-timeline path without an end column
+        data = data.replace(b"ProfilerStep#", b"NotAStep#")
+    whole = _summary(data)
+    monkeypatch.setattr(analysis, "CHUNK", 7)
+    chunked = _summary(data)
+    rank, other = whole["ranks"][0], chunked["ranks"][0]
+    for key in ("span_us", "busy_us", "communication_us", "overlap_us", "idle_host_us", "idle_other_us"):
+        assert other[key] == pytest.approx(rank[key]), key
+    assert other["idle_unknown_us"] == pytest.approx(rank["idle_unknown_us"], abs=1e-9)
+    assert other["categories"] == pytest.approx(rank["categories"])
+    assert other["streams"] == rank["streams"]
+    assert sum(other["categories"].values()) == pytest.approx(other["span_us"])
+
+
+def test_a_large_upload_is_read_in_a_child_process_with_the_same_summary(monkeypatch) -> None:
+    data = _trace()
+    here = services.profile_summarise(files=[("rank0.json", data)])
+    monkeypatch.setattr(services, "CHILD_PROCESS_BYTES", 0)
+    called = []
+    original = services._summarise_in_child
+    monkeypatch.setattr(services, "_summarise_in_child", lambda files: called.append(1) or original(files))
+    stream = io.BytesIO(data)
+    there = services.profile_summarise(files=[("rank0.json", stream)])
+    assert called and there == here and stream.tell() == 0
+    with pytest.raises(services.ProfileRejected) as error:
+        services.profile_summarise(
+            files=[("rank0.json", b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": -3}]}')]
+        )
+    assert "rank0.json" in error.value.message and "dur" in error.value.message
