@@ -13,6 +13,7 @@ class AlertKind(models.TextChoices):
     MEMORY = "memory", "Memory pressure"
     THROTTLE = "throttle", "Thermal / power throttling"
     HARDWARE = "hardware", "XID / ECC errors"
+    TRAINING = "training", "Training step-time regression"
 
 
 class Severity(models.TextChoices):
