@@ -149,6 +149,8 @@ def workload_detail(request: HttpRequest, workload_id: int) -> HttpResponse:
 
 def _training_context(scope: Scope, workload: Workload) -> dict[str, Any]:
     """A training job's progress section (``training_selectors``), where it reported any."""
+    if not getattr(workload, "reports_training", True):
+        return {"training": None}
     summary = training_selectors.training_summary(scope=scope, workload=workload)
     if summary is None:
         return {"training": None}

@@ -51,6 +51,11 @@ def _point(i: int) -> dict[str, Any]:
 
 @pytest.fixture
 def job(team: Any) -> dict[str, Any]:
+    return job_world(team)
+
+
+def job_world(team: Any) -> dict[str, Any]:
+    """The module docstring's world, through the agent's own ingest; the team's ingest token."""
     h100 = factories.accelerator_type_from(factories.H100)
     job_holds = [
         {
