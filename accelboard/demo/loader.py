@@ -59,6 +59,7 @@ from . import (
     plan,
     swap,
     telemetry_load,
+    training,
 )
 from .progress import STEPS, Progress
 
@@ -461,4 +462,5 @@ def _load(
     steps.run("costs", _stage(lambda: history_load.serving_costs_write(config)))
     admin = get_user_model().objects.get(username=plan.ADMIN_USERNAME)
     steps.run("allocation", _stage(lambda: history_load.allocation_write(config, state["teams"], admin)))
+    steps.run("training", _stage(lambda: training.training_write(config, state["teams"], hosts)))
     result.manifest = history_load.manifest_with_ids(config, hosts, state["runs"], events, state["series"])

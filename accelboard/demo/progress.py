@@ -42,6 +42,7 @@ STEPS = {
     "alerts": "regression alerts",
     "costs": "costs of serving",
     "allocation": "cost by workload",
+    "training": "training runs and jobs",
 }
 # The site is served once these are in: the overview has logins, hosts and the current figures.
 SERVE_AFTER = ("people", "fleet", "telemetry_recent", "costs_recent")
