@@ -63,7 +63,7 @@ def training_regression_check(*, workload: Workload, opened_at: Any = None) -> A
         team=workload.team,
         kind=AlertKind.TRAINING,
         dedupe_key=f"training:{workload.pk}:{change.start.isoformat()}"[:200],
-        title=f"Step time of {workload} up {verdict.pct_change or 0:+.0f}% since "
+        title=f"Step time of {workload} up {verdict.pct_change or 0:.0f}% since "
         f"{change.start:%Y-%m-%d %H:%M} UTC",
         host=Host.objects.filter(pk=host_id).first() if host_id else None,
         before_mean=verdict.level_before,

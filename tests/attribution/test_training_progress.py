@@ -220,6 +220,7 @@ def test_the_job_page_shows_step_time_cost_and_energy_per_step_worked_by_hand(
     assert alert is not None and alert.kind == AlertKind.TRAINING
     assert alert.before_mean == pytest.approx(3.0) and alert.after_mean == pytest.approx(3.75)
     assert alert.pct_change == pytest.approx(25.0)
+    assert alert.title == "Step time of slurm-job llama-pretrain up 25% since 2026-11-10 09:00 UTC"
     assert f'data-alert="{alert.pk}"' in html
     # Running the check again opens no second alert.
     assert training_regression_check(workload=job["workload"]) == alert
