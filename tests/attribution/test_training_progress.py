@@ -225,7 +225,9 @@ def test_the_job_page_shows_step_time_cost_and_energy_per_step_worked_by_hand(
     # Running the check again opens no second alert.
     assert training_regression_check(workload=job["workload"]) == alert
     assert Alert.objects.filter(kind=AlertKind.TRAINING).count() == 1
-    assert login_client(lead).get(reverse("alerts:detail", args=[alert.pk])).status_code == 200
+    alert_page = login_client(lead).get(reverse("alerts:detail", args=[alert.pk]))
+    assert alert_page.status_code == 200
+    assert f'href="/workloads/{job["workload"].pk}/"' in alert_page.content.decode()
 
 
 def test_a_steady_job_raises_no_alert(client, job):
