@@ -19,6 +19,7 @@ Pure choices (hashes of names), no global RNG: the same config writes the same r
 from __future__ import annotations
 
 import json
+import uuid
 import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -49,6 +50,7 @@ SYSTEMS: tuple[tuple[str, str, tuple[float, ...]], ...] = (
     ("MI300X", "1xAMD MI300X", (29.4, 30.6)),
 )
 INTERVAL = timedelta(minutes=5)
+_NAMESPACE = uuid.UUID("5f0b7c1e-2d7a-4a53-9a35-6c0e5a7d3b21")
 # (global batch, tokens per sample, seconds per step, slowdown factor from mid-run)
 JOBS = ((512, 4096, 1.20, 1.0), (256, 4096, 0.90, 1.25))
 
@@ -122,6 +124,9 @@ def mlperf_runs_write(config: generator.DemoConfig, teams: dict[str, Team]) -> i
                     raw_bytes=data,
                     uploaded_via="cli",
                     overrides={"model": MODEL, "precision": "bf16", "accelerator": accelerator, "count": "8"},
+                    # Named by the config and the system, as the demo's other runs: a rebuild
+                    # writes the same rows.
+                    run_uuid=uuid.uuid5(_NAMESPACE, f"{config.seed}:{accelerator}:{seed}"),
                 )
                 run_cost_compute(run=run)
                 written += 1
