@@ -33,7 +33,7 @@ import psutil
 import pytest
 
 from accelboard.demo import processes, runner
-from accelboard.demo.progress import PROGRESS_FILE, Progress, progress_read
+from accelboard.demo.progress import PROGRESS_FILE, STEPS, Progress, progress_read
 from accelboard.notifications.backends import OUTBOX_BACKEND
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,7 +193,7 @@ def test_it_serves_the_demo_comes_back_after_a_crash_and_stops_everything(home: 
     admin = assert_login_works(url, "admin", "demo-admin")
     first.wait_for(re.compile(r"demo data loaded in \d+\.\d s"), timeout=120)
     steps = [line for line in first.lines if re.fullmatch(r"  [a-z][\w ,]+: \d+\.\d s", line)]
-    assert len(steps) == 12, first.output
+    assert len(steps) == len(STEPS), first.output
     assert first.output.count(url) == 1 and first.output.count("demo-admin") == 1
     assert len(first.lines) <= 25, first.output
     # The product's own error page (DEBUG is off in the demo), and static files still served.
@@ -506,12 +506,12 @@ def test_it_shows_what_is_loading_on_every_page_until_the_load_is_done(
         progress.update(name, state="done", seconds=1.0)
     progress.update("costs_recent", state="running")
     page = client.get("/accounts/login/").content.decode()
-    assert "Loading the demo data: 3 of 12 steps done" in page
-    assert 'data-demo-loading="25"' in page and "now: costs, last 2 days" in page
+    assert f"Loading the demo data: 3 of {len(STEPS)} steps done" in page
+    assert f'data-demo-loading="{3 * 100 // len(STEPS)}"' in page and "now: costs, last 2 days" in page
     assert progress_read(path)["ready_to_serve"] is False  # type: ignore[index]
     progress.update("costs_recent", state="done", seconds=0.5)
     assert progress_read(path)["ready_to_serve"] is True  # type: ignore[index]
-    assert "Loading the demo data: 4 of 12" in client.get("/accounts/login/").content.decode()
+    assert f"Loading the demo data: 4 of {len(STEPS)}" in client.get("/accounts/login/").content.decode()
     progress.finish()
     assert "data-demo-loading" not in client.get("/accounts/login/").content.decode()
     # Outside the demo there is no file and no banner.

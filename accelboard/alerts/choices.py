@@ -14,6 +14,7 @@ class AlertKind(models.TextChoices):
     THROTTLE = "throttle", "Thermal / power throttling"
     HARDWARE = "hardware", "XID / ECC errors"
     CANARY = "canary", "Canary verdict: fail"
+    TRAINING = "training", "Training step-time regression"
 
 
 class Severity(models.TextChoices):

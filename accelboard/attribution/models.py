@@ -111,3 +111,31 @@ class AllocationDaily(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} GPU {self.accelerator_id} {self.kind} {self.cost_allocation} {self.currency}"
+
+
+class TrainingProgress(models.Model):
+    """One progress point a training job reported (``POST /api/v1/training-progress``): its step,
+    and optionally samples, tokens and loss, at a time; ``planned_steps`` the job's plan as of
+    that report. Written only by ``training_services.training_progress_ingest`` (all of a batch or
+    nothing); steps and times only go forward per workload."""
+
+    workload = models.ForeignKey("fleet.Workload", on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField()
+    step = models.BigIntegerField()
+    samples = models.BigIntegerField(null=True, blank=True)
+    tokens = models.BigIntegerField(null=True, blank=True)
+    loss = models.FloatField(null=True, blank=True)
+    planned_steps = models.BigIntegerField(null=True, blank=True)
+    # The GPU UUIDs the job said it ran on for this batch (each checked against its holds).
+    gpus = models.JSONField(default=list, blank=True)
+    batch_id = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["workload_id", "at"]
+        constraints = [
+            models.UniqueConstraint(fields=["workload", "step"], name="training_progress_workload_step"),
+            models.UniqueConstraint(fields=["workload", "at"], name="training_progress_workload_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"workload {self.workload_id} step {self.step} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -13,9 +13,11 @@ from celery import Task, shared_task
 from django.db import transaction
 
 from accelboard.core.tasks import RETRY_ON_LOST_DATABASE, day_parse
+from accelboard.fleet.models import Workload
 
 from . import services
 from .selectors import allocation_days_stale
+from .training_alerts import training_regression_check
 
 # How far back the nightly pass looks for days whose costs were recomputed after their allocation
 # (the cost pass re-costs late telemetry up to 7 days back; price corrections reach further).
@@ -48,3 +50,18 @@ def allocation_recompute_enqueue(*, days: Iterable[date]) -> int:
     if isos:
         transaction.on_commit(lambda: allocation_days_recompute.delay(isos))
     return len(isos)
+
+
+@shared_task(bind=True, **RETRY_ON_LOST_DATABASE)
+def training_regression_check_task(self: Task, workload_id: int) -> dict[str, object]:
+    """After a batch of a training job's progress: its step-time check (``training_services``)."""
+    workload = Workload.objects.filter(pk=workload_id).select_related("team").first()
+    if workload is None:
+        return {"alert": None}
+    alert = training_regression_check(workload=workload)
+    return {"alert": alert.pk if alert is not None else None}
+
+
+def training_regression_check_enqueue(*, workload_id: int) -> None:
+    """After the current transaction commits, ask a worker to check the job's step time."""
+    transaction.on_commit(lambda: training_regression_check_task.delay(workload_id))

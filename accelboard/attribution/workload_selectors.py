@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connection
-from django.db.models import OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery, Sum
 
 from accelboard.core.access import Action, Scope
 from accelboard.core.models import Team
@@ -25,7 +25,7 @@ from accelboard.fleet.models import Accelerator, GpuAttribution, Workload
 from accelboard.serving.models import InferenceMetric
 
 from .choices import AllocationKind
-from .models import AllocationDaily
+from .models import AllocationDaily, TrainingProgress
 
 # The longest period one page reads (days, inclusive) and its default (ending on the last day seen).
 PERIOD_MAX_DAYS = 92
@@ -71,8 +71,12 @@ def workload_list(
 
 
 def workload_get_visible(*, scope: Scope, workload_id: int) -> Workload:
-    """The workload if ``scope`` may view it; ``Workload.DoesNotExist`` otherwise (a 404)."""
-    queryset = Workload.objects.select_related("team")
+    """The workload if ``scope`` may view it; ``Workload.DoesNotExist`` otherwise (a 404). Its
+    ``reports_training`` says whether it reported training progress (``training_selectors``),
+    so that a page of any other workload spends no query on it."""
+    queryset = Workload.objects.select_related("team").annotate(
+        reports_training=Exists(TrainingProgress.objects.filter(workload_id=OuterRef("pk")))
+    )
     visible = _visible_ids(scope)
     if visible is not None:
         queryset = queryset.filter(visible)

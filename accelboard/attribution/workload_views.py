@@ -6,18 +6,21 @@ the chart, render. Another team's workload is a 404; a malformed parameter a 400
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from django.core.paginator import EmptyPage, Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from accelboard.core.access import Action, request_scope
+from accelboard.core.access import Action, Scope, request_scope
 from accelboard.core.models import Team
 from accelboard.core.selectors import team_list_visible
 from accelboard.fleet.choices import WorkloadKind
 from accelboard.fleet.models import Workload
 
+from . import training_selectors
 from . import workload_selectors as selectors
+from .training_charts import training_figure
 from .workload_charts import workload_timeline_figure
 
 PAGE_SIZE = 50
@@ -139,5 +142,29 @@ def workload_detail(request: HttpRequest, workload_id: int) -> HttpResponse:
         "token_rows": selectors.token_cost_rows(token_cost) if token_cost else [],
         "figure": figure,
         "sees_costs": scope.can_anywhere(Action.VIEW_COSTS),
+        **_training_context(scope, workload),
     }
     return render(request, "attribution/workload_detail.html", context)
+
+
+def _training_context(scope: Scope, workload: Workload) -> dict[str, Any]:
+    """A training job's progress section (``training_selectors``), where it reported any."""
+    if not getattr(workload, "reports_training", True):
+        return {"training": None}
+    summary = training_selectors.training_summary(scope=scope, workload=workload)
+    if summary is None:
+        return {"training": None}
+    changes = [
+        datetime.fromisoformat(str(a.detail["change_at"]))
+        for a in summary.alerts
+        if a.detail.get("change_at")
+    ]
+    return {
+        "training": summary,
+        "training_figure": training_figure(
+            intervals=summary.intervals,
+            currency=summary.currency,
+            changes=changes,
+            with_cost=summary.sees_costs,
+        ),
+    }

@@ -53,6 +53,12 @@ class RunFigures:
     energy_per_token_j: float | None = None
     input_length: int | None = None  # tokens per request the workload was run with
     output_length: int | None = None
+    # A training run's figures to train (s, J, money in ``currency``; costs.RunCost.training)
+    time_to_train_s: float | None = None
+    energy_to_train_j: float | None = None
+    capacity_cost_to_train: float | None = None
+    energy_cost_to_train: float | None = None
+    cost_to_train: float | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,16 @@ class ConfigPoint:
     energy_per_token_j: float | None = None
     input_length: int | None = None
     output_length: int | None = None
+    time_to_train_s: float | None = None
+    energy_to_train_j: float | None = None
+    capacity_cost_to_train: float | None = None
+    energy_cost_to_train: float | None = None
+    cost_to_train: float | None = None
+
+    @property
+    def time_to_train_min(self) -> float | None:
+        """Time to train in minutes (MLPerf Training's unit)."""
+        return None if self.time_to_train_s is None else self.time_to_train_s / 60
 
     @property
     def latest_run_id(self) -> int:
@@ -153,6 +169,11 @@ _MEDIAN_FIELDS = (
     "ttft_p99_ms",
     "itl_p99_ms",
     "energy_per_token_j",
+    "time_to_train_s",
+    "energy_to_train_j",
+    "capacity_cost_to_train",
+    "energy_cost_to_train",
+    "cost_to_train",
 )
 
 
@@ -189,6 +210,8 @@ def config_points_build(*, runs: Sequence[RunFigures], last_n: int = LAST_N_RUNS
         if medians["capacity_cost_per_1m"] is not None and medians["energy_cost_per_1m"] is not None:
             # Parts and total from the same medians, so that the table adds up.
             medians["total_cost_per_1m"] = medians["capacity_cost_per_1m"] + medians["energy_cost_per_1m"]
+        if medians["capacity_cost_to_train"] is not None and medians["energy_cost_to_train"] is not None:
+            medians["cost_to_train"] = medians["capacity_cost_to_train"] + medians["energy_cost_to_train"]
         currencies = {(r.currency, r.cost_unit) for r in recent if r.total_cost_per_1m is not None}
         point = ConfigPoint(
             variant=newest.variant,
@@ -212,7 +235,15 @@ def config_points_build(*, runs: Sequence[RunFigures], last_n: int = LAST_N_RUNS
         )
         if len(currencies) > 1:
             # Mixed currencies or units across one configuration's runs: no single cost to show.
-            point = replace(point, capacity_cost_per_1m=None, energy_cost_per_1m=None, total_cost_per_1m=None)
+            point = replace(
+                point,
+                capacity_cost_per_1m=None,
+                energy_cost_per_1m=None,
+                total_cost_per_1m=None,
+                capacity_cost_to_train=None,
+                energy_cost_to_train=None,
+                cost_to_train=None,
+            )
         points.append(point)
     points.sort(key=lambda p: (p.accelerator, p.accelerator_count, p.variant, p.load_value or 0, p.framework))
     return points

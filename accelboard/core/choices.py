@@ -28,3 +28,4 @@ class BatchKind(models.TextChoices):
     TELEMETRY = "telemetry", "Telemetry batch"
     RUN = "run", "Benchmark run"
     INFERENCE = "inference", "Inference metrics batch"
+    TRAINING = "training", "Training progress batch"

@@ -83,6 +83,26 @@ class PriceBook:
         # A row for another instance type or region is not this host's price.
         return best if first[0] < 9 and first[1] < 9 else None
 
+    def reference_price(self, *, accelerator_type_id: int | None, day: date) -> AcceleratorPrice | None:
+        """A price for hardware that ran on no host of ours (an MLPerf submission's system): the
+        cheapest on-demand row per accelerator-hour the book holds for the type on ``day``, in
+        USD where there is one (else the first currency by name), so that "what would training
+        to target cost on H200 rather than H100" has an answer, flagged as a reference price."""
+        if accelerator_type_id is None:
+            return None
+        rows = [
+            r
+            for (type_id, _), group in self.accelerator.items()
+            if type_id == accelerator_type_id
+            for r in group
+            if r.pricing_model == "on-demand" and _valid_on(r, day)
+        ]
+        currencies = sorted({r.currency for r in rows}, key=lambda c: (c != "USD", c))
+        if not currencies:
+            return None
+        same = [r for r in rows if r.currency == currencies[0]]
+        return min(same, key=lambda r: (r.price_per_accelerator_hour, r.provider, r.region, r.pk))
+
     def electricity_price(self, *, host: Host, day: date) -> ElectricityPrice | None:
         rows = [r for r in self.electricity.get(host.site_id or 0, []) if _valid_on(r, day)]
         return max(rows, key=lambda r: r.valid_from) if rows else None

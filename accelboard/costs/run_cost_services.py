@@ -156,10 +156,17 @@ def _run_cost_build(run: BenchmarkRun, metrics: dict[str, float], ctx: _Context)
     book = ctx.book
     price = electricity = carbon = None
     host = run.host
+    training_run = _is_training(run, metrics)
+    reference = False
     if host is not None:
         price = book.accelerator_price(host=host, accelerator_type_id=run.accelerator_type_id, day=day)
         electricity = book.electricity_price(host=host, day=day)
         carbon = None if electricity else book.carbon_intensity(host=host, day=day)
+    elif training_run:
+        # An MLPerf Training result ran on the submitter's system, not a host of ours: price its
+        # time at the book's reference (cheapest on-demand) row for the type, and say so.
+        price = book.reference_price(accelerator_type_id=run.accelerator_type_id, day=day)
+        reference = price is not None
     rate = accelerator_rate_value(price, today=book.today) if price else None
     elec = electricity_rate_value(electricity=electricity, carbon=carbon, today=book.today)
     figures = benchmark_cost(
@@ -170,13 +177,18 @@ def _run_cost_build(run: BenchmarkRun, metrics: dict[str, float], ctx: _Context)
         electricity=elec,
     )
     flags = list(
-        dict.fromkeys([*energy["flags"], *figures.flags] + (["no-host"] if run.host_id is None else []))
+        dict.fromkeys(
+            [*energy["flags"], *figures.flags]
+            + (["no-host"] if run.host_id is None else [])
+            + (["reference-price"] if reference else [])
+        )
     )
-    training = (
-        _training(run, metrics, duration_s, energy["energy_j"], rate, elec)
-        if _is_training(run, metrics)
-        else {}
-    )
+    # Energy to train only where measured (reported, average power, the GPUs' counters), never
+    # the board-power estimate the per-1M figures may fall back to.
+    measured_j = energy["energy_j"] if energy["source"] in ("reported", "power", "counter") else None
+    training = _training(run, metrics, duration_s, measured_j, rate, elec) if training_run else {}
+    if training and measured_j is not None:
+        training["energy_source"] = energy["source"]
     return RunCost(
         run=run,
         **{
@@ -276,9 +288,14 @@ def _training(
     """The run's figures to train (``formulas.training.training_cost``) from its metrics."""
     if not duration_s:
         return {"flags": ["no-duration"]}
-    samples = metrics.get("throughput_samples_per_s", 0) * duration_s or None
-    iterations = run.context.get("iterations") if isinstance(run.context, dict) else None
-    return training_cost(
+    context = run.context if isinstance(run.context, dict) else {}
+    # The importer's count of samples trained where it kept one (MLPerf's samples_count), exact;
+    # else throughput × time, which is the same count through a float division and back.
+    samples = _positive(context.get("samples_trained")) or (
+        metrics.get("throughput_samples_per_s", 0) * duration_s or None
+    )
+    iterations, iterations_from = _iterations(run, samples)
+    out = training_cost(
         duration_s=duration_s,
         energy_j=energy_j,
         samples=samples,
@@ -287,3 +304,29 @@ def _training(
         rate=rate,
         electricity=electricity,
     )
+    if samples:
+        out["samples"] = samples
+    if iterations:
+        out.update(iterations=iterations, iterations_from=iterations_from)
+    return out
+
+
+def _iterations(run: BenchmarkRun, samples: float | None) -> tuple[float | None, str]:
+    """(iterations to train, how they were found): the tool's count (context ``iterations``),
+    else samples trained / global batch size (an MLPerf Training step is one global batch),
+    else (None, "")."""
+    context = run.context if isinstance(run.context, dict) else {}
+    counted = _positive(context.get("iterations"))
+    if counted:
+        return counted, "context:iterations"
+    batch = run.workload.batch_size
+    if samples and batch:
+        return samples / batch, "samples/global_batch_size"
+    return None, ""
+
+
+def _positive(value: Any) -> float | None:
+    """A positive number from a run's JSON context, else None (a string, a bool, zero)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None

@@ -215,6 +215,8 @@ def run_cost_summary(*, scope: Scope, run: Any) -> dict[str, Any] | None:
         "carbon_g_per_1m": cost.carbon_g_per_1m,
         "stale": cost.price_stale,
         "flags": cost.flags,
+        # A training run's figures to train (``formulas.training.training_cost``); {} otherwise.
+        "training": _training_view(cost.training),
         "price": None
         if price is None
         else {
@@ -230,6 +232,13 @@ def run_cost_summary(*, scope: Scope, run: Any) -> dict[str, Any] | None:
         if power is None
         else {"per_kwh": power.price_per_kwh, "pue": power.pue, "source": power.source},
     }
+
+
+def _training_view(training: dict[str, Any] | None) -> dict[str, Any]:
+    """The stored figures to train, with the time also in minutes (MLPerf's unit)."""
+    if not training or not training.get("time_to_train_s"):
+        return dict(training or {})
+    return {**training, "time_to_train_min": training["time_to_train_s"] / 60}
 
 
 def price_basis(price: AcceleratorPrice) -> str:

@@ -32,6 +32,9 @@ class HardwareQueryForm(forms.Form):
         label="Precision no lower than",
         choices=[("", "Any precision"), *Precision.choices],
     )
+    # A table of the page as a file (``hardware_exports``): format=csv&table=to-train.
+    format = forms.ChoiceField(required=False, choices=[("", "page"), ("csv", "CSV"), ("xlsx", "XLSX")])
+    table = forms.CharField(required=False, max_length=40)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

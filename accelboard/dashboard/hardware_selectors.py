@@ -72,6 +72,21 @@ def _per_inference(cost: Mapping[str, Any]) -> float | None:
     return cost["energy_per_unit_j"] if cost["unit"] == "inference" else None
 
 
+def _to_train(training: Mapping[str, Any] | None) -> dict[str, float | None]:
+    """A training run's stored figures to train (``RunCost.training``) as ``RunFigures`` fields."""
+    training = training or {}
+    return {
+        name: _float(training.get(name))
+        for name in (
+            "time_to_train_s",
+            "energy_to_train_j",
+            "capacity_cost_to_train",
+            "energy_cost_to_train",
+            "cost_to_train",
+        )
+    }
+
+
 def _float(value: SupportsFloat | None) -> float | None:
     return None if value is None else float(value)
 
@@ -93,6 +108,7 @@ def hardware_run_figures(
             "unit",
             "price_stale",
             "energy_per_unit_j",
+            "training",
         )
     }
     priced = []
@@ -101,6 +117,7 @@ def hardware_run_figures(
         if cost is None:
             priced.append(figure)
             continue
+        to_train = _to_train(cost["training"])
         priced.append(
             replace(
                 figure,
@@ -113,6 +130,11 @@ def hardware_run_figures(
                 currency=cost["currency"] or "",
                 cost_unit=cost["unit"] or "",
                 price_stale=bool(cost["price_stale"]),
+                time_to_train_s=to_train["time_to_train_s"],
+                energy_to_train_j=to_train["energy_to_train_j"],
+                capacity_cost_to_train=to_train["capacity_cost_to_train"],
+                energy_cost_to_train=to_train["energy_cost_to_train"],
+                cost_to_train=to_train["cost_to_train"],
             )
         )
     return priced

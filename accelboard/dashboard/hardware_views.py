@@ -10,14 +10,16 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
 from accelboard.core.access import Scope, request_scope
 from accelboard.core.numbers import column_decimals
+from accelboard.costs.downloads import tables_download
 from accelboard.costs.gaps import CostGap
 from accelboard.costs.selectors import run_cost_gaps
 
-from . import hardware_charts, hardware_selectors
+from . import hardware_charts, hardware_exports, hardware_selectors
 from .forms import HardwareQueryForm
 from .hardware import (
     LAST_N_RUNS,
@@ -74,6 +76,12 @@ def _comparison(*, scope: Scope, model_id: int, scenario: str, query: dict[str, 
         else None,
         "frontier_labels": [p.label for p, on in zip(priced, frontier, strict=True) if on],
         "recommendation": None,
+        # Training groups (MLPerf Training, any run in the training scenario): time and cost to
+        # train per configuration, fastest first.
+        "to_train": sorted(
+            (p for p in points if p.time_to_train_s is not None),
+            key=lambda p: (p.time_to_train_s or 0.0, p.label),
+        ),
     }
     if query.get("p99_ms"):
         context["recommendation"] = recommend(
@@ -92,6 +100,10 @@ _COLUMNS = {
     "capacity": lambda p: p.capacity_cost_per_1m,
     "energy_cost": lambda p: p.energy_cost_per_1m,
     "total": lambda p: p.total_cost_per_1m,
+    "ttt_min": lambda p: p.time_to_train_min,
+    "capacity_to_train": lambda p: p.capacity_cost_to_train,
+    "energy_cost_to_train": lambda p: p.energy_cost_to_train,
+    "to_train": lambda p: p.cost_to_train,
 }
 
 
@@ -154,6 +166,12 @@ def hardware(request: HttpRequest) -> HttpResponse:
         context.update(
             _comparison(scope=scope, model_id=group.model_id, scenario=group.scenario, query=query)
         )
+        if query.get("format"):
+            table = hardware_exports.to_train_table(
+                points=context["to_train"], price_bases=context["price_bases"], currency=context["currency"]
+            )
+            stem = f"hardware-{slugify(group.model_name)}-{group.scenario}"
+            return tables_download([table], fmt=query["format"], name=query.get("table") or "", stem=stem)
         if focus is not None:
             # The workload the link came from: its rows (any hardware) are highlighted.
             context["focus_labels"] = [

@@ -60,6 +60,7 @@ from . import (
     plan,
     swap,
     telemetry_load,
+    training,
 )
 from .progress import STEPS, Progress
 
@@ -463,4 +464,5 @@ def _load(
     admin = get_user_model().objects.get(username=plan.ADMIN_USERNAME)
     steps.run("allocation", _stage(lambda: history_load.allocation_write(config, state["teams"], admin)))
     steps.run("canary", _stage(lambda: canary.canary_write(config, state["teams"])))
+    steps.run("training", _stage(lambda: training.training_write(config, state["teams"], hosts)))
     result.manifest = history_load.manifest_with_ids(config, hosts, state["runs"], events, state["series"])

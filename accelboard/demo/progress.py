@@ -43,6 +43,7 @@ STEPS = {
     "costs": "costs of serving",
     "allocation": "cost by workload",
     "canary": "canary verdicts",
+    "training": "training runs and jobs",
 }
 # The site is served once these are in: the overview has logins, hosts and the current figures.
 SERVE_AFTER = ("people", "fleet", "telemetry_recent", "costs_recent")

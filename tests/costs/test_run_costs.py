@@ -176,6 +176,10 @@ def test_it_costs_a_training_run_to_its_target(team, lambda_h100):
     assert t["time_to_train_s"] == 3600.0 and t["energy_to_train_j"] == 2_520_000.0
     # $3.29 capacity + 0.7 kWh × 1.58 × $0.10 = $0.1106 energy: $3.4006 to train.
     assert t["cost_to_train"] == pytest.approx(3.4006)
+    # Capacity and energy apart, adding up to the whole: 1 GPU-hour × $3.29; 0.1106.
+    assert (t["capacity_cost_to_train"], t["energy_cost_to_train"]) == (3.29, 0.1106)
+    assert t["capacity_cost_to_train"] + t["energy_cost_to_train"] == pytest.approx(t["cost_to_train"])
+    assert t["energy_source"] == "reported"
     assert t["per_sample_j"] == pytest.approx(0.35)  # 2.52 MJ / 7.2M samples
     assert t["per_sample_cost"] == pytest.approx(3.4006 / 7_200_000)
 

@@ -24,7 +24,10 @@ def training_cost(
 
     1. Capacity = count × seconds × price per accelerator-hour / 3600; energy cost = J / 3.6e6 ×
        PUE × price per kWh, only in the capacity's currency; ``cost_to_train`` is their sum,
-       rounded to 6 places (a JSON number: JSON holds no Decimal), present only with a price.
+       rounded to 6 places (a JSON number: JSON holds no Decimal), present only with a price;
+       its two parts are kept apart (``capacity_cost_to_train``, ``energy_cost_to_train``, the
+       latter only where energy was measured and priced), each rounded the same way, so that the
+       page can show what the GPUs' time cost and what the electricity did.
     2. Per sample and per iteration: seconds, joules and cost by division, where counted.
     """
     out: dict[str, Any] = {"time_to_train_s": duration_s, "accelerator_count": accelerator_count}
@@ -42,6 +45,9 @@ def training_cost(
             energy_cost = as_decimal(energy_j / J_PER_KWH * electricity.pue) * electricity.price_per_kwh
     if capacity is not None:
         out["cost_to_train"] = float(money_round(capacity + (energy_cost or Decimal(0)), RATE_PLACES) or 0)
+        out["capacity_cost_to_train"] = float(money_round(capacity, RATE_PLACES) or 0)
+        if energy_cost is not None:
+            out["energy_cost_to_train"] = float(money_round(energy_cost, RATE_PLACES) or 0)
         out["currency"] = rate.currency if rate else ""
     for name, count in (("sample", samples), ("iteration", iterations)):
         if count:

@@ -45,3 +45,9 @@ def sig4(value: Any) -> str:
     if not math.isfinite(number):
         return str(number)
     return numbers.sig(number, digits=4)
+
+
+@register.filter
+def energy(joules: Any) -> str:
+    """``{{ j|energy }}``: "4.12 kJ", "12.4 kWh" (``core.numbers.energy_text``)."""
+    return numbers.energy_text(joules)
