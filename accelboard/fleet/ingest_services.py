@@ -389,18 +389,53 @@ def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, 
 # lock's holder committed, and no request holds a row another waits for while it waits for a
 # lock), for all its hosts in one statement, in key order (no deadlock between two requests
 # carrying the same hosts: Prometheus's shards each carry a slice of every host).
+# A remote-write merge (``merge=True``) takes the host's lock shared and each of its GPUs' locks
+# (``_ADVISORY_MERGE_GPU``; a MIG instance's is its GPU's) exclusive: Prometheus's shards each
+# carry a slice of every host, mostly other GPUs' series (a series goes to the shard of its
+# series id), so requests of one host with other GPUs no longer wait for each other, while two
+# carrying one GPU still go one at a time, and an agent's batch (the host's lock exclusive)
+# still excludes them all. The host locks shared and the GPU locks never wait on each other's
+# kind in a cycle: only the exclusive ones are taken in key order.
 _ADVISORY_MERGE = 7_310_003
+_ADVISORY_MERGE_GPU = 7_310_004
 _LOCK_SQL = "SELECT count(pg_advisory_xact_lock(%s, k)) FROM unnest(%s::int4[]) WITH ORDINALITY AS u(k, n)"
+_LOCK_GPUS_SQL = """
+SELECT (SELECT count(pg_advisory_xact_lock_shared(%s, k)) FROM unnest(%s::int4[]) WITH ORDINALITY AS u(k, n)),
+       (SELECT count(pg_advisory_xact_lock(%s, k)) FROM unnest(%s::int4[]) WITH ORDINALITY AS u(k, n))
+"""
 
 
 def _merge_keys(hostnames: Iterable[str]) -> list[int]:
-    """The merge locks' keys (signed 32-bit, from the host names), sorted, each once."""
+    """The merge locks' keys (signed 32-bit, from the host names or GPU UUIDs), sorted, each once."""
     return sorted(
         {
             int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4).digest(), "big", signed=True)
             for name in hostnames
         }
     )
+
+
+def merge_lock_devices(*, gpus: Iterable[str], accelerators: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The GPUs whose merge locks samples of ``gpus`` take: a MIG instance listed in
+    ``accelerators`` with its ``parent_uuid`` takes its GPU's (its intervals are checked against
+    the GPU's)."""
+    parents = {gpu["uuid"]: gpu.get("parent_uuid") for gpu in accelerators}
+    return {parents.get(uuid) or uuid for uuid in gpus}
+
+
+def telemetry_merge_lock(*, hostnames: Iterable[str], devices: Iterable[str] | None = None) -> None:
+    """Take the merge locks (above) for the caller's transaction: each host's exclusive when
+    ``devices`` is None (the agent's batches), else each host's shared and each of ``devices``'
+    exclusive (``merge_lock_devices``; a remote-write request). A lock held already is taken
+    again at no cost (advisory locks are re-entrant)."""
+    with connection.cursor() as cursor:
+        if devices is None:
+            cursor.execute(_LOCK_SQL, [_ADVISORY_MERGE, _merge_keys(hostnames)])
+        else:
+            cursor.execute(
+                _LOCK_GPUS_SQL,
+                [_ADVISORY_MERGE, _merge_keys(hostnames), _ADVISORY_MERGE_GPU, _merge_keys(devices)],
+            )
 
 
 # dcgm-exporter's framebuffer parts may come in different requests: once the merged row has both
@@ -693,11 +728,16 @@ def telemetry_batches_store(
         raise RuntimeError("telemetry_batches_store must run inside a transaction")
     positions = list(indexes) if indexes is not None else list(range(len(batches)))
     if any(batch.gpus for batch, _ in batches):
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _LOCK_SQL,
-                [_ADVISORY_MERGE, _merge_keys(batch.hostname for batch, _ in batches if batch.gpus)],
-            )
+        telemetry_merge_lock(
+            hostnames=[batch.hostname for batch, _ in batches if batch.gpus],
+            devices={
+                device
+                for batch, _ in batches
+                for device in merge_lock_devices(gpus=batch.gpus, accelerators=batch.accelerators)
+            }
+            if merge
+            else None,
+        )
     results: list[dict[str, int]] = [{"accepted": 0, "duplicate_samples": 0} for _ in batches]
     stored: list[_Stored] = []
     slots: list[int] = []  # each stored entry's batch
@@ -720,7 +760,13 @@ def telemetry_batches_store(
             intervals.append((slot, registration))
     if intervals:
         _intervals_store(
-            intervals=intervals, batches=batches, results=results, positions=positions, team_id=team_id
+            intervals=intervals,
+            batches=batches,
+            results=results,
+            positions=positions,
+            team_id=team_id,
+            # Remote-write: the intervals are of the batch's own GPUs, whose locks are held.
+            shared=merge and all(batches[slot][0].gpus for slot, _ in intervals),
         )
     if not stored:
         return results
@@ -831,13 +877,16 @@ def _intervals_store(
     results: list[dict[str, int]],
     positions: list[int],
     team_id: int,
+    shared: bool = False,
 ) -> None:
     """The batches' attribution intervals, all in one ``attributions_store`` (a handful of
     statements for a request of hundreds of hosts, not a handful per host); each batch's counts
     into ``results``."""
     items = [registration.attribution for _, registration in intervals]
     try:
-        written = attributions_store(items=[item for item in items if item is not None], team_id=team_id)
+        written = attributions_store(
+            items=[item for item in items if item is not None], team_id=team_id, shared=shared
+        )
     except IngestRejected as exc:
         if exc.index is not None:
             exc.index = positions[intervals[exc.index][0]]
