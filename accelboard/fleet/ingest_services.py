@@ -282,7 +282,7 @@ WITH dirty AS (
 ),
 host AS (
     UPDATE fleet_host SET last_seen_at = %s
-    WHERE id = ANY(%s::int8[]) AND team_id = %s AND (last_seen_at IS NULL OR last_seen_at < %s)
+    WHERE id = ANY(%s::int8[]) AND team_id = %s AND (last_seen_at IS NULL OR last_seen_at < %s){skip}
     RETURNING id
 ),
 state AS (
@@ -309,8 +309,16 @@ _MERGED_STATE = f"""CASE WHEN (a.last_state->>'time')::timestamptz = v.seen
                 + coalesce(({_MERGED}->>'mem_reserved_bytes')::bigint, 0))
             ELSE '{{}}'::jsonb END
         ELSE v.state::jsonb END"""
-_FINAL_SQL_REPLACE = _FINAL_SQL.format(state="v.state::jsonb")
-_FINAL_SQL_MERGE = _FINAL_SQL.format(state=_MERGED_STATE)
+_FINAL_SQL_REPLACE = _FINAL_SQL.format(state="v.state::jsonb", skip="")
+# A remote-write request leaves a host's ``last_seen_at`` to another request updating it now
+# (whose time is as recent): its row lock, held to that request's commit, would make every
+# request of the host wait for the one before it (Prometheus's shards each carry every host).
+_FINAL_SQL_MERGE = _FINAL_SQL.format(
+    state=_MERGED_STATE,
+    skip="""
+      AND id IN (SELECT id FROM fleet_host WHERE id = ANY(%s::int8[])
+                 AND (last_seen_at IS NULL OR last_seen_at < %s) FOR UPDATE SKIP LOCKED)""",
+)
 
 
 def _execute(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
@@ -373,7 +381,7 @@ def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, 
         _FINAL_SQL_MERGE if merge else _FINAL_SQL_REPLACE,
         [
             starts, ends, hosts,
-            received_at, hosts, team_id, received_at,
+            received_at, hosts, team_id, received_at, *([hosts, received_at] if merge else []),
             state_ids, states, seens,
             hosts, team_id,
             pair_hosts, pair_ids,
