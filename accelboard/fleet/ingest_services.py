@@ -22,12 +22,13 @@ batch (``attribution_validation``), need partitions for their days too, and are 
 same transaction after the registration (``attribution_services.attributions_store``); a batch
 without them runs exactly the statements it ran before.
 A Prometheus remote-write batch (``merge=True``) may carry the other part of a GPU-instant
-already stored (Prometheus splits a scrape over several requests): under per-host advisory locks
-(all the batches' hosts, one statement), one statement fills the stored rows' missing fields
-(``_MERGE_SQL``) and only the rest is copied; the agent's batches, always whole, only look for
-samples already stored (``_stored_instants``), under the same locks.
+already stored (Prometheus splits a scrape over several requests): under advisory locks (each
+GPU's exclusive and each host's shared, all the batches', one statement:
+``telemetry_merge_lock``), one statement fills the stored rows' missing fields (``_MERGE_SQL``)
+and only the rest is copied; the agent's batches, always whole, only look for samples already
+stored (``_stored_instants``), under their hosts' locks, exclusive.
 Samples at a GPU-instant already stored (a batch sent again under a new batch id) are not stored
-again (``_stored_instants``: under the same per-host locks, one query over the batches' GPUs and
+again (``_stored_instants``: under the same locks, one query over the batches' GPUs and
 time range; a remote-write merge finds them in its own statement): each batch's answer counts
 them as ``duplicate_samples``, and neither the COPY, the partials nor the rollups see them.
 A cached registration that no longer holds (``StaleRegistration``) or a remembered partition that
@@ -392,18 +393,17 @@ def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, 
 
 # Remote-write merge (``telemetry_batches_store(merge=True)``), and the agent's duplicate check
 # (``_stored_instants``). Two requests of one host merging (or checking) at once would both miss
-# the other's uncommitted rows and both insert: a lock per host name
-# serializes them, taken before anything else of the call (so the merge's snapshot sees what the
-# lock's holder committed, and no request holds a row another waits for while it waits for a
-# lock), for all its hosts in one statement, in key order (no deadlock between two requests
-# carrying the same hosts: Prometheus's shards each carry a slice of every host).
-# A remote-write merge (``merge=True``) takes the host's lock shared and each of its GPUs' locks
-# (``_ADVISORY_MERGE_GPU``; a MIG instance's is its GPU's) exclusive: Prometheus's shards each
-# carry a slice of every host, mostly other GPUs' series (a series goes to the shard of its
-# series id), so requests of one host with other GPUs no longer wait for each other, while two
-# carrying one GPU still go one at a time, and an agent's batch (the host's lock exclusive)
-# still excludes them all. The host locks shared and the GPU locks never wait on each other's
-# kind in a cycle: only the exclusive ones are taken in key order.
+# the other's uncommitted rows and both insert: advisory locks serialize them, taken before
+# anything else of the call (so the merge's snapshot sees what the lock's holder committed, and no
+# request holds a row another waits for while it waits for a lock), all in one statement, in key
+# order (no deadlock between two requests carrying the same hosts). An agent's batch takes its
+# host's lock (by name) exclusive. A remote-write merge takes the host's lock shared and each of
+# its GPUs' (``_ADVISORY_MERGE_GPU``; a MIG instance's is its GPU's) exclusive: Prometheus's
+# shards each carry a slice of every host, mostly of other GPUs (a series goes to the shard of its
+# series id), so requests of one host with other GPUs no longer wait for each other (with the
+# host's lock exclusive, 4 shards' requests went one at a time, 2026-12-07), two carrying one GPU
+# still do, and an agent's batch of the host still excludes them all. Only the exclusive locks
+# can be waited for in a cycle, and they are taken in key order.
 _ADVISORY_MERGE = 7_310_003
 _ADVISORY_MERGE_GPU = 7_310_004
 _LOCK_SQL = "SELECT count(pg_advisory_xact_lock(%s, k)) FROM unnest(%s::int4[]) WITH ORDINALITY AS u(k, n)"
