@@ -284,7 +284,7 @@ class HostAttribution:
 
 _LOCKS_SQL = """
 SELECT (SELECT count(*) FROM (
-    SELECT pg_advisory_xact_lock(%s, h::int4) FROM (SELECT unnest(%s::int8[]) AS h ORDER BY h OFFSET 0) o
+    SELECT {lock}(%s, h::int4) FROM (SELECT unnest(%s::int8[]) AS h ORDER BY h OFFSET 0) o
 ) locks), (
     SELECT count(*) FROM fleet_workload w
     JOIN unnest(%s::bigint[], %s::text[], %s::text[]) AS c(id, kind, uid)
@@ -292,6 +292,12 @@ SELECT (SELECT count(*) FROM (
     WHERE w.team_id = %s
 )
 """
+# ``attributions_store(shared=True)``: the caller holds each device's lock of the items (a
+# remote-write request's GPU merge locks, ``ingest_services.telemetry_merge_lock``), so the
+# host's is taken shared: requests of one host with other devices go on at once, and a batch
+# taking it exclusive (an agent's) still waits for them.
+_LOCKS_EXCLUSIVE_SQL = _LOCKS_SQL.format(lock="pg_advisory_xact_lock")
+_LOCKS_SHARED_SQL = _LOCKS_SQL.format(lock="pg_advisory_xact_lock_shared")
 
 
 def _fields_merged(items: list[Attribution]) -> dict[WorkloadKey, dict[str, Any]]:
@@ -305,7 +311,9 @@ def _fields_merged(items: list[Attribution]) -> dict[WorkloadKey, dict[str, Any]
     return merged
 
 
-def attributions_store(*, items: list[HostAttribution], team_id: int) -> list[tuple[int, int] | None]:
+def attributions_store(
+    *, items: list[HostAttribution], team_id: int, shared: bool = False
+) -> list[tuple[int, int] | None]:
     """Store batches' intervals and workloads (the module's docstring), several batches (hosts) at
     once in as many statements as one: each answer (intervals stored, duplicates skipped), or
     None when the host is no longer ``team_id``'s (the caller's cached registration is stale: it
@@ -316,7 +324,8 @@ def attributions_store(*, items: list[HostAttribution], team_id: int) -> list[tu
     one lock statement (the hosts' locks in id order), one read of the stored intervals, one
     workloads upsert, one COPY. An
     ``IngestRejected`` carries the item's position as ``index``. Two items of one host are
-    stored one after the other (the second checked against the first's intervals)."""
+    stored one after the other (the second checked against the first's intervals). ``shared``:
+    the caller holds every item's devices' exclusive locks (``_LOCKS_SHARED_SQL``)."""
     answers: list[tuple[int, int] | None] = [None] * len(items)
     hosts = [item.host_id for item in items]
     if len(set(hosts)) < len(hosts):
@@ -325,7 +334,9 @@ def attributions_store(*, items: list[HostAttribution], team_id: int) -> list[tu
         for part in (once, again):
             try:
                 for k, answer in zip(
-                    part, attributions_store(items=[items[k] for k in part], team_id=team_id), strict=True
+                    part,
+                    attributions_store(items=[items[k] for k in part], team_id=team_id, shared=shared),
+                    strict=True,
                 ):
                     answers[k] = answer
             except IngestRejected as exc:
@@ -365,7 +376,7 @@ def attributions_store(*, items: list[HostAttribution], team_id: int) -> list[tu
         # deleted, or ids handed out again after the database was reset (the demo's reset
         # restarts them), must not take a batch's intervals. No extra round trip.
         cursor.execute(
-            _LOCKS_SQL,
+            _LOCKS_SHARED_SQL if shared else _LOCKS_EXCLUSIVE_SQL,
             [
                 ADVISORY_ATTRIBUTION,
                 sorted({items[k].host_id for k in live}),

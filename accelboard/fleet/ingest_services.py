@@ -22,12 +22,13 @@ batch (``attribution_validation``), need partitions for their days too, and are 
 same transaction after the registration (``attribution_services.attributions_store``); a batch
 without them runs exactly the statements it ran before.
 A Prometheus remote-write batch (``merge=True``) may carry the other part of a GPU-instant
-already stored (Prometheus splits a scrape over several requests): under per-host advisory locks
-(all the batches' hosts, one statement), one statement fills the stored rows' missing fields
-(``_MERGE_SQL``) and only the rest is copied; the agent's batches, always whole, only look for
-samples already stored (``_stored_instants``), under the same locks.
+already stored (Prometheus splits a scrape over several requests): under advisory locks (each
+GPU's exclusive and each host's shared, all the batches', one statement:
+``telemetry_merge_lock``), one statement fills the stored rows' missing fields (``_MERGE_SQL``)
+and only the rest is copied; the agent's batches, always whole, only look for samples already
+stored (``_stored_instants``), under their hosts' locks, exclusive.
 Samples at a GPU-instant already stored (a batch sent again under a new batch id) are not stored
-again (``_stored_instants``: under the same per-host locks, one query over the batches' GPUs and
+again (``_stored_instants``: under the same locks, one query over the batches' GPUs and
 time range; a remote-write merge finds them in its own statement): each batch's answer counts
 them as ``duplicate_samples``, and neither the COPY, the partials nor the rollups see them.
 A cached registration that no longer holds (``StaleRegistration``) or a remembered partition that
@@ -288,7 +289,7 @@ WITH dirty AS (
 ),
 host AS (
     UPDATE fleet_host SET last_seen_at = %s
-    WHERE id = ANY(%s::int8[]) AND team_id = %s AND (last_seen_at IS NULL OR last_seen_at < %s)
+    WHERE id = ANY(%s::int8[]) AND team_id = %s AND (last_seen_at IS NULL OR last_seen_at < %s){skip}
     RETURNING id
 ),
 state AS (
@@ -315,8 +316,16 @@ _MERGED_STATE = f"""CASE WHEN (a.last_state->>'time')::timestamptz = v.seen
                 + coalesce(({_MERGED}->>'mem_reserved_bytes')::bigint, 0))
             ELSE '{{}}'::jsonb END
         ELSE v.state::jsonb END"""
-_FINAL_SQL_REPLACE = _FINAL_SQL.format(state="v.state::jsonb")
-_FINAL_SQL_MERGE = _FINAL_SQL.format(state=_MERGED_STATE)
+_FINAL_SQL_REPLACE = _FINAL_SQL.format(state="v.state::jsonb", skip="")
+# A remote-write request leaves a host's ``last_seen_at`` to another request updating it now
+# (whose time is as recent): its row lock, held to that request's commit, would make every
+# request of the host wait for the one before it (Prometheus's shards each carry every host).
+_FINAL_SQL_MERGE = _FINAL_SQL.format(
+    state=_MERGED_STATE,
+    skip="""
+      AND id IN (SELECT id FROM fleet_host WHERE id = ANY(%s::int8[])
+                 AND (last_seen_at IS NULL OR last_seen_at < %s) FOR UPDATE SKIP LOCKED)""",
+)
 
 
 def _execute(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
@@ -380,6 +389,7 @@ def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, 
         [
             starts, ends, hosts,
             received_at, hosts, team_id, received_at - HOST_SEEN_SLACK,
+            *([hosts, received_at - HOST_SEEN_SLACK] if merge else []),
             state_ids, states, seens,
             hosts, team_id,
             pair_hosts, pair_ids,
@@ -390,23 +400,57 @@ def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, 
 
 # Remote-write merge (``telemetry_batches_store(merge=True)``), and the agent's duplicate check
 # (``_stored_instants``). Two requests of one host merging (or checking) at once would both miss
-# the other's uncommitted rows and both insert: a lock per host name
-# serializes them, taken before anything else of the call (so the merge's snapshot sees what the
-# lock's holder committed, and no request holds a row another waits for while it waits for a
-# lock), for all its hosts in one statement, in key order (no deadlock between two requests
-# carrying the same hosts: Prometheus's shards each carry a slice of every host).
+# the other's uncommitted rows and both insert: advisory locks serialize them, taken before
+# anything else of the call (so the merge's snapshot sees what the lock's holder committed, and no
+# request holds a row another waits for while it waits for a lock), all in one statement, in key
+# order (no deadlock between two requests carrying the same hosts). An agent's batch takes its
+# host's lock (by name) exclusive. A remote-write merge takes the host's lock shared and each of
+# its GPUs' (``_ADVISORY_MERGE_GPU``; a MIG instance's is its GPU's) exclusive: Prometheus's
+# shards each carry a slice of every host, mostly of other GPUs (a series goes to the shard of its
+# series id), so requests of one host with other GPUs no longer wait for each other (with the
+# host's lock exclusive, 4 shards' requests went one at a time, 2026-12-07), two carrying one GPU
+# still do, and an agent's batch of the host still excludes them all. Only the exclusive locks
+# can be waited for in a cycle, and they are taken in key order.
 _ADVISORY_MERGE = 7_310_003
+_ADVISORY_MERGE_GPU = 7_310_004
 _LOCK_SQL = "SELECT count(pg_advisory_xact_lock(%s, k)) FROM unnest(%s::int4[]) WITH ORDINALITY AS u(k, n)"
+_LOCK_GPUS_SQL = """
+SELECT (SELECT count(pg_advisory_xact_lock_shared(%s, k)) FROM unnest(%s::int4[]) WITH ORDINALITY AS u(k, n)),
+       (SELECT count(pg_advisory_xact_lock(%s, k)) FROM unnest(%s::int4[]) WITH ORDINALITY AS u(k, n))
+"""
 
 
 def _merge_keys(hostnames: Iterable[str]) -> list[int]:
-    """The merge locks' keys (signed 32-bit, from the host names), sorted, each once."""
+    """The merge locks' keys (signed 32-bit, from the host names or GPU UUIDs), sorted, each once."""
     return sorted(
         {
             int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4).digest(), "big", signed=True)
             for name in hostnames
         }
     )
+
+
+def merge_lock_devices(*, gpus: Iterable[str], accelerators: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The GPUs whose merge locks samples of ``gpus`` take: a MIG instance listed in
+    ``accelerators`` with its ``parent_uuid`` takes its GPU's (its intervals are checked against
+    the GPU's)."""
+    parents = {gpu["uuid"]: gpu.get("parent_uuid") for gpu in accelerators}
+    return {parents.get(uuid) or uuid for uuid in gpus}
+
+
+def telemetry_merge_lock(*, hostnames: Iterable[str], devices: Iterable[str] | None = None) -> None:
+    """Take the merge locks (above) for the caller's transaction: each host's exclusive when
+    ``devices`` is None (the agent's batches), else each host's shared and each of ``devices``'
+    exclusive (``merge_lock_devices``; a remote-write request). A lock held already is taken
+    again at no cost (advisory locks are re-entrant)."""
+    with connection.cursor() as cursor:
+        if devices is None:
+            cursor.execute(_LOCK_SQL, [_ADVISORY_MERGE, _merge_keys(hostnames)])
+        else:
+            cursor.execute(
+                _LOCK_GPUS_SQL,
+                [_ADVISORY_MERGE, _merge_keys(hostnames), _ADVISORY_MERGE_GPU, _merge_keys(devices)],
+            )
 
 
 # dcgm-exporter's framebuffer parts may come in different requests: once the merged row has both
@@ -426,7 +470,7 @@ _MERGED_TOTAL = """mem_total_bytes = CASE
 # Both parts read the statement's snapshot, before the update.
 _MERGE_SQL = """
 WITH v AS MATERIALIZED (
-    SELECT * FROM unnest(%s::int8[], %s::timestamptz[], {arrays}) WITH ORDINALITY AS v(id, time, {fields}, n)
+    SELECT * FROM unnest(%b::int8[], %b::timestamptz[], {arrays}) WITH ORDINALITY AS v(id, time, {fields}, n)
 ),
 merged AS (
     UPDATE fleet_telemetrysample AS s SET {assign}
@@ -459,7 +503,7 @@ def _merge_sql(fields: tuple[str, ...]) -> str:
             _MERGED_TOTAL if name == "mem_total_bytes" else f"{name} = COALESCE(s.{name}, v.{name})"
             for name in fields
         ),
-        arrays=", ".join(f"%s::{'int8' if SAMPLE_FIELDS[name][0] else 'float4'}[]" for name in fields),
+        arrays=", ".join(f"%b::{'int8' if SAMPLE_FIELDS[name][0] else 'float4'}[]" for name in fields),
         fields=", ".join(fields),
         fills=" OR ".join(f"(s.{name} IS NULL AND v.{name} IS NOT NULL)" for name in fields),
     )
@@ -477,10 +521,17 @@ def _merge_stored(
     # At least one field, so that a stored instant is still found (and not copied a second time).
     fields = tuple(name for name in SAMPLE_FIELDS if name in carried) or ("power_w",)
     start, end = min(times), max(times)
-    rows = _execute(
-        _merge_sql(fields),
-        [accelerator_ids, times, *(columns[name] for name in fields), start, end, start, end],
-    )
+    # The arrays travel in binary (``%b``): psycopg writes a text array element by element in
+    # Python, quoting each (~6x the client CPU); each holds one Python type, as the binary dumper
+    # wants (an integral float sent as an int, say, would not).
+    arrays = [
+        [
+            None if value is None else (int(value) if SAMPLE_FIELDS[name][0] else float(value))
+            for value in columns[name]
+        ]
+        for name in fields
+    ]
+    rows = _execute(_merge_sql(fields), [accelerator_ids, times, *arrays, start, end, start, end])
     merged = {int(n) - 1 for n, filled in rows if filled}
     return merged, {int(n) - 1 for n, filled in rows if not filled}
 
@@ -699,11 +750,16 @@ def telemetry_batches_store(
         raise RuntimeError("telemetry_batches_store must run inside a transaction")
     positions = list(indexes) if indexes is not None else list(range(len(batches)))
     if any(batch.gpus for batch, _ in batches):
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _LOCK_SQL,
-                [_ADVISORY_MERGE, _merge_keys(batch.hostname for batch, _ in batches if batch.gpus)],
-            )
+        telemetry_merge_lock(
+            hostnames=[batch.hostname for batch, _ in batches if batch.gpus],
+            devices={
+                device
+                for batch, _ in batches
+                for device in merge_lock_devices(gpus=batch.gpus, accelerators=batch.accelerators)
+            }
+            if merge
+            else None,
+        )
     results: list[dict[str, int]] = [{"accepted": 0, "duplicate_samples": 0} for _ in batches]
     stored: list[_Stored] = []
     slots: list[int] = []  # each stored entry's batch
@@ -726,7 +782,13 @@ def telemetry_batches_store(
             intervals.append((slot, registration))
     if intervals:
         _intervals_store(
-            intervals=intervals, batches=batches, results=results, positions=positions, team_id=team_id
+            intervals=intervals,
+            batches=batches,
+            results=results,
+            positions=positions,
+            team_id=team_id,
+            # Remote-write: the intervals are of the batch's own GPUs, whose locks are held.
+            shared=merge and all(batches[slot][0].gpus for slot, _ in intervals),
         )
     if not stored:
         return results
@@ -837,13 +899,16 @@ def _intervals_store(
     results: list[dict[str, int]],
     positions: list[int],
     team_id: int,
+    shared: bool = False,
 ) -> None:
     """The batches' attribution intervals, all in one ``attributions_store`` (a handful of
     statements for a request of hundreds of hosts, not a handful per host); each batch's counts
     into ``results``."""
     items = [registration.attribution for _, registration in intervals]
     try:
-        written = attributions_store(items=[item for item in items if item is not None], team_id=team_id)
+        written = attributions_store(
+            items=[item for item in items if item is not None], team_id=team_id, shared=shared
+        )
     except IngestRejected as exc:
         if exc.index is not None:
             exc.index = positions[intervals[exc.index][0]]

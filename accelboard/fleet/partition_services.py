@@ -102,18 +102,23 @@ def telemetry_partitions_ensure(*, start: datetime, end: datetime, remembered: b
             upper = lower + timedelta(days=1)
             # DDL takes no bind parameters; the bounds are dates we formatted ourselves.
             bounds = f"FOR VALUES FROM ('{lower.isoformat()}') TO ('{upper.isoformat()}')"
+            # Each CREATE ... PARTITION OF locks its parent exclusively to the commit. The parents
+            # in the order an ingest transaction writes them (attribution intervals, raw rows,
+            # partials: ``ingest_services.telemetry_batches_store``, remote-write's pods first), or
+            # a batch holding the intervals' parent and waiting for the raw rows' deadlocks with
+            # this (seen 2026-12-07 in bench/remote_write.py when beat made the next days').
+            # The day's GPU attribution intervals (migration 0012) live and go with its raw rows.
+            # IF NOT EXISTS: a raw day dropped by hand leaves its other tables' day behind.
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {ATTRIBUTION_TABLE}_p{day:%Y%m%d} PARTITION OF {ATTRIBUTION_TABLE} "
+                f"{bounds}"
+            )
             cursor.execute(f"CREATE TABLE {_partition_name(day)} PARTITION OF {TABLE} {bounds}")
-            # The day's partial aggregates (fleet/partials.py) live and go with its raw rows. IF NOT
-            # EXISTS: a raw day dropped by hand leaves its partial day behind.
+            # So do the day's partial aggregates (fleet/partials.py).
             # Pages half empty: merging a batch into its minute's row is then a HOT update.
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {PARTIAL_TABLE}_p{day:%Y%m%d} PARTITION OF {PARTIAL_TABLE} "
                 f"{bounds} WITH (fillfactor = 50)"
-            )
-            # So do the day's GPU attribution intervals (migration 0012), dropped with them too.
-            cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {ATTRIBUTION_TABLE}_p{day:%Y%m%d} PARTITION OF {ATTRIBUTION_TABLE} "
-                f"{bounds}"
             )
             created.append(day)
     _partitions_remember_on_commit(set(wanted))

@@ -520,13 +520,18 @@ _WORKLOADS: dict[int, tuple[Mapping[str, str], LabelNames, dict[str, str] | None
 
 
 def _pods_observe(
-    batch: HostBatch, uuid: str, series: Series, names: LabelNames, seen: set[tuple[str, int, int]]
+    batch: HostBatch, uuid: str, series: Series, names: LabelNames, seen: set[tuple[int, int]]
 ) -> None:
     """Record the pod on ``uuid`` at the series' instants (``remote_write_pods``); ``seen``: the
-    (device, instant, pod) of the request's one-sample series recorded already (a GPU's dozen
-    series of one scrape name the same pod: recorded once)."""
+    (label set, instant) of the request's one-sample series recorded already (a GPU's dozen
+    series of one scrape share one ``Labels.base``: recorded once; recording again is harmless)."""
     labels = series.labels
     held = _identity(labels)
+    if len(series.samples) == 1:
+        key = (id(held), series.samples[0][0])
+        if key in seen:
+            return
+        seen.add(key)
     entry = _WORKLOADS.get(id(held))
     if entry is not None and entry[0] is held and (entry[1] is names or entry[1] == names):
         workload = entry[2]
@@ -542,11 +547,6 @@ def _pods_observe(
         if len(_WORKLOADS) >= _DEVICES_KEPT:
             _WORKLOADS.clear()
         _WORKLOADS[id(held)] = (held, names, workload)
-    if len(series.samples) == 1:
-        key = (uuid, series.samples[0][0], id(workload))
-        if key in seen:
-            return
-        seen.add(key)
     pod_observe(batch.holders, device=uuid, stamps=[stamp for stamp, _ in series.samples], workload=workload)
 
 
@@ -557,7 +557,10 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
     rows: dict[tuple[str, str, int], int] = {}  # (host, gpu, ms) -> index in its host's samples
     unknown: Counter[str] = Counter()
     refused: Counter[str] = Counter()
-    pods_seen: set[tuple[str, int, int]] = set()
+    pods_seen: set[tuple[int, int]] = set()
+    # The label sets (``_identity``) whose device is registered in its batch already: a GPU's
+    # dozen series share one, so its registration is merged once a request, not once a series.
+    registered: set[int] = set()
     read = 0
     for series in series_list:
         metric = series.name
@@ -573,8 +576,11 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
                 refused[refused_key(metric, names.hostname)] += len(series.samples)
                 continue
             batch = hosts[hostname] = HostBatch(hostname)
-        for registration in registrations.values():
-            batch.accelerators.setdefault(registration["uuid"], {}).update(registration)
+        held = id(_identity(series.labels))
+        if held not in registered:
+            registered.add(held)
+            for registration in registrations.values():
+                batch.accelerators.setdefault(registration["uuid"], {}).update(registration)
         _pods_observe(batch, uuid, series, names, pods_seen)
         for stamp, value in series.samples:
             read += 1

@@ -12,13 +12,17 @@
    request Prometheus sends again stores nothing twice (the telemetry path's batch claim).
 4. A GPU-instant split over several requests (Prometheus shards series and cuts requests at
    ``max_samples_per_send``) becomes one row: the telemetry path's merge (``merge=True``) fills the
-   stored row's missing fields with a later part's, under a lock per host, all the request's taken
-   first, in one statement, in key order (no deadlock between two requests carrying the same hosts).
+   stored row's missing fields with a later part's, under its GPU's lock, exclusive, and its host's,
+   shared (``ingest_services.telemetry_merge_lock``), all the request's taken first, in one
+   statement, in key order: Prometheus's shards each carry a slice of every host, mostly of other
+   GPUs, and no longer wait for each other (with every host's lock exclusive they went one at a
+   time, 2026-12-07); an agent's batch takes its host's exclusive and still excludes them.
 5. The pods dcgm-exporter names on a GPU (``pod``, ``namespace``, ``container``) become the batch's
    ``attribution`` (``remote_write_pods``: one instant holds until the GPU's next, at most the
-   scrape interval). ``_pods_attribution`` takes the attribution's lock of the request's hosts
-   (held to the commit: every request of a host waits for the one before it; a new host's, on its
-   name), reads the stored intervals of their devices over the request's span, and
+   scrape interval). ``_pods_attribution``, under the GPU locks above (each device's intervals
+   are read and written by requests holding its GPU's lock), takes the attribution's lock of the
+   request's hosts shared (an agent's or the attribution API's batch, exclusive, waits; a new
+   host's first requests wait on its name, one at a time), reads the stored intervals of their devices over the request's span, and
    sends only what they leave uncovered: a part of a scrape, a request sent again or one with
    another step never stores a moment twice and never conflicts (409) with what is stored. An
    interval continuing a stored row of the same lone pod extends that row
@@ -43,7 +47,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from .attribution_services import ADVISORY_ATTRIBUTION, attribution_extend
-from .ingest_services import telemetry_batches_ingest
+from .ingest_services import merge_lock_devices, telemetry_batches_ingest, telemetry_merge_lock
 from .ingest_validation import IngestRejected
 from .models import PrometheusUnknownMetric
 from .remote_write import (
@@ -120,7 +124,7 @@ def _named(exc: IngestRejected, batch: HostBatch) -> IngestRejected:
 _AHEAD_MS = 299_000
 _LOCK_PODS = zlib.crc32(b"accelboard.fleet.remote_write.pods") & 0x7FFFFFFF
 _HOST_LOCKS_SQL = """
-SELECT hostname, id, pg_advisory_xact_lock(%s, id::int4)
+SELECT hostname, id, pg_advisory_xact_lock_shared(%s, id::int4)
 FROM (SELECT hostname, id FROM fleet_host WHERE hostname = ANY(%s) AND team_id = %s ORDER BY id OFFSET 0) h
 """
 _NAME_LOCKS_SQL = """
@@ -218,6 +222,21 @@ def prometheus_write_ingest(
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
     stored = duplicates = duplicate_samples = 0
     with transaction.atomic():
+        # The merge locks first (the module's docstring, 4): each host's shared, each GPU's
+        # exclusive, the same the telemetry path takes again below; the pods' read of the stored
+        # intervals and what it writes are then under the lock of each device they are of.
+        if mapped.hosts:
+            telemetry_merge_lock(
+                hostnames=[batch.hostname for batch in mapped.hosts],
+                devices={
+                    device
+                    for batch in mapped.hosts
+                    for device in merge_lock_devices(
+                        gpus=[sample["gpu"] for sample in batch.samples],
+                        accelerators=batch.accelerators.values(),
+                    )
+                },
+            )
         pods = _pods_attribution(team_id=team_id, hosts=mapped.hosts)
         # One pass of the telemetry path for all the request's hosts (one claim statement, one
         # lock statement, one merge, one COPY, ...: ``telemetry_batches_ingest``), a batch a host.

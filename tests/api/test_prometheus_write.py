@@ -328,6 +328,99 @@ def test_two_halves_stored_at_once_in_two_processes_make_one_row(team: Any, inge
 
 
 @pytest.mark.django_db(transaction=True)
+def test_requests_of_one_host_with_other_gpus_do_not_wait_for_each_other(
+    team: Any, ingest_token: str
+) -> None:
+    """Prometheus's shards each carry a slice of every host, mostly other GPUs' series: a request
+    of GPU 1 is stored while one of GPU 0 of the same host is held open (its GPU's lock, not the
+    host's); a second request of GPU 0 waits for it; an agent's batch of the host (the host's
+    lock exclusive) waits for it too. Then every row is there, each once."""
+    start = (int(time.time()) // 60 - 3) * 60_000 + 5_000
+    other = {**GPU, "UUID": "GPU-rw-0002", "gpu": "1"}
+    # Pods on both GPUs: the attribution's read and write go under the same locks.
+    pod = {"pod": "train-0", "namespace": "ml", "container": "main"}
+    gpu0, gpu1 = {**GPU, **pod}, {**other, **pod}
+    assert (
+        _post(
+            Client(),
+            snappy(
+                write_request(_scrape(start - 15_000, labels=gpu0) + _scrape(start - 15_000, labels=gpu1))
+            ),
+            ingest_token,
+        ).status_code
+        == 200
+    )
+    held, release = threading.Event(), threading.Event()
+    results: dict[str, Any] = {}
+
+    def store(name: str, body: bytes, *, hold: bool = False) -> None:
+        try:
+            with transaction.atomic():
+                results[name] = remote_write_services.prometheus_write_ingest(team_id=team.pk, body=body)
+                if hold:
+                    held.set()
+                    release.wait(10)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertions below
+            results[name] = exc
+        finally:
+            close_old_connections()
+            connection.close()
+
+    def agent() -> None:
+        try:
+            results["agent"] = ingest_services.telemetry_batch_ingest(
+                team_id=team.pk,
+                payload={
+                    "batch_id": "agent-1",
+                    "host": {"hostname": GPU["Hostname"]},
+                    "accelerators": [{"uuid": GPU["UUID"], "index": 0}],
+                    "samples": [{"time": start / 1000 + 30, "gpu": GPU["UUID"], "power_w": 100.0}],
+                },
+            )
+        except Exception as exc:  # noqa: BLE001 - reported by the assertions below
+            results["agent"] = exc
+        finally:
+            close_old_connections()
+            connection.close()
+
+    first = threading.Thread(
+        target=store, args=("gpu0", snappy(write_request(_scrape(start, labels=gpu0)))), kwargs={"hold": True}
+    )
+    first.start()
+    assert held.wait(10)
+    beside = threading.Thread(target=store, args=("gpu1", snappy(write_request(_scrape(start, labels=gpu1)))))
+    beside.start()
+    beside.join(10)
+    assert not beside.is_alive() and results["gpu1"]["stored"] == 1, results  # did not wait
+    again = threading.Thread(
+        target=store, args=("gpu0 again", snappy(write_request(_scrape(start + 15_000, labels=gpu0))))
+    )
+    waiting_agent = threading.Thread(target=agent)
+    again.start()
+    waiting_agent.start()
+    again.join(1.0)
+    waiting_agent.join(0.5)
+    assert again.is_alive() and waiting_agent.is_alive()  # both wait for the held request
+    release.set()
+    for thread in (first, again, waiting_agent):
+        thread.join(20)
+    assert [results[name]["stored"] for name in ("gpu0", "gpu0 again")] == [1, 1], results
+    assert results["agent"]["accepted"] == 1, results
+    times = sorted(
+        (uuid, moment.timestamp())
+        for uuid, moment in TelemetrySample.objects.filter(
+            time__gte=datetime.fromtimestamp(start / 1000, UTC)
+        ).values_list("accelerator__uuid", "time")
+    )
+    assert times == [
+        (GPU["UUID"], start / 1000),
+        (GPU["UUID"], start / 1000 + 15),
+        (GPU["UUID"], start / 1000 + 30),
+        (other["UUID"], start / 1000),
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_two_requests_naming_two_hosts_in_opposite_orders_do_not_deadlock(
     team: Any, ingest_token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
