@@ -72,10 +72,6 @@ class Interval:
     def energy_per_step_j(self) -> float | None:
         return None if self.energy_j is None else self.energy_j / self.steps
 
-    @property
-    def gpu_s_per_step(self) -> float:
-        return self.gpu_s / self.steps
-
 
 class ProgressProblem(ValueError):
     """What is wrong with a batch of points: ``index`` of the point, ``field`` and ``code``."""
