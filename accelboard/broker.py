@@ -17,6 +17,11 @@ tied to the consumer's life instead of a clock:
 4. Every channel, when it opens and then every ``RESTORE_INTERVAL_S``, makes visible again each
    taken message whose owner's lock nobody holds: its worker is gone, the task runs again.
 
+5. The channel's SQLAlchemy session is used under one lock per channel: a solo worker runs a task
+   whose ETA or countdown came due on its timer thread, whose acknowledgement (point 3) would
+   otherwise use the session while the main thread polls with it (SQLAlchemy sessions are not
+   thread-safe: "session is in 'prepared' state" and the worker's exit).
+
 Unlike a visibility timeout, a task that runs for hours is never handed to a second worker while
 its own is alive. Rows taken by kombu's plain channel (no owner) are left as they are.
 Only PostgreSQL is handled; on another database the channel behaves as kombu's.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
 from queue import Empty
 from typing import Any
@@ -50,6 +56,7 @@ class RedeliveringChannel(sqla_transport.Channel):
         self._owner_connection: Any = None
         self._rows: dict[str, int] = {}
         self._restored_at = float("-inf")
+        self._session_lock = threading.RLock()  # point 5
         super().__init__(*args, **kwargs)
 
     def _postgres(self) -> bool:
@@ -68,6 +75,10 @@ class RedeliveringChannel(sqla_transport.Channel):
 
     def orphans_restore(self) -> int:
         """Make visible again the taken messages whose consumer is gone; how many."""
+        with self._session_lock:
+            return self._orphans_restore()
+
+    def _orphans_restore(self) -> int:
         table = self.message_tablename
         owner = f"(payload::jsonb #>> '{{properties,delivery_info,{OWNER_FIELD}}}')"
         result = self.session.execute(
@@ -84,9 +95,25 @@ class RedeliveringChannel(sqla_transport.Channel):
         self._restored_at = time.monotonic()
         return int(getattr(result, "rowcount", 0) or 0)
 
+    def _put(self, queue: Any, payload: Any, **kwargs: Any) -> Any:  # type: ignore[override]  # kombu: its two bases disagree
+        with self._session_lock:
+            return super()._put(queue, payload, **kwargs)
+
+    def _purge(self, queue: str) -> int:
+        with self._session_lock:
+            return int(super()._purge(queue))
+
+    def _size(self, queue: str) -> int:
+        with self._session_lock:
+            return int(super()._size(queue))
+
     def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
+        with self._session_lock:
+            return self._take(queue)
+
+    def _take(self, queue: str) -> dict[str, Any]:
         if not self._postgres():
-            return super()._get(queue)
+            return dict(super()._get(queue))
         key = self._owner()
         if time.monotonic() - self._restored_at >= self.restore_interval:
             self.orphans_restore()
@@ -121,8 +148,9 @@ class RedeliveringChannel(sqla_transport.Channel):
         row_id = self._rows.pop(str(delivery_tag), None)
         if row_id is None:
             return
-        self.session.execute(text(f"DELETE FROM {self.message_tablename} WHERE id = :id"), {"id": row_id})  # noqa: S608
-        self.session.commit()
+        with self._session_lock:
+            self.session.execute(text(f"DELETE FROM {self.message_tablename} WHERE id = :id"), {"id": row_id})  # noqa: S608
+            self.session.commit()
 
     def basic_ack(self, delivery_tag: str, multiple: bool = False) -> None:
         super().basic_ack(delivery_tag, multiple=multiple)
@@ -134,12 +162,14 @@ class RedeliveringChannel(sqla_transport.Channel):
         self._row_delete(delivery_tag)
 
     def _restore(self, message: Any) -> None:
-        super()._restore(message)
-        self._row_delete(message.delivery_tag)
+        with self._session_lock:
+            super()._restore(message)
+            self._row_delete(message.delivery_tag)
 
     def close(self) -> None:
         try:
-            super().close()  # puts unacknowledged messages back first (point 3)
+            with self._session_lock:
+                super().close()  # puts unacknowledged messages back first (point 3)
         finally:
             if self._owner_connection is not None:
                 # Closed for real, not returned to the pool still holding the lock.
