@@ -15,6 +15,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from accelboard.benchmarks.choices import Scenario
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.benchmarks.selectors import run_get_visible
 from accelboard.core.access import Action, Scope
@@ -203,6 +204,26 @@ def profile_answer(*, profile: Profile) -> dict[str, Any]:
             "ranks": hta.get("ranks"),
         },
         "created_at": profile.created_at,
+    }
+
+
+STEP_RANKS_SHOWN = 2  # the run page's per-step table: the first ranks; the Profile tab has them all
+
+
+def run_profile_steps(*, run: BenchmarkRun) -> dict[str, Any] | None:
+    """For a training run's page: its profile's per-step results (``Profile.hta["steps"]``, the
+    first ``STEP_RANKS_SHOWN`` ranks) and the link to the Profile tab's per-step section; None
+    when the run is not a training run or has no profile. One query."""
+    if run.workload.scenario != Scenario.TRAINING:
+        return None
+    hta = Profile.objects.filter(run=run).values_list("hta", flat=True).first()
+    if hta is None:
+        return None
+    steps = [item for item in (hta or {}).get("steps") or [] if item.get("rows")]
+    return {
+        "url": reverse("profiles:run_profile", args=[run.pk]) + "#hta-steps",
+        "steps": steps[:STEP_RANKS_SHOWN],
+        "ranks": len(steps),
     }
 
 
