@@ -230,11 +230,12 @@ def run_create(
     metrics: dict[str, float] | None = None,
     git_commit: str = "",
     host: Host | None = None,
+    scenario: str = "offline",
 ) -> BenchmarkRun:
     """One benchmark run with catalogue metrics (throughput and p99 latency by default)."""
     variant_obj = model_variant_get_or_create(model=model, variant=variant, precision=precision)
     workload = workload_get_or_create(
-        team=team, variant=variant_obj, spec=WorkloadSpec(scenario="offline", batch_size=batch_size)
+        team=team, variant=variant_obj, spec=WorkloadSpec(scenario=scenario, batch_size=batch_size)
     )
     values = metrics or {"throughput_tokens_per_s": 4890.0, "latency_p99_ms": 41.5}
     run, _ = run_record(

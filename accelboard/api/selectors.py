@@ -4,12 +4,15 @@ response schemas (``schemas.RunOut``...) shape the rows, the filter schemas narr
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
 from accelboard.alerts.models import Alert
 from accelboard.benchmarks.models import BenchmarkRun, MetricValue, Series
 from accelboard.core.access import Scope
+from accelboard.profiles.models import Profile
+from accelboard.profiles.selectors import profile_answer
 
 from .models import ApiToken
 
@@ -37,6 +40,13 @@ def run_get_visible(*, scope: Scope, run_ref: str) -> BenchmarkRun | None:
         return runs.filter(uuid=uuid.UUID(run_ref)).first()
     except ValueError:
         return None
+
+
+def run_profile_get(*, scope: Scope, run_ref: str) -> dict[str, Any] | None:
+    """The profile of a visible run (``profiles.selectors.profile_answer``), or None."""
+    run = run_get_visible(scope=scope, run_ref=run_ref)
+    profile = Profile.objects.filter(run=run).select_related("run").first() if run else None
+    return profile_answer(profile=profile) if profile else None
 
 
 def series_list(*, scope: Scope) -> QuerySet[Series]:

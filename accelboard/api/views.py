@@ -30,6 +30,7 @@ from .body import request_files, request_json, request_snappy, request_upload
 from .choices import READ_KINDS, WRITE_KINDS
 from .errors import docs_login_required, install, validated
 from .pagination import PageNumbers
+from .profile_schemas import ProfileOut
 from .schemas import (
     BODY_COMPONENTS,
     AlertFilters,
@@ -255,6 +256,16 @@ def run_detail(request: ReadRequest, run_id: Path[RunRef]) -> Any:
     if run is None:
         raise Http404(f"no run {run_id} in your teams")
     return run
+
+
+@api.get("/runs/{run_id}/profile", auth=READ_AUTH, response={200: ProfileOut, **ERRORS}, tags=["read"])
+def run_profile_get(request: ReadRequest, run_id: Path[RunRef]) -> Any:
+    """A run's profile: the verdict (read with the run window's profiling counters where its host
+    sent them), the counters, findings, warnings and the HTA-style analyses."""
+    answer = selectors.run_profile_get(scope=caller_scope(request), run_ref=run_id)
+    if answer is None:
+        raise Http404(f"no profile of run {run_id} in your teams")
+    return answer
 
 
 @api.get("/series", auth=READ_AUTH, response={200: list[SeriesOut], **ERRORS}, tags=["read"])

@@ -41,7 +41,7 @@ from accelboard.costs.selectors import run_cost_summary
 from accelboard.fleet import charts as fleet_charts
 from accelboard.fleet import selectors as fleet_selectors
 from accelboard.importers.metrics import metric_label
-from accelboard.profiles.selectors import run_ids_with_profiles
+from accelboard.profiles.selectors import run_ids_with_profiles, run_profile_steps
 from accelboard.profiles.upload_services import UPLOAD_PROFILES
 
 from . import run_charts as charts
@@ -258,6 +258,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "cost_decimals": _cost_decimals(cost),
         "profiling": fleet_charts.profiling_rows(averages=averages, gpus=gpus),
         "profiling_labels": list(fleet_charts.PROFILING_LABELS.values()),
+        # A training run's profile: its per-step table (issue 38).
+        "profile_steps": run_profile_steps(run=run),
     }
     return render(request, "benchmarks/run_detail.html", context)
 

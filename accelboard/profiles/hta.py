@@ -49,6 +49,7 @@ from accelboard.importers.profile_data import KERNEL, GpuEvents, ProfileData, Ra
 
 from . import categories as cats
 from .analysis import profile_analyse
+from .verdict import TENSOR_BUSY_PCT, counters_bound
 
 KERNEL_WAIT_US = 30.0  # HTA's default consecutive_kernel_delay, compared in the trace's µs
 IDLE_KINDS = ("host_wait_us", "kernel_wait_us", "other_us", "unknown_us")
@@ -357,28 +358,26 @@ def profile_summary(data: ProfileData) -> dict[str, Any]:
 
 # --- 5. profiling counters beside the breakdown -----------------------------------------------------------
 
-COUNTER_BUSY_PCT = 50.0
-
 
 def counters_reading(rows: list[dict[str, float | None]]) -> dict[str, Any] | None:
     """The means over the run's GPUs of DCGM's tensor-pipe and DRAM activity (%, each GPU's mean
-    over the run's window), and what they say: busy tensor pipes are compute on tensor cores; DRAM
-    busier than the tensor pipes, and at least ``COUNTER_BUSY_PCT``, is memory-bound work. None
-    without either counter."""
+    over the run's window), and what they say (``verdict.counters_bound``: busy tensor pipes are
+    compute on tensor cores; DRAM busier than the tensor pipes, and at least ``DRAM_BUSY_PCT``, is
+    memory-bound work). None without either counter."""
     out: dict[str, Any] = {}
     for name in ("tensor_active", "dram_active"):
         values = [row[name] for row in rows if row.get(name) is not None]
         out[name] = sum(v for v in values if v is not None) / len(values) if values else None
-    tensor, dram = out["tensor_active"], out["dram_active"]
-    if tensor is None and dram is None:
+    bound = counters_bound(out["tensor_active"], out["dram_active"])
+    if bound is None:
         return None
-    if dram is not None and dram >= COUNTER_BUSY_PCT and (tensor is None or dram > tensor):
-        out["reading"] = "memory-bound: DRAM is busier than the tensor pipes"
-    elif tensor is not None and tensor >= COUNTER_BUSY_PCT:
-        out["reading"] = "compute-bound on tensor cores: the tensor pipes are busy"
-    else:
-        out["reading"] = (
-            f"neither the tensor pipes nor DRAM are busy half the time (below {COUNTER_BUSY_PCT:.0f}%): "
+    out["bound"] = bound
+    out["reading"] = {
+        "memory": "memory-bound: DRAM is busier than the tensor pipes",
+        "tensor": "compute-bound on tensor cores: the tensor pipes are busy",
+        "neither": (
+            f"neither the tensor pipes nor DRAM are busy half the time (below {TENSOR_BUSY_PCT:.0f}%): "
             "time goes to idle gaps, launches or other pipes"
-        )
+        ),
+    }[bound]
     return out

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from accelboard.benchmarks.choices import Scenario
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.benchmarks.selectors import run_get_visible
 from accelboard.core.access import Action, Scope
@@ -28,6 +29,7 @@ from .comparison import Comparison, Side, change_headline, profiles_compare
 from .cost_shares import cost_shares, headline_costs
 from .hta import counters_reading
 from .models import Profile, ProfileBreakdown, ProfileKernel
+from .verdict import verdict_with_counters
 
 TOP_KERNELS_SHOWN = 25
 COMPARE_KERNELS_SHOWN = 40
@@ -107,6 +109,7 @@ def profile_page(*, profile: Profile, scope: Scope) -> dict[str, Any]:
     """Everything the Profile tab shows, from stored aggregates (five queries and the costs'); the
     costs only to a caller who may see the run's team's costs."""
     breakdowns = profile_breakdowns(profile=profile)
+    counters = profile_counters(profile=profile)
     kernels = list(ProfileKernel.objects.filter(profile=profile).order_by("-total_us")[:TOP_KERNELS_SHOWN])
     totals = profile.totals
     base = totals.get("base_us") or 0.0
@@ -146,7 +149,9 @@ def profile_page(*, profile: Profile, scope: Scope) -> dict[str, Any]:
         if costs is None and may_see_costs
         else None,
         "hta": profile.hta or {},
-        **profile_counters(profile=profile),
+        **counters,
+        # The stored verdict read again with the window's counters (``verdict.verdict_with_counters``).
+        "verdict": verdict_with_counters(profile.verdict, counters["counters"]),
     }
 
 
@@ -165,6 +170,60 @@ def profile_counters(*, profile: Profile) -> dict[str, Any]:
         "profiling": rows,
         "profiling_labels": list(fleet_charts.PROFILING_LABELS.values()),
         "counters": counters_reading([averages[row["gpu"]["id"]] for row in rows]),
+    }
+
+
+def profile_answer(*, profile: Profile) -> dict[str, Any]:
+    """What ``GET /api/v1/runs/{run_id}/profile`` answers (``api.profile_schemas.ProfileOut``):
+    the verdict read with the window's counters, the counters, findings, warnings and the HTA-style
+    analyses as stored. Three queries (the counters' two)."""
+    run = profile.run
+    counters = profile_counters(profile=profile)["counters"]
+    hta = profile.hta or {}
+    return {
+        "run_id": str(run.uuid),
+        "id": run.pk,
+        "profile_url": reverse("profiles:run_profile", args=[run.pk]),
+        "source_format": profile.source_format,
+        "files": list(profile.files),
+        "ranks": profile.ranks,
+        "steps": profile.steps,
+        "timeline": profile.timeline,
+        "devices": list(profile.devices),
+        "span_us": profile.span_us,
+        "busy_us": profile.busy_us,
+        "verdict": verdict_with_counters(profile.verdict, counters),
+        "counters": counters,
+        "findings": list(profile.findings),
+        "warnings": list(profile.warnings),
+        "hta": {
+            "kernel_wait_threshold_us": hta.get("kernel_wait_threshold_us"),
+            "idle": hta.get("idle"),
+            "launch": hta.get("launch"),
+            "steps": hta.get("steps") or [],
+            "ranks": hta.get("ranks"),
+        },
+        "created_at": profile.created_at,
+    }
+
+
+STEP_RANKS_SHOWN = 2  # the run page's per-step table: the first ranks; the Profile tab has them all
+
+
+def run_profile_steps(*, run: BenchmarkRun) -> dict[str, Any] | None:
+    """For a training run's page: its profile's per-step results (``Profile.hta["steps"]``, the
+    first ``STEP_RANKS_SHOWN`` ranks) and the link to the Profile tab's per-step section; None
+    when the run is not a training run or has no profile. One query."""
+    if run.workload.scenario != Scenario.TRAINING:
+        return None
+    hta = Profile.objects.filter(run=run).values_list("hta", flat=True).first()
+    if hta is None:
+        return None
+    steps = [item for item in (hta or {}).get("steps") or [] if item.get("rows")]
+    return {
+        "url": reverse("profiles:run_profile", args=[run.pk]) + "#hta-steps",
+        "steps": steps[:STEP_RANKS_SHOWN],
+        "ranks": len(steps),
     }
 
 

@@ -24,6 +24,25 @@ The verdict (``profile_verdict``), first rule that holds:
    the note that, without hardware counters, arithmetic- versus bandwidth-limited is unknown);
 7. otherwise **mixed**: no part reaches its threshold; the shares are stated.
 Each verdict carries the numbers it was decided on.
+
+The profiling counters (``verdict_with_counters``). A trace times kernels but cannot say what
+limits them; DCGM's ``DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`` and ``DCGM_FI_PROF_DRAM_ACTIVE`` (or NVML's
+GPM metrics), averaged over the run's GPUs and window, can. Given them, the stored verdict is read
+again when it is shown (the counters arrive with telemetry, not with the trace):
+
+a. DRAM active ≥ ``DRAM_BUSY_PCT`` (50%) and above tensor-pipe activity (or tensor unknown):
+   DRAM bandwidth is what the kernels wait on;
+b. else tensor pipes active ≥ ``TENSOR_BUSY_PCT`` (50%): arithmetic on tensor cores;
+c. else neither is busy half the time: neither arithmetic on tensor cores nor DRAM bandwidth.
+
+Only a **compute-bound** verdict changes on them (the GPU is busy, so the window's means speak
+for its kernels): with (a) it becomes **memory-traffic-bound** ("bandwidth-bound"), with (b) it
+stays compute-bound with "on tensor cores" and the unknown is answered, with (c) it stays
+compute-bound and says neither pipe is saturated. Any other verdict only gains a line with the
+counters: its idle gaps, launches or communication are in the window's means too, so the means
+do not say what the kernels themselves wait on. Without either counter the verdict is unchanged
+and still names arithmetic- versus bandwidth-limited as unknown. The counters are means over
+the whole run, the trace a few steps of it: the details say so.
 """
 
 from __future__ import annotations
@@ -42,6 +61,8 @@ SHORT_SHARE_BOUND = 0.50
 LAUNCH_GAP_US = 50.0
 COMPUTE_BOUND = 0.50
 IMBALANCE_HINT = 0.10
+TENSOR_BUSY_PCT = 50.0
+DRAM_BUSY_PCT = 50.0
 
 
 def _share(totals: dict[str, Any], *keys: str) -> float:
@@ -118,6 +139,7 @@ def profile_verdict(summary: dict[str, Any]) -> dict[str, Any]:
     details: list[str] = []
     unknown: list[str] = []
     compute_share = _share(totals, *cats.COMPUTE)
+    numbers["compute_share"] = compute_share
     if (
         idle is not None
         and idle >= IDLE_BOUND
@@ -250,6 +272,82 @@ def _top_text(top: list[dict[str, Any]]) -> str:
         "; ".join(f"{row['name'][:60]} ({row['category']}, {_us(row['total_us'])})" for row in top[:3])
         or "none"
     )
+
+
+def counters_bound(tensor_pct: float | None, dram_pct: float | None) -> str | None:
+    """What the tensor-pipe and DRAM activity (%) say, rules a-c above: ``"memory"``, ``"tensor"``,
+    ``"neither"``; None without either counter."""
+    if tensor_pct is None and dram_pct is None:
+        return None
+    if dram_pct is not None and dram_pct >= DRAM_BUSY_PCT and (tensor_pct is None or dram_pct > tensor_pct):
+        return "memory"
+    if tensor_pct is not None and tensor_pct >= TENSOR_BUSY_PCT:
+        return "tensor"
+    return "neither"
+
+
+def _pct(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.0f}%"
+
+
+def verdict_with_counters(verdict: dict[str, Any], counters: dict[str, Any] | None) -> dict[str, Any]:
+    """The stored ``verdict`` read again with the run window's profiling counters (``tensor_active``
+    and ``dram_active``, % means; see the module's docstring): a new dict with ``counters`` (the
+    means, the rule that held as ``bound``, and ``changed``: whether the kind or headline moved);
+    ``verdict`` itself when there are no counters."""
+    tensor = counters.get("tensor_active") if counters else None
+    dram = counters.get("dram_active") if counters else None
+    bound = counters_bound(tensor, dram)
+    if bound is None:
+        return verdict
+    out = {
+        **verdict,
+        "details": list(verdict.get("details") or []),
+        "unknown": list(verdict.get("unknown") or []),
+    }
+    measured = (
+        f"Profiling counters, means over the run's window and GPUs: tensor pipes active {_pct(tensor)}, "
+        f"DRAM active {_pct(dram)} (thresholds {TENSOR_BUSY_PCT:.0f}% and {DRAM_BUSY_PCT:.0f}%; the whole run, "
+        "of which the trace is a part)."
+    )
+    kind = verdict.get("kind")
+    changed = kind == "compute-bound"
+    if kind == "compute-bound":
+        share = (verdict.get("numbers") or {}).get("compute_share")
+        busy = (
+            f"compute kernels run {share:.0%} of the time"
+            if share is not None
+            else "compute kernels fill the GPU"
+        )
+        if bound == "memory":
+            out["kind"] = "memory-traffic-bound"
+            out["headline"] = f"Memory-bandwidth-bound: {busy} with DRAM active {_pct(dram)}"
+            reading = (
+                "DRAM is busier than the tensor pipes: the kernels wait on memory bandwidth, not arithmetic. "
+                "Fusing kernels, larger tiles, lower-precision weights or the KV cache save reads and writes."
+            )
+        elif bound == "tensor":
+            out["headline"] = (
+                f"Compute-bound on tensor cores: {busy} with the tensor pipes active {_pct(tensor)}"
+            )
+            reading = "The tensor pipes are busy: arithmetic limits these kernels; less work (precision, sparsity) or a faster GPU helps."
+        else:
+            out["headline"] = (
+                f"Compute-bound, neither pipe saturated: {busy}, tensor pipes {_pct(tensor)}, DRAM {_pct(dram)}"
+            )
+            reading = (
+                "Neither the tensor pipes nor DRAM are busy half the time: the kernels are limited by something "
+                "else (non-tensor arithmetic, latency, small grids)."
+            )
+        out["unknown"] = [u for u in out["unknown"] if "no hardware counters" not in u]
+        out["details"] = [d for d in out["details"] if not d.startswith("Unknown: ")]
+        out["details"] += [measured, reading]
+        if out["unknown"]:
+            out["details"].append("Unknown: " + "; ".join(out["unknown"]) + ".")
+    else:
+        out["details"].append(measured)
+    out["counters"] = {"tensor_active": tensor, "dram_active": dram, "bound": bound, "changed": changed}
+    return out
 
 
 def profile_findings(summary: dict[str, Any]) -> list[str]:
