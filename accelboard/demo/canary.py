@@ -76,7 +76,7 @@ def canary_write(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[s
         intervals = []
         for row in rows:
             noise = rng.lognormal(0, 0.04, 6)
-            share = per_gpu / STABLE["gpus"]  # one GPU's slice of the traffic
+            share = per_gpu / len(row.accelerator_uuids)  # one GPU's slice of the traffic
 
             def lat(
                 value: float | None, k: int, noise: np.ndarray = noise, slower: float = slower
