@@ -443,6 +443,11 @@ if not 0.001 <= PROMETHEUS_SCRAPE_INTERVAL_S <= 3600:
 PROMETHEUS_SERVING_HOST_LABELS = env_list("PROMETHEUS_SERVING_HOST_LABELS", ["Hostname", "node", "instance"])
 PROMETHEUS_LABEL_VARIANT = env_str("PROMETHEUS_LABEL_VARIANT", "variant")
 PROMETHEUS_SERVING_VARIANT = env_str("PROMETHEUS_SERVING_VARIANT", "bf16")
+# Workload labels of vLLM's and Triton's series kept on their intervals (what canary checks select
+# by; docs/canary.md).
+PROMETHEUS_SERVING_DEPLOYMENT_LABELS = env_list(
+    "PROMETHEUS_SERVING_DEPLOYMENT_LABELS", ["track", "deployment", "version"]
+)
 # The shortest stale limit: an agent is stale after three of its sampling intervals and never
 # sooner than this (``fleet.selectors.stale_after``); every live figure ("now", "reporting") counts
 # only fresher data, on every page.

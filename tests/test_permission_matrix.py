@@ -68,6 +68,10 @@ PAGES: list[tuple[str, str | None, str, tuple[int, ...]]] = [
     ("drift:model", "model", "GET", TEAM_ONLY),
     ("canary:list", None, "GET", ALL_200),
     ("canary:detail", "canary_check", "GET", TEAM_ONLY),
+    # The check form: team leads (of any team, for their teams) and staff; the edit form only the
+    # check's team's leads (its other members see the check: 403; other teams do not: 404).
+    ("canary:new", None, "GET", (LOGIN, 200, 403, 403, 200, 403, 200)),
+    ("canary:edit", "canary_check", "GET", (LOGIN, 200, 403, 403, 404, 404, 200)),
     ("costs:report", None, "GET", ALL_200),
     ("costs:drill", None, "GET", ALL_200),
     ("allocation:page", None, "GET", ALL_200),
@@ -103,6 +107,8 @@ WRITES: list[tuple[str, str | None, dict[str, str], tuple[int, ...]]] = [
     # No file: 400 for those who may attach; finance may not (403); other teams do not see the run.
     ("profiles:attach", "run", {}, (LOGIN, 400, 400, 403, 404, 404, 400)),
     ("notifications:outbox_clear", None, {}, (LOGIN, 403, 403, 403, 403, 403, 302)),
+    ("canary:edit", "canary_check", {"model": "Llama-3.1-8B", "baseline": "track=stable", "canary": "track=canary",
+     "window_minutes": "30", "alpha": "0.005"}, (LOGIN, 302, 403, 403, 404, 404, 302)),
     # A team route: its leads and staff; anyone else is told nothing of it (404).
     ("notifications:route_test", "route", {}, (LOGIN, 302, 404, 404, 404, 404, 302)),
 ]  # fmt: skip

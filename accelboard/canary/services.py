@@ -49,6 +49,7 @@ def canary_check_create(
     window_minutes: int = 60,
     alpha: float = analysis.ALPHA,
     min_effects: dict[str, float] | None = None,
+    active: bool = True,
 ) -> CanaryCheck:
     """Create (or update, by team and name) a canary check; bad input names its field."""
     b = _selector(baseline, field="baseline")
@@ -75,6 +76,7 @@ def canary_check_create(
             "window_minutes": window_minutes,
             "alpha": alpha,
             "min_effects": effects,
+            "active": active,
         },
     )
     return check

@@ -6,7 +6,8 @@ kept between requests (``SeriesState``, stored by ``remote_write_services``), so
 holding one sample per series still yields the interval since the previous request's.
 
 1. ``serving_extract``: the request's ``vllm:*`` and ``nv_inference_*`` series (``VLLM`` and
-   ``TRITON`` say which and what they mean) with their host, model, variant and role; a series
+   ``TRITON`` say which and what they mean) with their host, model, variant, deployment labels
+   (``deployment_labels``: the allow-listed workload labels, e.g. ``track``) and role; a series
    without its model label or host, with a value NaN or ±Inf (the stale marker is dropped by the
    decoder) or a sample more than 5 minutes in the future, raises ``WriteRejected`` naming it.
 2. ``series_deltas``: each sample newer than the series' state gives the delta since the previous
@@ -17,7 +18,9 @@ holding one sample per series still yields the interval since the previous reque
    the previous one (the inference API's longest interval).
 3. ``parts_build``: the deltas summed per (host, engine, model, variant, interval start) into
    ``Part``s, which add up: the series of one scrape that Prometheus sends in two requests
-   (shards, ``max_samples_per_send``) are each counted once, into the same interval.
+   (shards, ``max_samples_per_send``) are each counted once, into the same interval. A part's
+   labels are the deployment labels its series agree on (``labels_common``): two deployments of
+   one variant on one host share the interval row, which then names neither.
 4. ``interval_fields``: a part's counters, buckets and sums as the inference ingest's interval:
    p50/p99 from the interval's bucket deltas by ``histogram_quantile`` (linear interpolation
    inside the bucket holding the rank, as Prometheus's ``histogram_quantile``; a rank in the
@@ -103,11 +106,13 @@ class ServingNames:
 
     ``hosts``: labels tried in order (``instance`` gives its host part: ``10.0.0.7:8000`` ->
     ``10.0.0.7``); ``variant``: the label naming the variant; ``default_variant``: the variant of a
-    series without it whose model's name states no precision."""
+    series without it whose model's name states no precision; ``deployment``: the workload labels
+    kept on the interval (``InferenceMetric.labels``, what canary checks select by)."""
 
     hosts: tuple[str, ...] = ("Hostname", "node", "instance")
     variant: str = "variant"
     default_variant: str = "bf16"
+    deployment: tuple[str, ...] = ("track", "deployment", "version")
     precisions: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
 
 
@@ -134,6 +139,42 @@ def variant_of(model: str, labels: Mapping[str, str], names: ServingNames) -> st
     return next((token for token in tokens if token in names.precisions), names.default_variant)
 
 
+# The inference API's limits on an interval's labels (``api.schemas.IntervalIn.labels``).
+MAX_LABELS = 16
+MAX_LABEL_CHARS = 63
+# Labels Triton sets itself: ``version`` is the model's version there (its versions add up), not
+# the deployment's.
+_TRITON_OWN = frozenset({"model", "version"})
+
+
+def deployment_labels(labels: Mapping[str, str], names: ServingNames, engine: str) -> dict[str, str]:
+    """The allow-listed deployment labels a series carries ({} for none), each read as its
+    ``exported_`` form first, as the host and the variant are. Raises ``WriteRejected`` for a value
+    longer than the inference API takes (63 characters) or holding a control character."""
+    out: dict[str, str] = {}
+    for name in names.deployment[:MAX_LABELS]:
+        if engine == "triton" and name in _TRITON_OWN:
+            continue
+        value = _read(labels, name)
+        if not value:
+            continue
+        if len(name) > MAX_LABEL_CHARS or len(value) > MAX_LABEL_CHARS or not value.isprintable():
+            raise WriteRejected(
+                f"series {labels_text(labels)}: its deployment label {name!r} is longer than "
+                f"{MAX_LABEL_CHARS} characters or holds a control character"
+            )
+        out[name] = value
+    return out
+
+
+def labels_common(first: Mapping[str, str] | None, second: Mapping[str, str]) -> dict[str, str]:
+    """The pairs both hold (``first`` None: ``second`` whole): an interval's labels are those
+    every series summed into it agrees on."""
+    if first is None:
+        return dict(second)
+    return {name: value for name, value in first.items() if second.get(name) == value}
+
+
 @dataclass(frozen=True)
 class Target:
     """A part's identity: (host, engine, model, variant)."""
@@ -154,6 +195,7 @@ class ServingSeries:
     bound: float  # a bucket's upper bound in seconds, a summary's quantile
     errors: bool  # a vLLM request counter of an aborted request
     samples: list[tuple[int, float]]
+    deployment: dict[str, str] = field(default_factory=dict)  # ``deployment_labels``
 
 
 def series_key(labels: Mapping[str, str]) -> str:
@@ -240,6 +282,7 @@ def serving_extract(
                 bound=bound,
                 errors=engine == "vllm" and labels.get("finished_reason", "") in VLLM_ERROR_REASONS,
                 samples=sorted(series.samples),
+                deployment=deployment_labels(labels, names, engine),
             )
         )
     return out
@@ -304,6 +347,7 @@ class Part:
     sums: dict[str, list[float]] = field(default_factory=dict)
     quantiles: dict[str, dict[float, float]] = field(default_factory=dict)
     series: dict[str, str] = field(default_factory=dict)  # one series' labels text, to name it
+    labels: dict[str, str] | None = None  # the deployment labels its series agree on
 
 
 PartKey = tuple[Target, int]  # (target, interval start in ms)
@@ -322,6 +366,7 @@ def parts_build(deltas: list[Delta]) -> dict[PartKey, Part]:
             seconds = max(1, round((d.end_ms - d.start_ms) / 1000))
             part = parts[(series.target, d.start_ms)] = Part(interval_s=seconds)
         part.series.setdefault("", labels_text(series.labels))
+        part.labels = labels_common(part.labels, series.deployment)
         if role.kind == "counter":
             _add(part.counters, role.target, d.delta)
             if series.errors:

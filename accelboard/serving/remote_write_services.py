@@ -15,6 +15,8 @@ the inference-metrics ingest (``services.inference_batch_store``, behind ``POST
    stored before, if any (the series of one scrape arrive in several requests when Prometheus
    shards them), and the sums go through ``inference_batch_store``, which registers the host and
    the variant and replaces the row by (host, variant, interval_start).
+   The interval's labels are the deployment labels its series and the row stored before agree on
+   (``remote_write.labels_common``).
 4. The interval's GPUs are the team's whole GPUs registered on the host (by dcgm-exporter's
    series of the same Prometheus, or an agent): the energy that cost per 1M tokens joins.
 """
@@ -48,6 +50,7 @@ from .remote_write import (
     accumulated_read,
     interval_fields,
     interval_start,
+    labels_common,
     parts_build,
     series_deltas,
     serving_extract,
@@ -58,7 +61,7 @@ _LOCK_NAMESPACE = zlib.crc32(b"accelboard.serving.remote_write") & 0x7FFFFFFF  #
 _ROW_FIELDS = (
     "variant_id", "interval_start", "interval_s", "requests", "errors", "prompt_tokens", "generated_tokens",
     "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "queue_p50_ms",
-    "queue_p99_ms", "histograms", "latency_sums", "accelerator_uuids", "engine",
+    "queue_p99_ms", "histograms", "latency_sums", "accelerator_uuids", "engine", "labels",
 )  # fmt: skip
 
 
@@ -67,6 +70,7 @@ def serving_names() -> ServingNames:
         hosts=tuple(settings.PROMETHEUS_SERVING_HOST_LABELS),
         variant=settings.PROMETHEUS_LABEL_VARIANT,
         default_variant=settings.PROMETHEUS_SERVING_VARIANT,
+        deployment=tuple(settings.PROMETHEUS_SERVING_DEPLOYMENT_LABELS),
     )
 
 
@@ -125,6 +129,9 @@ def _host_store(*, team: Team, hostname: str, parts: dict[PartKey, Part], reques
         )
         total.add(part)
         uuids = sorted({*gpus, *(row["accelerator_uuids"] if row is not None else [])})
+        labels = part.labels or {}
+        if row is not None:
+            labels = labels_common(row["labels"] or {}, labels)
         intervals.append(
             {
                 "model": target.model,
@@ -132,6 +139,7 @@ def _host_store(*, team: Team, hostname: str, parts: dict[PartKey, Part], reques
                 "engine": target.engine,
                 "interval_start": interval_start(start_ms),
                 "accelerator_uuids": uuids[:64],
+                "labels": labels,
                 **interval_fields(total),
             }
         )

@@ -149,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     scrape.add_argument("--variant", default="", help="variant name")
     scrape.add_argument("--engine", choices=ENGINES, default="vllm")
     scrape.add_argument("--gpus", help="UUIDs of the GPUs serving the model, comma-separated")
+    scrape.add_argument(
+        "--labels",
+        dest="scrape_labels",
+        metavar="NAME=VALUE,...",
+        help="the deployment's labels on its intervals, what canary checks select by (track=canary)",
+    )
     scrape.add_argument("--count", type=int, default=0, help="stop after N intervals (0: run until stopped)")
 
     status = commands.add_parser("status", help="spool size, pending batches, drops, last send, server")
@@ -433,7 +439,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
 
     if args.scrape_interval <= 0:
         raise UsageError("interval: must be > 0")
-    config = _load(args, ["server", "token", "spool", "hostname"])
+    config = _load(args, ["server", "token", "spool", "hostname", "scrape_labels"])
     _check_token(config)
     hostname = _hostname(config)
     gpus = [item.strip() for item in (args.gpus or "").split(",") if item.strip()]
@@ -475,6 +481,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
                             seconds=now - previous_at,
                             accelerator_uuids=gpus,
                             engine=args.engine,
+                            labels=config.scrape_labels,
                         )
                         for model, snapshot in sorted(snapshots.items())
                     ]

@@ -140,6 +140,28 @@ def _parse_label_patterns(value: str) -> list[str]:
     return items
 
 
+# A Prometheus label name, as the inference API takes an interval's labels (at most 16, each name
+# and value at most 63 characters).
+_STATIC_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def _parse_static_labels(value: str) -> dict[str, str]:
+    """``track=canary,version=v2``: the deployment labels a scrape's intervals carry."""
+    labels: dict[str, str] = {}
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        name, equals, label_value = (text.strip() for text in item.partition("="))
+        if not equals or not _STATIC_LABEL.match(name):
+            raise ValueError(f"{item!r} is not name=value (a label name: letters, digits, _)")
+        if not label_value or len(label_value) > 63 or not label_value.isprintable():
+            raise ValueError(f"{item!r}: the value is 1 to 63 printable characters")
+        labels[name] = label_value
+    if len(labels) > 16:
+        raise ValueError(f"{len(labels)} labels: at most 16")
+    return labels
+
+
 def _loopback(url: str) -> bool:
     host = urlparse(url).hostname or ""
     return host in ("localhost", "::1") or host.startswith("127.")
@@ -194,6 +216,12 @@ KEYS: dict[str, Key] = {
         Key("kubelet_ca_file", _parse_ca_file, lambda: "", "CA bundle verifying the kubelet's TLS"),
         Key("kubelet_insecure", _parse_bool, lambda: False, "do not verify the kubelet's TLS"),
         Key("pod_labels", _parse_label_patterns, lambda: [], "pod label keys or globs to send"),
+        Key(
+            "scrape_labels",
+            _parse_static_labels,
+            lambda: {},
+            "deployment labels of the scraped engine's intervals (track=canary,version=v2)",
+        ),
     )
 }
 
@@ -229,6 +257,7 @@ class Config:
     kubelet_ca_file: str = ""
     kubelet_insecure: bool = False
     pod_labels: list[str] = field(default_factory=list)
+    scrape_labels: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
 
 

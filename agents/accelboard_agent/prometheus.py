@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -189,8 +189,10 @@ def interval_build(
     seconds: float,
     accelerator_uuids: Sequence[str],
     engine: str = "vllm",
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, object]:
-    """One ``intervals[]`` item of POST /api/v1/inference-metrics."""
+    """One ``intervals[]`` item of POST /api/v1/inference-metrics; ``labels``: the deployment's
+    (``scrape_labels``), what canary checks select by."""
     item: dict[str, object] = {
         "model": model,
         "variant": variant,
@@ -219,4 +221,6 @@ def interval_build(
         ]
     if histograms:
         item["histograms"] = histograms
+    if labels:
+        item["labels"] = dict(labels)
     return item

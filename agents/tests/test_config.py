@@ -42,6 +42,9 @@ def test_it_prefers_flags_over_env_over_file(tmp_path):
             "server: 'ftp://x' is not an http(s) URL (from ACCELBOARD_SERVER)",
         ),
         ({"ACCELBOARD_GPUS": "0,card1"}, "gpus: 'card1' is neither a GPU index nor a GPU-/MIG- UUID"),
+        ({"ACCELBOARD_SCRAPE_LABELS": "track"}, "scrape_labels: 'track' is not name=value"),
+        ({"ACCELBOARD_SCRAPE_LABELS": "app.kubernetes.io/version=2"}, "scrape_labels: 'app.kubernetes.io"),
+        ({"ACCELBOARD_SCRAPE_LABELS": "track="}, "scrape_labels: 'track=': the value is 1 to 63"),
     ],
 )
 def test_it_rejects_bad_values_naming_the_key_and_source(environ, message):
@@ -49,6 +52,15 @@ def test_it_rejects_bad_values_naming_the_key_and_source(environ, message):
         config_load(flags={}, environ=environ, config_path=None)
 
     assert message in str(error.value)
+
+
+def test_scrape_labels_read_from_the_file(tmp_path):
+    path = _file(tmp_path, "[agent]\nscrape_labels = track=canary, version = v2\n")
+
+    config = config_load(flags={}, environ={}, config_path=path)
+
+    assert config.scrape_labels == {"track": "canary", "version": "v2"}
+    assert config_load(flags={}, environ={}, config_path=None).scrape_labels == {}
 
 
 def test_it_rejects_an_unknown_key_in_the_file(tmp_path):

@@ -147,7 +147,7 @@ def test_the_scrape_command_ships_intervals_to_the_server(tmp_path, server):
         [
             "scrape", "--url", server.url + "/metrics", "--interval", "1", "--count", "1",
             "--server", server.url, "--token", "test-token", "--spool", str(tmp_path / "s.db"),
-            "--variant", "fp8", "--gpus", "GPU-a",
+            "--variant", "fp8", "--gpus", "GPU-a", "--labels", "track=canary, version=v2",
         ]
     )  # fmt: skip
 
@@ -160,4 +160,5 @@ def test_the_scrape_command_ships_intervals_to_the_server(tmp_path, server):
     assert interval["model"] == "Llama-3.1-8B" and interval["variant"] == "fp8"
     assert interval["requests"] == 40 and interval["generated_tokens"] == 800
     assert interval["accelerator_uuids"] == ["GPU-a"]
+    assert interval["labels"] == {"track": "canary", "version": "v2"}
     assert interval["ttft_ms"]["p50"] == 100.0

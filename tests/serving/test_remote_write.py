@@ -12,6 +12,7 @@ from accelboard.serving.remote_write import (
     Accumulated,
     ServingNames,
     accumulated_read,
+    deployment_labels,
     histogram_quantile,
     instance_host,
     interval_fields,
@@ -221,12 +222,37 @@ def test_labels_name_host_and_variant() -> None:
         (vllm("vllm:e2e_request_latency_seconds_sum", [(T0, math.nan)]), "nan at"),
         (Series({"__name__": "nv_inference_count", "model": "m"}, [(T0, 1.0)]), "names no host"),
         (vllm("vllm:prompt_tokens_total", [(NOW + 300_001, 1.0)]), "in the future"),
+        (vllm("vllm:prompt_tokens_total", [(T0, 1.0)], track="c" * 64), "deployment label 'track'"),
+        (vllm("vllm:prompt_tokens_total", [(T0, 1.0)], track="canary\n"), "deployment label 'track'"),
     ],
 )
 def test_bad_series_are_refused_naming_them(series: Series, named: str) -> None:
     with pytest.raises(WriteRejected) as caught:
         serving_extract([series], names=NAMES, now_ms=NOW)
     assert named in caught.value.message and series.name in caught.value.message
+
+
+def test_deployment_labels_are_the_allow_listed_ones_the_series_agree_on() -> None:
+    # exported_ first (the target's own label renamed by Prometheus), an empty value is no label,
+    # pod is not allow-listed; Triton's version is its model's version, not the deployment's.
+    labels = {"exported_track": "canary", "track": "x", "deployment": "", "version": "v2", "pod": "p-1"}
+    assert deployment_labels(labels, NAMES, "vllm") == {"track": "canary", "version": "v2"}
+    assert deployment_labels(labels, NAMES, "triton") == {"track": "canary"}
+    assert deployment_labels(labels, ServingNames(deployment=("pod",)), "vllm") == {"pod": "p-1"}
+    # One interval's series: its labels are the pairs they all hold.
+    series = [
+        vllm("vllm:generation_tokens_total", [(T0, 500), (T1, 800)], track="canary", version="v2"),
+        vllm("vllm:prompt_tokens_total", [(T0, 50), (T1, 80)], track="canary", version="v2"),
+    ]
+    deltas, _ = series_deltas(serving_extract(series, names=NAMES, now_ms=NOW), {})
+    ((_, part),) = parts_build(deltas).items()
+    assert part.labels == {"track": "canary", "version": "v2"}
+    # Two deployments of one variant on one host share the interval row: it names neither.
+    series[1] = vllm("vllm:prompt_tokens_total", [(T0, 50), (T1, 80)], track="stable", version="v2")
+    deltas, _ = series_deltas(serving_extract(series, names=NAMES, now_ms=NOW), {})
+    ((_, part),) = parts_build(deltas).items()
+    assert part.labels == {"version": "v2"}
+    assert (part.counters["generated_tokens"], part.counters["prompt_tokens"]) == (300, 30)
 
 
 def test_histogram_quantile_edges() -> None:
