@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Exists, Min, OuterRef, Q, QuerySet, Subquery, Sum
 
 from accelboard.core.access import Action, Scope
 from accelboard.core.models import Team
@@ -258,6 +258,15 @@ class Money:
 class DayMoney:
     day: date
     money: Money
+    computed_at: datetime | None = None
+
+    @property
+    def partial_until(self) -> datetime | None:
+        """When the day's allocation was computed, where that was before the day ended: it then
+        holds the day's cost and telemetry up to that time only (the demo's load, or a
+        recompute of today), until the nightly pass allocates the whole day."""
+        end = datetime.combine(self.day + timedelta(days=1), time(), UTC)
+        return self.computed_at if self.computed_at is not None and self.computed_at < end else None
 
 
 @dataclass(frozen=True)
@@ -277,6 +286,10 @@ class WorkloadMoney:
     totals: list[Money] = field(default_factory=list)
     days: list[DayMoney] = field(default_factory=list)
     attribution: Attribution | None = None
+
+    @property
+    def partial_days(self) -> list[DayMoney]:
+        return [d for d in self.days if d.partial_until is not None]
 
 
 _SUMS = {
@@ -304,8 +317,17 @@ def workload_money(*, scope: Scope, workload: Workload, start: date, end: date) 
     out = WorkloadMoney()
     for values in rows.values("currency").annotate(**_SUMS).order_by("currency"):
         out.totals.append(_money(values["currency"], values))
-    for values in rows.values("day", "currency").annotate(**_SUMS).order_by("day", "currency"):
-        out.days.append(DayMoney(day=values["day"], money=_money(values["currency"], values)))
+    by_day = (
+        rows.values("day", "currency")
+        .annotate(**_SUMS, computed=Min("computed_at"))
+        .order_by("day", "currency")
+    )
+    for values in by_day:
+        out.days.append(
+            DayMoney(
+                day=values["day"], money=_money(values["currency"], values), computed_at=values["computed"]
+            )
+        )
     newest = rows.select_related("team", "rule_set").order_by("-day", "-pk").first()
     if newest is not None:
         out.attribution = Attribution(
