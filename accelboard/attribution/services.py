@@ -57,6 +57,7 @@ from .selectors import rule_set_current, rule_set_rules, workload_served_models
 
 DAY_S = 86_400
 MINUTES = DAY_S // 60
+MINUTE_S = 60
 CENT = Decimal("0.01")
 _LOCK_DAY = zlib.crc32(b"accelboard.attribution.day") & 0x7FFFFFFF
 _LOCK_RULES = zlib.crc32(b"accelboard.attribution.rules") & 0x7FFFFFFF
@@ -326,6 +327,14 @@ def _team_of(match: _Match | None, team_index: dict[int, int]) -> int:
     return team_index[match.team]
 
 
+def _day_seconds(start: datetime, now: datetime) -> float:
+    """The part of the day its allocation covers: the whole day once it has ended; a day still
+    running (today, allocated by the demo's load or an explicit recompute) only up to ``now``,
+    the end of the cost and telemetry it has, so that its holders' parts are of that time and not
+    of a whole day whose cost is not in yet (AllocationDaily.computed_at says when)."""
+    return float(min(DAY_S, max(MINUTE_S, (now - start).total_seconds())))
+
+
 def _day_rows(*, day: date, rule_set: RuleSet | None) -> tuple[list[AllocationDaily], int]:
     start = datetime.combine(day, time.min, tzinfo=UTC)
     end = start + timedelta(days=1)
@@ -340,10 +349,11 @@ def _day_rows(*, day: date, rule_set: RuleSet | None) -> tuple[list[AllocationDa
     team_ids = sorted({m.team for m in matches.values() if m.team is not None})
     team_index = {t: i for i, t in enumerate(team_ids)}
     device_index = {d: i for i, d in enumerate(devices.ids)}
+    now = timezone.now()
     batch = DayBatch(
         cost_cents=np.asarray(gpu_days.cents, dtype=np.int64),
         energy_j=np.nan_to_num(np.nansum(gpu_days.energy, axis=1)) if n else np.zeros(0),
-        seconds=np.full(n, float(DAY_S)),
+        seconds=np.full(n, _day_seconds(start, now)),
         util=gpu_days.util,
         energy=gpu_days.energy,
         device_day=np.asarray(devices.day, dtype=np.int64),
@@ -359,7 +369,6 @@ def _day_rows(*, day: date, rule_set: RuleSet | None) -> tuple[list[AllocationDa
         ),
     )
     result = allocate_days(batch)
-    now = timezone.now()
 
     def line(d: int, kind: str, amounts: np.ndarray, **fields: Any) -> AllocationDaily:
         return AllocationDaily(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.db.models import Sum
@@ -26,7 +27,7 @@ from accelboard.attribution.models import AllocationDaily
 from accelboard.attribution.services import RuleInput, allocation_days_compute, rule_set_save
 from accelboard.costs.services import cost_days_compute
 from accelboard.fleet.ingest_services import telemetry_batch_ingest
-from accelboard.fleet.models import Accelerator, Host, Workload
+from accelboard.fleet.models import Accelerator, Host, TelemetryRollup, Workload
 from tests import factories
 from tests.api.conftest import post_json
 from tests.costs.builders import (
@@ -164,3 +165,29 @@ def test_a_day_allocated_before_it_ended_is_marked_with_its_time(two_day_job, lo
     assert 'data-partial-until="2026-11-11T05:20:00+00:00"' in html
     days = page.context["money"].days
     assert [d.partial_until is not None for d in days] == [False, True]
+
+
+def test_a_day_still_running_is_allocated_up_to_its_time_and_agrees_with_training(
+    two_day_job, login_client, lead
+):
+    """The demo's today: the second day costed and allocated at 12:00 of it, its telemetry up
+    to then. Its allocation covers [00:00, 12:00), not 12 hours spread over a whole day."""
+    noon = datetime(2026, 11, 11, 12, 0, tzinfo=UTC)
+    TelemetryRollup.objects.filter(bucket__gte=noon).delete()
+    with mock.patch("django.utils.timezone.now", return_value=noon):
+        cost_days_compute(days=[DAYS[1]])
+        allocation_days_compute(days=[DAYS[1]])
+    page = login_client(lead).get(reverse("workloads:detail", args=[two_day_job.pk]), {"start": "2026-11-10"})
+    summary = page.context["training"]
+    morning = [i for i in summary.intervals if DAYS[1] == i.start.date() and i.end <= noon]
+    assert len(morning) == 3
+    day = AllocationDaily.objects.filter(workload=two_day_job, day=DAYS[1]).aggregate(
+        cost=Sum("cost_allocation"), energy=Sum("energy_allocation_j")
+    )
+    # By hand: 2 GPUs × 12 h × 12.29 = 294.96 USD; 900 W × 43,200 s = 38,880,000 J = 10.8 kWh
+    # × 1.5 × 0.12 = 1.944 USD; 296.904 USD, allocated as 296.90 (before: × 12/24, 148.45).
+    assert day["cost"] == Decimal("296.90") and day["energy"] == 38_880_000
+    assert abs(Decimal(str(sum(i.cost for i in morning))) - day["cost"]) <= Decimal("0.01")
+    assert abs(sum(i.energy_j for i in morning) - day["energy"]) <= 1.0
+    html = page.content.decode()
+    assert "2026-11-11 is allocated only up to 12:00 UTC" in html
