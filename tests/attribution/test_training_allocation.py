@@ -161,7 +161,7 @@ def test_a_day_allocated_before_it_ended_is_marked_with_its_time(two_day_job, lo
     html = page.content.decode()
     assert 'id="allocation-partial"' in html
     assert "2026-11-11 is allocated only up to 05:20 UTC" in html
-    assert "run to 2026-11-12 00:00 UTC" in html
+    assert "the training figures above run to 2026-11-12 00:00 UTC" in html
     assert 'data-partial-until="2026-11-11T05:20:00+00:00"' in html
     days = page.context["money"].days
     assert [d.partial_until is not None for d in days] == [False, True]
