@@ -81,7 +81,16 @@ def test_the_demo_trains(transactional_db: None, tmp_path: Path) -> None:
     page = client.get(f"/workloads/{slowed.pk}/", {"start": points[0].at.date().isoformat()})
     assert page.status_code == 200
     summary = page.context["training"]
-    assert summary.intervals[0].cost_per_step == pytest.approx(cost / (second.step - first.step))
+    steps = second.step - first.step
+    interval = summary.intervals[0]
+    assert interval.capacity_cost_per_step == pytest.approx(cost / steps)
+    # Its energy cost: its energy × its site's PUE × price per kWh (the daily cost pass's), so the
+    # cost per step is capacity + energy, as the allocation's.
+    site = book.electricity_price(host=holds[0].accelerator.host, day=first.at.date())
+    assert site is not None and interval.energy_j is not None
+    energy_cost = interval.energy_j / 3.6e6 * site.pue * float(site.price_per_kwh)
+    assert interval.energy_cost_per_step == pytest.approx(energy_cost / steps)
+    assert interval.cost_per_step == pytest.approx((cost + energy_cost) / steps)
     assert summary.projection is not None and summary.projection.planned_steps == points[-1].planned_steps
     assert client.get(f"/runs/{h200[0].pk}/").status_code == 200
 

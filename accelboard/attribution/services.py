@@ -57,6 +57,7 @@ from .selectors import rule_set_current, rule_set_rules, workload_served_models
 
 DAY_S = 86_400
 MINUTES = DAY_S // 60
+MINUTE_S = 60
 CENT = Decimal("0.01")
 _LOCK_DAY = zlib.crc32(b"accelboard.attribution.day") & 0x7FFFFFFF
 _LOCK_RULES = zlib.crc32(b"accelboard.attribution.rules") & 0x7FFFFFFF
@@ -191,6 +192,7 @@ class _GpuDays:
     owner: list[int | None]
     currency: list[str]
     cents: list[int]
+    costed_at: list[datetime]  # when its cost row was computed: the telemetry its cost holds
     util: np.ndarray
     energy: np.ndarray
 
@@ -199,7 +201,7 @@ def _gpu_days(*, day: date, start: datetime, end: datetime) -> _GpuDays:
     costs = list(
         CostDaily.objects.filter(day=day)
         .order_by("host_id", "accelerator_type_id", "id")
-        .values("host_id", "accelerator_type_id", "team_id", "total_cost", "currency")
+        .values("host_id", "accelerator_type_id", "team_id", "total_cost", "currency", "computed_at")
     )
     minutes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     members: dict[tuple[int, int | None], dict[bool, list[int]]] = defaultdict(lambda: {False: [], True: []})
@@ -214,7 +216,7 @@ def _gpu_days(*, day: date, start: datetime, end: datetime) -> _GpuDays:
                 np.asarray(util, dtype=np.float64),  # None -> NaN
                 np.asarray(energy, dtype=np.float64),
             )
-    days = _GpuDays([], [], [], [], [], np.empty((0, MINUTES)), np.empty((0, MINUTES)))
+    days = _GpuDays([], [], [], [], [], [], np.empty((0, MINUTES)), np.empty((0, MINUTES)))
     for row in costs:
         group = members.get((row["host_id"], row["accelerator_type_id"]), {False: [], True: []})
         # A row's physical GPUs; only where it has none (MIG instances alone reported) its instances.
@@ -226,6 +228,7 @@ def _gpu_days(*, day: date, start: datetime, end: datetime) -> _GpuDays:
             days.owner.append(row["team_id"])
             days.currency.append(row["currency"])
             days.cents.append(cents)
+            days.costed_at.append(row["computed_at"])
     util = np.full((len(days.gpus), MINUTES), np.nan)
     energy = np.full((len(days.gpus), MINUTES), np.nan)
     for n, gpu in enumerate(days.gpus):
@@ -326,6 +329,17 @@ def _team_of(match: _Match | None, team_index: dict[int, int]) -> int:
     return team_index[match.team]
 
 
+def _day_seconds(start: datetime, costed_at: list[datetime], now: datetime) -> np.ndarray:
+    """The part of each GPU-day its allocation covers: the whole day where its cost row was
+    computed after the day ended; for a day costed while it ran (today, by the demo's load or an
+    explicit recompute) only up to then (or ``now``, if earlier): the telemetry its cost holds,
+    so that its holders' parts are of that time and not of a whole day whose cost is not in yet."""
+    return np.asarray(
+        [min(DAY_S, max(MINUTE_S, (min(at, now) - start).total_seconds())) for at in costed_at],
+        dtype=np.float64,
+    )
+
+
 def _day_rows(*, day: date, rule_set: RuleSet | None) -> tuple[list[AllocationDaily], int]:
     start = datetime.combine(day, time.min, tzinfo=UTC)
     end = start + timedelta(days=1)
@@ -340,10 +354,11 @@ def _day_rows(*, day: date, rule_set: RuleSet | None) -> tuple[list[AllocationDa
     team_ids = sorted({m.team for m in matches.values() if m.team is not None})
     team_index = {t: i for i, t in enumerate(team_ids)}
     device_index = {d: i for i, d in enumerate(devices.ids)}
+    now = timezone.now()
     batch = DayBatch(
         cost_cents=np.asarray(gpu_days.cents, dtype=np.int64),
         energy_j=np.nan_to_num(np.nansum(gpu_days.energy, axis=1)) if n else np.zeros(0),
-        seconds=np.full(n, float(DAY_S)),
+        seconds=_day_seconds(start, gpu_days.costed_at, now),
         util=gpu_days.util,
         energy=gpu_days.energy,
         device_day=np.asarray(devices.day, dtype=np.int64),
@@ -359,7 +374,6 @@ def _day_rows(*, day: date, rule_set: RuleSet | None) -> tuple[list[AllocationDa
         ),
     )
     result = allocate_days(batch)
-    now = timezone.now()
 
     def line(d: int, kind: str, amounts: np.ndarray, **fields: Any) -> AllocationDaily:
         return AllocationDaily(

@@ -7,10 +7,16 @@ optionally samples, tokens, loss). Between two consecutive points lies an interv
    checkpoints included, as the job saw them).
 2. GPU-seconds = ∫ share dt of every hold (``GpuAttribution``) of the job overlapping the interval,
    cut to it: the GPU-time the attribution gives the job, not a count of GPUs × wall time.
-3. Cost = each hold's overlap × share × its GPU's price per accelerator-second (capacity, the
-   price book's row for its host); energy = each GPU's minute rollups (J) × the part of each
-   minute inside both hold and interval × share. Per step: both / steps. Energy is None where no
-   rollup of a held GPU carries energy (a gap stays a gap); cost None where a held GPU has no price.
+3. Energy = each GPU's minute rollups (J) × the part of each minute inside both hold and
+   interval × share. Cost = capacity + energy cost, as the daily cost pass (``costs.formulas.daily``)
+   and so the allocation compute a GPU-day's: capacity = each hold's overlap × share × its GPU's
+   price per accelerator-second (the price book's row for its host); energy cost = that hold's
+   energy (J) × its site's PUE × price per kWh / 3.6e6 (the site's electricity row, converted to the
+   capacity's currency). Per step: each / steps. Energy is None where no rollup of a held GPU
+   carries energy (a gap stays a gap); energy cost None where, besides, no held GPU has an
+   electricity price (the cost is then capacity alone, as the cost pass's); cost None where a held
+   GPU has no capacity price. Over whole UTC days that the job held its GPUs (whole GPU-days, every
+   minute rolled up), this cost and energy are the allocation basis's (tests/attribution).
 4. Projection to ``planned_steps``: cost so far + remaining steps × the median cost per step of
    the last ``PROJECTION_INTERVALS`` intervals (recent speed, not the warm-up's).
 
@@ -42,13 +48,16 @@ class Point:
 @dataclass(frozen=True)
 class Hold:
     """One hold of a GPU by the job over [start, end), with its share and the GPU's price per
-    accelerator-second (None: no price for its host and type)."""
+    accelerator-second (None: no price for its host and type), and its site's energy price per
+    joule at the device (PUE × price per kWh / 3.6e6, in the same currency; None: no electricity
+    row, or no exchange rate to the capacity's currency)."""
 
     accelerator_id: int
     start: datetime
     end: datetime
     share: float
     price_per_s: float | None
+    energy_price_per_j: float | None = None
 
 
 @dataclass(frozen=True)
@@ -58,15 +67,32 @@ class Interval:
     steps: int
     step_time_s: float
     gpu_s: float
-    cost: float | None
+    capacity_cost: float | None
+    energy_cost: float | None
     energy_j: float | None
     samples: int | None
     tokens: int | None
     loss: float | None
 
     @property
+    def cost(self) -> float | None:
+        """Capacity + energy cost (the latter 0 where unknown, as in the daily cost pass)."""
+        if self.capacity_cost is None:
+            return None
+        return self.capacity_cost + (self.energy_cost or 0.0)
+
+    @property
     def cost_per_step(self) -> float | None:
-        return None if self.cost is None else self.cost / self.steps
+        cost = self.cost
+        return None if cost is None else cost / self.steps
+
+    @property
+    def capacity_cost_per_step(self) -> float | None:
+        return None if self.capacity_cost is None else self.capacity_cost / self.steps
+
+    @property
+    def energy_cost_per_step(self) -> float | None:
+        return None if self.energy_cost is None else self.energy_cost / self.steps
 
     @property
     def energy_per_step_j(self) -> float | None:
@@ -137,6 +163,8 @@ def intervals_build(
         steps = after.step - before.step
         gpu_s = 0.0
         cost: float | None = 0.0
+        energy_cost = 0.0
+        energy_priced = False
         energy_j = 0.0
         energy_seen = False
         for hold in holds:
@@ -151,12 +179,17 @@ def intervals_build(
                 cost += overlap * hold.share * hold.price_per_s
             minutes = energy.get(hold.accelerator_id, {})
             bucket = s0.replace(second=0, microsecond=0)
+            hold_j = 0.0
             while bucket < s1:
                 joules = minutes.get(bucket)
                 if joules is not None:
                     energy_seen = True
-                    energy_j += joules * _overlap_s(bucket, bucket + MINUTE, s0, s1) / 60.0 * hold.share
+                    hold_j += joules * _overlap_s(bucket, bucket + MINUTE, s0, s1) / 60.0 * hold.share
                 bucket += MINUTE
+            energy_j += hold_j
+            if hold.energy_price_per_j is not None:
+                energy_priced = True
+                energy_cost += hold_j * hold.energy_price_per_j
         out.append(
             Interval(
                 start=t0,
@@ -164,7 +197,8 @@ def intervals_build(
                 steps=steps,
                 step_time_s=(t1 - t0).total_seconds() / steps,
                 gpu_s=gpu_s,
-                cost=cost if gpu_s > 0 else None,
+                capacity_cost=cost if gpu_s > 0 else None,
+                energy_cost=energy_cost if energy_seen and energy_priced and gpu_s > 0 else None,
                 energy_j=energy_j if energy_seen else None,
                 samples=after.samples - before.samples
                 if after.samples is not None and before.samples is not None

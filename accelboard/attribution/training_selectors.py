@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import QuerySet
@@ -13,7 +14,9 @@ from django.db.models import QuerySet
 from accelboard.alerts.choices import AlertKind
 from accelboard.alerts.models import Alert
 from accelboard.core.access import Action, Scope
-from accelboard.costs.pricebook_selectors import accelerator_rate_value, price_book_load
+from accelboard.costs.formulas.money import money_convert
+from accelboard.costs.formulas.types import J_PER_KWH, MissingRateError, Money
+from accelboard.costs.pricebook_selectors import PriceBook, accelerator_rate_value, price_book_load
 from accelboard.fleet.models import GpuAttribution, TelemetryRollup, Workload
 
 from . import training
@@ -53,8 +56,30 @@ class TrainingSummary:
 
     @property
     def cost(self) -> float | None:
+        """Capacity + energy cost over the reports (None where an interval has no price)."""
         costs = [i.cost for i in self.intervals]
         return None if not costs or any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+    @property
+    def capacity_cost(self) -> float | None:
+        costs = [i.capacity_cost for i in self.intervals]
+        return None if not costs or any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+    @property
+    def energy_cost(self) -> float | None:
+        """The energy part of ``cost``; None where no interval's energy was priced."""
+        costs = [i.energy_cost for i in self.intervals if i.energy_cost is not None]
+        return sum(costs) if costs and self.cost is not None else None
+
+    @property
+    def capacity_cost_per_step(self) -> float | None:
+        cost = self.capacity_cost
+        return None if cost is None or not self.reported_steps else cost / self.reported_steps
+
+    @property
+    def energy_cost_per_step(self) -> float | None:
+        cost = self.energy_cost
+        return None if cost is None or not self.reported_steps else cost / self.reported_steps
 
     @property
     def energy_j(self) -> float | None:
@@ -82,9 +107,24 @@ class TrainingSummary:
         return (self.points[-1].at - self.points[0].at).total_seconds() / self.reported_steps
 
 
+def _energy_price_per_j(book: PriceBook, accelerator: Any, day: Any, currency: str) -> float | None:
+    """The host's site energy price per joule at the device on ``day`` (PUE × price per kWh, as
+    the daily cost pass prices a host-day's energy), in ``currency``; None without an electricity
+    row or an exchange rate to ``currency``."""
+    row = book.electricity_price(host=accelerator.host, day=day)
+    if row is None or not row.currency:
+        return None
+    per_kwh = Money(amount=row.price_per_kwh * Decimal(str(row.pue)), currency=row.currency)
+    try:
+        amount = money_convert(money=per_kwh, to_currency=currency, rates=book.exchange_rates(day=day)).amount
+    except MissingRateError:
+        return None
+    return float(amount) / J_PER_KWH
+
+
 def _holds(workload: Workload, since: datetime, until: datetime) -> tuple[list[training.Hold], str, int]:
-    """The job's holds over [since, until) with each GPU's price per second; (holds, currency,
-    GPUs without a price in that currency)."""
+    """The job's holds over [since, until) with each GPU's price per second and its site's energy
+    price per joule; (holds, currency, GPUs without a price in that currency)."""
     rows = list(
         GpuAttribution.objects.filter(workload_id=workload.pk, start__lt=until, end__gt=since).select_related(
             "accelerator__host", "accelerator__accelerator_type"
@@ -92,6 +132,7 @@ def _holds(workload: Workload, since: datetime, until: datetime) -> tuple[list[t
     )
     book = price_book_load(today=until.date())
     prices: dict[tuple[int, int], Any] = {}
+    energy_prices: dict[tuple[int, int], float | None] = {}
     currency = ""
     unpriced: set[int] = set()
     holds = []
@@ -106,10 +147,13 @@ def _holds(workload: Workload, since: datetime, until: datetime) -> tuple[list[t
             )
             prices[key] = accelerator_rate_value(price, today=book.today) if price is not None else None
         rate = prices[key]
-        per_s = None
+        per_s = per_j = None
         if rate is not None and (not currency or rate.currency == currency):
             currency = rate.currency
             per_s = float(rate.price_per_accelerator_hour) / 3600.0
+            if key not in energy_prices:
+                energy_prices[key] = _energy_price_per_j(book, accelerator, row.start.date(), currency)
+            per_j = energy_prices[key]
         else:
             unpriced.add(accelerator.pk)
         holds.append(
@@ -119,6 +163,7 @@ def _holds(workload: Workload, since: datetime, until: datetime) -> tuple[list[t
                 end=row.end,
                 share=row.share,
                 price_per_s=per_s,
+                energy_price_per_j=per_j,
             )
         )
     return holds, currency, len(unpriced)

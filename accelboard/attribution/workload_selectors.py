@@ -11,16 +11,17 @@ Money on the page reads under the cost pages' rule (``AllocationDaily.objects.vi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Exists, Min, OuterRef, Q, QuerySet, Subquery, Sum
 
 from accelboard.core.access import Action, Scope
 from accelboard.core.models import Team
+from accelboard.costs.models import CostDaily
 from accelboard.fleet.models import Accelerator, GpuAttribution, Workload
 from accelboard.serving.models import InferenceMetric
 
@@ -258,6 +259,15 @@ class Money:
 class DayMoney:
     day: date
     money: Money
+    computed_at: datetime | None = None
+
+    @property
+    def partial_until(self) -> datetime | None:
+        """When the day's allocation (or, earlier, its hosts' cost) was computed, where that was
+        before the day ended: it then holds the day's cost and telemetry up to that time only (the demo's load, or a
+        recompute of today), until the nightly pass allocates the whole day."""
+        end = datetime.combine(self.day + timedelta(days=1), time(), UTC)
+        return self.computed_at if self.computed_at is not None and self.computed_at < end else None
 
 
 @dataclass(frozen=True)
@@ -277,6 +287,10 @@ class WorkloadMoney:
     totals: list[Money] = field(default_factory=list)
     days: list[DayMoney] = field(default_factory=list)
     attribution: Attribution | None = None
+
+    @property
+    def partial_days(self) -> list[DayMoney]:
+        return [d for d in self.days if d.partial_until is not None]
 
 
 _SUMS = {
@@ -299,13 +313,41 @@ def _money(currency: str, values: Mapping[str, Any]) -> Money:
 
 def workload_money(*, scope: Scope, workload: Workload, start: date, end: date) -> WorkloadMoney:
     """The workload's allocation rows of days [start, end] that ``scope`` may see (the cost pages'
-    rule), per day and per currency, on both bases; the newest row's mapping. Three queries."""
+    rule), per day and per currency, on both bases; the newest row's mapping. Three queries (four
+    where a day was allocated before it ended)."""
     rows = AllocationDaily.objects.visible_to(scope).filter(workload=workload, day__gte=start, day__lte=end)
     out = WorkloadMoney()
     for values in rows.values("currency").annotate(**_SUMS).order_by("currency"):
         out.totals.append(_money(values["currency"], values))
-    for values in rows.values("day", "currency").annotate(**_SUMS).order_by("day", "currency"):
-        out.days.append(DayMoney(day=values["day"], money=_money(values["currency"], values)))
+    by_day = (
+        rows.values("day", "currency")
+        .annotate(**_SUMS, computed=Min("computed_at"))
+        .order_by("day", "currency")
+    )
+    for values in by_day:
+        out.days.append(
+            DayMoney(
+                day=values["day"], money=_money(values["currency"], values), computed_at=values["computed"]
+            )
+        )
+    # A day costed while it ran holds the telemetry up to its cost rows' time, which may be
+    # before its allocation's: its hosts' earliest (one query, only where a day is partial).
+    partial = sorted({d.day for d in out.partial_days})
+    if partial:
+        costed = dict(
+            CostDaily.objects.filter(
+                day__in=partial, host_id__in=rows.filter(day__in=partial).values("host_id")
+            )
+            .values("day")
+            .annotate(at=Min("computed_at"))
+            .values_list("day", "at")
+        )
+        out.days = [
+            replace(d, computed_at=min(d.computed_at, costed[d.day]))
+            if d.computed_at is not None and d.day in costed
+            else d
+            for d in out.days
+        ]
     newest = rows.select_related("team", "rule_set").order_by("-day", "-pk").first()
     if newest is not None:
         out.attribution = Attribution(

@@ -207,6 +207,10 @@ def test_the_job_page_shows_step_time_cost_and_energy_per_step_worked_by_hand(
     # Totals add up: 24 intervals of 2.048333 USD = 49.16 USD (2 GPUs × 2 h × 12.29) for 2,160
     # steps; energy 24 × 300,000 J = 7.2 MJ.
     assert summary.cost == pytest.approx(2 * 2 * 12.29)
+    # The host's site has no electricity price: the cost is capacity alone (as the daily cost
+    # pass's, whose total is capacity + energy cost where priced), and the page says so.
+    assert summary.capacity_cost == pytest.approx(49.16) and summary.energy_cost is None
+    assert first.capacity_cost == first.cost and first.energy_cost is None
     assert summary.reported_steps == 2160 and summary.energy_j == pytest.approx(7_200_000.0)
     # Projection: 49.16 so far + (10,000 − 2,160) steps × the median of the last 10 intervals'
     # cost per step (all at 80 steps: 0.0256041667) = 49.16 + 200.7367 = 249.8967 USD.
@@ -214,6 +218,7 @@ def test_the_job_page_shows_step_time_cost_and_energy_per_step_worked_by_hand(
     assert projection.cost_per_step == pytest.approx(600 * 12.29 / 3600 / 80)
     assert projection.projected_cost == pytest.approx(49.16 + 7840 * 600 * 12.29 / 3600 / 80)
     html = page.content.decode()
+    assert 'data-training="energy-cost-per-step">not priced<' in html
     assert 'id="training-chart"' in html and "249.8967" not in html  # money as money: 249.90
     assert "249.90 USD" in html or "249.9 USD" in html
     # The slowdown is an alert like any other, on the alerts page too.
