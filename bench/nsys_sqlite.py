@@ -14,6 +14,7 @@ peak RSS over ``TARGET_RSS_MB``. No database needed.
 
     .venv/bin/python bench/nsys_sqlite.py                  # 1M kernels (about 85 MB), a minute
     .venv/bin/python bench/nsys_sqlite.py --kernels 100000 # a quick look
+    .venv/bin/python bench/nsys_sqlite.py --quick          # the smallest run (tests/test_benches.py)
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from common import quick_parse  # noqa: E402
 
 TARGET_RATIO = 4.0
 TARGET_RSS_MB = 300.0
@@ -82,7 +85,7 @@ def main() -> int:
     parser.add_argument("--kernels", type=int, default=1_000_000, help="kernels in the export (default 1M)")
     parser.add_argument("--names", type=int, default=100_000, help="distinct kernel names (default 100k)")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = quick_parse(parser, kernels=2_000, names=200)
     if args.child:
         return _child(*args.child)
     from accelboard.testing.nsys_export import write_export

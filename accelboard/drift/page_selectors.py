@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db.models import F
 
+from accelboard.benchmarks.choices import Scenario
 from accelboard.benchmarks.models import MetricValue, Model
 from accelboard.core.access import Scope
 from accelboard.costs.models import RunCost
@@ -92,9 +93,15 @@ def _worst(tasks: list[TaskDrift]) -> tuple[str, float | None]:
 
 def drift_model_report(*, model: Model, scope: Scope) -> ModelReport:
     drift = drift_evaluate(scope=scope, model_ids=[model.pk])[model.pk]
-    queryset = MetricValue.objects.visible_to(scope).filter(
-        series__workload__variant__model_id=model.pk, name__in=[*THROUGHPUT, MEMORY, ENERGY], run__valid=True
-    )
+    queryset = (
+        MetricValue.objects.visible_to(scope)
+        .filter(
+            series__workload__variant__model_id=model.pk,
+            name__in=[*THROUGHPUT, MEMORY, ENERGY],
+            run__valid=True,
+        )
+        .exclude(series__workload__scenario=Scenario.TRAINING)
+    )  # quantization drift is of inference
     values = queryset.order_by("-measured_at", "-id").values(
         "name",
         "value",

@@ -18,6 +18,7 @@ from typing import Any
 from django.db.models import F, Q
 
 from accelboard.alerts.detection import segment
+from accelboard.benchmarks.choices import Scenario
 from accelboard.benchmarks.models import MetricValue, Model, ModelVariant, Workload
 from accelboard.core.access import Scope
 
@@ -200,9 +201,11 @@ def drift_evaluate(
 
 def accuracy_values(*, scope: Scope, model_ids: Iterable[int]) -> list[dict[str, Any]]:
     """Accuracy results of the models' variants in the caller's teams, oldest first (one query)."""
-    queryset = MetricValue.objects.visible_to(scope).filter(
-        _accuracy_filter(), series__workload__variant__model_id__in=list(model_ids), run__valid=True
-    )
+    queryset = (
+        MetricValue.objects.visible_to(scope)
+        .filter(_accuracy_filter(), series__workload__variant__model_id__in=list(model_ids), run__valid=True)
+        .exclude(series__workload__scenario=Scenario.TRAINING)
+    )  # a training run's quality target is not drift
     return list(
         dict(row)
         for row in queryset.order_by("measured_at", "id").values(
