@@ -11,6 +11,7 @@ A report without a timeline (``nsys stats`` CSV) gives ``sums`` per activity nam
 
 from __future__ import annotations
 
+import ctypes
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,25 @@ def register_classifier(classify: Callable[[str, int], str]) -> None:
     """Let folded activity names keep their category (``profiles.categories.kernel_category``)."""
     global _classify
     _classify = classify
+
+
+def steady_heap() -> None:
+    """Keep the C heap from holding on to freed memory while a large trace is read (glibc; a no-op
+    elsewhere). For the process that reads a trace (the server's forked child).
+
+    glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB): after
+    the first column of a few MB is freed, the reading's later arrays come from the heap, whose
+    freed space is not given back and fragments, so that the peak grew by tens of MB on a trace of
+    millions of activities. Fixing the threshold at its default 128 KiB keeps every large array in
+    its own mapping, returned to the system when freed."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
+    except (OSError, AttributeError):
+        pass
+
+
+_M_MMAP_THRESHOLD = -3
 
 
 def fold_sums(sums: dict[str, list[float]], cap: int, other: str) -> None:
@@ -202,32 +222,48 @@ class BoundedEventColumns:
         name column is rewritten in place (chunks of a million) and returned as a view."""
         if len(self.live) > self.cap:
             self._prune(self.cap)
-        final = np.full(len(self._target), -1, dtype=np.int32)
+        # The final index of each live name and each "other" row, by the id it was admitted with.
+        ids: list[int] = []
+        finals: list[int] = []
         names: list[str] = []
         for name, slot in self.live.items():
-            final[self._slot_id[slot]] = len(names)
+            ids.append(self._slot_id[slot])
+            finals.append(len(names))
             names.append(name)
         categories: dict[int, str] = {}
         for (kind, category), bucket in self._buckets.items():
-            final[bucket] = len(names)
+            ids.append(bucket)
+            finals.append(len(names))
             if category:
                 categories[len(names)] = category
             what = f"{KIND_LABELS[kind]}s" + (f", {category}" if category else "")
             names.append(f"(other {what}: names beyond the top {self.cap:,})")
+        # ``_target`` is rewritten in place into the final index of every id (chunks of a million):
+        # no second table as long as the admissions (one per activity when every name is new).
         if len(self._target):
             target = np.frombuffer(self._target, dtype=np.int32)
+            order = np.argsort(np.asarray(ids, dtype=np.int64))
+            known_ids = np.asarray(ids, dtype=np.int64)[order]
+            known_finals = np.asarray(finals, dtype=np.int32)[order]
             for a in range(0, target.size, 1 << 20):
                 part = target[a : a + (1 << 20)]
                 folded = np.flatnonzero(part >= 0)
-                final[a + folded] = final[part[folded]]
-            del target, part, folded
-        self._target = array("i")
+                # A folded id points at its "other" row's id, which is always a known id.
+                part[folded] = known_finals[np.searchsorted(known_ids, part[folded])]
+            target[np.asarray(ids, dtype=np.int64)] = np.asarray(finals, dtype=np.int32)
+            final = target
+            del part, folded, order, known_ids, known_finals
+        else:
+            final = np.empty(0, dtype=np.int32)
         self._slot_total, self._slot_kind, self._slot_id, self._free = array("d"), array("b"), array("i"), []
         if not len(self.name):
+            self._target = array("i")
             return names, categories, np.empty(0, dtype=np.int32)
         column = np.frombuffer(self.name, dtype=np.int32)
         for a in range(0, column.size, 1 << 20):
             column[a : a + (1 << 20)] = final[column[a : a + (1 << 20)]]
+        del final
+        self._target = array("i")
         return names, categories, column
 
 
