@@ -199,3 +199,21 @@ def test_the_analyses_of_millions_of_tiny_kernels_need_memory_of_a_piece_not_of_
     assert rank["span_us"] == pytest.approx(5.25 * (size - 1) + 3.5)
     assert rank["busy_us"] == pytest.approx(3.5 * size)
     assert rank["kernels"] == size and rank["short_kernels"] == size
+
+
+def test_stream_and_correlation_ids_beyond_the_narrow_columns_are_kept() -> None:
+    # Streams fit 16 bits and correlation ids 32 nearly always; the first that does not widens
+    # the column to 64 bits, every earlier id kept.
+    events = [
+        kineto_event("gemm_a", "kernel", 0.0, 2.0, stream=7, correlation=5),
+        kineto_event("gemm_b", "kernel", 10.0, 2.0, stream=40_000, correlation=2**33),
+        kineto_event("gemm_c", "kernel", 20.0, 2.0, stream=2**40, correlation=6),
+    ]
+    data = json.dumps(kineto_document(events)).encode()
+    trace = profile_parse([("rank0.json", data)]).ranks[0]
+    assert trace.events is not None
+    assert trace.events.stream.tolist() == [7, 40_000, 2**40]
+    summary = hta.idle_by_stream(trace.events)
+    assert sorted(row["stream"] for row in summary["streams"]) == [7, 40_000, 2**40]
+    # Each stream has one activity: no gap of its own.
+    assert summary["idle_us"] == 0.0
