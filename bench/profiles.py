@@ -6,9 +6,11 @@
    ``--distinct-names`` names in turn (``name<i>``, as generated code has): by default every
    kernel a name of its own, far beyond the 10,000 names the importer keeps by name.
 2. In a child process (so that its peak resident memory is its own), reads and analyses it the
-   way an upload does: ``profile_parse`` (streaming) then ``profile_summary`` (the breakdown and
-   the HTA-style analyses). Prints MB/s and peak
-   RSS, and checks that the breakdown adds up to the timeline's span.
+   way an upload's child process does (``steady_heap`` first: large arrays each in their own
+   mapping): ``profile_parse`` (streaming) then ``profile_summary`` (the breakdown and the
+   HTA-style analyses). Prints MB/s and peak RSS, and checks that the breakdown adds up to the
+   timeline's span. ``--shape lean`` writes kernel events only (about 176 bytes each: 791 MB is
+   4.47 million kernels, the most activities per MB, where the event columns dominate memory).
 3. As the server reads it (``profiles.services.profile_summarise``, Django set up, no database):
    a trace over 16 MB is read in a forked child; the server process's resident memory before and
    after says what it keeps (``server_kept_mb``), the child's peak what it needed.
@@ -125,9 +127,11 @@ def _child(mode: str, path: str) -> int:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu_started = usage.ru_utime + usage.ru_stime
     if mode == "stream":
+        from accelboard.importers.profile_data import steady_heap
         from accelboard.importers.profile_registry import profile_parse
         from accelboard.profiles.hta import profile_summary
 
+        steady_heap()  # as the server's child that reads an upload does
         started = time.perf_counter()
         summary = profile_summary(profile_parse([(os.path.basename(path), path)]))
         rank = summary["ranks"][0]

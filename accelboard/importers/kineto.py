@@ -456,9 +456,9 @@ def _events(
     trace: RankTrace, columns: BoundedEventColumns, runtime_corr: array, runtime_ts: array, runtime_dur: array
 ) -> GpuEvents:
     """The columns as arrays (views of the columns read, not copies: memory is the peak)."""
-    trace.names, trace.name_categories, name_index = columns.finish()
-    trace.folded_names = columns.folded
     if not len(columns):
+        trace.names, trace.name_categories, _ = columns.finish()
+        trace.folded_names = columns.folded
         return GpuEvents.empty()
     correlation = column_array(columns.correlation)
     # Without launches, read-only NaN views that take no memory.
@@ -481,6 +481,12 @@ def _events(
             launch[a + found] = times[where[found]]
             launch_dur[a + found] = durations[where[found]]
         del keys, times, durations
+    # The correlation ids have served: freed before the name table is made final, so that the two
+    # are never held together (4 bytes an activity each).
+    del correlation
+    columns.correlation = array("i")
+    trace.names, trace.name_categories, name_index = columns.finish()
+    trace.folded_names = columns.folded
     return GpuEvents(
         start=column_array(columns.start),
         dur=column_array(columns.dur),

@@ -1,7 +1,7 @@
 """What a profiler importer produces: per rank, the GPU activities as compact columns.
 
 Pure (numpy, no Django). A trace of several hundred MB holds a few hundred thousand GPU
-activities: kept as typed arrays (about 40 bytes each), never as Python objects, so that the
+activities: kept as typed arrays (23 bytes each, 39 with launch times), never as Python objects, so that the
 analysis can draw the GPU timeline (idle gaps, overlap of streams) in bounded memory. CPU-side
 events are folded while reading into sums per name (``ops``, ``runtime``) and step ranges.
 
@@ -11,6 +11,7 @@ A report without a timeline (``nsys stats`` CSV) gives ``sums`` per activity nam
 
 from __future__ import annotations
 
+import ctypes
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,29 @@ def register_classifier(classify: Callable[[str, int], str]) -> None:
     """Let folded activity names keep their category (``profiles.categories.kernel_category``)."""
     global _classify
     _classify = classify
+
+
+def steady_heap() -> None:
+    """Keep the C heap from holding on to freed memory while a large trace is read (glibc; a no-op
+    elsewhere). For the process that reads a trace (the server's forked child, the bench's).
+
+    glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB): after
+    the first column of a few MB is freed, the reading's later arrays of up to 32 MiB come from
+    the heap, whose freed space is not given back and fragments: tens of MB more at the peak on a
+    trace of millions of activities. Fixed at 4 MiB (and the heap trimmed beyond 4 MiB free),
+    every larger array has a mapping of its own, returned when freed, while the decoder's buffers
+    of 1-3 MB still reuse the heap (at 128 KiB they were mapped afresh each time: 20% more CPU).
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, 4 * 2**20)
+        libc.mallopt(_M_TRIM_THRESHOLD, 4 * 2**20)
+    except (OSError, AttributeError):
+        pass
+
+
+_M_MMAP_THRESHOLD = -3
+_M_TRIM_THRESHOLD = -1
 
 
 def fold_sums(sums: dict[str, list[float]], cap: int, other: str) -> None:
@@ -121,15 +145,17 @@ class BoundedEventColumns:
     timeline with its category, so the breakdown is exact and the named rows plus the "other"
     rows add up to every activity; only which names are listed by name is approximate (the
     heaviest ones are kept). A trace of at most ``cap`` distinct names is read exactly as without
-    a bound. Memory: the columns (37 bytes an activity) and 4 bytes each time a name is admitted.
+    a bound. Memory: the columns (27 bytes an activity while reading, 23 after) and 4 bytes each
+    time a name is admitted.
     """
 
     def __init__(self, cap: int | None = None) -> None:
         self.start = array("d")
         self.dur = array("d")
-        # 32-bit while the ids fit (they nearly always do), widened to 64 bits on the first that
-        # does not: 8 bytes an activity saved.
-        self.stream = array("i")
+        # 16-bit stream ids and 32-bit correlation ids while the ids fit (they nearly always do:
+        # CUDA streams are numbered from 7 up), widened to 64 bits on the first that does not:
+        # 10 bytes an activity saved.
+        self.stream = array("h")
         self.kind = array("b")
         self.name = array("i")  # the id of the admission of the name (``_target`` maps it)
         self.correlation = array("i")
@@ -202,38 +228,54 @@ class BoundedEventColumns:
         name column is rewritten in place (chunks of a million) and returned as a view."""
         if len(self.live) > self.cap:
             self._prune(self.cap)
-        final = np.full(len(self._target), -1, dtype=np.int32)
+        # The final index of each live name and each "other" row, by the id it was admitted with.
+        ids: list[int] = []
+        finals: list[int] = []
         names: list[str] = []
         for name, slot in self.live.items():
-            final[self._slot_id[slot]] = len(names)
+            ids.append(self._slot_id[slot])
+            finals.append(len(names))
             names.append(name)
         categories: dict[int, str] = {}
         for (kind, category), bucket in self._buckets.items():
-            final[bucket] = len(names)
+            ids.append(bucket)
+            finals.append(len(names))
             if category:
                 categories[len(names)] = category
             what = f"{KIND_LABELS[kind]}s" + (f", {category}" if category else "")
             names.append(f"(other {what}: names beyond the top {self.cap:,})")
+        # ``_target`` is rewritten in place into the final index of every id (chunks of a million):
+        # no second table as long as the admissions (one per activity when every name is new).
         if len(self._target):
             target = np.frombuffer(self._target, dtype=np.int32)
+            order = np.argsort(np.asarray(ids, dtype=np.int64))
+            known_ids = np.asarray(ids, dtype=np.int64)[order]
+            known_finals = np.asarray(finals, dtype=np.int32)[order]
             for a in range(0, target.size, 1 << 20):
                 part = target[a : a + (1 << 20)]
                 folded = np.flatnonzero(part >= 0)
-                final[a + folded] = final[part[folded]]
-            del target, part, folded
-        self._target = array("i")
+                # A folded id points at its "other" row's id, which is always a known id.
+                part[folded] = known_finals[np.searchsorted(known_ids, part[folded])]
+            target[np.asarray(ids, dtype=np.int64)] = np.asarray(finals, dtype=np.int32)
+            final = target
+            del part, folded, order, known_ids, known_finals
+        else:
+            final = np.empty(0, dtype=np.int32)
         self._slot_total, self._slot_kind, self._slot_id, self._free = array("d"), array("b"), array("i"), []
         if not len(self.name):
+            self._target = array("i")
             return names, categories, np.empty(0, dtype=np.int32)
         column = np.frombuffer(self.name, dtype=np.int32)
         for a in range(0, column.size, 1 << 20):
             column[a : a + (1 << 20)] = final[column[a : a + (1 << 20)]]
+        del final
+        self._target = array("i")
         return names, categories, column
 
 
 def _widened(column: array, value: int) -> array:
-    """A 32-bit id column widened to 64 bits (``value`` appended; -1 when it does not fit 64)."""
-    if column.typecode == "i":
+    """A 16- or 32-bit id column widened to 64 bits (``value`` appended; -1 when it does not fit 64)."""
+    if column.typecode in ("h", "i"):
         column = array("q", column)
     try:
         column.append(value)
@@ -245,7 +287,8 @@ def _widened(column: array, value: int) -> array:
 def column_array(column: array) -> np.ndarray:
     """A typed column as a numpy view (no copy)."""
     return np.frombuffer(
-        column, dtype={"i": np.int32, "q": np.int64, "d": np.float64, "b": np.int8}[column.typecode]
+        column,
+        dtype={"h": np.int16, "i": np.int32, "q": np.int64, "d": np.float64, "b": np.int8}[column.typecode],
     )
 
 

@@ -47,8 +47,9 @@ FP32_GEMM_HINT = 0.20
 TOP_KERNELS = 2000
 TOP_OPS = 50
 # Activities processed at once in a trace's whole-timeline breakdown: above it, in chunks (bounded
-# temporaries; the same figures up to the order of floating-point additions).
-CHUNK = 1 << 20
+# temporaries, about 80 bytes an activity of the chunk: some 20 MB; the same figures up to the
+# order of floating-point additions).
+CHUNK = 1 << 18
 
 _N = len(cats.ORDER)
 _COMPUTE_LAST = cats.ORDER.index(cats.COMPUTE[-1])
@@ -247,7 +248,9 @@ def _name_tables(trace: RankTrace) -> tuple[list[str], np.ndarray]:
     """Category name and priority index for each distinct activity name of the rank."""
     kind_of = np.full(len(trace.names), KERNEL, dtype=np.int8)
     if trace.events is not None and len(trace.events):
-        kind_of[trace.events.name] = trace.events.kind  # a name has one kind; no sorted copy
+        events = trace.events
+        for a, b in _chunks(len(events)):  # a name has one kind; no sorted copy, no 64-bit index
+            kind_of[events.name[a:b]] = events.kind[a:b]
     kinds = kind_of.tolist()
     folded = trace.name_categories
     categories = [folded.get(i) or cats.kernel_category(name, kinds[i]) for i, name in enumerate(trace.names)]
@@ -294,10 +297,16 @@ def rank_analyse(trace: RankTrace) -> dict[str, Any]:
         out["streams"] = None
         out["steps"] = []
         return out
-    short = (events.kind == KERNEL) & (events.dur < SHORT_KERNEL_US)
-    out["short_kernels"] = int(short.sum())
-    out["short_kernel_us"] = float(events.dur[short].sum())
-    del short
+    # Chunk by chunk: a mask and a copy of the short kernels' durations as long as the trace
+    # would each be several times the size of the columns of a trace of tiny kernels.
+    short_count, short_us = 0, 0.0
+    for a, b in _chunks(len(events)):
+        dur = events.dur[a:b]
+        short = (events.kind[a:b] == KERNEL) & (dur < SHORT_KERNEL_US)
+        short_count += int(short.sum())
+        short_us += float(dur[short].sum())
+    out["short_kernels"] = short_count
+    out["short_kernel_us"] = short_us
     out["streams"] = _distinct(events.stream)
     if not len(events):
         out.update(_empty_breakdown())
@@ -306,12 +315,12 @@ def rank_analyse(trace: RankTrace) -> dict[str, Any]:
     # Traces are written nearly in time order: when already sorted, no reordered copies.
     if _is_sorted(events.start):
         start, dur, launch = events.start, events.dur, events.launch
-        prio = prio_of_name[events.name]
+        prio = _gathered(prio_of_name, events.name)
     else:
         order = np.argsort(events.start, kind="stable")
         start = events.start[order]
         dur = events.dur[order]
-        prio = prio_of_name[events.name[order]]
+        prio = _gathered(prio_of_name, events.name[order])
         launch = events.launch[order]
         del order
     lo, hi = float(start[0]), _max_end(start, dur)
@@ -323,6 +332,14 @@ def rank_analyse(trace: RankTrace) -> dict[str, Any]:
     else:  # no steps: the ends are made chunk by chunk, never held
         out.update(_timeline_breakdown(start, lambda a, b: start[a:b] + dur[a:b], prio, launch, lo, hi))
         out["steps"] = []
+    return out
+
+
+def _gathered(table: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``table[index]`` chunk by chunk: numpy would first copy a 32-bit index to 64 bits whole."""
+    out = np.empty(index.size, dtype=table.dtype)
+    for a, b in _chunks(index.size):
+        out[a:b] = table[index[a:b]]
     return out
 
 
@@ -440,14 +457,20 @@ def _kernel_rows(trace: RankTrace, categories: list[str]) -> list[dict[str, Any]
         # Sums per name index (bincount: no sorted copy of the activities).
         events = trace.events
         size = len(trace.names)
-        counts = np.bincount(events.name, minlength=size)
-        totals = np.bincount(events.name, weights=events.dur, minlength=size)
+        # Chunk by chunk: bincount and ufunc.at copy the index column to 64 bits first.
+        counts = np.zeros(size, dtype=np.int64)
+        totals = np.zeros(size)
         mins = np.full(size, np.inf)
         maxs = np.full(size, -np.inf)
-        np.minimum.at(mins, events.name, events.dur)
-        np.maximum.at(maxs, events.name, events.dur)
         kinds = np.zeros(size, dtype=np.int8)
-        kinds[events.name] = events.kind
+        for a, b in _chunks(len(events)):
+            name, dur = events.name[a:b], events.dur[a:b]
+            counts += np.bincount(name, minlength=size)
+            totals += np.bincount(name, weights=dur, minlength=size)
+            np.minimum.at(mins, name, dur)
+            np.maximum.at(maxs, name, dur)
+            kinds[name] = events.kind[a:b]
+        del name, dur
         for name_index in np.flatnonzero(counts).tolist():
             rows.append(
                 {

@@ -65,22 +65,58 @@ def _quantiles(values: np.ndarray) -> dict[str, float | None]:
 # --- 1. idle time by stream -------------------------------------------------------------------------
 
 
-def _merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals as sorted, disjoint (starts, ends)."""
-    if start.size == 0:
+# Activities per piece in the analyses below: their temporaries (a few arrays of 8 bytes an
+# activity) stay a few MB whatever the length of the trace.
+PIECE = 1 << 18
+
+
+def _pieces(size: int) -> list[tuple[int, int]]:
+    return [(a, min(size, a + PIECE)) for a in range(0, size, PIECE)]
+
+
+def _sorted_column(values: np.ndarray) -> bool:
+    """Whether ``values`` is in non-decreasing order (piece by piece: no temporary of its length)."""
+    for a, b in _pieces(values.size):
+        lo = max(a - 1, 0)
+        if not bool((values[lo + 1 : b] >= values[lo : b - 1]).all()):
+            return False
+    return True
+
+
+def _merged(events: GpuEvents) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the activities' intervals as sorted, disjoint (starts, ends), made piece by
+    piece in start order (the last group of a piece stays open for the next): memory is the union
+    itself plus a piece's temporaries, never the ends of every activity."""
+    size = len(events)
+    if size == 0:
         return np.empty(0), np.empty(0)
-    if bool((start[1:] >= start[:-1]).all()):  # already in order (traces nearly always are): no copies
-        s, e = start, end
-    else:
-        order = np.argsort(start, kind="stable")
-        s, e = start[order], end[order]
-        del order
-    reach = np.maximum.accumulate(e)
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    return s[first], np.maximum.reduceat(e, first)
+    # Already in order (traces nearly always are): no sorting index.
+    order = None if _sorted_column(events.start) else np.argsort(events.start, kind="stable")
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    open_group: tuple[float, float] | None = None
+    for a, b in _pieces(size):
+        if order is None:
+            s, e = events.start[a:b], events.start[a:b] + events.dur[a:b]
+        else:
+            s, e = events.start[order[a:b]], events.start[order[a:b]] + events.dur[order[a:b]]
+        if open_group is not None:
+            s = np.concatenate(([open_group[0]], s))
+            e = np.concatenate(([open_group[1]], e))
+        reach = np.maximum.accumulate(e)
+        new = np.empty(s.size, dtype=bool)
+        new[0] = True
+        new[1:] = s[1:] > reach[:-1]
+        first = np.flatnonzero(new)
+        group_start, group_end = s[first], np.maximum.reduceat(e, first)
+        starts.append(group_start[:-1])
+        ends.append(group_end[:-1])
+        open_group = (float(group_start[-1]), float(group_end[-1]))
+        del s, e, reach, new, first
+    assert open_group is not None
+    starts.append(np.array([open_group[0]]))
+    ends.append(np.array([open_group[1]]))
+    return np.concatenate(starts), np.concatenate(ends)
 
 
 class _Coverage:
@@ -103,60 +139,89 @@ class _Coverage:
         return np.maximum(self._upto(hi) - self._upto(lo), 0.0)
 
 
-def idle_by_stream(events: GpuEvents, *, threshold_us: float = KERNEL_WAIT_US) -> dict[str, Any]:
-    """Each stream's idle gaps split into host wait, kernel wait, other and unknown (point 1)."""
-    end_all = events.start + events.dur
-    # The stream itself runs nothing inside its own gaps: what covers a gap is other streams, so
-    # one union of every stream serves all streams.
-    single = bool(events.stream.size) and bool((events.stream == events.stream[0]).all())
-    # One stream: nothing else covers its gaps (no union to hold, as long as the trace).
-    coverage = None if single else _Coverage(*_merged(events.start, end_all))
-    rows = []
-    # One sort by (stream, start): each stream is then a slice, linear in the trace whatever the streams.
-    # (One stream already in time order: the sort is the identity, and the columns serve as they are.)
-    if single and bool((events.start[1:] >= events.start[:-1]).all()):
-        streams_sorted, starts_sorted, ends_sorted = events.stream, events.start, end_all
-        launches_sorted = events.launch
-    else:
-        order = np.lexsort((events.start, events.stream))
-        streams_sorted = events.stream[order]
-        starts_sorted, ends_sorted, launches_sorted = (
-            events.start[order],
-            end_all[order],
-            events.launch[order],
-        )
-        del order, end_all
-    bounds = np.flatnonzero(np.diff(streams_sorted)) + 1
-    for lo, hi in zip(
-        np.concatenate(([0], bounds)).tolist(),
-        np.concatenate((bounds, [streams_sorted.size])).tolist(),
-        strict=True,
-    ):
-        stream = int(streams_sorted[lo])
-        start, end, launch = starts_sorted[lo:hi], ends_sorted[lo:hi], launches_sorted[lo:hi]
+def _streams(events: GpuEvents) -> list[int]:
+    """The distinct streams, ascending (piece by piece: no sorted copy of the column)."""
+    seen: set[int] = set()
+    for a, b in _pieces(events.stream.size):
+        seen.update(np.unique(events.stream[a:b]).tolist())
+    return sorted(seen)
+
+
+def _stream_index(events: GpuEvents, value: int) -> np.ndarray:
+    """Indices of the stream's activities, in start order (stable: ties keep the file's order, as
+    one stable sort by (stream, start) gives)."""
+    index = np.flatnonzero(events.stream == value)
+    starts = events.start[index]
+    if not _sorted_column(starts):
+        order = np.argsort(starts, kind="stable")
+        index = index[order]
+        del order
+    del starts
+    return index
+
+
+def _stream_gaps(
+    events: GpuEvents, index: np.ndarray | None, coverage: _Coverage | None, threshold_us: float
+) -> dict[str, float]:
+    """One stream's gaps split by kind, piece by piece: the furthest end reached so far is carried
+    from one piece to the next."""
+    size = len(events) if index is None else index.size
+    sums = dict.fromkeys(("idle_us", *IDLE_KINDS, "cross_stream_us"), 0.0)
+    reach = -np.inf
+    first_start = float("nan")
+    last_end = -np.inf
+    for a, b in _pieces(size):
+        if index is None:
+            start, dur, launch = events.start[a:b], events.dur[a:b], events.launch[a:b]
+        else:
+            part = index[a:b]
+            start, dur, launch = events.start[part], events.dur[part], events.launch[part]
+            del part
+        end = start + dur
+        if a == 0:
+            first_start = float(start[0])
+        last_end = max(last_end, float(end.max()))
         # The previous end is the furthest any earlier activity of the stream reached.
-        prev_end = np.maximum.accumulate(end)[:-1]
-        gap = np.maximum(start[1:] - prev_end, 0.0)
-        launch = launch[1:]
+        prev_end = np.empty(end.size)
+        prev_end[0] = reach
+        np.maximum.accumulate(end[:-1], out=prev_end[1:])
+        np.maximum(prev_end, reach, out=prev_end)
+        reach = max(reach, float(end[-1]), float(prev_end[-1]))
+        del end
+        if a == 0:  # the stream's first activity has no gap before it
+            start, prev_end, launch = start[1:], prev_end[1:], launch[1:]
+        gap = np.maximum(start - prev_end, 0.0)
         known = ~np.isnan(launch)
         host = known & (launch > prev_end)
         short = ~host & (gap < threshold_us)
         unknown = ~host & ~short & ~known
         other = ~host & ~short & known
-        cross = coverage.covered(prev_end[other], start[1:][other]) if coverage is not None else np.zeros(0)
-        rows.append(
-            {
-                "stream": int(stream),
-                "activities": int(start.size),
-                "span_us": float(end.max() - start[0]),
-                "idle_us": float(gap.sum()),
-                "host_wait_us": float(gap[host].sum()),
-                "kernel_wait_us": float(gap[short].sum()),
-                "other_us": float(gap[other].sum()),
-                "unknown_us": float(gap[unknown].sum()),
-                "cross_stream_us": float(cross.sum()),
-            }
-        )
+        sums["idle_us"] += float(gap.sum())
+        sums["host_wait_us"] += float(gap[host].sum())
+        sums["kernel_wait_us"] += float(gap[short].sum())
+        sums["other_us"] += float(gap[other].sum())
+        sums["unknown_us"] += float(gap[unknown].sum())
+        if coverage is not None:
+            sums["cross_stream_us"] += float(coverage.covered(prev_end[other], start[other]).sum())
+    return {"activities": size, "span_us": last_end - first_start, **sums}
+
+
+def idle_by_stream(events: GpuEvents, *, threshold_us: float = KERNEL_WAIT_US) -> dict[str, Any]:
+    """Each stream's idle gaps split into host wait, kernel wait, other and unknown (point 1).
+
+    Bounded memory: streams one at a time, each in pieces of ``PIECE`` activities; one stream
+    already in start order (a kernel-only trace) takes no index and no copy of any column."""
+    streams = _streams(events)
+    # The stream itself runs nothing inside its own gaps: what covers a gap is other streams, so
+    # one union of every stream serves all streams. One stream: nothing else covers its gaps.
+    coverage = None if len(streams) <= 1 else _Coverage(*_merged(events))
+    # One stream already in start order (a kernel-only trace): the columns serve as they are.
+    whole = len(streams) == 1 and _sorted_column(events.start)
+    rows = []
+    for value in streams:
+        index = None if whole else _stream_index(events, value)
+        rows.append({"stream": int(value), **_stream_gaps(events, index, coverage, threshold_us)})
+        del index
     rows.sort(key=lambda row: -row["idle_us"])
     totals = {key: sum(row[key] for row in rows) for key in ("idle_us", *IDLE_KINDS, "cross_stream_us")}
     return {"streams": rows, **totals}

@@ -23,7 +23,7 @@ from django.db import transaction
 from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.core.services import stored_file_track
 from accelboard.importers.base import ParseError, UnrecognisedFormat
-from accelboard.importers.profile_data import ProfileData
+from accelboard.importers.profile_data import ProfileData, steady_heap
 from accelboard.importers.profile_registry import profile_detect, profile_parse
 
 from .device_match import device_mismatch, summary_world_size
@@ -118,6 +118,7 @@ def _summarise_in_child(files: Sequence[tuple[str, Source]]) -> dict[str, Any]:
 
 
 def _child(files: list[tuple[str, Source]], writer: Any) -> None:
+    steady_heap()
     try:
         writer.send(("ok", _summary(profile_parse(files))))
     except (ParseError, UnrecognisedFormat) as exc:

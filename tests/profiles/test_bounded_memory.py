@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import io
 import json
+import tracemalloc
 
+import numpy as np
 import pytest
 
 from accelboard.importers import kineto, profile_data
+from accelboard.importers.profile_data import GpuEvents, ProfileData, RankTrace
 from accelboard.importers.profile_registry import profile_parse
-from accelboard.profiles import analysis, services
+from accelboard.profiles import analysis, hta, services
 from accelboard.testing.traces import kineto_document, kineto_event, write_training_trace
 
 
@@ -116,3 +119,101 @@ def test_a_large_upload_is_read_in_a_child_process_with_the_same_summary(monkeyp
             files=[("rank0.json", b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": -3}]}')]
         )
     assert "rank0.json" in error.value.message and "dur" in error.value.message
+
+
+def _shuffled(events: GpuEvents, seed: int) -> GpuEvents:
+    order = np.random.default_rng(seed).permutation(len(events))
+    assert events.launch_dur is not None
+    return GpuEvents(
+        start=events.start[order],
+        dur=events.dur[order],
+        stream=events.stream[order],
+        kind=events.kind[order],
+        name=events.name[order],
+        launch=events.launch[order],
+        launch_dur=events.launch_dur[order],
+    )
+
+
+def test_idle_by_stream_in_pieces_and_out_of_order_gives_the_same_figures(monkeypatch) -> None:
+    buffer = io.BytesIO()
+    write_training_trace(buffer, steps=3, layers=4, input_wait_us=20_000.0)
+    events = profile_parse([("rank0.json", buffer.getvalue())]).ranks[0].events
+    assert events is not None and len(np.unique(events.stream)) >= 2
+    assert np.unique(events.start).size == len(events)  # no ties: any order sorts back the same
+    whole = hta.idle_by_stream(events)
+    assert whole["cross_stream_us"] > 0 and whole["host_wait_us"] > 0
+    monkeypatch.setattr(hta, "PIECE", 5)
+    for variant in (events, _shuffled(events, 1)):
+        pieces = hta.idle_by_stream(variant)
+        assert [row["stream"] for row in pieces["streams"]] == [row["stream"] for row in whole["streams"]]
+        for mine, theirs in zip(pieces["streams"], whole["streams"], strict=True):
+            assert mine == pytest.approx(theirs, abs=1e-6)
+        for key in ("idle_us", *hta.IDLE_KINDS, "cross_stream_us"):
+            assert pieces[key] == pytest.approx(whole[key], abs=1e-6), key
+
+
+def test_the_chunked_kernel_rows_add_up_to_the_same_figures(monkeypatch) -> None:
+    data = _trace(distinct_names=50)
+    whole = _summary(data)
+    monkeypatch.setattr(analysis, "CHUNK", 7)
+    chunked = _summary(data)
+    assert [(r["name"], r["count"]) for r in chunked["kernels"]] == [
+        (r["name"], r["count"]) for r in whole["kernels"]
+    ]
+    for mine, theirs in zip(chunked["kernels"], whole["kernels"], strict=True):
+        assert mine == pytest.approx(theirs)
+    assert chunked["ranks"][0]["short_kernels"] == whole["ranks"][0]["short_kernels"]
+    assert chunked["ranks"][0]["short_kernel_us"] == pytest.approx(whole["ranks"][0]["short_kernel_us"])
+
+
+def test_the_analyses_of_millions_of_tiny_kernels_need_memory_of_a_piece_not_of_the_trace() -> None:
+    # Two million 3.5 µs kernels on one stream, 1.75 µs apart, launches unknown (a kernel-only
+    # trace): the columns are 50 MB; the analyses' temporaries must stay far below them.
+    size = 2_000_000
+    start = np.arange(size, dtype=np.float64) * 5.25
+    events = GpuEvents(
+        start=start,
+        dur=np.full(size, 3.5),
+        stream=np.full(size, 7, dtype=np.int32),
+        kind=np.zeros(size, dtype=np.int8),
+        name=(np.arange(size) % 1000).astype(np.int32),
+        launch=np.broadcast_to(np.float64(np.nan), (size,)),
+        launch_dur=np.broadcast_to(np.float64(np.nan), (size,)),
+    )
+    trace = RankTrace(rank=0, file="rank0.json", names=[f"triton_poi_fused_{i}" for i in range(1000)])
+    trace.events = events
+    data = ProfileData(source_format="kineto", files=["rank0.json"], ranks=[trace])
+    tracemalloc.start()
+    try:
+        summary = hta.profile_summary(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 2**20, f"{peak / 2**20:.0f} MiB"
+    # And the figures are the hand-worked ones: every gap is 1.75 µs, a kernel wait (< 30 µs).
+    idle = summary["hta"]["idle"]["total"]
+    assert idle["idle_us"] == pytest.approx(1.75 * (size - 1))
+    assert idle["kernel_wait_us"] == idle["idle_us"] and idle["unknown_us"] == 0.0
+    rank = summary["ranks"][0]
+    assert rank["span_us"] == pytest.approx(5.25 * (size - 1) + 3.5)
+    assert rank["busy_us"] == pytest.approx(3.5 * size)
+    assert rank["kernels"] == size and rank["short_kernels"] == size
+
+
+def test_stream_and_correlation_ids_beyond_the_narrow_columns_are_kept() -> None:
+    # Streams fit 16 bits and correlation ids 32 nearly always; the first that does not widens
+    # the column to 64 bits, every earlier id kept.
+    events = [
+        kineto_event("gemm_a", "kernel", 0.0, 2.0, stream=7, correlation=5),
+        kineto_event("gemm_b", "kernel", 10.0, 2.0, stream=40_000, correlation=2**33),
+        kineto_event("gemm_c", "kernel", 20.0, 2.0, stream=2**40, correlation=6),
+    ]
+    data = json.dumps(kineto_document(events)).encode()
+    trace = profile_parse([("rank0.json", data)]).ranks[0]
+    assert trace.events is not None
+    assert trace.events.stream.tolist() == [7, 40_000, 2**40]
+    summary = hta.idle_by_stream(trace.events)
+    assert sorted(row["stream"] for row in summary["streams"]) == [7, 40_000, 2**40]
+    # Each stream has one activity: no gap of its own.
+    assert summary["idle_us"] == 0.0
