@@ -15,10 +15,11 @@ from django.shortcuts import render
 from accelboard.core.access import Action, Scope, request_scope
 from accelboard.core.models import Team
 from accelboard.core.selectors import team_list_visible
+from accelboard.costs.downloads import tables_download
 from accelboard.fleet.choices import WorkloadKind
 from accelboard.fleet.models import Workload
 
-from . import training_selectors
+from . import training_exports, training_selectors
 from . import workload_selectors as selectors
 from .training_charts import training_figure
 from .workload_charts import workload_timeline_figure
@@ -107,6 +108,8 @@ def workload_detail(request: HttpRequest, workload_id: int) -> HttpResponse:
         workload = selectors.workload_get_visible(scope=scope, workload_id=workload_id)
     except Workload.DoesNotExist as exc:
         raise Http404("No such workload in your teams") from exc
+    if request.GET.get("format"):
+        return _training_download(request, scope, workload)
     try:
         start, end = _period(request, workload)
     except BadParam as exc:
@@ -145,6 +148,23 @@ def workload_detail(request: HttpRequest, workload_id: int) -> HttpResponse:
         **_training_context(scope, workload),
     }
     return render(request, "attribution/workload_detail.html", context)
+
+
+def _training_download(request: HttpRequest, scope: Scope, workload: Workload) -> HttpResponse:
+    """``?format=csv|xlsx&table=training``: the Training progress section's intervals as a file."""
+    fmt = request.GET.get("format", "")
+    if fmt not in ("csv", "xlsx"):
+        return _bad(BadParam(f"format: {fmt!r} is not csv or xlsx"))
+    summary = training_selectors.training_summary(scope=scope, workload=workload)
+    if summary is None:
+        raise Http404("This workload reported no training progress")
+    table = training_exports.training_table(summary=summary)
+    return tables_download(
+        [table],
+        fmt=fmt,
+        name=request.GET.get("table") or training_exports.TABLE,
+        stem=f"workload-{workload.pk}",
+    )
 
 
 def _training_context(scope: Scope, workload: Workload) -> dict[str, Any]:

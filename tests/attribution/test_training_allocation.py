@@ -12,6 +12,8 @@ product's own passes.
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -191,3 +193,31 @@ def test_a_day_still_running_is_allocated_up_to_its_time_and_agrees_with_trainin
     assert abs(sum(i.energy_j for i in morning) - day["energy"]) <= 1.0
     html = page.content.decode()
     assert "2026-11-11 is allocated only up to 12:00 UTC" in html
+
+
+def test_the_training_export_adds_up_to_the_page_and_the_allocation(two_day_job, login_client, lead):
+    url = reverse("workloads:detail", args=[two_day_job.pk])
+    client = login_client(lead)
+    page = client.get(url, {"start": "2026-11-10"})
+    summary = page.context["training"]
+    assert '<a href="?format=csv&amp;table=training" id="training-csv">' in page.content.decode()
+    response = client.get(url, {"format": "csv", "table": "training"})
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == f'attachment; filename="workload-{two_day_job.pk}-training.csv"'
+    lines = list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
+    assert len(lines) == 12  # 13 reports, 12 intervals of 4 h
+    # Every column adds up to the page's figure (by hand: 12,000 steps, 96 GPU-hours, 43.2 kWh,
+    # 1,179.84 + 7.776 = 1,187.616 USD), which is the allocation's to the cent.
+    assert sum(int(row["Steps"]) for row in lines) == summary.reported_steps == 12_000
+    assert sum(float(row["GPU-hours (share × time)"]) for row in lines) == pytest.approx(96.0)
+    assert sum(float(row["Energy (kWh)"]) for row in lines) == pytest.approx(43.2)
+    assert sum(float(row["Capacity cost"]) for row in lines) == pytest.approx(1179.84)
+    assert sum(float(row["Energy cost"]) for row in lines) == pytest.approx(7.776)
+    assert sum(float(row["Cost"]) for row in lines) == pytest.approx(summary.cost) == pytest.approx(1187.616)
+    assert {row["Currency"] for row in lines} == {"USD"}
+    assert lines[0]["Interval start (UTC)"] == "2026-11-10T00:00:00+00:00"
+    xlsx = client.get(url, {"format": "xlsx"})
+    assert xlsx.status_code == 200 and xlsx.content[:2] == b"PK"
+    refused = client.get(url, {"format": "pdf"})
+    assert refused.status_code == 400 and b"format" in refused.content
+    assert client.get(url, {"format": "csv", "table": "nope"}).status_code == 400
