@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from accelboard.benchmarks.selectors import model_resolve
 from accelboard.core.access import Action, request_scope
-from accelboard.core.models import Team
+from accelboard.core.selectors import team_list_visible
 
 from . import analysis, charts
 from .forms import CanaryCheckForm, pairs_text
@@ -50,7 +50,7 @@ def canary_form(request: HttpRequest, check_id: int | None = None) -> HttpRespon
             raise PermissionDenied("Only the team's leads change its canary checks")
     elif not scope.can_anywhere(Action.MANAGE):
         raise PermissionDenied("Only team leads create canary checks")
-    teams = scope.filter(Team.objects.all(), Action.MANAGE, team_field="pk").order_by("name")
+    teams = team_list_visible(scope=scope, action=Action.MANAGE).order_by("name")
     choices = [(team.pk, team.name) for team in teams]
     initial: dict[str, Any] = {}
     if check is not None:

@@ -1,32 +1,26 @@
 """The demo's canaries: a new build of Llama-3.1-8B fp8 (``fp8-v2``) rolled out to one GPU of
-reno-h100-01 in place of one of the stable fp8 deployment's replicas, which regresses on latency
-(x1.3) and so on throughput per GPU, energy and cost per token, while its agreement with the
-reference holds; and a harmless one (``fp8-v3``) on another replica's GPU that matches the stable
-deployment. Each has a canary check (``accelboard.canary``): the first fails on those metrics, the
-second passes.
+reno-h100-01 beside the stable fp8 deployment, which regresses on latency (x1.3) and so on
+throughput per GPU, energy and cost per token, while its agreement with the reference holds; and a
+harmless one (``fp8-v3``) that matches the stable deployment. Each has a canary check
+(``accelboard.canary``): the first fails on those metrics, the second passes.
 
 Loaded after the demo's serving metrics and costs, through the product's write paths
 (``serving.services.inference_metrics_store`` with labels, ``drift.services.agreement_batch_ingest``,
 ``canary.services.canary_check_create``); the stable deployment's rows of the window are labelled
-``track=stable``. Each canary replaces one stable replica for the window: its intervals follow the
-stable ones interval by interval (same traffic shape) on that replica's GPU, with that GPU's slice
-of the traffic (its energy is that GPU's measured energy), and the stable rows of the window name
-the remaining GPUs and carry the remaining share of the traffic (requests, errors and tokens), so
-no GPU is named by two deployments at once and a GPU's energy and GPU-hours count once. The window's
-serving costs are computed again after (``costs.serving_cost_services.serving_cost_day_compute``).
+``track=stable``. The canaries' intervals follow the stable ones interval by interval (same traffic
+shape), each on one GPU also named by the stable deployment: a demo shortcut, so that its energy is
+that GPU's measured energy (the stable rows count the same GPU among their four).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
 from accelboard.canary.services import canary_check_create
 from accelboard.core.models import Team
-from accelboard.costs.pricebook_selectors import price_book_load
-from accelboard.costs.serving_cost_services import serving_cost_day_compute
 from accelboard.serving.models import InferenceMetric
 
 from . import generator, serving_plan
@@ -68,11 +62,10 @@ def canary_write(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[s
     if not rows:
         return {"canary_intervals": 0, "canary_checks": 0}
     host, model = rows[0].host, rows[0].variant.model
-    gpus = {name: rows[0].accelerator_uuids[gpu] for name, _, _, gpu, _, _ in CANARIES}
     stored = 0
-    for name, variant, labels, _, slower, per_gpu in CANARIES:
+    for name, variant, labels, gpu, slower, per_gpu in CANARIES:
         rng = generator._rng(config, "canary", name)
-        gpu_uuid = gpus[name]
+        gpu_uuid = rows[0].accelerator_uuids[gpu]
         intervals = []
         for row in rows:
             noise = rng.lognormal(0, 0.04, 6)
@@ -133,40 +126,4 @@ def canary_write(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[s
             canary=dict(labels),
             window_minutes=int((end - start).total_seconds() // 60),
         )
-    _stable_shrink(rows, set(gpus.values()))  # after the canaries, which follow the whole traffic
-    costs = _serving_costs_write(start, end, config.now.astimezone(UTC).date())
-    return {
-        "canary_intervals": stored,
-        "stable_labelled": labelled,
-        "canary_checks": len(CANARIES),
-        "serving_cost_daily": costs,
-    }
-
-
-def _stable_shrink(rows: list[InferenceMetric], taken: set[str]) -> None:
-    """The stable deployment without the replicas the canaries took: the remaining GPUs and the
-    remaining share of each interval's traffic (its latencies are its own, unchanged). Reads the
-    rows as generated (all the deployment's GPUs), so it is done once per load."""
-    for row in rows:
-        kept = [uuid for uuid in row.accelerator_uuids if uuid not in taken]
-        share = len(kept) / len(row.accelerator_uuids)
-        row.accelerator_uuids = kept
-        row.requests = round(row.requests * share)
-        row.errors = round(row.errors * share)
-        row.prompt_tokens = round(row.prompt_tokens * share)
-        row.generated_tokens = round(row.generated_tokens * share)
-    InferenceMetric.objects.bulk_update(
-        rows,
-        ["accelerator_uuids", "requests", "errors", "prompt_tokens", "generated_tokens"],
-        batch_size=1000,
-    )
-
-
-def _serving_costs_write(start: datetime, end: datetime, today: date) -> int:
-    """The window's days' serving costs again, with the canaries and the stable deployment's share."""
-    book = price_book_load(today=today)
-    day, written = start.date(), 0
-    while day <= end.date():
-        written += serving_cost_day_compute(day=day, book=book, record=False)
-        day += timedelta(days=1)
-    return written
+    return {"canary_intervals": stored, "stable_labelled": labelled, "canary_checks": len(CANARIES)}
