@@ -37,10 +37,13 @@ class ProfileRejected(ValueError):
     """Files that cannot be a profile: the message names the file (and line or offset). ``code``:
     ``parse_error``, or ``device_mismatch`` for a strict attach of a trace from other hardware."""
 
-    def __init__(self, message: str, *, field: str = "profile", code: str = "parse_error"):
+    def __init__(
+        self, message: str, *, field: str = "profile", code: str = "parse_error", reasons: Sequence[str] = ()
+    ):
         self.message = message
         self.field = field
         self.code = code
+        self.reasons = list(reasons)  # device_mismatch: one sentence per disagreement, naming both sides
         super().__init__(message)
 
 
@@ -148,7 +151,9 @@ def profile_attach(
         run=run, devices=summary["devices"], ranks=len(summary["ranks"]), world_size=summary["world_size"]
     )
     if mismatch and strict:
-        raise ProfileRejected("; ".join(mismatch) + " (attached only without strict)", code="device_mismatch")
+        raise ProfileRejected(
+            "; ".join(mismatch) + " (attached only without strict)", code="device_mismatch", reasons=mismatch
+        )
     summary["warnings"] = mismatch + list(summary["warnings"])
     with transaction.atomic():
         Profile.objects.filter(run=run).delete()

@@ -36,7 +36,12 @@ def _can_attach(request: HttpRequest, run: BenchmarkRun) -> bool:
 
 def _page(request: HttpRequest, run: BenchmarkRun, *, error: str = "", status: int = 200) -> HttpResponse:
     profile = selectors.profile_for_run(run=run)
-    context: dict[str, Any] = {"run": run, "can_attach": _can_attach(request, run), "error": error}
+    context: dict[str, Any] = {
+        "run": run,
+        "can_attach": _can_attach(request, run),
+        "error": error,
+        "strict_checked": request.method == "POST" and request.POST.get("strict") == "on",
+    }
     if profile is not None:
         page = selectors.profile_page(profile=profile, scope=request_scope(request))
         context.update(page)
@@ -85,10 +90,22 @@ def run_profile_attach(request: HttpRequest, run_id: int) -> HttpResponse:
             files=[(upload.name or f"rank{i}", upload) for i, upload in enumerate(uploads)],
             uploaded_by=request.user,
             keep_raw=request.POST.get("keep_raw") == "on",
+            strict=request.POST.get("strict") == "on",
         )
     except ProfileRejected as exc:
-        return _page(request, run, error=exc.message, status=400)
+        return _page(request, run, error=_refusal(exc), status=400)
     return redirect("profiles:run_profile", run_id=run.pk)
+
+
+def _refusal(exc: ProfileRejected) -> str:
+    """The form's error: a strict refusal says it was asked for, what disagrees, and that nothing
+    was stored (the earlier profile, if any, stays)."""
+    if exc.code != "device_mismatch":
+        return exc.message
+    return (
+        "Refused, nothing stored: " + "; ".join(exc.reasons) + ". You asked to refuse a trace whose device "
+        "does not match the run; untick that box to attach it with this warning instead."
+    )
 
 
 def _run_id(request: HttpRequest, name: str) -> int:

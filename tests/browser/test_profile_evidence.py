@@ -36,3 +36,24 @@ def test_an_a100_trace_on_an_h100_run_warns_above_the_verdict(
     assert headline.startswith("Idle: the GPU has nothing to run")
     assert "waiting for work the CPU launched after the gap began" in verdict.inner_text()
     screenshot(page, "profile-device-mismatch")
+
+
+def test_the_strict_box_refuses_an_a100_trace_naming_both_devices(
+    page: Any, login: Any, screenshot: Any, engineer: Any, team: Any, settings: Any, tmp_path: Path
+) -> None:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    run = factories.run_create(team=team, accelerator_type=factories.accelerator_type_from(factories.H100))
+    trace = tmp_path / "rank0.pt.trace.json.gz"
+    write_training_trace(trace, steps=2, layers=2, device=A100)
+    login(page, engineer)
+    page.goto(f"/runs/{run.pk}/profile/")
+    page.set_input_files("#profile-files", str(trace))
+    page.check("#profile-strict")
+    with page.expect_navigation():
+        page.click("#profile-attach button[type=submit]")
+    error = page.locator("#profile-error").inner_text()
+    assert error.startswith("Refused, nothing stored: The trace ran on " + A100)
+    assert "but this run is on H100 SXM 80GB" in error
+    assert page.locator("#no-profile").is_visible()  # nothing stored
+    assert page.locator("#profile-strict").is_checked()
+    screenshot(page, "profile-strict-refusal")

@@ -150,3 +150,28 @@ def test_accelboard_upload_warns_and_strict_refuses(
     assert upload_main(args) == 0
     out, _ = capsys.readouterr()
     assert f"profile warning: The trace ran on {A100}" in out and "but this run is on H100 SXM 80GB" in out
+
+
+def test_the_profile_forms_strict_box_refuses_naming_both_devices_and_stores_nothing(
+    h100_run: BenchmarkRun, engineer: Any, login_client: Any
+) -> None:
+    client = login_client(engineer)
+    attach = reverse("profiles:attach", args=[h100_run.pk])
+    page = client.get(reverse("profiles:run_profile", args=[h100_run.pk])).content.decode()
+    assert 'name="strict" id="profile-strict">' in page  # offered, unticked by default
+    refused = client.post(attach, {"profile": _named("a100.json", _trace(device=A100)), "strict": "on"})
+    assert refused.status_code == 400
+    body = refused.content.decode()
+    error = body[body.index('id="profile-error"') : body.index("</p>", body.index('id="profile-error"'))]
+    assert "Refused, nothing stored" in error
+    assert f"The trace ran on {A100}" in error and "but this run is on H100 SXM 80GB" in error
+    assert 'name="strict" id="profile-strict" checked>' in body  # the choice survives the refusal
+    assert not Profile.objects.filter(run=h100_run).exists()
+    # The run's own device passes the strict box; another device then leaves it in place.
+    assert client.post(attach, {"profile": _named("good.json", _trace()), "strict": "on"}).status_code == 302
+    again = client.post(attach, {"profile": _named("a100.json", _trace(device=A100)), "strict": "on"})
+    assert again.status_code == 400
+    assert Profile.objects.get(run=h100_run).files == ["good.json"]
+    # Unticked, the same trace attaches with the warning.
+    assert client.post(attach, {"profile": _named("a100.json", _trace(device=A100))}).status_code == 302
+    assert Profile.objects.get(run=h100_run).warnings[0].startswith(f"The trace ran on {A100}")
