@@ -18,6 +18,16 @@ from accelboard.core.access import TeamScopedQuerySet
 
 from .choices import ProfileFormat, Verdict
 
+# The rules a stored verdict and its findings were derived by: 1, before verdicts said only what
+# their numbers show (an nsys stats report called "Compute-bound", many kernels called
+# launch-bound whatever their idle gaps); 2, the evidence-only rules of ``verdict.py``. Raise it when
+# those rules change; ``manage.py profiles_reanalyse`` re-derives the profiles stored before.
+ANALYSIS_VERSION = 2
+
+
+def analysis_version_current() -> int:
+    return ANALYSIS_VERSION
+
 
 def _raw_path(instance: Profile, filename: str) -> str:
     return f"profiles/{instance.run.uuid}/{filename}"
@@ -49,6 +59,10 @@ class Profile(models.Model):
         default=dict,
         blank=True,
         help_text="HTA-style analyses: idle by stream, launches, steps, ranks (hta.py)",
+    )
+    analysis_version = models.PositiveSmallIntegerField(
+        default=analysis_version_current,
+        help_text="The verdict rules the verdict and findings were derived by (ANALYSIS_VERSION)",
     )
     raw_file = models.FileField(upload_to=_raw_path, blank=True)
     raw_filename = models.CharField(max_length=255, blank=True)

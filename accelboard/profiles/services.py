@@ -13,7 +13,9 @@ import io
 import multiprocessing
 import os
 import tarfile
+import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,9 +28,11 @@ from accelboard.importers.base import ParseError, UnrecognisedFormat
 from accelboard.importers.profile_data import ProfileData, steady_heap
 from accelboard.importers.profile_registry import profile_detect, profile_parse
 
+from . import categories as cats
 from .device_match import device_mismatch, summary_world_size
 from .hta import profile_summary
-from .models import Profile, ProfileBreakdown, ProfileKernel, ProfileRank
+from .models import ANALYSIS_VERSION, Profile, ProfileBreakdown, ProfileKernel, ProfileRank
+from .verdict import profile_findings, profile_verdict
 
 Source = str | Path | bytes | IO[bytes]
 
@@ -159,28 +163,11 @@ def profile_attach(
         Profile.objects.filter(run=run).delete()
         profile = Profile.objects.create(
             run=run,
-            source_format=summary["source_format"],
             files=[name for name, _ in files],
-            ranks=len(summary["ranks"]),
-            steps=summary["totals"]["steps"],
-            timeline=summary["timeline"],
-            devices=summary["devices"],
-            span_us=summary["totals"]["span_us"],
-            busy_us=summary["totals"].get("busy_us") or 0.0,
-            verdict_kind=summary["verdict"]["kind"],
-            verdict=summary["verdict"],
-            findings=summary["findings"],
-            totals={k: v for k, v in summary["totals"].items()},
-            precision=summary["precision"],
-            imbalance=_json_keys(summary["imbalance"]),
-            ops=summary["ops"],
-            warnings=summary["warnings"],
-            hta=summary["hta"],
             uploaded_by=uploaded_by if getattr(uploaded_by, "pk", None) else None,
+            **_profile_fields(summary),
         )
-        ProfileRank.objects.bulk_create(_rank_rows(profile, summary))
-        ProfileBreakdown.objects.bulk_create(_breakdown_rows(profile, summary), batch_size=2000)
-        ProfileKernel.objects.bulk_create(_kernel_rows(profile, summary), batch_size=2000)
+        _children_store(profile, summary)
         if keep_raw:
             name, content = _raw(files)
             profile.raw_filename = name
@@ -188,6 +175,35 @@ def profile_attach(
             stored_file_track(storage=profile.raw_file.storage, name=profile.raw_file.name or "")
             profile.save(update_fields=["raw_file", "raw_filename"])
     return profile
+
+
+def _profile_fields(summary: dict[str, Any]) -> dict[str, Any]:
+    """The ``Profile`` columns a summary gives (``warnings`` with the device mismatches first)."""
+    return {
+        "source_format": summary["source_format"],
+        "ranks": len(summary["ranks"]),
+        "steps": summary["totals"]["steps"],
+        "timeline": summary["timeline"],
+        "devices": summary["devices"],
+        "span_us": summary["totals"]["span_us"],
+        "busy_us": summary["totals"].get("busy_us") or 0.0,
+        "verdict_kind": summary["verdict"]["kind"],
+        "verdict": summary["verdict"],
+        "findings": summary["findings"],
+        "totals": dict(summary["totals"]),
+        "precision": summary["precision"],
+        "imbalance": _json_keys(summary["imbalance"]),
+        "ops": summary["ops"],
+        "warnings": summary["warnings"],
+        "hta": summary["hta"],
+        "analysis_version": ANALYSIS_VERSION,
+    }
+
+
+def _children_store(profile: Profile, summary: dict[str, Any]) -> None:
+    ProfileRank.objects.bulk_create(_rank_rows(profile, summary))
+    ProfileBreakdown.objects.bulk_create(_breakdown_rows(profile, summary), batch_size=2000)
+    ProfileKernel.objects.bulk_create(_kernel_rows(profile, summary), batch_size=2000)
 
 
 def _json_keys(value: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -315,3 +331,161 @@ def profile_attach_to_upload(
     return profile_attach(
         run=next(iter(distinct.values())), files=files, uploaded_by=uploaded_by, strict=strict
     )
+
+
+# --- re-deriving stored verdicts -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reanalysis:
+    """What ``profile_reanalyse`` did to one profile. ``source``: ``raw`` (the kept raw files read
+    again: everything re-derived) or ``stored`` (the stored breakdown and kernels: the verdict and
+    findings only). ``changed``: the verdict's kind, headline, details or unknowns, or the findings,
+    read differently (numbers that moved only in their last bits do not count)."""
+
+    profile_id: int
+    run_id: int
+    source: str
+    version_before: int
+    kind_before: str
+    kind_after: str
+    headline_before: str
+    headline_after: str
+    changed: bool
+    saved: bool
+
+
+def _wording(verdict: dict[str, Any], findings: Sequence[str]) -> tuple[Any, ...]:
+    return (
+        verdict.get("kind"),
+        verdict.get("headline"),
+        list(verdict.get("details") or []),
+        list(verdict.get("unknown") or []),
+        list(findings),
+    )
+
+
+def profile_reanalyse(*, profile: Profile, dry_run: bool = False) -> Reanalysis:
+    """Derive ``profile``'s verdict again by the current rules (``ANALYSIS_VERSION``) and store it.
+
+    With the raw files kept (``keep_raw``) they are read again and everything is re-derived as on
+    attaching: breakdown, ranks, kernels, HTA analyses, device warnings, verdict and findings.
+    Without them, the verdict and findings are recomputed from what is stored: the per-rank
+    category times (``ProfileBreakdown``, whole ranks) give the category, group and share totals,
+    the stored totals the counts and means (kernels, short kernels, launch and kernel means, idle
+    splits), the stored kernel rows the top kernels, and the stored precision and imbalance the
+    findings; the breakdown, kernels and HTA analyses stay as stored. ``dry_run``: nothing written."""
+    before = (profile.verdict_kind, profile.verdict, profile.findings)
+    if profile.raw_file:
+        source = "raw"
+        summary = _raw_summary(profile)
+    else:
+        source = "stored"
+        summary = _stored_summary(profile)
+    summary["verdict"] = profile_verdict(summary)
+    summary["findings"] = profile_findings(summary)
+    changed = _wording(before[1] or {"kind": before[0]}, before[2] or []) != _wording(
+        summary["verdict"], summary["findings"]
+    )
+    outcome = Reanalysis(
+        profile_id=profile.pk,
+        run_id=profile.run_id,
+        source=source,
+        version_before=profile.analysis_version,
+        kind_before=before[0],
+        kind_after=summary["verdict"]["kind"],
+        headline_before=str((before[1] or {}).get("headline", "")),
+        headline_after=summary["verdict"]["headline"],
+        changed=changed,
+        saved=not dry_run and (changed or profile.analysis_version != ANALYSIS_VERSION or source == "raw"),
+    )
+    if not outcome.saved:
+        return outcome
+    with transaction.atomic():
+        locked = Profile.objects.select_for_update().get(pk=profile.pk)
+        if source == "raw":
+            for name, value in _profile_fields(summary).items():
+                setattr(locked, name, value)
+            locked.rank_rows.all().delete()
+            locked.breakdown.all().delete()
+            locked.kernels.all().delete()
+            _children_store(locked, summary)
+        else:
+            locked.verdict_kind = summary["verdict"]["kind"]
+            locked.verdict = summary["verdict"]
+            locked.findings = summary["findings"]
+            locked.analysis_version = ANALYSIS_VERSION
+        locked.save()
+    profile.refresh_from_db()
+    return outcome
+
+
+def _raw_summary(profile: Profile) -> dict[str, Any]:
+    """The kept raw files read again (one file as uploaded, several as the ``.tar.gz`` ``_raw``
+    wrote), with the device comparison of attaching."""
+    with tempfile.TemporaryDirectory(prefix="profile-reanalyse-") as folder:
+        with profile.raw_file.open("rb") as handle:
+            if len(profile.files) > 1:
+                with tarfile.open(fileobj=handle, mode="r:gz") as archive:
+                    archive.extractall(folder, filter="data")
+                    names = [member.name for member in archive.getmembers() if member.isfile()]
+                files: list[tuple[str, Source]] = [(name, Path(folder) / name) for name in names]
+            else:
+                files = [(profile.raw_filename or profile.files[0], handle)]
+            summary = profile_summarise(files=files)
+    mismatch = device_mismatch(
+        run=profile.run,
+        devices=summary["devices"],
+        ranks=len(summary["ranks"]),
+        world_size=summary["world_size"],
+    )
+    summary["warnings"] = mismatch + list(summary["warnings"])
+    return summary
+
+
+def _stored_summary(profile: Profile) -> dict[str, Any]:
+    """What ``verdict.profile_verdict`` and ``profile_findings`` read, rebuilt from the stored rows."""
+    timeline = profile.timeline
+    totals = dict(profile.totals or {})
+    categories: dict[str, float | None] = dict.fromkeys(cats.ALL, 0.0)
+    for category, time_us in profile.breakdown.filter(step__isnull=True).values_list("category", "time_us"):
+        if category in categories:
+            categories[category] = (categories[category] or 0.0) + time_us
+    if not timeline:
+        categories[cats.IDLE] = None
+    base = profile.span_us if timeline else profile.busy_us
+    groups: dict[str, float | None] = dict.fromkeys(cats.GROUPS, 0.0)
+    for key, value in categories.items():
+        if value is not None:
+            groups[cats.GROUP[key]] = (groups[cats.GROUP[key]] or 0.0) + value
+    if not timeline:
+        groups[cats.IDLE] = None
+
+    def shares(values: dict[str, float | None]) -> dict[str, float | None]:
+        return {key: (value / base if base and value is not None else None) for key, value in values.items()}
+
+    totals.update(
+        categories=categories,
+        shares=shares(categories),
+        groups=groups,
+        group_shares=shares(groups),
+        span_us=profile.span_us,
+        busy_us=profile.busy_us,
+        base_us=base or 0.0,
+    )
+    if "kernels" not in totals:  # profiles stored before the totals held the counts
+        totals["kernels"] = sum(profile.rank_rows.values_list("kernels", flat=True))
+    kernels = [
+        {"name": name, "kind": kind, "category": category, "total_us": total_us}
+        for name, kind, category, total_us in profile.kernels.order_by("-total_us", "pk").values_list(
+            "name", "kind", "category", "total_us"
+        )[:50]
+    ]
+    return {
+        "timeline": timeline,
+        "devices": list(profile.devices or []),
+        "totals": totals,
+        "kernels": kernels,
+        "precision": profile.precision or {"hint": None},
+        "imbalance": profile.imbalance,
+    }

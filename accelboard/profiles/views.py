@@ -18,6 +18,7 @@ from accelboard.benchmarks.models import BenchmarkRun
 from accelboard.core.access import Action, request_scope
 
 from . import charts, selectors
+from .models import ANALYSIS_VERSION
 from .services import ProfileRejected, profile_attach
 
 MAX_FILES = 64
@@ -41,6 +42,7 @@ def _page(request: HttpRequest, run: BenchmarkRun, *, error: str = "", status: i
         "can_attach": _can_attach(request, run),
         "error": error,
         "strict_checked": request.method == "POST" and request.POST.get("strict") == "on",
+        "analysis_version": ANALYSIS_VERSION,
     }
     if profile is not None:
         page = selectors.profile_page(profile=profile, scope=request_scope(request))
@@ -134,5 +136,6 @@ def profile_compare(request: HttpRequest) -> HttpResponse:
         comparison=comparison,
         kernels=comparison.kernels[: selectors.COMPARE_KERNELS_SHOWN],
         figure=charts.compare_figure(rows=comparison.categories, unit=comparison.unit),
+        analysis_version=ANALYSIS_VERSION,
     )
     return render(request, "profiles/compare.html", context)
