@@ -149,6 +149,8 @@ def profile_page(*, profile: Profile, scope: Scope) -> dict[str, Any]:
         if costs is None and may_see_costs
         else None,
         "hta": profile.hta or {},
+        # Ranks with step rows only: a trace without ProfilerStep marks has none to show.
+        "hta_steps": [item for item in (profile.hta or {}).get("steps") or [] if item.get("rows")],
         **counters,
         # The stored verdict read again with the window's counters (``verdict.verdict_with_counters``).
         "verdict": verdict_with_counters(profile.verdict, counters["counters"]),

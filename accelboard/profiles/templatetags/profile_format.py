@@ -36,9 +36,32 @@ def us_signed(value: Any) -> str:
 
 @register.filter
 def pct(value: Any) -> str:
+    """A share as a percentage to 0.1%; a share that is not nothing (or not all) never rounds to
+    0.0% (100.0%): ``<0.1%`` (``>99.9%``)."""
     if value is None or value == "":
         return "—"
-    return f"{100 * float(value):.1f}%"
+    share = float(value)
+    if 0 < share < 0.0005:
+        return "<0.1%"
+    if 0.9995 <= share < 1:
+        return ">99.9%"
+    return f"{100 * share:.1f}%"
+
+
+@register.filter
+def pct_change(value: Any) -> str:
+    """A change already in percent, signed, to 0.1%: a change that is not nothing never reads
+    ``+0.0%`` (``<+0.1%``), and a time cut short of all of it never ``-100.0%`` (``>-100.0%``)."""
+    if value is None or value == "":
+        return "—"
+    number = float(value)
+    if not math.isfinite(number):
+        return "—"
+    if 0 < abs(number) < 0.05:
+        return "<+0.1%" if number > 0 else "<-0.1%"
+    if -100 < number <= -99.95:
+        return ">-100.0%"
+    return "0.0%" if number == 0 else f"{number:+.1f}%"
 
 
 @register.filter
