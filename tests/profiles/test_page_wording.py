@@ -1,6 +1,6 @@
 """What the profile pages say where a figure is unknown or rounds away: no timeline reads
-"unknown" (never a 0 or a dash taken for one), a share that is not nothing never reads 0.0%, and
-a time cut short of all of it never reads -100.0%."""
+"unknown" (never a 0 or a dash taken for one), a share that is not nothing never reads 0.0% (nor
+one short of all 100.0%), and a time cut short of all of it never reads -100.0%."""
 
 from __future__ import annotations
 
@@ -18,7 +18,14 @@ from .test_nsys_import import KERN_SUM
 
 @pytest.mark.parametrize(
     ("share", "text"),
-    [(0.0, "0.0%"), (0.0002, "<0.1%"), (0.0005, "0.1%"), (0.5, "50.0%"), (0.9997, ">99.9%"), (1.0, "100.0%")],
+    [
+        (0.0, "0.0%"),
+        (0.0002, "0.02%"),
+        (0.0004, "0.04%"),
+        (0.5, "50.0%"),
+        (0.9997, "99.97%"),
+        (1.0, "100.0%"),
+    ],
 )
 def test_a_share_that_is_not_nothing_never_reads_zero(share: float, text: str) -> None:
     assert pct(share) == text
@@ -26,8 +33,8 @@ def test_a_share_that_is_not_nothing_never_reads_zero(share: float, text: str) -
 
 @pytest.mark.parametrize(
     ("change", "text"),
-    [(0.0, "0.0%"), (0.01, "<+0.1%"), (-0.02, "<-0.1%"), (12.345, "+12.3%"), (-99.96, ">-100.0%"),
-     (-100.0, "-100.0%"), (None, "—")],
+    [(0.0, "0.0%"), (0.01, "+0.01%"), (-0.02, "-0.02%"), (12.345, "+12.3%"), (-99.96, "-99.96%"),
+     (-100.0, "-100.0%"), (250.0, "+250.0%"), (-1e-7, ">-0.0001%"), (-100 + 1e-7, "-99.9999%"), (None, "—")],
 )  # fmt: skip
 def test_a_change_reads_signed_and_never_rounds_to_all_or_nothing(change: float | None, text: str) -> None:
     assert pct_change(change) == text

@@ -34,34 +34,37 @@ def us_signed(value: Any) -> str:
     return "+" + text if value is not None and float(value) >= 0.05 else text
 
 
+def _percent(number: float, *, signed: bool) -> str:
+    """``number`` (already in percent) to 0.1%, with more digits where that would round a part of
+    the whole to nothing or to all of it: 0.02% (not 0.0%), 99.97% (not 100.0%), -99.96% (not
+    -100.0%). Exactly 0 and ±100 read as such."""
+    sign = "+" if signed else ""
+    if number in (0.0, 100.0, -100.0):
+        return f"{number:{sign}.1f}%" if number else "0.0%"
+    for digits in range(1, 5):
+        text = f"{number:{sign}.{digits}f}"
+        if float(text) not in (0.0, 100.0, -100.0):
+            return text + "%"
+    if abs(number) < 1:  # within 0.00005% of nothing
+        return ("<" + sign if number > 0 else ">-") + "0.0001%"
+    return f"{math.trunc(number * 1e4) / 1e4:{sign}.4f}%"  # within 0.00005% of all: 99.9999%
+
+
 @register.filter
 def pct(value: Any) -> str:
-    """A share as a percentage to 0.1%; a share that is not nothing (or not all) never rounds to
-    0.0% (100.0%): ``<0.1%`` (``>99.9%``)."""
+    """A share (0-1) as a percentage (``_percent``)."""
     if value is None or value == "":
         return "—"
-    share = float(value)
-    if 0 < share < 0.0005:
-        return "<0.1%"
-    if 0.9995 <= share < 1:
-        return ">99.9%"
-    return f"{100 * share:.1f}%"
+    return _percent(100 * float(value), signed=False)
 
 
 @register.filter
 def pct_change(value: Any) -> str:
-    """A change already in percent, signed, to 0.1%: a change that is not nothing never reads
-    ``+0.0%`` (``<+0.1%``), and a time cut short of all of it never ``-100.0%`` (``>-100.0%``)."""
+    """A change already in percent, signed (``_percent``)."""
     if value is None or value == "":
         return "—"
     number = float(value)
-    if not math.isfinite(number):
-        return "—"
-    if 0 < abs(number) < 0.05:
-        return "<+0.1%" if number > 0 else "<-0.1%"
-    if -100 < number <= -99.95:
-        return ">-100.0%"
-    return "0.0%" if number == 0 else f"{number:+.1f}%"
+    return _percent(number, signed=True) if math.isfinite(number) else "—"
 
 
 @register.filter
