@@ -10,6 +10,7 @@ the memory back) and only aggregates are stored; the raw files are kept only whe
 from __future__ import annotations
 
 import io
+import json
 import multiprocessing
 import os
 import tarfile
@@ -397,7 +398,12 @@ def profile_reanalyse(*, profile: Profile, dry_run: bool = False) -> Reanalysis:
         headline_before=str((before[1] or {}).get("headline", "")),
         headline_after=summary["verdict"]["headline"],
         changed=changed,
-        saved=not dry_run and (changed or profile.analysis_version != ANALYSIS_VERSION or source == "raw"),
+        saved=not dry_run
+        and (
+            changed
+            or profile.analysis_version != ANALYSIS_VERSION
+            or (source == "raw" and _json_text(profile.hta) != _json_text(summary["hta"]))
+        ),
     )
     if not outcome.saved:
         return outcome
@@ -418,6 +424,10 @@ def profile_reanalyse(*, profile: Profile, dry_run: bool = False) -> Reanalysis:
         locked.save()
     profile.refresh_from_db()
     return outcome
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _raw_summary(profile: Profile) -> dict[str, Any]:

@@ -130,6 +130,21 @@ def test_kept_raw_files_re_derive_everything(h100_run: BenchmarkRun) -> None:
     assert stored.raw_file.name == attached.raw_file.name and stored.files == ["rank0.json", "rank1.json"]
 
 
+def test_a_kept_single_trace_is_read_again_and_a_second_pass_writes_nothing(h100_run: BenchmarkRun) -> None:
+    profile = profile_attach(run=h100_run, files=[("r0.pt.trace.json", _trace())], keep_raw=True)
+    attached = Profile.objects.get(pk=profile.pk)
+    _make_old(profile)
+    Profile.objects.filter(pk=profile.pk).update(hta={})
+    first = profile_reanalyse(profile=Profile.objects.get(pk=profile.pk))
+    assert (first.source, first.changed, first.saved) == ("raw", True, True)
+    stored = Profile.objects.get(pk=profile.pk)
+    assert stored.verdict == attached.verdict and stored.hta == attached.hta
+    rows = list(stored.breakdown.values_list("pk", flat=True))
+    second = profile_reanalyse(profile=stored)
+    assert (second.changed, second.saved) == (False, False)
+    assert list(Profile.objects.get(pk=profile.pk).breakdown.values_list("pk", flat=True)) == rows
+
+
 def test_run_filter_and_a_run_without_a_profile(h100_run: BenchmarkRun, team: Any) -> None:
     other = factories.run_create(team=team)
     for run in (h100_run, other):
