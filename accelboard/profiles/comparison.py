@@ -4,8 +4,11 @@ Both sides are brought to the same unit before subtracting: time **per step and 
 both profiles have steps (traces of different lengths or rank counts stay comparable), else per
 GPU over the whole profile; ``unit`` says which. A kernel is ``new`` (only in B), ``gone`` (only
 in A), ``slower`` or ``faster`` when its time moved by more than ``SAME_WITHIN`` (relative) and
-more than ``MIN_DELTA_US``, else ``same``. The net is B − A over everything, idle included when
-both sides have a timeline.
+more than ``MIN_DELTA_US``, else ``same``. Its time is calls × time per call, so a kernel called
+less often can take less time while each call got slower: when the time per call moved the other
+way by more than ``SAME_WITHIN``, the kernel is ``fewer calls`` (less time, each call slower) or
+``more calls`` (more time, each call faster) instead, and ``per_call_pct`` gives the change per
+call. The net is B − A over everything, idle included when both sides have a timeline.
 """
 
 from __future__ import annotations
@@ -64,6 +67,22 @@ def _status(a: float | None, b: float | None) -> str:
     return "slower" if delta > 0 else "faster"
 
 
+def _per_call(row: dict[str, Any]) -> None:
+    """Time per call on both sides, and the status when calls and time per call disagree."""
+    a, b, ca, cb = row["a_us"], row["b_us"], row["count_a"], row["count_b"]
+    row["per_call_a_us"] = a / ca if a and ca else None
+    row["per_call_b_us"] = b / cb if b and cb else None
+    pa, pb = row["per_call_a_us"], row["per_call_b_us"]
+    row["per_call_pct"] = 100.0 * (pb - pa) / pa if pa and pb is not None else None
+    change = row["per_call_pct"]
+    if change is None or abs(change) / 100.0 < SAME_WITHIN:
+        return
+    if row["status"] == "faster" and change > 0:
+        row["status"] = "fewer calls"
+    elif row["status"] == "slower" and change < 0:
+        row["status"] = "more calls"
+
+
 def _row(key: str, a: float | None, b: float | None, **extra: Any) -> dict[str, Any]:
     delta = None if a is None or b is None else b - a
     pct = 100.0 * delta / a if delta is not None and a else None
@@ -100,17 +119,17 @@ def profiles_compare(a: Side, b: Side) -> Comparison:
         vb = rb["total_us"] * sb if rb else 0.0
         source = rb or ra
         assert source is not None
-        kernel_rows.append(
-            _row(
-                name,
-                va,
-                vb,
-                name=name,
-                category=source["category"],
-                count_a=ra["count"] * sa if ra else 0.0,
-                count_b=rb["count"] * sb if rb else 0.0,
-            )
+        row = _row(
+            name,
+            va,
+            vb,
+            name=name,
+            category=source["category"],
+            count_a=ra["count"] * sa if ra else 0.0,
+            count_b=rb["count"] * sb if rb else 0.0,
         )
+        _per_call(row)
+        kernel_rows.append(row)
     kernel_rows.sort(
         key=lambda row: (-abs(row["delta_us"] or 0.0), -max(row["a_us"] or 0.0, row["b_us"] or 0.0))
     )

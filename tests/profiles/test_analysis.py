@@ -230,3 +230,44 @@ def test_comparison_is_per_step_and_gpu_when_both_have_steps() -> None:
     result = profiles_compare(_side(a), _side(b))
     assert result.unit == "per step and GPU"
     assert [(row["name"], row["status"]) for row in result.kernels] == [("hgemm", "same")]
+
+
+def test_a_kernel_called_less_often_but_slower_per_call_is_not_called_faster() -> None:
+    kernel = {"category": "compute"}
+    a = Side(
+        ranks=1,
+        steps=0,
+        timeline=True,
+        categories={},
+        kernels=[{**kernel, "name": "gemm", "count": 10, "total_us": 1000.0}],
+    )
+    b = Side(
+        ranks=1,
+        steps=0,
+        timeline=True,
+        categories={},
+        kernels=[{**kernel, "name": "gemm", "count": 5, "total_us": 600.0}],
+    )
+    (row,) = profiles_compare(a, b).kernels
+    assert row["status"] == "fewer calls"
+    assert row["pct"] == pytest.approx(-40.0)
+    assert (row["per_call_a_us"], row["per_call_b_us"]) == (100.0, 120.0)
+    assert row["per_call_pct"] == pytest.approx(20.0)
+    more = Side(
+        ranks=1,
+        steps=0,
+        timeline=True,
+        categories={},
+        kernels=[{**kernel, "name": "gemm", "count": 20, "total_us": 1500.0}],
+    )
+    (row,) = profiles_compare(a, more).kernels
+    assert (row["status"], row["per_call_pct"]) == ("more calls", pytest.approx(-25.0))
+    same_calls = Side(
+        ranks=1,
+        steps=0,
+        timeline=True,
+        categories={},
+        kernels=[{**kernel, "name": "gemm", "count": 10, "total_us": 800.0}],
+    )
+    (row,) = profiles_compare(a, same_calls).kernels
+    assert (row["status"], row["per_call_pct"]) == ("faster", pytest.approx(-20.0))
