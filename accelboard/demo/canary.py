@@ -15,8 +15,10 @@ window (``serving_plan.canary_window``) each canary has its replica's GPU
 two deployments in the same interval: a GPU's energy and GPU-hours count once, each deployment's
 energy on the canary page is its own GPUs', and the serving costs and the cost by model see the
 same GPUs per variant (the allocation rules map the canary pods' model labels to their variants).
-The stable deployment's energy per token holds across the window (half its traffic on half its
-GPUs), and so does the GPUs' telemetry: a serving host's GPUs follow the same daily cycle.
+The stable deployment's energy per token holds across the window's start (half its traffic on half
+its GPUs, which follow the host's daily cycle as the other two do); on two GPUs rather than four
+its per-interval figure is noisier, enough to tip the production rule's reference comparison just
+after the demo's injected throttle ends (its reference window throttled: tests/alerts/test_demo_fresh.py).
 """
 
 from __future__ import annotations
