@@ -148,6 +148,37 @@ def test_it_plans_a_shared_cluster_mig_a_time_sliced_gpu_and_slurm_within_each_d
     assert kinds["reno-h100-01"] == {"pod"}
 
 
+def test_the_canaries_take_their_gpus_from_a_midnight_held_by_their_own_pods() -> None:
+    # Longer telemetry than the window: the canaries start at the first midnight UTC in its last
+    # 72 h (no GPU changes deployment within a day); shorter: the whole telemetry.
+    config, hosts, _, _, history = _world(hosts=2, days_telemetry=5, telemetry_interval_s=300)
+    low, high = serving_plan.canary_window(
+        config.telemetry_start, config.telemetry_end, config.serving_interval_s
+    )
+    assert low % 86_400 == 0 and 48 * 3600 < high - low <= 72 * 3600 and high == config.telemetry_end
+    assert serving_plan.canary_window(1000, 1000 + 3 * 86_400, 300) == (900, 1000 + 3 * 86_400)
+
+    host = next(h for h in hosts if h.hostname == serving_plan.CANARY_HOST)
+    stable = plan.POD_TEMPLATES["llama8b-fp8"]["model"]
+    for canary in serving_plan.CANARIES:
+        gpu = host.gpus[canary["gpu"]].uuid
+        held = sorted(
+            (i.start, i.end, dict(i.workload.labels)["model"])
+            for i in history[host.hostname]
+            if i.device == gpu
+        )
+        own = plan.POD_TEMPLATES[canary["pod"]]["model"]
+        assert held and {m for a, b, m in held if b <= low} == {stable}
+        assert {m for a, b, m in held if a >= low} == {own}
+        assert all(b <= low or a >= low for a, b, _ in held)  # cut at the window's start
+    # The stable deployment's other GPUs stay its own throughout.
+    for index in set(range(4)) - {c["gpu"] for c in serving_plan.CANARIES}:
+        gpu = host.gpus[index].uuid
+        assert {dict(i.workload.labels)["model"] for i in history[host.hostname] if i.device == gpu} == {
+            stable
+        }
+
+
 def test_it_splits_a_time_sliced_hour_into_shares_below_one() -> None:
     for hour in range(0, 48 * 3600, 3600):
         first, second = attribution_generator.sliced_shares("reno-h200-01", hour)

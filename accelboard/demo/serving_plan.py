@@ -93,8 +93,8 @@ SERVING: list[dict[str, Any]] = [
 ]
 
 # The canaries (``accelboard.demo.canary``): new builds of the stable deployment above (the first
-# SERVING entry), each rolled out in place of one of its replicas for the last CANARY_WINDOW_HOURS
-# of the telemetry (fewer when the telemetry is shorter): its own GPU of that host (``gpu``, an
+# SERVING entry), each rolled out in place of one of its replicas for the window ``canary_window``
+# (from the first midnight UTC in the telemetry's last CANARY_WINDOW_HOURS): its own GPU of that host (``gpu``, an
 # index), held by its own pod (``pod``, a ``plan.POD_TEMPLATES`` key), with that replica's slice of
 # the traffic; the stable deployment keeps its other GPUs and the rest of the traffic, so no GPU is
 # named by two deployments at once. ``slower``: latency factor; ``per_gpu``: throughput per GPU
@@ -126,12 +126,16 @@ CANARIES: list[dict[str, Any]] = [
 
 
 def canary_window(telemetry_start: int, telemetry_end: int, serving_interval_s: int) -> tuple[int, int]:
-    """[start, end) of the canaries' rollout, epoch seconds: the last CANARY_WINDOW_HOURS whole
-    hours of the telemetry, from the first serving interval that starts in them (so that a serving
-    interval is the stable deployment's whole or the canaries' whole)."""
-    hours = min(CANARY_WINDOW_HOURS, (telemetry_end - telemetry_start) // 3600)
-    start = telemetry_end - hours * 3600
-    return start + (-start) % serving_interval_s, telemetry_end
+    """[start, end) of the canaries' rollout, epoch seconds, to the end of the telemetry: from the
+    first midnight UTC in its last CANARY_WINDOW_HOURS, so that no GPU changes deployment within
+    a UTC day (the serving costs split a GPU named by two variants in one day by their tokens, the
+    cost by workload by the time each held it); the whole telemetry when it is no longer than that,
+    from its first serving interval (no earlier interval then names the canaries' GPUs)."""
+    earliest = telemetry_end - CANARY_WINDOW_HOURS * 3600
+    if earliest <= telemetry_start:
+        return telemetry_start - telemetry_start % serving_interval_s, telemetry_end
+    day = 86_400
+    return earliest + (-earliest) % day, telemetry_end
 
 
 # Serving objectives the LLM team set (alerts.ServingSlo, p99 end-to-end ms, every variant): the
