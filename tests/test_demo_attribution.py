@@ -5,6 +5,7 @@ serving metrics name)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections import defaultdict
@@ -29,6 +30,7 @@ from accelboard.demo import attribution_generator, generator, live, loader, plan
 from accelboard.fleet.ingest_services import registrations
 from accelboard.fleet.models import Accelerator, GpuAttribution
 from accelboard.fleet.models import Workload as WorkloadRow
+from accelboard.serving.models import InferenceMetric
 from tests.test_demo_fleet import NOW, SMALL, SMALL_FLAGS
 
 
@@ -53,7 +55,13 @@ def _world(**changes: Any) -> tuple[Any, ...]:
     telemetry = [generator.host_telemetry(config, host, events) for host in hosts]
     instances = attribution_generator.fleet_instances(config.seed, hosts)
     history = attribution_generator.attribution_history(
-        hosts=hosts, telemetry=telemetry, instances=instances, interval_s=config.telemetry_interval_s
+        hosts=hosts,
+        telemetry=telemetry,
+        instances=instances,
+        interval_s=config.telemetry_interval_s,
+        canary_window=serving_plan.canary_window(
+            config.telemetry_start, config.telemetry_end, config.serving_interval_s
+        ),
     )
     return config, hosts, telemetry, instances, history
 
@@ -138,6 +146,37 @@ def test_it_plans_a_shared_cluster_mig_a_time_sliced_gpu_and_slurm_within_each_d
     assert jobs and {w.kind for w in jobs} == {"slurm-job"} and len({w.user for w in jobs}) >= 3
     assert all(w.account and w.partition == "gpu" for w in jobs)
     assert kinds["reno-h100-01"] == {"pod"}
+
+
+def test_the_canaries_take_their_gpus_from_a_midnight_held_by_their_own_pods() -> None:
+    # Longer telemetry than the window: the canaries start at the first midnight UTC in its last
+    # 72 h (no GPU changes deployment within a day); shorter: the whole telemetry.
+    config, hosts, _, _, history = _world(hosts=2, days_telemetry=5, telemetry_interval_s=300)
+    low, high = serving_plan.canary_window(
+        config.telemetry_start, config.telemetry_end, config.serving_interval_s
+    )
+    assert low % 86_400 == 0 and 48 * 3600 < high - low <= 72 * 3600 and high == config.telemetry_end
+    assert serving_plan.canary_window(1000, 1000 + 3 * 86_400, 300) == (900, 1000 + 3 * 86_400)
+
+    host = next(h for h in hosts if h.hostname == serving_plan.CANARY_HOST)
+    stable = plan.POD_TEMPLATES["llama8b-fp8"]["model"]
+    for canary in serving_plan.CANARIES:
+        gpu = host.gpus[canary["gpu"]].uuid
+        held = sorted(
+            (i.start, i.end, dict(i.workload.labels)["model"])
+            for i in history[host.hostname]
+            if i.device == gpu
+        )
+        own = plan.POD_TEMPLATES[canary["pod"]]["model"]
+        assert held and {m for a, b, m in held if b <= low} == {stable}
+        assert {m for a, b, m in held if a >= low} == {own}
+        assert all(b <= low or a >= low for a, b, _ in held)  # cut at the window's start
+    # The stable deployment's other GPUs stay its own throughout.
+    for index in set(range(4)) - {c["gpu"] for c in serving_plan.CANARIES}:
+        gpu = host.gpus[index].uuid
+        assert {dict(i.workload.labels)["model"] for i in history[host.hostname] if i.device == gpu} == {
+            stable
+        }
 
 
 def test_it_splits_a_time_sliced_hour_into_shares_below_one() -> None:
@@ -314,15 +353,26 @@ def test_the_cost_per_1m_tokens_by_model_agrees_with_the_serving_costs(
             sums[0] += row["total_cost"]
             sums[1] += row["generated_tokens"]
             sums[2] += row["total_cost"] * _covered(config, row["day"])
-    # The small demo's served models (the first two serving hosts), each by one source.
-    assert set(served) == {"Llama-3.1-8B fp8", "Llama-2-70B fp8"}
+    # The small demo's served models (the first two serving hosts) and the canaries (their own
+    # pods on their own GPUs), each by one source.
+    assert set(served) == {
+        "Llama-3.1-8B fp8",
+        "Llama-2-70B fp8",
+        "Llama-3.1-8B fp8-v2",
+        "Llama-3.1-8B fp8-v3",
+    }
     sources: dict[str, set[str]] = defaultdict(set)
     for model, variant, source in AllocationDaily.objects.filter(model__startswith="Llama").values_list(
         "model", "variant", "model_source"
     ):
         sources[f"{model} {variant}"].add(source)
     # The 70B's pods are unlabelled: their model is the one their metrics name; the 8B's by label.
-    assert sources == {"Llama-2-70B fp8": {"serving"}, "Llama-3.1-8B fp8": {"label"}}
+    assert sources == {
+        "Llama-2-70B fp8": {"serving"},
+        "Llama-3.1-8B fp8": {"label"},
+        "Llama-3.1-8B fp8-v2": {"label"},
+        "Llama-3.1-8B fp8-v3": {"label"},
+    }
     for key, (cost, tokens, weighted) in served.items():
         row = by_model[key]
         assert row["tokens"] == tokens > 0
@@ -338,3 +388,66 @@ def test_the_cost_per_1m_tokens_by_model_agrees_with_the_serving_costs(
     # What no rule maps stays under 5 % of the month's spend, and is shown.
     card = page.context["cards"][0]
     assert 0 < card["unattributed_pct"] < 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_gpu_is_named_by_two_deployments_at_once_and_each_is_held_by_its_own_pod(small_demo: None) -> None:
+    """The canaries (accelboard.demo.canary) each take one of the stable deployment's GPUs for the
+    window: in the loaded demo's serving data no GPU is named by two deployments in one interval
+    (so a GPU's energy and GPU-hours count once), and the pod holding a GPU whenever a deployment
+    names it is that deployment's (so the serving costs and the cost by model count the same GPUs)."""
+    config = generator.DemoConfig(now=NOW, **SMALL)
+    holders: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+    rows = list(
+        InferenceMetric.objects.values_list(
+            "host__hostname", "variant__name", "labels", "interval_start", "interval_s", "accelerator_uuids"
+        )
+    )
+    for hostname, variant, labels, start, seconds, uuids in rows:
+        begin = int(start.timestamp())
+        for uuid in uuids:
+            holders[uuid].append((begin, begin + seconds, f"{hostname} {variant} {labels}"))
+    for uuid, spans in holders.items():
+        spans.sort()
+        for (_, first_end, first), (second_start, _, second) in itertools.pairwise(spans):
+            assert first_end <= second_start, (uuid, first, second)
+
+    # The window (the small demo's whole serving history): the canaries on a GPU each, the stable rows on the other two with the rest of
+    # the traffic (per GPU, as much as the harmless canary serves).
+    low, high = serving_plan.canary_window(
+        config.telemetry_start, config.telemetry_end, config.serving_interval_s
+    )
+    window = {"interval_start__gte": datetime.fromtimestamp(low, UTC)}
+    stable = InferenceMetric.objects.filter(labels={"track": "stable"})
+    intervals = (high - low) // config.serving_interval_s
+    assert stable.count() == intervals == stable.filter(**window).count() > 0
+    canary_gpus = {
+        variant: set(uuids)
+        for variant, uuids in InferenceMetric.objects.filter(variant__name__in=["fp8-v2", "fp8-v3"])
+        .values_list("variant__name", "accelerator_uuids").distinct()
+    }  # fmt: skip
+    assert len(canary_gpus) == 2 and all(len(gpus) == 1 for gpus in canary_gpus.values())
+    taken = set().union(*canary_gpus.values())
+    assert all(len(u) == 2 and not taken & set(u) for u in stable.values_list("accelerator_uuids", flat=True))
+    v3 = InferenceMetric.objects.filter(variant__name="fp8-v3").aggregate(r=Sum("requests"))["r"]
+    assert stable.aggregate(r=Sum("requests"))["r"] / 2 == pytest.approx(v3, rel=0.02)
+
+    # Each GPU a deployment names is held, while it names it, by that deployment's pod: the
+    # canaries' by their own, labelled with their variant.
+    holds = defaultdict(list)
+    for uuid, start, end, labels in GpuAttribution.objects.filter(accelerator__uuid__in=holders).values_list(
+        "accelerator__uuid", "start", "end", "workload__labels"
+    ):
+        holds[uuid].append((int(start.timestamp()), int(end.timestamp()), labels.get("model", "")))
+    models = {"fp8": "llama-3.1-8b-fp8", "fp8-v2": "llama-3.1-8b-fp8-v2", "fp8-v3": "llama-3.1-8b-fp8-v3"}
+    for hostname, variant, _, start, seconds, uuids in rows:
+        if hostname != serving_plan.CANARY_HOST:
+            continue
+        begin = int(start.timestamp())
+        for uuid in uuids:
+            held = {model for a, b, model in holds[uuid] if a < begin + seconds and b > begin}
+            assert held <= {models[variant]}, (uuid, variant, start, held)
+    assert {model for uuid in taken for _, _, model in holds[uuid]} == {
+        "llama-3.1-8b-fp8-v2",
+        "llama-3.1-8b-fp8-v3",
+    }

@@ -9,6 +9,9 @@ the same pods and jobs for the same GPU and run.
    time-sliced GPU's two pods, the Slurm cluster's job of the run, a team's own pods elsewhere.
    Serving hosts run long-lived pods (one per host and template); the others one pod (or one
    Slurm job) per busy run, a few of them unlabelled scratch pods in a namespace nobody maps.
+   In the canaries' window (``serving_plan.canary_window``) each canary's GPU is held by the
+   canary's own pod instead of the stable deployment's (``serving_plan.CANARIES``): the GPUs
+   the serving metrics name, interval by interval (``accelboard.demo.canary``).
 2. ``host_intervals``: a host's busy runs in its telemetry (consecutive samples with utilisation
    above 0; a gap in the samples ends a run) held by those workloads, cut at midnight UTC as the
    server stores them; the time-sliced GPU's two shares are measured per hour.
@@ -27,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import generator, plan
+from . import generator, plan, serving_plan
 
 DAY = generator.DAY
 HOUR = 3600
@@ -256,15 +259,60 @@ def busy_runs(epochs: np.ndarray, util: np.ndarray, interval_s: int) -> list[tup
     return [(int(epochs[a]), int(epochs[b]) + interval_s) for a, b in zip(starts, ends, strict=True)]
 
 
+def canary_pods(hostname: str) -> dict[int, WorkloadPlan]:
+    """The canaries' pods on ``hostname`` by GPU index (``serving_plan.CANARIES``)."""
+    if hostname != serving_plan.CANARY_HOST:
+        return {}
+    return {
+        int(canary["gpu"]): _pod(
+            canary["pod"],
+            f"{plan.POD_TEMPLATES[canary['pod']]['app']}-{_digest(hostname, canary['pod'])[:10]}",
+        )
+        for canary in serving_plan.CANARIES
+    }
+
+
+def _split(runs: list[tuple[int, int]], edges: tuple[int, int]) -> list[tuple[int, int]]:
+    """``runs`` cut at ``edges``, so that each piece lies wholly inside or outside [edges)."""
+    pieces: list[tuple[int, int]] = []
+    for start, end in runs:
+        cuts = [start, *(edge for edge in edges if start < edge < end), end]
+        pieces.extend(zip(cuts, cuts[1:], strict=False))
+    return pieces
+
+
 def host_intervals(
-    *, node: Node, gpus: list[tuple[int, str]], epochs: np.ndarray, util: np.ndarray, interval_s: int
+    *,
+    node: Node,
+    gpus: list[tuple[int, str]],
+    epochs: np.ndarray,
+    util: np.ndarray,
+    interval_s: int,
+    canary_window: tuple[int, int],
 ) -> list[Interval]:
     """Every GPU's busy runs (``util``: (GPUs, samples)) held by ``holds``, cut at midnight UTC
-    (hourly on the time-sliced GPU, whose shares are measured per hour)."""
+    (hourly on the time-sliced GPU, whose shares are measured per hour); a canary's GPU held by
+    its pod (``canary_pods``) inside ``canary_window`` ([start, end), epoch seconds)."""
     intervals: list[Interval] = []
+    canaries = canary_pods(node.hostname)
+    low, high = canary_window
     for row, (index, gpu_uuid) in enumerate(gpus):
         cumulative = np.concatenate([[0.0], np.cumsum(util[row], dtype=np.float64)])
-        for run_start, run_end in busy_runs(epochs, util[row], interval_s):
+        runs = busy_runs(epochs, util[row], interval_s)
+        if index in canaries:
+            for run_start, run_end in _split(runs, canary_window):
+                inside = low <= run_start and run_end <= high
+                workload = (
+                    canaries[index]
+                    if inside
+                    else holds(node=node, gpu_index=index, gpu_uuid=gpu_uuid, run_start=run_start)[0].workload
+                )
+                intervals.extend(
+                    Interval(gpu_uuid, a, b, workload, 1.0, "exclusive")
+                    for a, b in _cut(run_start, run_end, DAY)
+                )
+            continue
+        for run_start, run_end in runs:
             for hold in holds(node=node, gpu_index=index, gpu_uuid=gpu_uuid, run_start=run_start):
                 if hold.sliced is None:
                     intervals.extend(
@@ -298,8 +346,10 @@ def attribution_history(
     telemetry: list[generator.HostTelemetry],
     instances: dict[str, list[MigInstance]],
     interval_s: int,
+    canary_window: tuple[int, int],
 ) -> dict[str, list[Interval]]:
-    """Each host's intervals by hostname, from the samples the load stores (``telemetry``)."""
+    """Each host's intervals by hostname, from the samples the load stores (``telemetry``);
+    ``canary_window``: ``serving_plan.canary_window`` of the telemetry's days."""
     result = {}
     for host, data in zip(hosts, telemetry, strict=True):
         node = Node(
@@ -316,5 +366,6 @@ def attribution_history(
             epochs=data.epochs,
             util=data.columns["gpu_util"],
             interval_s=interval_s,
+            canary_window=canary_window,
         )
     return result

@@ -18,7 +18,7 @@ from django.db import connection
 from accelboard.fleet.models import ATTRIBUTION_COLUMNS, Accelerator, Workload
 from accelboard.fleet.partition_services import ATTRIBUTION_TABLE, telemetry_partitions_ensure
 
-from . import attribution_generator, generator
+from . import attribution_generator, generator, serving_plan
 
 _COPY_TYPES = ("timestamptz", "timestamptz", "int8", "int8", "int8", "float8", "text", "int8", "float4")
 
@@ -38,7 +38,13 @@ def attribution_write(
     """Store every host's intervals over the telemetry days; return the rows written."""
     instances = attribution_generator.fleet_instances(config.seed, hosts)
     history = attribution_generator.attribution_history(
-        hosts=hosts, telemetry=telemetry, instances=instances, interval_s=config.telemetry_interval_s
+        hosts=hosts,
+        telemetry=telemetry,
+        instances=instances,
+        interval_s=config.telemetry_interval_s,
+        canary_window=serving_plan.canary_window(
+            config.telemetry_start, config.telemetry_end, config.serving_interval_s
+        ),
     )
     devices = dict(Accelerator.objects.filter(host_id__in=host_ids.values()).values_list("uuid", "id"))
     seen: dict[tuple[int, str, str], tuple[attribution_generator.WorkloadPlan, int, int]] = {}

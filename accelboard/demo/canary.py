@@ -1,45 +1,54 @@
-"""The demo's canaries: a new build of Llama-3.1-8B fp8 (``fp8-v2``) rolled out to one GPU of
-reno-h100-01 beside the stable fp8 deployment, which regresses on latency (x1.3) and so on
-throughput per GPU, energy and cost per token, while its agreement with the reference holds; and a
-harmless one (``fp8-v3``) that matches the stable deployment. Each has a canary check
-(``accelboard.canary``): the first fails on those metrics, the second passes.
+"""The demo's canaries: a new build of Llama-3.1-8B fp8 (``fp8-v2``) rolled out on reno-h100-01 in
+place of one of the stable fp8 deployment's four replicas, which regresses on latency (x1.3) and so
+on throughput per GPU, energy and cost per token, while its agreement with the reference holds; and
+a harmless one (``fp8-v3``) in place of another replica, that matches the stable deployment. Each
+has a canary check (``accelboard.canary``): the first fails on those metrics, the second passes.
 
-Loaded after the demo's serving metrics and costs, through the product's write paths
-(``serving.services.inference_metrics_store`` with labels, ``drift.services.agreement_batch_ingest``,
-``canary.services.canary_check_create``); the stable deployment's rows of the window are labelled
-``track=stable``. The canaries' intervals follow the stable ones interval by interval (same traffic
-shape), each on one GPU also named by the stable deployment: a demo shortcut, so that its energy is
-that GPU's measured energy (the stable rows count the same GPU among their four).
+Loaded after the demo's serving metrics and agreement and before their costs and the cost by
+workload, through the product's write paths (``serving.services.inference_metrics_store`` with
+labels, ``drift.services.agreement_batch_ingest``, ``canary.services.canary_check_create``). In the
+window (``serving_plan.canary_window``) each canary has its replica's GPU
+(``serving_plan.CANARIES``), held by its own pod in the demo's attribution
+(``attribution_generator.canary_pods``), and that replica's slice of each interval's traffic
+(interval by interval, the stable shape); the stable deployment's rows of the window, labelled
+``track=stable``, name its remaining GPUs and carry the rest of the traffic. So no GPU is named by
+two deployments in the same interval: a GPU's energy and GPU-hours count once, each deployment's
+energy on the canary page is its own GPUs', and the serving costs and the cost by model see the
+same GPUs per variant (the allocation rules map the canary pods' model labels to their variants).
+The stable deployment's energy per token holds across the window's start (half its traffic on half
+its GPUs, which follow the host's daily cycle as the other two do); on two GPUs rather than four
+its per-interval figure is noisier, enough to tip the production rule's reference comparison just
+after the demo's injected throttle ends (its reference window throttled: tests/alerts/test_demo_fresh.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import numpy as np
 
 from accelboard.canary.services import canary_check_create
 from accelboard.core.models import Team
+from accelboard.fleet.models import Accelerator
 from accelboard.serving.models import InferenceMetric
 
 from . import generator, serving_plan
 
-HOST = "reno-h100-01"
-MODEL = "Llama-3.1-8B"
-STABLE = {"variant": "fp8", "gpus": 4}
-WINDOW_HOURS = 72
+HOST = serving_plan.CANARY_HOST
+MODEL = serving_plan.CANARY_MODEL
+STABLE = {"variant": serving_plan.CANARY_STABLE_VARIANT}
 # name, variant, labels, GPU index, latency factor, per-GPU throughput factor
 CANARIES = [
-    ("llama8b-fp8-v2", "fp8-v2", {"track": "canary"}, 3, 1.3, 1 / 1.3),
-    ("llama8b-fp8-v3", "fp8-v3", {"track": "canary-v3"}, 2, 1.0, 1.0),
+    (c["name"], c["variant"], c["labels"], c["gpu"], c["slower"], c["per_gpu"]) for c in serving_plan.CANARIES
 ]
 
 
 def _window(config: generator.DemoConfig) -> tuple[datetime, datetime]:
-    end = datetime.fromtimestamp(config.telemetry_end, UTC)
-    hours = min(WINDOW_HOURS, (config.telemetry_end - config.telemetry_start) // 3600)
-    return end - timedelta(hours=hours), end
+    start, end = serving_plan.canary_window(
+        config.telemetry_start, config.telemetry_end, config.serving_interval_s
+    )
+    return datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC)
 
 
 def canary_write(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[str, int]:
@@ -62,14 +71,18 @@ def canary_write(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[s
     if not rows:
         return {"canary_intervals": 0, "canary_checks": 0}
     host, model = rows[0].host, rows[0].variant.model
+    gpus = dict(Accelerator.objects.filter(host=host, parent_uuid="").values_list("index", "uuid"))
+    taken = {gpus[gpu] for _, _, _, gpu, _, _ in CANARIES}
     stored = 0
     for name, variant, labels, gpu, slower, per_gpu in CANARIES:
         rng = generator._rng(config, "canary", name)
-        gpu_uuid = rows[0].accelerator_uuids[gpu]
+        gpu_uuid = gpus[gpu]
         intervals = []
         for row in rows:
+            if gpu_uuid not in row.accelerator_uuids:
+                raise ValueError(f"canary {name}: GPU {gpu} of {HOST} is not the stable deployment's")
             noise = rng.lognormal(0, 0.04, 6)
-            share = per_gpu / len(row.accelerator_uuids)  # one GPU's slice of the traffic
+            share = per_gpu / len(row.accelerator_uuids)  # one replica's slice of the traffic
 
             def lat(
                 value: float | None, k: int, noise: np.ndarray = noise, slower: float = slower
@@ -126,4 +139,24 @@ def canary_write(config: generator.DemoConfig, teams: dict[str, Team]) -> dict[s
             canary=dict(labels),
             window_minutes=int((end - start).total_seconds() // 60),
         )
+    _stable_shrink(rows, taken)  # after the canaries, whose traffic is a share of the whole
     return {"canary_intervals": stored, "stable_labelled": labelled, "canary_checks": len(CANARIES)}
+
+
+def _stable_shrink(rows: list[InferenceMetric], taken: set[str]) -> None:
+    """The stable deployment's rows of the window without the replicas the canaries took: its
+    remaining GPUs and their share of each interval's traffic (its latencies are its own). Reads
+    the rows as generated (every GPU of the deployment), so it runs once per load."""
+    for row in rows:
+        kept = [uuid for uuid in row.accelerator_uuids if uuid not in taken]
+        share = len(kept) / len(row.accelerator_uuids)
+        row.accelerator_uuids = kept
+        row.requests = round(row.requests * share)
+        row.errors = round(row.errors * share)
+        row.prompt_tokens = round(row.prompt_tokens * share)
+        row.generated_tokens = round(row.generated_tokens * share)
+    InferenceMetric.objects.bulk_update(
+        rows,
+        ["accelerator_uuids", "requests", "errors", "prompt_tokens", "generated_tokens"],
+        batch_size=1000,
+    )

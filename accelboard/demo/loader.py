@@ -460,9 +460,10 @@ def _load(
         steps.run("alerts", _stage(history_load.alerts_check))
 
     _branches(telemetry_chain, history_chain)
+    # The canaries before the costs: their serving costs and their pods' cost by model count them.
+    steps.run("canary", _stage(lambda: canary.canary_write(config, state["teams"])))
     steps.run("costs", _stage(lambda: history_load.serving_costs_write(config)))
     admin = get_user_model().objects.get(username=plan.ADMIN_USERNAME)
     steps.run("allocation", _stage(lambda: history_load.allocation_write(config, state["teams"], admin)))
-    steps.run("canary", _stage(lambda: canary.canary_write(config, state["teams"])))
     steps.run("training", _stage(lambda: training.training_write(config, state["teams"], hosts)))
     result.manifest = history_load.manifest_with_ids(config, hosts, state["runs"], events, state["series"])

@@ -487,6 +487,9 @@ PRICES: list[dict[str, Any]] = [
 # and model label ("" for none); ``labels: False`` pods carry no labels at all.
 POD_TEMPLATES: dict[str, dict[str, Any]] = {
     "llama8b-fp8": {"namespace": "llm-serving", "app": "vllm", "model": "llama-3.1-8b-fp8"},
+    # The canaries' pods (``serving_plan.CANARIES``): each holds one of llama8b-fp8's GPUs in the window.
+    "llama8b-fp8-v2": {"namespace": "llm-serving", "app": "vllm", "model": "llama-3.1-8b-fp8-v2"},
+    "llama8b-fp8-v3": {"namespace": "llm-serving", "app": "vllm", "model": "llama-3.1-8b-fp8-v3"},
     "llama8b-bf16": {"namespace": "llm-serving", "app": "vllm", "model": "llama-3.1-8b-bf16"},
     "llama8b-int4": {"namespace": "llm-serving", "app": "vllm", "model": "llama-3.1-8b-int4-awq"},
     # TensorRT-LLM pods carry no model label: their model is the one their serving metrics name.
@@ -576,6 +579,8 @@ ATTRIBUTION_RULES: list[dict[str, str]] = [
     {"selector": "account", "value": "speech", "team": "speech-audio"},
     {"selector": "account", "value": "research", "team": "research-platform"},
     {"selector": "label", "value": "model=llama-3.1-8b-fp8", "model": "Llama-3.1-8B", "variant": "fp8"},
+    {"selector": "label", "value": "model=llama-3.1-8b-fp8-v2", "model": "Llama-3.1-8B", "variant": "fp8-v2"},
+    {"selector": "label", "value": "model=llama-3.1-8b-fp8-v3", "model": "Llama-3.1-8B", "variant": "fp8-v3"},
     {"selector": "label", "value": "model=llama-3.1-8b-bf16", "model": "Llama-3.1-8B", "variant": "bf16"},
     {
         "selector": "label",

@@ -40,9 +40,9 @@ STEPS = {
     "serving": "serving metrics",
     "drift": "quantization drift",
     "alerts": "regression alerts",
+    "canary": "canary verdicts",
     "costs": "costs of serving",
     "allocation": "cost by workload",
-    "canary": "canary verdicts",
     "training": "training runs and jobs",
 }
 # The site is served once these are in: the overview has logins, hosts and the current figures.

@@ -92,6 +92,52 @@ SERVING: list[dict[str, Any]] = [
     },
 ]
 
+# The canaries (``accelboard.demo.canary``): new builds of the stable deployment above (the first
+# SERVING entry), each rolled out in place of one of its replicas for the window ``canary_window``
+# (from the first midnight UTC in the telemetry's last CANARY_WINDOW_HOURS): its own GPU of that host (``gpu``, an
+# index), held by its own pod (``pod``, a ``plan.POD_TEMPLATES`` key), with that replica's slice of
+# the traffic; the stable deployment keeps its other GPUs and the rest of the traffic, so no GPU is
+# named by two deployments at once. ``slower``: latency factor; ``per_gpu``: throughput per GPU
+# against the stable build's.
+CANARY_HOST = "reno-h100-01"
+CANARY_MODEL = "Llama-3.1-8B"
+CANARY_STABLE_VARIANT = "fp8"
+CANARY_WINDOW_HOURS = 72
+CANARIES: list[dict[str, Any]] = [
+    {
+        "name": "llama8b-fp8-v2",
+        "variant": "fp8-v2",
+        "labels": {"track": "canary"},
+        "gpu": 3,
+        "pod": "llama8b-fp8-v2",
+        "slower": 1.3,
+        "per_gpu": 1 / 1.3,
+    },
+    {
+        "name": "llama8b-fp8-v3",
+        "variant": "fp8-v3",
+        "labels": {"track": "canary-v3"},
+        "gpu": 2,
+        "pod": "llama8b-fp8-v3",
+        "slower": 1.0,
+        "per_gpu": 1.0,
+    },
+]
+
+
+def canary_window(telemetry_start: int, telemetry_end: int, serving_interval_s: int) -> tuple[int, int]:
+    """[start, end) of the canaries' rollout, epoch seconds, to the end of the telemetry: from the
+    first midnight UTC in its last CANARY_WINDOW_HOURS, so that no GPU changes deployment within
+    a UTC day (the serving costs split a GPU named by two variants in one day by their tokens, the
+    cost by workload by the time each held it); the whole telemetry when it is no longer than that,
+    from its first serving interval (no earlier interval then names the canaries' GPUs)."""
+    earliest = telemetry_end - CANARY_WINDOW_HOURS * 3600
+    if earliest <= telemetry_start:
+        return telemetry_start - telemetry_start % serving_interval_s, telemetry_end
+    day = 86_400
+    return earliest + (-earliest) % day, telemetry_end
+
+
 # Serving objectives the LLM team set (alerts.ServingSlo, p99 end-to-end ms, every variant): the
 # capacity plan sizes each model at its objective. Above the production e2e p99 at peak, so the
 # production SLO rule stays quiet.
