@@ -64,6 +64,7 @@ from .profile_data import (
     BoundedEventColumns,
     EventColumns,
     GpuEvents,
+    PackedColumn,
     ProfileData,
     RankTrace,
     Step,
@@ -455,12 +456,14 @@ def _keep(columns: EventColumns, mask: np.ndarray) -> BoundedEventColumns:
 def _events(
     trace: RankTrace, columns: BoundedEventColumns, runtime_corr: array, runtime_ts: array, runtime_dur: array
 ) -> GpuEvents:
-    """The columns as arrays (views of the columns read, not copies: memory is the peak)."""
+    """The columns as arrays. In an order that keeps the peak low: the launch times (from the
+    packed correlation ids, chunk by chunk), then the name index (the admissions' table freed),
+    then the start and duration columns decoded one after the other."""
     if not len(columns):
         trace.names, trace.name_categories, _ = columns.finish()
         trace.folded_names = columns.folded
         return GpuEvents.empty()
-    correlation = column_array(columns.correlation)
+    columns.seal()
     # Without launches, read-only NaN views that take no memory.
     launch: np.ndarray = np.broadcast_to(np.float64(np.nan), (len(columns),))
     launch_dur: np.ndarray = launch
@@ -473,23 +476,21 @@ def _events(
         keys, times, durations = keys[order], times[order], durations[order]
         del order
         launch_dur = np.full(len(columns), np.nan)
-        # In chunks: the temporaries of the look-up stay bounded whatever the trace.
-        for a in range(0, correlation.size, 1 << 20):
-            wanted = correlation[a : a + (1 << 20)].astype(np.int64)
+        a = 0
+        for wanted in columns.correlation.pieces():
             where = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
             found = np.flatnonzero((keys[where] == wanted) & (wanted >= 0))
             launch[a + found] = times[where[found]]
             launch_dur[a + found] = durations[where[found]]
+            a += wanted.size
         del keys, times, durations
-    # The correlation ids have served: freed before the name table is made final, so that the two
-    # are never held together (4 bytes an activity each).
-    del correlation
-    columns.correlation = array("i")
+    columns.correlation = PackedColumn("q")
     trace.names, trace.name_categories, name_index = columns.finish()
     trace.folded_names = columns.folded
+    start, dur = columns.take_times()
     return GpuEvents(
-        start=column_array(columns.start),
-        dur=column_array(columns.dur),
+        start=start,
+        dur=dur,
         stream=column_array(columns.stream),
         kind=column_array(columns.kind),
         name=name_index,
