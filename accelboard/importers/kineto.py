@@ -54,6 +54,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from . import profile_data
 from .base import ParseError
 from .jsonstream import ByteStream, JsonStreamError, stream_document
 from .profile_data import (
@@ -68,6 +69,7 @@ from .profile_data import (
     ProfileData,
     RankTrace,
     Step,
+    TooManyActivities,
     column_array,
     fold_sums,
 )
@@ -170,10 +172,26 @@ def _int(value: Any, default: int) -> int:
         return int(match.group()) if match else default
 
 
-def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
-    """Read one trace file into a ``RankTrace``. Raises ParseError naming the file."""
+class TooLarge(ParseError):
+    """A profile beyond ``MAX_ACTIVITIES`` GPU activities (``code``: for the API's answer)."""
+
+    code = TooManyActivities.code
+
+
+def parse_rank(stream: ByteStream, *, name: str, index: int = 0, limit: int | None = None) -> RankTrace:
+    """Read one trace file into a ``RankTrace``. Raises ParseError naming the file; ``TooLarge``
+    past ``limit`` GPU activities (default ``MAX_ACTIVITIES``)."""
+    try:
+        return _parse_rank(
+            stream, name=name, index=index, limit=profile_data.MAX_ACTIVITIES if limit is None else limit
+        )
+    except TooManyActivities as exc:
+        raise TooLarge(name, str(exc)) from None
+
+
+def _parse_rank(stream: ByteStream, *, name: str, index: int, limit: int) -> RankTrace:
     header: dict[str, Any] = {}
-    columns = BoundedEventColumns()
+    columns = BoundedEventColumns(limit=limit)
     runtime_corr = array("q")
     runtime_ts = array("d")
     runtime_dur = array("d")
@@ -255,6 +273,8 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                 other.add(label, _other_kind(cat, label), ts, dur, _int(event.get("tid"), -1), -1)
                 other_pid.append(_pid_key(pids, event.get("pid")))
                 other_cat.append(cat_index)
+                if len(other_pid) > limit:
+                    raise TooManyActivities(profile_data.MAX_ACTIVITIES)
                 continue
             if code <= MEMSET:
                 args = event.get("args") or {}
@@ -527,11 +547,14 @@ def _header(trace: RankTrace, header: dict[str, Any], devices: dict[int, int], n
 
 def parse(sources: list[tuple[str, Source]]) -> ProfileData:
     """Read several rank files of one run (``(name, path | bytes | binary stream)``) as one profile."""
-    ranks = []
+    ranks: list[RankTrace] = []
     for index, (name, source) in enumerate(sources):
+        read = sum(len(trace.events) for trace in ranks if trace.events is not None)
         try:
             with open_stream(source) as stream:
-                ranks.append(parse_rank(stream, name=name, index=index))
+                ranks.append(
+                    parse_rank(stream, name=name, index=index, limit=profile_data.MAX_ACTIVITIES - read)
+                )
         except OSError as exc:
             raise ParseError(name, f"cannot read: {exc.strerror or exc}") from None
     seen: dict[int, str] = {}

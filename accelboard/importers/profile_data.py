@@ -29,6 +29,28 @@ KIND_LABELS = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 MAX_NAMES = 10_000
 MAX_CPU_NAMES = 5_000
 
+# GPU activities (kernels, copies, memsets) of one profile, all its files together: memory grows
+# by about 21 bytes an activity once read (its float64 start and duration, stream, kind, name),
+# so that beyond this a profile could not be read and analysed in 300 MB; refused as soon as
+# reading reaches it (``TooManyActivities``), never half-read. Kineto writes about 150-250 bytes an
+# activity: 7 million is a trace of 1-1.7 GB, or a few hundred thousand training steps' kernels.
+MAX_ACTIVITIES = 7_000_000
+
+
+class TooManyActivities(ValueError):
+    """A profile with more GPU activities than ``MAX_ACTIVITIES``: refused, not read in part."""
+
+    code = "too_large"
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        super().__init__(
+            f"more than {limit:,} GPU activities (kernels, copies, memsets) in this profile: the most "
+            "that is read, to keep the reading under 300 MB; profile fewer steps "
+            "(torch.profiler's schedule: active=1-2) or split the trace"
+        )
+
+
 # The category of an activity name, used to fold names by category (the breakdown stays right
 # when names are folded). Registered by ``profiles.categories``: importers sit below profiles.
 _classify: Callable[[str, int], str] | None = None
@@ -265,7 +287,9 @@ class BoundedEventColumns:
     bytes of float64 times plus the name index (2 bytes while there are fewer than 32,768 rows).
     """
 
-    def __init__(self, cap: int | None = None) -> None:
+    def __init__(self, cap: int | None = None, limit: int | None = None) -> None:
+        # Refused (``TooManyActivities``) at the first chunk past ``limit`` activities.
+        self.limit = MAX_ACTIVITIES if limit is None else limit
         self.start = PackedColumn("d")
         self.dur = PackedColumn("d")
         # 16-bit stream ids while they fit (CUDA streams are numbered from 7 up), widened to 64
@@ -325,6 +349,8 @@ class BoundedEventColumns:
             self.seal()
 
     def seal(self) -> None:
+        if len(self) > self.limit:
+            raise TooManyActivities(MAX_ACTIVITIES)
         for column in (self.start, self.dur, self.name, self.correlation):
             column.seal()
 

@@ -5,16 +5,17 @@ And the cached kernel category is the uncached one."""
 
 from __future__ import annotations
 
+import io
 import json
 import random
 
 import numpy as np
 import pytest
 
-from accelboard.importers import profile_data
+from accelboard.importers import kineto, profile_data
 from accelboard.importers.profile_data import PackedColumn, pack, unpack
 from accelboard.importers.profile_registry import profile_parse
-from accelboard.profiles import analysis, categories
+from accelboard.profiles import analysis, categories, services
 from accelboard.testing.traces import kineto_document, kineto_event
 
 
@@ -53,7 +54,9 @@ def test_random_chunks_decode_exactly_and_whole_nanoseconds_are_narrow() -> None
         assert _same(unpack(pack(values)), values)
     in_order = np.cumsum(np.full(4096, 3.125)) + 1.7e12
     packed = pack(in_order)
-    assert packed[0] == "ns" and sum(p.nbytes for p in packed if isinstance(p, np.ndarray)) <= 2 * in_order.size
+    assert (
+        packed[0] == "ns" and sum(p.nbytes for p in packed if isinstance(p, np.ndarray)) <= 2 * in_order.size
+    )
 
 
 def test_a_column_of_many_chunks_gives_every_value_back(monkeypatch) -> None:
@@ -168,3 +171,33 @@ def test_a_rule_with_digits_beside_digits_turns_the_cache_off() -> None:
     assert categories._digits_stand_alone(("fft2d", "im2col"))
     assert not categories._digits_stand_alone(("sm90",))
     assert not categories._digits_stand_alone(("2d",))
+
+
+def _kernels(count: int, rank: int = 0) -> bytes:
+    events = [kineto_event(f"k{i % 5}", "kernel", float(i), 0.5, correlation=i) for i in range(count)]
+    return json.dumps(kineto_document(events, rank=rank, world_size=2)).encode()
+
+
+def test_a_profile_beyond_the_activity_limit_is_refused_naming_the_limit(monkeypatch) -> None:
+    monkeypatch.setattr(profile_data, "PACK_CHUNK", 16)
+    monkeypatch.setattr(profile_data, "MAX_ACTIVITIES", 100)
+    assert len(profile_parse([("rank0.json", _kernels(100))]).ranks[0].events) == 100
+    for files in (
+        [("rank0.json", _kernels(101))],
+        [("rank0.json", _kernels(60)), ("rank1.json", _kernels(60, 1))],
+    ):
+        with pytest.raises(kineto.TooLarge) as refused:
+            profile_parse(files)
+        assert refused.value.code == "too_large"
+        assert "more than 100 GPU activities" in str(refused.value)
+        assert refused.value.file == files[-1][0]
+
+
+@pytest.mark.parametrize("in_child", [False, True])
+def test_the_server_refuses_it_with_its_code_read_in_a_child_or_not(monkeypatch, in_child: bool) -> None:
+    monkeypatch.setattr(profile_data, "MAX_ACTIVITIES", 50)
+    monkeypatch.setattr(services, "CHILD_PROCESS_BYTES", 0 if in_child else 1 << 30)
+    with pytest.raises(services.ProfileRejected) as refused:
+        services.profile_summarise(files=[("rank0.json", io.BytesIO(_kernels(200)))])
+    assert refused.value.code == "too_large"
+    assert "rank0.json" in refused.value.message and "more than 50 GPU activities" in refused.value.message
