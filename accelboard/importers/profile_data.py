@@ -356,23 +356,29 @@ class BoundedEventColumns:
 
     def _prune(self, keep: int) -> None:
         total = np.frombuffer(self._slot_total, dtype=np.float64)
-        slots = np.fromiter(self.live.values(), dtype=np.int64, count=len(self.live))
         names = list(self.live)
+        slots = np.fromiter(self.live.values(), dtype=np.int64, count=len(names))
         # The heaviest ``keep`` stay (ties: the earlier admitted, as a stable sort of the table).
         order = np.argsort(-total[slots], kind="stable")
-        for i in order[keep:].tolist():
-            name, slot = names[i], int(slots[i])
-            kind = self._slot_kind[slot]
-            category = _classify(name, kind) if _classify is not None else ""
-            bucket = self._buckets.get((kind, category))
+        fold = order[keep:]
+        folded_slots = slots[fold]
+        kinds = np.frombuffer(self._slot_kind, dtype=np.int8)[folded_slots].tolist()
+        classify, buckets = _classify, self._buckets
+        codes = []
+        for i, kind in zip(fold.tolist(), kinds, strict=True):
+            category = classify(names[i], kind) if classify is not None else ""
+            bucket = buckets.get((kind, category))
             if bucket is None:
-                bucket = self._buckets[(kind, category)] = len(self._buckets)
+                bucket = buckets[(kind, category)] = len(buckets)
                 if bucket > 127:
                     raise OverflowError("more than 128 'other' rows")  # kinds × categories: about 20
-            self._target[self._slot_id[slot]] = bucket
-            self._free.append(slot)
-            self.folded += 1
-            del self.live[name]
+            codes.append(bucket)
+        ids = np.frombuffer(self._slot_id, dtype=np.int64)[folded_slots]
+        np.frombuffer(self._target, dtype=np.int8)[ids] = codes
+        self._free.extend(folded_slots.tolist())
+        self.folded += len(codes)
+        slot_list = slots.tolist()
+        self.live = {names[i]: slot_list[i] for i in np.sort(order[:keep]).tolist()}
 
     def __len__(self) -> int:
         return len(self.kind)
