@@ -304,6 +304,8 @@ def _parse_rank(stream: ByteStream, *, name: str, index: int, limit: int) -> Ran
                     slot[1] += dur
                 correlation = (event.get("args") or {}).get("correlation")
                 if type(correlation) is int and 0 <= correlation < 1 << 63:
+                    if not runtime_corr:
+                        columns.launches = True
                     runtime_corr.append(correlation)
                     runtime_ts.append(ts)
                     # The kernels of a CUDA graph share its one launch: no launch call of their own.

@@ -29,12 +29,16 @@ KIND_LABELS = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 MAX_NAMES = 10_000
 MAX_CPU_NAMES = 5_000
 
-# GPU activities (kernels, copies, memsets) of one profile, all its files together: memory grows
-# by about 21 bytes an activity once read (its float64 start and duration, stream, kind, name),
-# so that beyond this a profile could not be read and analysed in 300 MB; refused as soon as
-# reading reaches it (``TooManyActivities``), never half-read. Kineto writes about 150-250 bytes an
-# activity: 7 million is a trace of 1-1.7 GB, or a few hundred thousand training steps' kernels.
-MAX_ACTIVITIES = 7_000_000
+# GPU activities (kernels, copies, memsets) of one profile, all its files together. Once read, an
+# activity takes about 25 bytes until the analysis ends (its float64 start and duration, stream,
+# kind, name index, the analysis's priority and temporaries; measured: 356 MB in the server's
+# reading child for 8.5 million, 144 MB of which the server's own), 41 with the launch times
+# of a trace that has runtime events: an activity then counts as 1.6 against the limit. Beyond
+# it a profile could not be read and analysed in 300 MB in that child; refused as soon as
+# reading reaches it (``TooManyActivities``), never half-read. Kineto writes 150-250 bytes an
+# activity: 6 million is a trace of 1-1.5 GB of kernels alone.
+MAX_ACTIVITIES = 6_000_000
+LAUNCH_WEIGHT = 1.6
 
 
 class TooManyActivities(ValueError):
@@ -290,6 +294,7 @@ class BoundedEventColumns:
     def __init__(self, cap: int | None = None, limit: int | None = None) -> None:
         # Refused (``TooManyActivities``) at the first chunk past ``limit`` activities.
         self.limit = MAX_ACTIVITIES if limit is None else limit
+        self.launches = False  # set by the reader when launch times will be joined (``LAUNCH_WEIGHT``)
         self.start = PackedColumn("d")
         self.dur = PackedColumn("d")
         # 16-bit stream ids while they fit (CUDA streams are numbered from 7 up), widened to 64
@@ -349,7 +354,7 @@ class BoundedEventColumns:
             self.seal()
 
     def seal(self) -> None:
-        if len(self) > self.limit:
+        if len(self) * (LAUNCH_WEIGHT if self.launches else 1.0) > self.limit:
             raise TooManyActivities(MAX_ACTIVITIES)
         for column in (self.start, self.dur, self.name, self.correlation):
             column.seal()

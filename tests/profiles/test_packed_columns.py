@@ -201,3 +201,21 @@ def test_the_server_refuses_it_with_its_code_read_in_a_child_or_not(monkeypatch,
         services.profile_summarise(files=[("rank0.json", io.BytesIO(_kernels(200)))])
     assert refused.value.code == "too_large"
     assert "rank0.json" in refused.value.message and "more than 50 GPU activities" in refused.value.message
+
+
+def test_launch_times_count_against_the_limit(monkeypatch) -> None:
+    # 16 more bytes an activity once launch times are joined: an activity counts as 1.6.
+    monkeypatch.setattr(profile_data, "PACK_CHUNK", 16)
+    monkeypatch.setattr(profile_data, "MAX_ACTIVITIES", 100)
+
+    def launched(count: int) -> bytes:
+        events = []
+        for i in range(count):
+            events.append(kineto_event("cudaLaunchKernel", "cuda_runtime", float(2 * i), 0.5, correlation=i))
+            events.append(kineto_event(f"k{i % 5}", "kernel", float(2 * i + 1), 0.5, correlation=i))
+        return json.dumps(kineto_document(events)).encode()
+
+    read = profile_parse([("rank0.json", launched(62))]).ranks[0].events
+    assert read is not None and len(read) == 62 and not np.isnan(read.launch).any()
+    with pytest.raises(kineto.TooLarge, match="more than 100 GPU activities"):
+        profile_parse([("rank0.json", launched(63))])
