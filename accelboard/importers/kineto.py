@@ -5,7 +5,9 @@ Written by ``torch.profiler.tensorboard_trace_handler`` (``*.pt.trace.json[.gz]`
 file is streamed (``jsonstream``): GPU activities become typed columns (``profile_data``), CPU
 events are summed by name while reading, nothing else is kept. Memory is bounded whatever the
 names: at most ``MAX_NAMES`` activity names and ``MAX_CPU_NAMES`` CPU names are kept by name
-(``BoundedEventColumns``, ``fold_sums``), the others summed in "(other ...)" rows, with a warning.
+(``BoundedEventColumns``, ``fold_sums``), the others summed in "(other ...)" rows, with a warning;
+a profile of more than ``profile_data.MAX_ACTIVITIES`` GPU activities (all its files) is refused
+with ``TooLarge`` (code ``too_large``) as soon as reading reaches the limit.
 
 What is read, event by event (complete events, ``"ph": "X"``; categories compared ignoring case,
 old spellings included):

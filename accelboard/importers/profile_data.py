@@ -1,8 +1,10 @@
 """What a profiler importer produces: per rank, the GPU activities as compact columns.
 
-Pure (numpy, no Django). A trace of several hundred MB holds a few hundred thousand GPU
-activities: kept as typed arrays (23 bytes each, 39 with launch times), never as Python objects, so that the
-analysis can draw the GPU timeline (idle gaps, overlap of streams) in bounded memory. CPU-side
+Pure (numpy, no Django). A trace of several hundred MB holds a few hundred thousand to a few
+million GPU activities: read into packed columns (``PackedColumn``: 8-12 bytes an activity for
+Kineto's nanosecond times), then given to the analysis as typed arrays (21 bytes each, 37 with
+launch times), never as Python objects, so that it can draw the GPU timeline (idle gaps, overlap
+of streams); a profile of more than ``MAX_ACTIVITIES`` is refused while it is read. CPU-side
 events are folded while reading into sums per name (``ops``, ``runtime``) and step ranges.
 
 A report without a timeline (``nsys stats`` CSV) gives ``sums`` per activity name instead of
@@ -194,9 +196,6 @@ class PackedColumn:
 
     def __len__(self) -> int:
         return self.sealed + len(self.buffer)
-
-    def nbytes(self) -> int:
-        return sum(part.nbytes for chunk in self.chunks for part in chunk[1:] if isinstance(part, np.ndarray))
 
     def pieces(self) -> Iterator[np.ndarray]:
         """The values chunk by chunk, each chunk's packed form dropped once given (a column is
