@@ -22,8 +22,9 @@
    0.5 needs pandas < 3 (with pandas 3 it fails on traces of more than 32,767 GPU events):
    ``python -m venv /tmp/hta && /tmp/hta/bin/pip install HolisticTraceAnalysis "pandas<3"``.
 
-Ends with ``trace_mb_s= peak_rss_mb= ...``; exits 1 unless at least ``TARGET_MB_S`` MB/s with peak
-RSS at most ``TARGET_RSS_MB`` MB and the breakdown adding up. No database needed.
+Ends with ``trace_mb_s= peak_rss_mb= server_child_peak_mb= ...``; exits 1 unless at least
+``TARGET_MB_S`` MB/s with peak RSS at most ``TARGET_RSS_MB`` MB (the bare reading's and the
+server's reading child's) and the breakdown adding up. No database needed.
 
     .venv/bin/python bench/profiles.py            # ~500 MB, several minutes on 2 cores
     .venv/bin/python bench/profiles.py --mb 50    # a quick look
@@ -245,7 +246,10 @@ def main() -> int:
             f"({ref_rss_per_mb:.1f} MB per MB of trace: {ref_rss_per_mb * size_mb:,.0f} MB for this trace)"
         )
         hta = _hta(args, Path(tmp))
-    ok = mb_s >= TARGET_MB_S and stream["peak_rss_mb"] <= TARGET_RSS_MB and stream["adds_up"]
+    # Both the bare reading's peak and the server's reading child's (which counts the server's
+    # own pages, Django's, that it shares) must stay under the target.
+    child_mb = server["child_peak_rss_mb"]
+    ok = mb_s >= TARGET_MB_S and max(stream["peak_rss_mb"], child_mb) <= TARGET_RSS_MB and stream["adds_up"]
     hta_figures = (
         f"hta_mb={hta['mb']:.0f} hta_mb_s={hta['mb_s']:.2f} hta_rss_mb={hta['peak_rss_mb']:.0f}"
         if hta
@@ -253,7 +257,7 @@ def main() -> int:
     )
     print(
         f"trace_mb={size_mb:.0f} trace_mb_s={mb_s:.1f} trace_mb_per_cpu_s={cpu_mb_s:.1f} peak_rss_mb={stream['peak_rss_mb']:.0f} "
-        f"server_kept_mb={kept:.0f} reference_json_mb_s={ref_mb_s:.1f} reference_rss_mb_per_mb={ref_rss_per_mb:.1f} "
+        f"server_child_peak_mb={child_mb:.0f} server_kept_mb={kept:.0f} reference_json_mb_s={ref_mb_s:.1f} reference_rss_mb_per_mb={ref_rss_per_mb:.1f} "
         f"speed_ratio={mb_s / ref_mb_s:.2f} {hta_figures} adds_up={int(stream['adds_up'])} "
         f"load_1m={load[0]:.1f} target_mb_s={TARGET_MB_S:g} target_rss_mb={TARGET_RSS_MB:g} ok={int(ok)}"
     )

@@ -5,7 +5,9 @@ Written by ``torch.profiler.tensorboard_trace_handler`` (``*.pt.trace.json[.gz]`
 file is streamed (``jsonstream``): GPU activities become typed columns (``profile_data``), CPU
 events are summed by name while reading, nothing else is kept. Memory is bounded whatever the
 names: at most ``MAX_NAMES`` activity names and ``MAX_CPU_NAMES`` CPU names are kept by name
-(``BoundedEventColumns``, ``fold_sums``), the others summed in "(other ...)" rows, with a warning.
+(``BoundedEventColumns``, ``fold_sums``), the others summed in "(other ...)" rows, with a warning;
+a profile of more than ``profile_data.MAX_ACTIVITIES`` GPU activities (all its files) is refused
+with ``TooLarge`` (code ``too_large``) as soon as reading reaches the limit.
 
 What is read, event by event (complete events, ``"ph": "X"``; categories compared ignoring case,
 old spellings included):
@@ -54,6 +56,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from . import profile_data
 from .base import ParseError
 from .jsonstream import ByteStream, JsonStreamError, stream_document
 from .profile_data import (
@@ -64,9 +67,11 @@ from .profile_data import (
     BoundedEventColumns,
     EventColumns,
     GpuEvents,
+    PackedColumn,
     ProfileData,
     RankTrace,
     Step,
+    TooManyActivities,
     column_array,
     fold_sums,
 )
@@ -169,10 +174,26 @@ def _int(value: Any, default: int) -> int:
         return int(match.group()) if match else default
 
 
-def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
-    """Read one trace file into a ``RankTrace``. Raises ParseError naming the file."""
+class TooLarge(ParseError):
+    """A profile beyond ``MAX_ACTIVITIES`` GPU activities (``code``: for the API's answer)."""
+
+    code = TooManyActivities.code
+
+
+def parse_rank(stream: ByteStream, *, name: str, index: int = 0, limit: int | None = None) -> RankTrace:
+    """Read one trace file into a ``RankTrace``. Raises ParseError naming the file; ``TooLarge``
+    past ``limit`` GPU activities (default ``MAX_ACTIVITIES``)."""
+    try:
+        return _parse_rank(
+            stream, name=name, index=index, limit=profile_data.MAX_ACTIVITIES if limit is None else limit
+        )
+    except TooManyActivities as exc:
+        raise TooLarge(name, str(exc)) from None
+
+
+def _parse_rank(stream: ByteStream, *, name: str, index: int, limit: int) -> RankTrace:
     header: dict[str, Any] = {}
-    columns = BoundedEventColumns()
+    columns = BoundedEventColumns(limit=limit)
     runtime_corr = array("q")
     runtime_ts = array("d")
     runtime_dur = array("d")
@@ -254,6 +275,8 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                 other.add(label, _other_kind(cat, label), ts, dur, _int(event.get("tid"), -1), -1)
                 other_pid.append(_pid_key(pids, event.get("pid")))
                 other_cat.append(cat_index)
+                if len(other_pid) > limit:
+                    raise TooManyActivities(profile_data.MAX_ACTIVITIES)
                 continue
             if code <= MEMSET:
                 args = event.get("args") or {}
@@ -283,6 +306,8 @@ def parse_rank(stream: ByteStream, *, name: str, index: int = 0) -> RankTrace:
                     slot[1] += dur
                 correlation = (event.get("args") or {}).get("correlation")
                 if type(correlation) is int and 0 <= correlation < 1 << 63:
+                    if not runtime_corr:
+                        columns.launches = True
                     runtime_corr.append(correlation)
                     runtime_ts.append(ts)
                     # The kernels of a CUDA graph share its one launch: no launch call of their own.
@@ -455,12 +480,14 @@ def _keep(columns: EventColumns, mask: np.ndarray) -> BoundedEventColumns:
 def _events(
     trace: RankTrace, columns: BoundedEventColumns, runtime_corr: array, runtime_ts: array, runtime_dur: array
 ) -> GpuEvents:
-    """The columns as arrays (views of the columns read, not copies: memory is the peak)."""
+    """The columns as arrays. In an order that keeps the peak low: the launch times (from the
+    packed correlation ids, chunk by chunk), then the name index (the admissions' table freed),
+    then the start and duration columns decoded one after the other."""
     if not len(columns):
         trace.names, trace.name_categories, _ = columns.finish()
         trace.folded_names = columns.folded
         return GpuEvents.empty()
-    correlation = column_array(columns.correlation)
+    columns.seal()
     # Without launches, read-only NaN views that take no memory.
     launch: np.ndarray = np.broadcast_to(np.float64(np.nan), (len(columns),))
     launch_dur: np.ndarray = launch
@@ -473,23 +500,21 @@ def _events(
         keys, times, durations = keys[order], times[order], durations[order]
         del order
         launch_dur = np.full(len(columns), np.nan)
-        # In chunks: the temporaries of the look-up stay bounded whatever the trace.
-        for a in range(0, correlation.size, 1 << 20):
-            wanted = correlation[a : a + (1 << 20)].astype(np.int64)
+        a = 0
+        for wanted in columns.correlation.pieces():
             where = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
             found = np.flatnonzero((keys[where] == wanted) & (wanted >= 0))
             launch[a + found] = times[where[found]]
             launch_dur[a + found] = durations[where[found]]
+            a += wanted.size
         del keys, times, durations
-    # The correlation ids have served: freed before the name table is made final, so that the two
-    # are never held together (4 bytes an activity each).
-    del correlation
-    columns.correlation = array("i")
+    columns.correlation = PackedColumn("q")
     trace.names, trace.name_categories, name_index = columns.finish()
     trace.folded_names = columns.folded
+    start, dur = columns.take_times()
     return GpuEvents(
-        start=column_array(columns.start),
-        dur=column_array(columns.dur),
+        start=start,
+        dur=dur,
         stream=column_array(columns.stream),
         kind=column_array(columns.kind),
         name=name_index,
@@ -526,11 +551,14 @@ def _header(trace: RankTrace, header: dict[str, Any], devices: dict[int, int], n
 
 def parse(sources: list[tuple[str, Source]]) -> ProfileData:
     """Read several rank files of one run (``(name, path | bytes | binary stream)``) as one profile."""
-    ranks = []
+    ranks: list[RankTrace] = []
     for index, (name, source) in enumerate(sources):
+        read = sum(len(trace.events) for trace in ranks if trace.events is not None)
         try:
             with open_stream(source) as stream:
-                ranks.append(parse_rank(stream, name=name, index=index))
+                ranks.append(
+                    parse_rank(stream, name=name, index=index, limit=profile_data.MAX_ACTIVITIES - read)
+                )
         except OSError as exc:
             raise ParseError(name, f"cannot read: {exc.strerror or exc}") from None
     seen: dict[int, str] = {}

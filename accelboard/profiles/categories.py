@@ -187,6 +187,27 @@ _RULE_TEXT: tuple[tuple[str, tuple[str, ...]], ...] = (
 _RULES = tuple((category, re.compile("|".join(fragments))) for category, fragments in _RULE_TEXT)
 
 
+def _digits_stand_alone(fragments: tuple[str, ...]) -> bool:
+    """True when every digit of every fragment has a non-digit on both sides inside the fragment
+    (``fft2d``, ``im2col``): then a run of two or more digits in a name can take no part in a match."""
+    return all(
+        0 < at < len(fragment) - 1 and not fragment[at - 1].isdigit() and not fragment[at + 1].isdigit()
+        for fragment in fragments
+        for at, char in enumerate(fragment)
+        if char.isdigit()
+    )
+
+
+# Kernel names differ mostly by numbers (``triton_poi_fused_123``, shapes, template arguments): the
+# category is looked up by the name with each run of 2+ digits written "00", which matches the
+# same fragments (``_digits_stand_alone``), so a trace of a million generated names classifies
+# each shape of name once. Bounded: emptied when full.
+_DIGIT_RUNS = re.compile(r"\d{2,}")
+_CACHEABLE = all(_digits_stand_alone(fragments) for _category, fragments in _RULE_TEXT)
+_CACHE_SIZE = 20_000
+_cache: dict[str, str] = {}
+
+
 def kernel_category(name: str, kind: int = KERNEL) -> str:
     """The category of one GPU activity (see the module docstring)."""
     if kind == MEMSET:
@@ -194,6 +215,18 @@ def kernel_category(name: str, kind: int = KERNEL) -> str:
     if kind == MEMCPY:
         return memcpy_direction(name)
     lowered = name.lower()
+    if not _CACHEABLE:
+        return _kernel_category(lowered)
+    key = _DIGIT_RUNS.sub("00", lowered)
+    found = _cache.get(key)
+    if found is None:
+        if len(_cache) >= _CACHE_SIZE:
+            _cache.clear()
+        found = _cache[key] = _kernel_category(key)
+    return found
+
+
+def _kernel_category(lowered: str) -> str:
     for category, pattern in _RULES:
         if pattern.search(lowered):
             return category

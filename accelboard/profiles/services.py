@@ -40,7 +40,9 @@ Source = str | Path | bytes | IO[bytes]
 
 class ProfileRejected(ValueError):
     """Files that cannot be a profile: the message names the file (and line or offset). ``code``:
-    ``parse_error``, or ``device_mismatch`` for a strict attach of a trace from other hardware."""
+    ``parse_error``, ``too_large`` for a profile beyond the importers' limit of GPU activities
+    (``profile_data.MAX_ACTIVITIES``), or ``device_mismatch`` for a strict attach of a trace from
+    other hardware."""
 
     def __init__(
         self, message: str, *, field: str = "profile", code: str = "parse_error", reasons: Sequence[str] = ()
@@ -76,10 +78,15 @@ def profile_summarise(*, files: Sequence[tuple[str, Source]]) -> dict[str, Any]:
             return _summarise_in_child(files)
         data = profile_parse(list(files))
     except (ParseError, UnrecognisedFormat) as exc:
-        raise ProfileRejected(str(exc)) from None
+        raise ProfileRejected(str(exc), code=_code(exc)) from None
     finally:
         _rewind(files)
     return _summary(data)
+
+
+def _code(exc: Exception) -> str:
+    """``too_large`` for a profile beyond the importer's declared limit, else ``parse_error``."""
+    return str(getattr(exc, "code", "parse_error"))
 
 
 def _summary(data: ProfileData) -> dict[str, Any]:
@@ -119,7 +126,7 @@ def _summarise_in_child(files: Sequence[tuple[str, Source]]) -> dict[str, Any]:
         reader.close()
         child.join()
     if outcome == "rejected":
-        raise ProfileRejected(payload)
+        raise ProfileRejected(payload[0], code=payload[1])
     if outcome != "ok":
         raise RuntimeError(f"profile: the process reading the files ended with code {child.exitcode}")
     return payload
@@ -130,7 +137,7 @@ def _child(files: list[tuple[str, Source]], writer: Any) -> None:
     try:
         writer.send(("ok", _summary(profile_parse(files))))
     except (ParseError, UnrecognisedFormat) as exc:
-        writer.send(("rejected", str(exc)))
+        writer.send(("rejected", (str(exc), _code(exc))))
     finally:
         writer.close()
 

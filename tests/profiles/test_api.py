@@ -134,3 +134,33 @@ def test_folded_kernel_names_are_said_in_the_answer_and_the_rows(
     names = list(profile.kernels.values_list("name", flat=True))
     assert len([n for n in names if not n.startswith("(other ")]) <= 5
     assert any(n.startswith("(other kernels, ") for n in names)
+
+
+def test_a_profile_beyond_the_activity_limit_is_a_422_naming_it(
+    ingest_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from accelboard.importers import profile_data
+
+    created = (
+        Client()
+        .post(
+            "/api/v1/runs",
+            data={
+                "file": [_named("vllm_2025.json", (FIXTURES / "vllm_2025.json").read_bytes())],
+                "accelerator": "H100 SXM 80GB",
+            },
+            HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
+        )
+        .json()["runs"][0]
+    )
+    monkeypatch.setattr(profile_data, "MAX_ACTIVITIES", 20)
+    response = Client().post(
+        f"/api/v1/runs/{created['run_id']}/profile",
+        data={"profile": [_named("t.json", _trace())]},
+        HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
+    )
+    assert response.status_code == 422, response.json()
+    error = response.json()["error"]
+    assert error["code"] == "too_large" and error["path"] == "profile"
+    assert "more than 20 GPU activities" in error["message"]
+    assert not Profile.objects.filter(run_id=created["id"]).exists()
