@@ -164,13 +164,14 @@ class _Table:
         return value * self.scale[key] if time else value
 
 
-def _parse_block(trace: RankTrace, kind: str, lines: list[str], file: str, first_line: int) -> bool:
+def _parse_block(trace: RankTrace, kind: str, lines: list[str], file: str, first_line: int) -> str:
+    """Read one report's table into ``trace``; the report's kind, or "" for one not used."""
     rows = list(csv.reader(lines))
     header, body = rows[0], rows[1:]
     table = _Table(header, file, first_line)
     kind = _kind_from_header(header) or kind
     if kind in ("", "ignored"):
-        return False
+        return ""
     name_key = table.has("name", "operation", "range")
     count_key = table.has("instances", "count", "num calls", "calls")
     total_key = table.has("total time")
@@ -188,7 +189,7 @@ def _parse_block(trace: RankTrace, kind: str, lines: list[str], file: str, first
             raise ParseError(file, f"{len(row)} columns where the header has {len(header)}", line=line)
     if kind == "gpu_trace":
         _gpu_trace(trace, table, body, first_line)
-        return True
+        return kind
     if name_key is None or count_key is None or total_key is None:
         raise ParseError(
             file, "a report needs Name (or Operation/Range), a count and Total Time", line=first_line
@@ -220,7 +221,7 @@ def _parse_block(trace: RankTrace, kind: str, lines: list[str], file: str, first
             style = table.text(row, "style").strip() if table.has("style") else ""
             label = name.lstrip(":") if style else name
             trace.ops[label] = [count, total]
-    return True
+    return kind
 
 
 def _gpu_trace(trace: RankTrace, table: _Table, body: list[list[str]], first_line: int) -> None:
@@ -261,6 +262,7 @@ def _gpu_trace(trace: RankTrace, table: _Table, body: list[list[str]], first_lin
 def parse(sources: list[tuple[str, str | Path | bytes | IO[bytes]]]) -> ProfileData:
     """Read the CSV reports of one profile (file names, paths or bytes) as one rank."""
     trace = RankTrace(rank=0, file=", ".join(name for name, _ in sources))
+    reports: set[str] = set()
     for name, source in sources:
         try:
             if isinstance(source, bytes):
@@ -276,7 +278,10 @@ def parse(sources: list[tuple[str, str | Path | bytes | IO[bytes]]]) -> ProfileD
         for hint, line, lines in _blocks(text, name):
             kind = _REPORTS.get(hint, "")
             try:
-                found = _parse_block(trace, kind, lines, name, line) or found
+                read = _parse_block(trace, kind, lines, name, line)
+                if read:
+                    found = True
+                    reports.add(read)
             except csv.Error as exc:
                 raise ParseError(name, f"not valid CSV: {exc}", line=line) from None
         if not found:
@@ -293,6 +298,15 @@ def parse(sources: list[tuple[str, str | Path | bytes | IO[bytes]]]) -> ProfileD
             "nsys stats summaries have no timeline: idle time, overlap and steps are unknown "
             "(add the cuda_gpu_trace report for them)"
         )
+        # A report not among the files says nothing of its activities: unknown, not zero.
+        unknown = [] if "kern_sum" in reports else ["compute", "communication"]
+        if "mem_time_sum" not in reports:
+            unknown.append("memory")
+            if "kern_sum" in reports:
+                trace.warnings.append(
+                    "no memory report (cuda_gpu_mem_time_sum) among the files: memory copy and memset time unknown"
+                )
+        trace.meta["unknown_groups"] = unknown
     return ProfileData(
         source_format=NAME, files=[name for name, _ in sources], ranks=[trace], warnings=list(trace.warnings)
     )

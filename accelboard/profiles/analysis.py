@@ -501,6 +501,10 @@ def profile_analyse(data: ProfileData) -> dict[str, Any]:
     ranks = [rank_analyse(trace) for trace in data.ranks]
     timeline = bool(ranks) and all(rank["timeline"] for rank in ranks)
     totals = _totals(ranks, timeline)
+    unknown = sorted({group for trace in data.ranks for group in trace.meta.get("unknown_groups", ())})
+    if unknown and not timeline:
+        totals["unknown_groups"] = unknown
+        mark_unknown_groups(totals)
     kernels = _merge_kernels(ranks)
     summary: dict[str, Any] = {
         "source_format": data.source_format,
@@ -577,6 +581,20 @@ def _totals(ranks: list[dict[str, Any]], timeline: bool) -> dict[str, Any]:
     out["kernel_us_mean"] = out["kernel_us"] / out["kernels"] if out.get("kernels") else None
     out["steps"] = max((len(rank["steps"]) for rank in ranks), default=0)
     return out
+
+
+def mark_unknown_groups(totals: dict[str, Any]) -> None:
+    """Groups whose activities the files did not report (``totals["unknown_groups"]``, an
+    ``nsys stats`` upload without its memory report) read as unknown, not as 0%. In place."""
+    for group in totals.get("unknown_groups") or ():
+        for key in cats.ALL:
+            if cats.GROUP[key] == group:
+                for table in ("categories", "shares"):
+                    if key in totals.get(table, {}):
+                        totals[table][key] = None
+        for table in ("groups", "group_shares"):
+            if group in totals.get(table, {}):
+                totals[table][group] = None
 
 
 def _merge_kernels(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from accelboard.importers.profile_data import ProfileData, steady_heap
 from accelboard.importers.profile_registry import profile_detect, profile_parse
 
 from . import categories as cats
+from .analysis import mark_unknown_groups
 from .device_match import device_mismatch, summary_world_size
 from .hta import profile_summary
 from .models import ANALYSIS_VERSION, Profile, ProfileBreakdown, ProfileKernel, ProfileRank
@@ -490,6 +491,8 @@ def _stored_summary(profile: Profile) -> dict[str, Any]:
         busy_us=profile.busy_us,
         base_us=base or 0.0,
     )
+    if not timeline:
+        mark_unknown_groups(totals)
     if "kernels" not in totals:  # profiles stored before the totals held the counts
         totals["kernels"] = sum(profile.rank_rows.values_list("kernels", flat=True))
     kernels = [

@@ -241,6 +241,9 @@ def _no_timeline(
         "overlap of communication with compute",
         "whether the GPU was busy or waiting, so no bound is claimed",
     ]
+    unknown += [
+        f"{group} time (its report is not among the files)" for group in totals.get("unknown_groups") or ()
+    ]
     for key in ("idle_share", "overlap_share_of_communication", "short_kernel_share"):
         numbers[key] = None
     return {

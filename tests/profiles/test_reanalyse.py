@@ -177,3 +177,23 @@ def test_the_pages_say_when_a_verdict_is_from_an_older_analysis(
         'id="profile-analysis-old"'
         not in client.get(reverse("profiles:run_profile", args=[h100_run.pk])).content.decode()
     )
+
+
+def test_nsys_stats_without_the_memory_report_says_memory_unknown_not_zero(h100_run: BenchmarkRun) -> None:
+    kernels_only = [NSYS[0], NSYS[2]]
+    profile = profile_attach(run=h100_run, files=kernels_only)
+    summary = profile_summarise(files=kernels_only)
+    totals = summary["totals"]
+    assert totals["unknown_groups"] == ["memory"]
+    assert totals["group_shares"]["memory"] is None and totals["categories"]["memcpy_htod"] is None
+    assert totals["group_shares"]["compute"] + totals["group_shares"]["communication"] == pytest.approx(1.0)
+    assert "memory time (its report is not among the files)" in summary["verdict"]["unknown"]
+    assert any("no memory report" in warning for warning in summary["warnings"])
+    # Re-derived from the stored rows, memory stays unknown.
+    _make_old(profile)
+    profile_reanalyse(profile=Profile.objects.get(pk=profile.pk))
+    stored = Profile.objects.get(pk=profile.pk)
+    assert "memory time (its report is not among the files)" in stored.verdict["unknown"]
+    # With the memory report, memory is measured (and not unknown).
+    both = profile_summarise(files=NSYS)["totals"]
+    assert "unknown_groups" not in both and both["group_shares"]["memory"] > 0
