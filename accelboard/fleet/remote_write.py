@@ -183,7 +183,7 @@ class Labels(Mapping[str, str]):
         return f"Labels({dict(self)!r})"
 
 
-@dataclass
+@dataclass(slots=True)
 class Series:
     """One time series of a WriteRequest: its labels and its (timestamp ms, value) samples, stale
     markers dropped (``stale``: how many)."""
@@ -290,7 +290,7 @@ def _timeseries_decode(data: bytes) -> list[Series]:
     out: list[Series] = []
     append = out.append
     peek = label_cache.peek
-    unpack = _UINT64.unpack_from
+    double = _DOUBLE.unpack_from
     stamps: dict[bytes, Any] = {}  # a timestamp's varint bytes -> its value, None: not one varint
     position, end = 0, len(data)
     while position < end:
@@ -328,10 +328,11 @@ def _timeseries_decode(data: bytes) -> list[Series]:
                     stamp -= 1 << 64
                 stamps[raw] = stamp
             if stamp is not None:
-                if unpack(data, tail + 3)[0] == STALE_NAN_BITS:
-                    append(Series(labels, [], 1))
+                value = double(data, tail + 3)[0]
+                if value == value or _UINT64.unpack_from(data, tail + 3)[0] != STALE_NAN_BITS:
+                    append(Series(labels, [(stamp, value)]))
                 else:
-                    append(Series(labels, [(stamp, _DOUBLE.unpack_from(data, tail + 3)[0])]))
+                    append(Series(labels, [], 1))
                 position = stop
                 continue
         message = TimeSeries.FromString(data[position:stop])
@@ -440,6 +441,8 @@ class Mapped:
     # Samples of series refused one by one (their host name), by ``refused_key``: counted as the
     # unknown ones are, the rest of the request stored.
     refused: Counter[str] = field(default_factory=Counter)
+    # The series of metrics not mapped here (vLLM's and Triton's are ``serving``'s).
+    others: list[Series] = field(default_factory=list)
 
 
 def refused_key(metric: str, label: str) -> str:
@@ -519,88 +522,96 @@ def _device_cached(series: Series, names: LabelNames) -> tuple[str, str, dict[st
 _WORKLOADS: dict[int, tuple[Mapping[str, str], LabelNames, dict[str, str] | None]] = {}
 
 
-def _pods_observe(
-    batch: HostBatch, uuid: str, series: Series, names: LabelNames, seen: set[tuple[int, int]]
-) -> None:
-    """Record the pod on ``uuid`` at the series' instants (``remote_write_pods``); ``seen``: the
-    (label set, instant) of the request's one-sample series recorded already (a GPU's dozen
-    series of one scrape share one ``Labels.base``: recorded once; recording again is harmless)."""
+def _workload_cached(series: Series, names: LabelNames) -> dict[str, str] | None:
+    """The pod on the series' device (``remote_write_pods.pod_workload``), None when idle; 400
+    naming the series for a label the attribution would refuse."""
     labels = series.labels
     held = _identity(labels)
-    if len(series.samples) == 1:
-        key = (id(held), series.samples[0][0])
-        if key in seen:
-            return
-        seen.add(key)
     entry = _WORKLOADS.get(id(held))
     if entry is not None and entry[0] is held and (entry[1] is names or entry[1] == names):
-        workload = entry[2]
-    else:
-        try:
-            workload = pod_workload(
-                pod=names.read(labels, names.pod),
-                namespace=names.read(labels, names.namespace),
-                container=names.read(labels, names.container),
-            )
-        except PodLabelRejected as exc:
-            raise WriteRejected(f"series {labels_text(labels)}: {exc}") from None
-        if len(_WORKLOADS) >= _DEVICES_KEPT:
-            _WORKLOADS.clear()
-        _WORKLOADS[id(held)] = (held, names, workload)
-    pod_observe(batch.holders, device=uuid, stamps=[stamp for stamp, _ in series.samples], workload=workload)
+        return entry[2]
+    try:
+        workload = pod_workload(
+            pod=names.read(labels, names.pod),
+            namespace=names.read(labels, names.namespace),
+            container=names.read(labels, names.container),
+        )
+    except PodLabelRejected as exc:
+        raise WriteRejected(f"series {labels_text(labels)}: {exc}") from None
+    if len(_WORKLOADS) >= _DEVICES_KEPT:
+        _WORKLOADS.clear()
+    _WORKLOADS[id(held)] = (held, names, workload)
+    return workload
 
 
 def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
     """Group the request's dcgm-exporter samples into one batch per host (see the module's
-    docstring); raise ``WriteRejected`` naming the first bad series."""
+    docstring); raise ``WriteRejected`` naming the first bad series.
+
+    A GPU's series share one label set but their metric name (``Labels.base``, ``_identity``):
+    its device, host batch, registration and pod are read once a request per label set, and each
+    of its instants' row is found by (label set, instant), so that what is left per sample is its
+    field's value (a request carries about one sample per series: ~18 a GPU-instant)."""
     hosts: dict[str, HostBatch] = {}
-    rows: dict[tuple[str, str, int], int] = {}  # (host, gpu, ms) -> index in its host's samples
+    rows: dict[tuple[str, str, int], tuple[dict[str, Any], dict[str, Mapping[str, str]]]] = {}
+    # id(label set) -> (its host's batch, None for a refused host name; its device; its pod)
+    devices: dict[int, tuple[HostBatch | None, str, dict[str, str] | None]] = {}
+    # (id(label set), ms) -> its row in ``rows``
+    by_held: dict[tuple[int, int], tuple[dict[str, Any], dict[str, Mapping[str, str]]]] = {}
     unknown: Counter[str] = Counter()
     refused: Counter[str] = Counter()
-    pods_seen: set[tuple[int, int]] = set()
-    # The label sets (``_identity``) whose device is registered in its batch already: a GPU's
-    # dozen series share one, so its registration is merged once a request, not once a series.
-    registered: set[int] = set()
+    others: list[Series] = []
+    fields = DCGM_FIELDS
+    integers = INTEGER_FIELDS
+    isfinite = math.isfinite
     read = 0
     for series in series_list:
-        metric = series.name
-        if metric not in KNOWN:
-            unknown[metric] += len(series.samples)
+        labels = series.labels
+        if type(labels) is Labels:
+            metric = labels.name or ""
+            held: Mapping[str, str] = labels.base
+        else:
+            metric = labels.get("__name__") or ""
+            held = labels
+        target = fields.get(metric)
+        samples = series.samples
+        if target is None:
+            unknown[metric] += len(samples)
+            others.append(series)
             continue
-        if not series.samples:
+        if not samples:
             continue
-        hostname, uuid, registrations = _device_cached(series, names)
-        batch = hosts.get(hostname)
+        device = devices.get(id(held))
+        if device is None:
+            device = devices[id(held)] = _device_batch(series, names, hosts)
+        batch, uuid, workload = device
         if batch is None:
-            if hostname_problem(hostname) is not None:
-                refused[refused_key(metric, names.hostname)] += len(series.samples)
-                continue
-            batch = hosts[hostname] = HostBatch(hostname)
-        held = id(_identity(series.labels))
-        if held not in registered:
-            registered.add(held)
-            for registration in registrations.values():
-                batch.accelerators.setdefault(registration["uuid"], {}).update(registration)
-        _pods_observe(batch, uuid, series, names, pods_seen)
-        for stamp, value in series.samples:
-            read += 1
-            if not math.isfinite(value):
+            refused[refused_key(metric, names.hostname)] += len(samples)
+            continue
+        name, factor = target
+        integer = name in integers
+        for stamp, value in samples:
+            if not isfinite(value):
                 raise WriteRejected(
-                    f"series {labels_text(series.labels)} has the value {value} at {stamp} ms "
+                    f"series {labels_text(labels)} has the value {value} at {stamp} ms "
                     "(only Prometheus's stale marker may be NaN)",
                     code="not_finite",
                 )
-            key = (hostname, uuid, stamp)
-            index = rows.get(key)
-            if index is None:
-                index = rows[key] = len(batch.samples)
-                batch.samples.append({"time": stamp / 1000, "gpu": uuid})
-                batch.sources.append({})
-                batch.epochs.append(stamp / 1000)
-            name, factor = DCGM_FIELDS[metric]
+            row = by_held.get((id(held), stamp))
+            if row is None:
+                row = rows.get((batch.hostname, uuid, stamp))
+                if row is None:
+                    epoch = stamp / 1000
+                    row = rows[(batch.hostname, uuid, stamp)] = ({"time": epoch, "gpu": uuid}, {})
+                    batch.samples.append(row[0])
+                    batch.sources.append(row[1])
+                    batch.epochs.append(epoch)
+                by_held[(id(held), stamp)] = row
+                pod_observe(batch.holders, device=uuid, stamps=[stamp], workload=workload)
             scaled = value * factor
-            batch.samples[index][name] = round(scaled) if name in INTEGER_FIELDS else scaled
-            batch.sources[index][name] = series.labels
+            row[0][name] = round(scaled) if integer else scaled
+            row[1][name] = labels
+        read += len(samples)
     for batch in hosts.values():
         for sample, sources in zip(batch.samples, batch.sources, strict=True):
             # The memory's total, once used and free are both there (reserved where sent); the
@@ -616,4 +627,22 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
         samples=read,
         unknown=unknown,
         refused=refused,
+        others=others,
     )
+
+
+def _device_batch(
+    series: Series, names: LabelNames, hosts: dict[str, HostBatch]
+) -> tuple[HostBatch | None, str, dict[str, str] | None]:
+    """(the host batch of the series' device, made if new, None when its host name is refused;
+    the device's UUID; the pod on it): read once a request per label set (``dcgm_map``), its
+    registration merged into the batch then."""
+    hostname, uuid, registrations = _device_cached(series, names)
+    batch = hosts.get(hostname)
+    if batch is None:
+        if hostname_problem(hostname) is not None:
+            return None, uuid, None
+        batch = hosts[hostname] = HostBatch(hostname)
+    for registration in registrations.values():
+        batch.accelerators.setdefault(registration["uuid"], {}).update(registration)
+    return batch, uuid, _workload_cached(series, names)

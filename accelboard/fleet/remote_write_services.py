@@ -131,13 +131,19 @@ _NAME_LOCKS_SQL = """
 SELECT pg_advisory_xact_lock(%s, hashtext(n)) FROM (SELECT unnest(%s::text[]) AS n ORDER BY n OFFSET 0) s
 """
 # Rows never cross midnight: those overlapping [first, last), or ending at first, start on or
-# after first's day.
+# after first's day. The devices' ids are found first (``ARRAY(...)``: the index on
+# (accelerator_id, start) then reads each device's rows of the span); joined on the devices
+# instead, PostgreSQL read every row of the day since midnight and checked each one's device
+# against the request's list (7.2 ms a request of 128 devices at 4,000 rows that day, against
+# ~0.2 ms: a day of a 16,000-GPU fleet holds ~400,000).
 _POD_STORED_SQL = """
 SELECT g.id, a.uuid, g.start, g."end", w.kind, w.uid, g.share, g.basis
 FROM fleet_gpuattribution g
 JOIN fleet_accelerator a ON a.id = g.accelerator_id
 JOIN fleet_workload w ON w.id = g.workload_id
-WHERE a.host_id = ANY(%s) AND a.uuid = ANY(%s) AND g.start >= %s AND g.start < %s AND g."end" >= %s
+WHERE g.accelerator_id = ANY(ARRAY(
+    SELECT d.id FROM fleet_accelerator d WHERE d.host_id = ANY(%s) AND d.uuid = ANY(%s)
+)) AND g.start >= %s AND g.start < %s AND g."end" >= %s
 """
 
 
@@ -269,7 +275,10 @@ def prometheus_write_ingest(
                 stored += result["accepted"]
                 duplicate_samples += result.get("duplicate_samples", 0)
         if serving is not None:
-            for name in serving(team_id=team_id, series=series, request_id=digest, refused=mapped.refused):
+            # The series the mapping did not read: dcgm-exporter's are none of serving's.
+            for name in serving(
+                team_id=team_id, series=mapped.others, request_id=digest, refused=mapped.refused
+            ):
                 mapped.unknown.pop(name, None)
     if duplicates < len(mapped.hosts) or not mapped.hosts:  # a request sent again is counted once
         unknown_metrics_count(counts=mapped.unknown + mapped.refused)

@@ -128,7 +128,29 @@ def test_it_groups_one_scrape_of_each_gpu_into_one_sample() -> None:
     assert len(host.samples) == 3
     assert mapped.samples == 2 * len(values) + 1
     assert mapped.unknown == {"go_goroutines": 1, "DCGM_FI_DEV_XID_ERRORS": 1}
+    # What the mapping did not read goes on (to serving's mapping), nothing else.
+    assert [item.name for item in mapped.others] == ["go_goroutines", "DCGM_FI_DEV_XID_ERRORS"]
     assert host.sources[0]["power_w"]["__name__"] == "DCGM_FI_DEV_POWER_USAGE"
+
+
+def test_one_gpu_instant_under_two_label_sets_is_one_row_through_either_path() -> None:
+    # Two jobs scrape one exporter (``instance`` differs): one GPU, one instant, one row; the
+    # second decode of the same bytes reads the label sets from the cache.
+    body = write_request(
+        [
+            series("DCGM_FI_DEV_POWER_USAGE", [(T0, 300.0), (T0 + 15_000, 301.0)], instance="a:9400"),
+            series("DCGM_FI_DEV_GPU_UTIL", [(T0, 55.0)], instance="b:9400"),
+            series("DCGM_FI_DEV_GPU_TEMP", [(T0 + 15_000, 60.0)], instance="b:9400"),
+        ]
+    )
+    for _ in range(2):
+        (host,) = dcgm_map(write_request_decode(body), names=LabelNames()).hosts
+        assert host.samples == [
+            {"time": T0 / 1000, "gpu": "GPU-aaaa", "power_w": 300.0, "gpu_util": 55.0},
+            {"time": (T0 + 15_000) / 1000, "gpu": "GPU-aaaa", "power_w": 301.0, "temperature_c": 60.0},
+        ]
+        assert host.sources[0]["gpu_util"]["instance"] == "b:9400"
+        assert host.sources[0]["power_w"]["instance"] == "a:9400"
 
 
 def test_it_names_gpus_without_uuid_by_host_and_index_and_mig_instances_under_their_gpu() -> None:
