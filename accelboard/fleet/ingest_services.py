@@ -274,9 +274,16 @@ def _gpus_elsewhere(*, batch: TelemetryBatch, team_id: int) -> IngestRejected | 
 # 0.1 ms of PostgreSQL CPU of the ~1 ms statement below, docs/scaling.md); a host counts as stale
 # only after minutes (``selectors.stale_after``, at least ``HOST_STALE_SECONDS``).
 HOST_SEEN_SLACK = timedelta(seconds=30)
+# A GPU's ``last_state`` (and its ``last_seen_at``) moves to a batch's newest sample only once the
+# stored one is this much older (an agent's batch; a remote-write merge writes whenever its state
+# is as new): each write is a new jsonb row version of the GPU, eight a batch (0.28 ms of the
+# final statement's PostgreSQL CPU, docs/scaling.md). So the live grid shows each GPU's sample
+# at most this much older than its newest stored one (every third 10 s batch writes it); a GPU
+# counts as stale only after minutes (``selectors.stale_after``), like its host.
+LAST_STATE_SLACK = timedelta(seconds=30)
 
 # One statement after the COPY, for every batch of the call: each GPU's ``last_state`` moves to
-# its newest sample of the batch (unless it has a newer one), each host's ``last_seen_at`` to the
+# its newest sample of the batch (unless it has one less than ``LAST_STATE_SLACK`` older), each host's ``last_seen_at`` to the
 # time of the request (unless it is less than ``HOST_SEEN_SLACK`` older), and each batch's range is marked dirty for the rollups (a merged batch's
 # ``last_state`` adds its fields to a state of the same instant instead of replacing it). It
 # returns what the fast path must confirm: the hosts that are not the token's team's, and those
@@ -297,7 +304,7 @@ state AS (
     SET last_state = {state}, last_seen_at = v.seen
     FROM unnest(%s::int8[], %b::text[], %s::timestamptz[]) AS v(id, state, seen)
     WHERE a.id = v.id
-      AND (a.last_state->>'time' IS NULL OR (a.last_state->>'time')::timestamptz <= v.seen)
+      AND (a.last_state->>'time' IS NULL OR (a.last_state->>'time')::timestamptz <= v.seen{state_slack})
     RETURNING a.id
 )
 SELECT
@@ -316,7 +323,11 @@ _MERGED_STATE = f"""CASE WHEN (a.last_state->>'time')::timestamptz = v.seen
                 + coalesce(({_MERGED}->>'mem_reserved_bytes')::bigint, 0))
             ELSE '{{}}'::jsonb END
         ELSE v.state::jsonb END"""
-_FINAL_SQL_REPLACE = _FINAL_SQL.format(state="v.state::jsonb", skip="")
+_FINAL_SQL_REPLACE = _FINAL_SQL.format(
+    state="v.state::jsonb",
+    skip="",
+    state_slack=f" - interval '{int(LAST_STATE_SLACK.total_seconds())} seconds'",
+)
 # A remote-write request leaves a host's ``last_seen_at`` to another request updating it now
 # (whose time is as recent): its row lock, held to that request's commit, would make every
 # request of the host wait for the one before it (Prometheus's shards each carry every host).
@@ -325,6 +336,8 @@ _FINAL_SQL_MERGE = _FINAL_SQL.format(
     skip="""
       AND id IN (SELECT id FROM fleet_host WHERE id = ANY(%s::int8[])
                  AND (last_seen_at IS NULL OR last_seen_at < %s) FOR UPDATE SKIP LOCKED)""",
+    # A merged state adds fields to the state of its instant: written whenever it is as new.
+    state_slack="",
 )
 
 

@@ -4,11 +4,10 @@
    the sample count and non-NULL count, sum and maximum of each signal, the first and last time,
    the first and last counter reading, the first power reading, and the energy of every sample of
    the partial but its first (the rules of ``rollup_services.telemetry_rollups_refresh``, against the
-   previous sample of the same partial). ``partition_services.telemetry_partials_write`` stores them in the
-   batch's transaction (``partial_merge_sql``): a partial that starts after the last sample of
-   its GPU's slot-0 partial of that minute is merged into it, its first sample stitched to that
-   last one by the same rules, so batches arriving in time order leave one row per GPU and
-   minute; any other partial (late, resent, overlapping) is kept in a slot of its own. Values are rounded to float4 as the raw table stores them, times are the
+   previous sample of the same partial). ``partition_services.telemetry_partials_write`` appends
+   them in the batch's transaction (one binary COPY, each partial in a slot of its own: no
+   conflict check, no update; issue 37), so an agent's 10 s batches leave about six rows per GPU
+   and minute. Values are rounded to float4 as the raw table stores them, times are the
    microseconds COPY wrote, so a minute rebuilt from partials equals the one from raw rows (to
    the order of float8 additions).
 2. The refresh (``PARTIAL_MINUTE_SQL``) sums a GPU's partials of a minute and stitches the first
@@ -364,94 +363,4 @@ written AS (
 SELECT count(*) FILTER (WHERE bucket < %(end)s), count(*) FILTER (WHERE bucket >= %(final_end)s),
     max(bucket), coalesce(sum(samples), 0)::bigint, (SELECT coalesce(array_agg(accelerator_id), '{{{{}}}}') FROM bad)
 FROM rollups
-"""
-
-
-_SQL_TYPES = {
-    "timestamptz": "timestamptz",
-    "int8": "bigint",
-    "int4": "integer",
-    "float4": "real",
-    "float8": "float8",
-}
-_SUMS = [
-    "samples",
-    "power_samples",
-    "power_sum",
-    "gpu_util_samples",
-    "gpu_util_sum",
-    "mem_util_samples",
-    "mem_util_sum",
-    "mem_used_samples",
-    "mem_used_sum",
-    "sm_clock_samples",
-    "sm_clock_sum",
-    "mem_clock_samples",
-    "mem_clock_sum",
-    "throttled_samples",
-    *(f"{name}_{part}" for name in PROFILING_FIELDS for part in ("samples", "sum")),
-]
-_MAXIMA = [
-    "power_max_w",
-    "gpu_util_max",
-    "mem_used_max_bytes",
-    "mem_total_bytes",
-    "temperature_max_c",
-    "ecc_errors_max",
-    "xid_errors_max",
-]
-
-
-def array_literal(values: Sequence[Any]) -> str:
-    """A PostgreSQL array literal of numbers and None (NULL); ``repr`` round-trips a float."""
-    return "{" + ",".join("NULL" if value is None else repr(value) for value in values) + "}"
-
-
-def partial_merge_sql() -> str:
-    """Store a batch's partials (one array parameter per ``PARTIAL_COLUMNS`` name, and
-    ``max_gap``, ``max_counter_gap``): each one that starts after the last sample of its GPU's
-    slot-0 partial of the minute is merged into it (sums added, maxima kept, the first sample
-    stitched to that last one by the refresh's energy rules); any other (the first of the
-    minute: inserted; a late or overlapping batch) goes to a slot of its own."""
-    names = [name for name, _ in PARTIAL_COLUMNS]
-    # Times travel as epoch microseconds (exact), every column as one array literal.
-    arrays = ", ".join(
-        f"%({name})s::{'bigint' if kind == 'timestamptz' else _SQL_TYPES[kind]}[]"
-        for name, kind in PARTIAL_COLUMNS
-    )
-    values = ", ".join(
-        f"timestamptz 'epoch' + u.{name} * interval '1 microsecond' AS {name}"
-        if kind == "timestamptz"
-        else f"u.{name}"
-        for name, kind in PARTIAL_COLUMNS
-    )
-    d = "(EXCLUDED.first_energy_mj - p.last_energy_mj)::float8"
-    dt = "date_part('epoch', EXCLUDED.first_time - p.last_time)"
-    stitch = f"""CASE
-            WHEN {d} >= 0 AND {dt} <= %(max_counter_gap)s THEN {d} / 1000.0
-            WHEN EXCLUDED.first_energy_mj IS NULL AND EXCLUDED.first_power_w IS NOT NULL
-                AND {dt} <= %(max_gap)s THEN EXCLUDED.first_power_w * {dt}
-        END"""
-    updates = [
-        *(f"{name} = p.{name} + EXCLUDED.{name}" for name in _SUMS),
-        *(f"{name} = greatest(p.{name}, EXCLUDED.{name})" for name in _MAXIMA),
-        "last_time = EXCLUDED.last_time",
-        "last_energy_mj = EXCLUDED.last_energy_mj",
-        f"""energy_j = CASE WHEN p.energy_j IS NOT NULL OR EXCLUDED.energy_j IS NOT NULL OR ({stitch}) IS NOT NULL
-            THEN coalesce(p.energy_j, 0) + coalesce(EXCLUDED.energy_j, 0) + coalesce({stitch}, 0) END""",
-    ]
-    set_clause = ",\n        ".join(updates)
-    return f"""
-WITH v AS (SELECT {values} FROM unnest({arrays}) AS u({", ".join(names)})),
-merged AS (
-    INSERT INTO {PARTIAL_TABLE} AS p ({", ".join(names)}, slot)
-    SELECT *, 0 FROM v
-    ON CONFLICT (host_id, accelerator_id, bucket, slot) DO UPDATE SET
-        {set_clause}
-    WHERE EXCLUDED.first_time > p.last_time
-    RETURNING p.accelerator_id, p.bucket
-)
-INSERT INTO {PARTIAL_TABLE} ({", ".join(names)}, slot)
-SELECT *, nextval('fleet_telemetrypartial_slot') FROM v
-WHERE NOT EXISTS (SELECT 1 FROM merged m WHERE m.accelerator_id = v.accelerator_id AND m.bucket = v.bucket)
 """

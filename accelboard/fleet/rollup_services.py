@@ -9,7 +9,7 @@
    are read by time (BRIN) and sorted once; a long range goes in chunks of
    ``ROLLUP_CHUNK_SAMPLES`` so each sort stays in memory. JIT is off for these statements.
    Minute rollups are computed from the partial aggregates ingest writes (fleet/partials.py:
-   about one row per GPU and minute) where they are exact, from raw rows elsewhere (a GPU whose
+   one row per batch, GPU and minute) where they are exact, from raw rows elsewhere (a GPU whose
    partials overlap in time, a range near raw rows copied without partials,
    ``TelemetryRawRange``); both give the same numbers.
 2. Coalescing: ingest marks the time range of each batch dirty (``telemetry_rollups_mark_dirty``);

@@ -159,9 +159,10 @@ def test_it_rolls_up_partials_exactly_as_raw_rows(team: Any, seed: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FILTER (WHERE slot = 0), count(*) FROM fleet_telemetrypartial")
         merged, stored = cursor.fetchone()
-    # Batches in time order merged per GPU and minute; late and resent ones in slots of their own.
-    unmerged = sum(len({(s["gpu"], s["time"] // 60) for s in b["samples"]}) for b in [*batches, resent])
-    assert 0 < merged < stored < unmerged
+    # Appended, never merged: one partial per batch, GPU and minute (the batch resent under a new
+    # id stored nothing: its GPU-instants were stored), each in a slot of its own.
+    assert merged == 0
+    assert stored == sum(len({(s["gpu"], s["time"] // 60) for s in b["samples"]}) for b in batches)
     from_partials = _rollups()
 
     with connection.cursor() as cursor:
