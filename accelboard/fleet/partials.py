@@ -364,3 +364,89 @@ SELECT count(*) FILTER (WHERE bucket < %(end)s), count(*) FILTER (WHERE bucket >
     max(bucket), coalesce(sum(samples), 0)::bigint, (SELECT coalesce(array_agg(accelerator_id), '{{{{}}}}') FROM bad)
 FROM rollups
 """
+
+
+def partials_from_raw_sql() -> str:
+    """Append the partials (``partials_compute``'s rows, by the same rules) of the raw rows that
+    the given transactions wrote: parameters ``xids``, ``hosts``, ``starts``, ``ends`` (one per
+    dirty mark: its ``xmin``, its host and time range), ``origin``,
+    ``max_gap``, ``max_counter_gap``, ``throttle_mask``. A mark's rows are found through the raw
+    table's key (host, time) and kept when their ``xmin`` is the mark's own (the (sub)transaction
+    that wrote both): rows another one wrote in the same range are not counted twice. One partial per transaction, GPU
+    and minute (as ``partials_compute`` per batch), in a random slot of its own."""
+    energy = """CASE
+            WHEN n > 1 AND d_energy_mj >= 0 AND dt_s <= %(max_counter_gap)s THEN d_energy_mj / 1000.0
+            WHEN n > 1 AND energy_mj IS NULL AND power_w IS NOT NULL AND dt_s <= %(max_gap)s THEN power_w * dt_s
+        END"""
+    signals = [
+        ("power", "power_w"),
+        ("gpu_util", "gpu_util"),
+        ("mem_util", "mem_util"),
+        ("mem_used", "mem_used_bytes"),
+        ("sm_clock", "sm_clock_mhz"),
+        ("mem_clock", "mem_clock_mhz"),
+        *((name, name) for name in PROFILING_FIELDS),
+    ]
+    values = {
+        "bucket": "bucket",
+        "host_id": "host_id",
+        "accelerator_id": "accelerator_id",
+        "first_time": "min(time)",
+        "last_time": "max(time)",
+        "samples": "count(*)",
+        # One value per group (the window's), kept by min(): no sort per group.
+        "first_energy_mj": "min(first_energy)",
+        "last_energy_mj": "min(energy_mj) FILTER (WHERE last)",
+        "first_power_w": "min(first_power)",
+        "energy_j": f"sum({energy})",
+        "power_max_w": "max(power_w)",
+        "gpu_util_max": "max(gpu_util)",
+        "mem_used_max_bytes": "max(mem_used_bytes)",
+        "mem_total_bytes": "max(mem_total_bytes)",
+        "temperature_max_c": "max(temperature_c)",
+        "throttled_samples": "count(*) FILTER (WHERE (throttle_reasons & %(throttle_mask)s) <> 0)",
+        "ecc_errors_max": "max(ecc_errors)",
+        "xid_errors_max": "max(xid_errors)",
+    }
+    for prefix, column in signals:
+        values[f"{prefix}_samples"] = f"count({column})"
+        values[f"{prefix}_sum"] = f"coalesce(sum({column}::float8), 0)"
+    names = [name for name, _ in PARTIAL_COLUMNS]
+    raw = (
+        "r.id, r.time, r.host_id, r.accelerator_id, r.power_w, r.energy_mj, r.gpu_util, r.mem_util, "
+        "r.mem_used_bytes, r.mem_total_bytes, r.temperature_c, r.sm_clock_mhz, r.mem_clock_mhz, "
+        "r.throttle_reasons, r.ecc_errors, r.xid_errors" + "".join(f", r.{name}" for name in PROFILING_FIELDS)
+    )
+    return f"""
+WITH m AS (
+    SELECT x AS xid, h AS host_id, min(s) AS start, max(e) AS "end"
+    FROM unnest(%(xids)s::int8[], %(hosts)s::int8[], %(starts)s::timestamptz[], %(ends)s::timestamptz[])
+        AS u(x, h, s, e)
+    GROUP BY x, h
+),
+rows_ AS (
+    SELECT m.xid, date_bin('60 seconds', r.time, %(origin)s) AS bucket, r.*
+    FROM m CROSS JOIN LATERAL (
+        SELECT {raw} FROM fleet_telemetrysample r
+        WHERE r.host_id = m.host_id AND r.time >= m.start AND r.time <= m."end"
+          AND r.xmin = m.xid::text::xid
+        -- Not pulled up into a hash join over the whole day: one index range scan per mark.
+        OFFSET 0
+    ) r
+),
+s AS (
+    SELECT *,
+        (energy_mj - lag(energy_mj) OVER w)::float8 AS d_energy_mj,
+        date_part('epoch', time - lag(time) OVER w) AS dt_s,
+        row_number() OVER w AS n,
+        first_value(energy_mj) OVER w AS first_energy,
+        first_value(power_w) OVER w AS first_power,
+        lead(id) OVER w IS NULL AS last
+    FROM rows_
+    WINDOW w AS (PARTITION BY xid, host_id, accelerator_id, bucket ORDER BY time, id)
+)
+INSERT INTO {PARTIAL_TABLE} ({", ".join(names)}, slot)
+SELECT {", ".join(values[name] for name in names)}, floor(random() * 9007199254740991)::bigint + 1
+FROM s
+GROUP BY xid, host_id, accelerator_id, bucket
+"""
