@@ -12,9 +12,12 @@ per host, ``remote_write_services``):
    result back; a stored batch id with another body is a 409, ``idempotency_key_reused``), then ``telemetry_batches_store``: per batch, refuse a host or GPU owned by another
    team and register the host and GPUs (by UUID; ``host_services``; none of it for a host this
    process registered the same way, ``RegistrationCache``); then for all the batches at once,
-   binary-COPY the rows, write their partial aggregates (``partition_services``), and in one
-   statement move each GPU's ``last_state`` to its newest sample, each host's ``last_seen_at``,
-   and mark each batch's range dirty for the rollups.
+   binary-COPY the rows, and in one statement move each GPU's ``last_state`` to its newest sample
+   (every ``LAST_STATE_SLACK``), each host's ``last_seen_at``, and mark each batch's range dirty
+   for the rollups. An agent's batch leaves its partial aggregates to the drain (its mark says
+   so: ``rollup_services._partials_from_marks`` computes them from the rows its transaction
+   wrote); a remote-write merge appends them itself (``partition_services``), since its UPDATE
+   of stored rows gives them another transaction's ``xmin``.
 4. After the commit, ask for one rollup drain for the whole fleet
    (``rollup_request_services.telemetry_rollups_request``): no task per batch.
 A batch may carry ``attribution`` (docs/attribution.md): its intervals are validated with the
@@ -274,17 +277,24 @@ def _gpus_elsewhere(*, batch: TelemetryBatch, team_id: int) -> IngestRejected | 
 # 0.1 ms of PostgreSQL CPU of the ~1 ms statement below, docs/scaling.md); a host counts as stale
 # only after minutes (``selectors.stale_after``, at least ``HOST_STALE_SECONDS``).
 HOST_SEEN_SLACK = timedelta(seconds=30)
+# A GPU's ``last_state`` (and its ``last_seen_at``) moves to a batch's newest sample only once the
+# stored one is this much older (an agent's batch; a remote-write merge writes whenever its state
+# is as new): each write is a new jsonb row version of the GPU, eight a batch (0.28 ms of the
+# final statement's PostgreSQL CPU, docs/scaling.md). So the live grid shows each GPU's sample
+# at most this much older than its newest stored one (every third 10 s batch writes it); a GPU
+# counts as stale only after minutes (``selectors.stale_after``), like its host.
+LAST_STATE_SLACK = timedelta(seconds=30)
 
 # One statement after the COPY, for every batch of the call: each GPU's ``last_state`` moves to
-# its newest sample of the batch (unless it has a newer one), each host's ``last_seen_at`` to the
+# its newest sample of the batch (unless it has one less than ``LAST_STATE_SLACK`` older), each host's ``last_seen_at`` to the
 # time of the request (unless it is less than ``HOST_SEEN_SLACK`` older), and each batch's range is marked dirty for the rollups (a merged batch's
 # ``last_state`` adds its fields to a state of the same instant instead of replacing it). It
 # returns what the fast path must confirm: the hosts that are not the token's team's, and those
 # with a GPU of their batch no longer on them.
 _FINAL_SQL = """
 WITH dirty AS (
-    INSERT INTO fleet_telemetrydirtyrange (start, "end", host_id, created_at)
-    SELECT d.start, d.end, d.host_id, now()
+    INSERT INTO fleet_telemetrydirtyrange (start, "end", host_id, created_at, partials_pending)
+    SELECT d.start, d.end, d.host_id, now(), {pending}
     FROM unnest(%s::timestamptz[], %s::timestamptz[], %s::int8[]) AS d(start, "end", host_id)
 ),
 host AS (
@@ -297,7 +307,7 @@ state AS (
     SET last_state = {state}, last_seen_at = v.seen
     FROM unnest(%s::int8[], %b::text[], %s::timestamptz[]) AS v(id, state, seen)
     WHERE a.id = v.id
-      AND (a.last_state->>'time' IS NULL OR (a.last_state->>'time')::timestamptz <= v.seen)
+      AND (a.last_state->>'time' IS NULL OR (a.last_state->>'time')::timestamptz <= v.seen{state_slack})
     RETURNING a.id
 )
 SELECT
@@ -316,7 +326,13 @@ _MERGED_STATE = f"""CASE WHEN (a.last_state->>'time')::timestamptz = v.seen
                 + coalesce(({_MERGED}->>'mem_reserved_bytes')::bigint, 0))
             ELSE '{{}}'::jsonb END
         ELSE v.state::jsonb END"""
-_FINAL_SQL_REPLACE = _FINAL_SQL.format(state="v.state::jsonb", skip="")
+_FINAL_SQL_REPLACE = _FINAL_SQL.format(
+    state="v.state::jsonb",
+    skip="",
+    # The drain computes the batches' partials from the rows this transaction wrote.
+    pending="true",
+    state_slack=f" - interval '{int(LAST_STATE_SLACK.total_seconds())} seconds'",
+)
 # A remote-write request leaves a host's ``last_seen_at`` to another request updating it now
 # (whose time is as recent): its row lock, held to that request's commit, would make every
 # request of the host wait for the one before it (Prometheus's shards each carry every host).
@@ -325,6 +341,10 @@ _FINAL_SQL_MERGE = _FINAL_SQL.format(
     skip="""
       AND id IN (SELECT id FROM fleet_host WHERE id = ANY(%s::int8[])
                  AND (last_seen_at IS NULL OR last_seen_at < %s) FOR UPDATE SKIP LOCKED)""",
+    # A merged state adds fields to the state of its instant: written whenever it is as new.
+    state_slack="",
+    # Its partials are written with its rows (an UPDATE of merged rows changes their xmin).
+    pending="false",
 )
 
 
@@ -821,12 +841,16 @@ def telemetry_batches_store(
         raise AssertionError(
             f"telemetry: stored {copied} + merged {len(done)} + duplicates {len(duplicates)} of {total} samples"
         )
-    telemetry_partials_write(
-        host_id=stored[0].host_id if len(stored) == 1 else host_of_row,
-        accelerator_ids=ids,
-        times=times,
-        columns=columns,
-    )
+    if merge:
+        # A merge's partials go with its rows; an agent's batch leaves them to the drain (its
+        # mark carries the transaction's id: ``rollup_services._partials_from_marks``), off the
+        # request's path (1.2 ms of the request's CPU in all, docs/scaling.md).
+        telemetry_partials_write(
+            host_id=stored[0].host_id if len(stored) == 1 else host_of_row,
+            accelerator_ids=ids,
+            times=times,
+            columns=columns,
+        )
     failed = _final_write(stored=stored, team_id=team_id, received_at=received_at, merge=merge)
     if failed:
         stale = False

@@ -337,6 +337,9 @@ class TelemetryDirtyRange(models.Model):
         related_name="+",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # The rows have no partial aggregates yet (an agent's batch): the drain computes them from the
+    # raw rows the mark's own (sub)transaction wrote, its ``xmin`` (``rollup_services``).
+    partials_pending = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["start"]

@@ -4,11 +4,10 @@
    the sample count and non-NULL count, sum and maximum of each signal, the first and last time,
    the first and last counter reading, the first power reading, and the energy of every sample of
    the partial but its first (the rules of ``rollup_services.telemetry_rollups_refresh``, against the
-   previous sample of the same partial). ``partition_services.telemetry_partials_write`` stores them in the
-   batch's transaction (``partial_merge_sql``): a partial that starts after the last sample of
-   its GPU's slot-0 partial of that minute is merged into it, its first sample stitched to that
-   last one by the same rules, so batches arriving in time order leave one row per GPU and
-   minute; any other partial (late, resent, overlapping) is kept in a slot of its own. Values are rounded to float4 as the raw table stores them, times are the
+   previous sample of the same partial). ``partition_services.telemetry_partials_write`` appends
+   them in the batch's transaction (one binary COPY, each partial in a slot of its own: no
+   conflict check, no update; issue 37), so an agent's 10 s batches leave about six rows per GPU
+   and minute. Values are rounded to float4 as the raw table stores them, times are the
    microseconds COPY wrote, so a minute rebuilt from partials equals the one from raw rows (to
    the order of float8 additions).
 2. The refresh (``PARTIAL_MINUTE_SQL``) sums a GPU's partials of a minute and stitches the first
@@ -367,91 +366,87 @@ FROM rollups
 """
 
 
-_SQL_TYPES = {
-    "timestamptz": "timestamptz",
-    "int8": "bigint",
-    "int4": "integer",
-    "float4": "real",
-    "float8": "float8",
-}
-_SUMS = [
-    "samples",
-    "power_samples",
-    "power_sum",
-    "gpu_util_samples",
-    "gpu_util_sum",
-    "mem_util_samples",
-    "mem_util_sum",
-    "mem_used_samples",
-    "mem_used_sum",
-    "sm_clock_samples",
-    "sm_clock_sum",
-    "mem_clock_samples",
-    "mem_clock_sum",
-    "throttled_samples",
-    *(f"{name}_{part}" for name in PROFILING_FIELDS for part in ("samples", "sum")),
-]
-_MAXIMA = [
-    "power_max_w",
-    "gpu_util_max",
-    "mem_used_max_bytes",
-    "mem_total_bytes",
-    "temperature_max_c",
-    "ecc_errors_max",
-    "xid_errors_max",
-]
-
-
-def array_literal(values: Sequence[Any]) -> str:
-    """A PostgreSQL array literal of numbers and None (NULL); ``repr`` round-trips a float."""
-    return "{" + ",".join("NULL" if value is None else repr(value) for value in values) + "}"
-
-
-def partial_merge_sql() -> str:
-    """Store a batch's partials (one array parameter per ``PARTIAL_COLUMNS`` name, and
-    ``max_gap``, ``max_counter_gap``): each one that starts after the last sample of its GPU's
-    slot-0 partial of the minute is merged into it (sums added, maxima kept, the first sample
-    stitched to that last one by the refresh's energy rules); any other (the first of the
-    minute: inserted; a late or overlapping batch) goes to a slot of its own."""
-    names = [name for name, _ in PARTIAL_COLUMNS]
-    # Times travel as epoch microseconds (exact), every column as one array literal.
-    arrays = ", ".join(
-        f"%({name})s::{'bigint' if kind == 'timestamptz' else _SQL_TYPES[kind]}[]"
-        for name, kind in PARTIAL_COLUMNS
-    )
-    values = ", ".join(
-        f"timestamptz 'epoch' + u.{name} * interval '1 microsecond' AS {name}"
-        if kind == "timestamptz"
-        else f"u.{name}"
-        for name, kind in PARTIAL_COLUMNS
-    )
-    d = "(EXCLUDED.first_energy_mj - p.last_energy_mj)::float8"
-    dt = "date_part('epoch', EXCLUDED.first_time - p.last_time)"
-    stitch = f"""CASE
-            WHEN {d} >= 0 AND {dt} <= %(max_counter_gap)s THEN {d} / 1000.0
-            WHEN EXCLUDED.first_energy_mj IS NULL AND EXCLUDED.first_power_w IS NOT NULL
-                AND {dt} <= %(max_gap)s THEN EXCLUDED.first_power_w * {dt}
+def partials_from_raw_sql() -> str:
+    """Append the partials (``partials_compute``'s rows, by the same rules) of the raw rows that
+    the given transactions wrote: parameters ``xids``, ``hosts``, ``starts``, ``ends`` (one per
+    dirty mark: its ``xmin``, its host and time range), ``origin``,
+    ``max_gap``, ``max_counter_gap``, ``throttle_mask``. A mark's rows are found through the raw
+    table's key (host, time) and kept when their ``xmin`` is the mark's own (the (sub)transaction
+    that wrote both): rows another one wrote in the same range are not counted twice. One partial per transaction, GPU
+    and minute (as ``partials_compute`` per batch), in a random slot of its own."""
+    energy = """CASE
+            WHEN n > 1 AND d_energy_mj >= 0 AND dt_s <= %(max_counter_gap)s THEN d_energy_mj / 1000.0
+            WHEN n > 1 AND energy_mj IS NULL AND power_w IS NOT NULL AND dt_s <= %(max_gap)s THEN power_w * dt_s
         END"""
-    updates = [
-        *(f"{name} = p.{name} + EXCLUDED.{name}" for name in _SUMS),
-        *(f"{name} = greatest(p.{name}, EXCLUDED.{name})" for name in _MAXIMA),
-        "last_time = EXCLUDED.last_time",
-        "last_energy_mj = EXCLUDED.last_energy_mj",
-        f"""energy_j = CASE WHEN p.energy_j IS NOT NULL OR EXCLUDED.energy_j IS NOT NULL OR ({stitch}) IS NOT NULL
-            THEN coalesce(p.energy_j, 0) + coalesce(EXCLUDED.energy_j, 0) + coalesce({stitch}, 0) END""",
+    signals = [
+        ("power", "power_w"),
+        ("gpu_util", "gpu_util"),
+        ("mem_util", "mem_util"),
+        ("mem_used", "mem_used_bytes"),
+        ("sm_clock", "sm_clock_mhz"),
+        ("mem_clock", "mem_clock_mhz"),
+        *((name, name) for name in PROFILING_FIELDS),
     ]
-    set_clause = ",\n        ".join(updates)
+    values = {
+        "bucket": "bucket",
+        "host_id": "host_id",
+        "accelerator_id": "accelerator_id",
+        "first_time": "min(time)",
+        "last_time": "max(time)",
+        "samples": "count(*)",
+        # One value per group (the window's), kept by min(): no sort per group.
+        "first_energy_mj": "min(first_energy)",
+        "last_energy_mj": "min(energy_mj) FILTER (WHERE last)",
+        "first_power_w": "min(first_power)",
+        "energy_j": f"sum({energy})",
+        "power_max_w": "max(power_w)",
+        "gpu_util_max": "max(gpu_util)",
+        "mem_used_max_bytes": "max(mem_used_bytes)",
+        "mem_total_bytes": "max(mem_total_bytes)",
+        "temperature_max_c": "max(temperature_c)",
+        "throttled_samples": "count(*) FILTER (WHERE (throttle_reasons & %(throttle_mask)s) <> 0)",
+        "ecc_errors_max": "max(ecc_errors)",
+        "xid_errors_max": "max(xid_errors)",
+    }
+    for prefix, column in signals:
+        values[f"{prefix}_samples"] = f"count({column})"
+        values[f"{prefix}_sum"] = f"coalesce(sum({column}::float8), 0)"
+    names = [name for name, _ in PARTIAL_COLUMNS]
+    raw = (
+        "r.id, r.time, r.host_id, r.accelerator_id, r.power_w, r.energy_mj, r.gpu_util, r.mem_util, "
+        "r.mem_used_bytes, r.mem_total_bytes, r.temperature_c, r.sm_clock_mhz, r.mem_clock_mhz, "
+        "r.throttle_reasons, r.ecc_errors, r.xid_errors" + "".join(f", r.{name}" for name in PROFILING_FIELDS)
+    )
     return f"""
-WITH v AS (SELECT {values} FROM unnest({arrays}) AS u({", ".join(names)})),
-merged AS (
-    INSERT INTO {PARTIAL_TABLE} AS p ({", ".join(names)}, slot)
-    SELECT *, 0 FROM v
-    ON CONFLICT (host_id, accelerator_id, bucket, slot) DO UPDATE SET
-        {set_clause}
-    WHERE EXCLUDED.first_time > p.last_time
-    RETURNING p.accelerator_id, p.bucket
+WITH m AS (
+    SELECT x AS xid, h AS host_id, min(s) AS start, max(e) AS "end"
+    FROM unnest(%(xids)s::int8[], %(hosts)s::int8[], %(starts)s::timestamptz[], %(ends)s::timestamptz[])
+        AS u(x, h, s, e)
+    GROUP BY x, h
+),
+rows_ AS (
+    SELECT m.xid, date_bin('60 seconds', r.time, %(origin)s) AS bucket, r.*
+    FROM m CROSS JOIN LATERAL (
+        SELECT {raw} FROM fleet_telemetrysample r
+        WHERE r.host_id = m.host_id AND r.time >= m.start AND r.time <= m."end"
+          AND r.xmin = m.xid::text::xid
+        -- Not pulled up into a hash join over the whole day: one index range scan per mark.
+        OFFSET 0
+    ) r
+),
+s AS (
+    SELECT *,
+        (energy_mj - lag(energy_mj) OVER w)::float8 AS d_energy_mj,
+        date_part('epoch', time - lag(time) OVER w) AS dt_s,
+        row_number() OVER w AS n,
+        first_value(energy_mj) OVER w AS first_energy,
+        first_value(power_w) OVER w AS first_power,
+        lead(id) OVER w IS NULL AS last
+    FROM rows_
+    WINDOW w AS (PARTITION BY xid, host_id, accelerator_id, bucket ORDER BY time, id)
 )
 INSERT INTO {PARTIAL_TABLE} ({", ".join(names)}, slot)
-SELECT *, nextval('fleet_telemetrypartial_slot') FROM v
-WHERE NOT EXISTS (SELECT 1 FROM merged m WHERE m.accelerator_id = v.accelerator_id AND m.bucket = v.bucket)
+SELECT {", ".join(values[name] for name in names)}, floor(random() * 9007199254740991)::bigint + 1
+FROM s
+GROUP BY xid, host_id, accelerator_id, bucket
 """

@@ -9,7 +9,7 @@
    are read by time (BRIN) and sorted once; a long range goes in chunks of
    ``ROLLUP_CHUNK_SAMPLES`` so each sort stays in memory. JIT is off for these statements.
    Minute rollups are computed from the partial aggregates ingest writes (fleet/partials.py:
-   about one row per GPU and minute) where they are exact, from raw rows elsewhere (a GPU whose
+   one row per batch, GPU and minute) where they are exact, from raw rows elsewhere (a GPU whose
    partials overlap in time, a range near raw rows copied without partials,
    ``TelemetryRawRange``); both give the same numbers.
 2. Coalescing: ingest marks the time range of each batch dirty (``telemetry_rollups_mark_dirty``);
@@ -30,7 +30,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from .models import Accelerator, RollupHourBacklog, TelemetryDirtyRange
-from .partials import PROFILING_FIELDS, ROLLUP_INSERT, partial_minute_sql
+from .partials import PROFILING_FIELDS, ROLLUP_INSERT, partial_minute_sql, partials_from_raw_sql
 
 # A gap longer than this between two samples is a gap, not energy drawn at the last power reading.
 MAX_INTEGRATION_GAP_S = 30
@@ -491,7 +491,10 @@ def telemetry_rollups_drain(
     """Refresh every dirty range (and ``also``) at once, merged; the marks go in the same commit.
 
     The advisory lock is taken before the marks are read, so a drain that waited for another
-    finds the marks that one already consumed gone and does only what arrived since.
+    finds the marks that one already consumed gone and does only what arrived since. Marks of
+    batches stored without partial aggregates (an agent's) get them first, from the raw rows
+    their transaction wrote (``_partials_from_marks``); a refresh outside a drain before then
+    reads the partials without those rows, and the drain redoes those minutes.
 
     ``hours_every_s`` > 0 (ingest's drains): the minute rollups now, the hour rollups of what
     changed at most once per that many seconds; until then their ranges wait in the backlog
@@ -504,8 +507,12 @@ def telemetry_rollups_drain(
     result = RollupRefresh()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_ROLLUPS])
-        cursor.execute('DELETE FROM fleet_telemetrydirtyrange RETURNING start, "end", host_id')
+        cursor.execute(
+            'DELETE FROM fleet_telemetrydirtyrange RETURNING start, "end", host_id, '
+            "CASE WHEN partials_pending THEN xmin::text::int8 END"
+        )
         marks = cursor.fetchall()
+        _partials_from_marks(cursor, [mark for mark in marks if mark[3] is not None])
         everyone = [(row[0], row[1]) for row in marks if row[2] is None]
         for start, end in time_ranges_merge([*everyone, *also]):
             # A range is [start, end] of sample times: the sample at ``end`` must be included.
@@ -519,6 +526,33 @@ def telemetry_rollups_drain(
             )
         result += _hour_backlog_settle(result.hour_ranges, every_s=hours_every_s)
     return result
+
+
+_PARTIALS_FROM_RAW_SQL = partials_from_raw_sql()
+
+
+def _partials_from_marks(cursor: Any, marks: Sequence[tuple[Any, ...]]) -> None:
+    """The partial aggregates of the batches whose marks say they have none (an agent's batch,
+    ``ingest_services``: written without them, so that the request neither computes nor stores
+    them), from the raw rows each mark's (sub)transaction wrote (the mark's ``xmin``, in
+    ``marks[i][3]``), in one statement; in the drain, before its refreshes read them (issue 37,
+    docs/scaling.md)."""
+    if not marks:
+        return
+    with _rollup_settings(cursor):
+        cursor.execute(
+            _PARTIALS_FROM_RAW_SQL,
+            {
+                "starts": [mark[0] for mark in marks],
+                "ends": [mark[1] for mark in marks],
+                "hosts": [mark[2] for mark in marks],
+                "xids": [mark[3] for mark in marks],
+                "origin": _BUCKET_ORIGIN,
+                "max_gap": MAX_INTEGRATION_GAP_S,
+                "max_counter_gap": MAX_COUNTER_GAP_S,
+                "throttle_mask": THROTTLE_MASK,
+            },
+        )
 
 
 def _hour_backlog_settle(ranges: Sequence[tuple[datetime, datetime]], *, every_s: float) -> RollupRefresh:

@@ -61,6 +61,31 @@ def test_it_stores_a_batch_and_registers_host_and_gpus(client: Client, team: Any
     assert gpus[GPU_B].last_seen_at.timestamp() == pytest.approx(payload["samples"][5]["time"], abs=1e-3)
 
 
+def test_a_gpus_last_state_moves_once_it_is_last_state_slack_older(team: Any) -> None:
+    """An agent's batch rewrites a GPU's ``last_state`` only once the stored one is
+    ``LAST_STATE_SLACK`` older than the batch's newest sample: the live grid is never further behind
+    than that; a sample older than the stored one never replaces it."""
+    slack = ingest_services.LAST_STATE_SLACK.total_seconds()
+    start = time.time() - 10 * slack
+
+    def power(gpu: str) -> tuple[float, float]:
+        accelerator = Accelerator.objects.get(uuid=gpu)
+        return accelerator.last_state["power_w"], accelerator.last_seen_at.timestamp()
+
+    # Two samples a GPU: GPU A's newest at start + 1 (power 402).
+    telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start))
+    assert power(GPU_A) == pytest.approx((402.0, start + 1))
+    # Newest at start + slack: less than the slack newer than the stored state, not written.
+    telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start + slack - 1))
+    assert power(GPU_A) == pytest.approx((402.0, start + 1))
+    # Newest at start + slack + 1: the slack newer, written.
+    telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start + slack))
+    assert power(GPU_A) == pytest.approx((402.0, start + slack + 1))
+    # A late batch (older samples) never moves it back, however old.
+    telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start - 5 * slack))
+    assert power(GPU_A) == pytest.approx((402.0, start + slack + 1))
+
+
 def test_it_accepts_rfc3339_times_and_nulls_for_unsupported_signals(
     client: Client, team: Any, ingest_token: str
 ) -> None:

@@ -159,9 +159,10 @@ def test_it_rolls_up_partials_exactly_as_raw_rows(team: Any, seed: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FILTER (WHERE slot = 0), count(*) FROM fleet_telemetrypartial")
         merged, stored = cursor.fetchone()
-    # Batches in time order merged per GPU and minute; late and resent ones in slots of their own.
-    unmerged = sum(len({(s["gpu"], s["time"] // 60) for s in b["samples"]}) for b in [*batches, resent])
-    assert 0 < merged < stored < unmerged
+    # Appended, never merged: one partial per batch, GPU and minute (the batch resent under a new
+    # id stored nothing: its GPU-instants were stored), each in a slot of its own.
+    assert merged == 0
+    assert stored == sum(len({(s["gpu"], s["time"] // 60) for s in b["samples"]}) for b in batches)
     from_partials = _rollups()
 
     with connection.cursor() as cursor:
@@ -375,3 +376,91 @@ def test_ingest_drains_redo_the_hours_once_a_minute_and_the_per_minute_pass_at_o
         start=start - timedelta(hours=1), end=start + timedelta(hours=2)
     )
     _assert_equal(deferred, _rollups())
+
+
+def _partial_rows() -> list[dict[str, Any]]:
+    names = [name for name, _ in PARTIAL_COLUMNS]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {', '.join(names)} FROM fleet_telemetrypartial ORDER BY accelerator_id, bucket"
+        )
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def test_the_drain_computes_an_agent_batchs_partials_as_partials_compute_does(team: Any) -> None:
+    """An agent's batch stores no partials in its request; the drain computes them from the raw
+    rows the batch's transaction wrote, equal, column by column, to ``partials_compute``'s of the
+    same samples (the function a remote-write request still runs in its own transaction); a
+    second drain adds none."""
+    rng = random.Random(11)
+    start = (datetime.now(UTC) - timedelta(hours=2)).replace(second=0, microsecond=0)
+    gpus = GPUS["node-a"]
+    samples = [s for gpu in gpus for s in _series(rng, gpu, start.timestamp() + 30, 70)]  # across a minute
+    rng.shuffle(samples)
+    batch = {
+        "batch_id": "one",
+        "host": {"hostname": "node-a"},
+        "accelerators": [{"uuid": gpu, "index": i} for i, gpu in enumerate(gpus)],
+        "samples": samples,
+    }
+    telemetry_batch_ingest(team=team, payload=batch)
+    assert _partial_rows() == []
+    rollup_services.telemetry_rollups_drain()
+    got = _partial_rows()
+    rollup_services.telemetry_rollups_drain()
+    assert _partial_rows() == got
+
+    import numpy as np
+
+    ids = dict(Accelerator.objects.values_list("uuid", "pk"))
+    micros = np.array([round(s["time"] * 1_000_000) for s in samples], dtype=np.int64)
+    fields = [name for name in samples[0] if name not in ("time", "gpu")]
+    want = partials_compute(
+        host_id=Accelerator.objects.get(uuid=samples[0]["gpu"]).host_id,
+        accelerator_ids=[ids[s["gpu"]] for s in samples],
+        micros=micros,
+        columns={name: [s.get(name) for s in samples] for name in fields},
+        max_gap_s=rollup_services.MAX_INTEGRATION_GAP_S,
+        max_counter_gap_s=rollup_services.MAX_COUNTER_GAP_S,
+        throttle_mask=rollup_services.THROTTLE_MASK,
+    )
+    want_rows = sorted(
+        (dict(zip([n for n, _ in PARTIAL_COLUMNS], row, strict=True)) for row in want),
+        key=lambda row: (row["accelerator_id"], row["bucket"]),
+    )
+    assert len(got) == len(want_rows) > len(GPUS["node-a"])  # a minute's end inside the batch
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    for row, expected in zip(got, want_rows, strict=True):
+        for name, kind in PARTIAL_COLUMNS:
+            value = row[name]
+            if kind == "timestamptz":
+                value = (value - epoch) // timedelta(microseconds=1)
+            if kind == "float4" and value is not None:  # the same float4, read as its shortest text
+                value, expected[name] = float(np.float32(value)), float(np.float32(expected[name]))
+            assert _same(value, expected[name]), (name, value, expected[name])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_batches_committed_one_by_one_roll_up_from_the_drains_partials_as_from_raw_rows() -> None:
+    """Each batch in a transaction of its own (as the API commits them, not in a test's
+    transaction), drained now and then: the drains' partials give the raw rows' rollups."""
+    from accelboard.core.services import team_create
+
+    team = team_create(name="Committed", slug="committed")
+    rng = random.Random(5)
+    start = (datetime.now(UTC) - timedelta(hours=2)).replace(second=0, microsecond=0)
+    for step, batch in enumerate(_batches(rng, start.timestamp() + 7, seconds=150)):
+        telemetry_batch_ingest(team=team, payload=batch)
+        if step % 4 == 3:
+            rollup_services.telemetry_rollups_drain()
+    assert rollup_services.telemetry_rollups_drain().partial_rows > 0
+    from_partials = _rollups()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM fleet_telemetrypartial")
+        assert cursor.fetchone()[0] > 0
+        cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
+    TelemetryRawRange.objects.create(start=start - timedelta(days=1), end=start + timedelta(days=1))
+    rollup_services.telemetry_rollups_refresh(
+        start=start - timedelta(hours=1), end=start + timedelta(hours=1)
+    )
+    _assert_equal(from_partials, _rollups())
