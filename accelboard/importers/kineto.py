@@ -7,7 +7,8 @@ events are summed by name while reading, nothing else is kept. Memory is bounded
 names: at most ``MAX_NAMES`` activity names and ``MAX_CPU_NAMES`` CPU names are kept by name
 (``BoundedEventColumns``, ``fold_sums``), the others summed in "(other ...)" rows, with a warning;
 a profile of more than ``profile_data.MAX_ACTIVITIES`` GPU activities (all its files) is refused
-with ``TooLarge`` (code ``too_large``) as soon as reading reaches the limit.
+with ``TooLarge`` (code ``too_large``) as soon as reading reaches the limit (an activity of a
+trace out of time order counts ``OUT_OF_ORDER_EXTRA`` more, checked at the end of the reading).
 
 What is read, event by event (complete events, ``"ph": "X"``; categories compared ignoring case,
 old spellings included):
@@ -61,9 +62,11 @@ from .base import ParseError
 from .jsonstream import ByteStream, JsonStreamError, stream_document
 from .profile_data import (
     KERNEL,
+    LAUNCH_WEIGHT,
     MAX_CPU_NAMES,
     MEMCPY,
     MEMSET,
+    OUT_OF_ORDER_EXTRA,
     BoundedEventColumns,
     EventColumns,
     GpuEvents,
@@ -71,9 +74,11 @@ from .profile_data import (
     ProfileData,
     RankTrace,
     Step,
+    TooLarge,
     TooManyActivities,
     column_array,
     fold_sums,
+    in_time_order,
 )
 
 NAME = "kineto"
@@ -172,12 +177,6 @@ def _int(value: Any, default: int) -> int:
     except (TypeError, ValueError):
         match = re.search(r"-?\d+", str(value))
         return int(match.group()) if match else default
-
-
-class TooLarge(ParseError):
-    """A profile beyond ``MAX_ACTIVITIES`` GPU activities (``code``: for the API's answer)."""
-
-    code = TooManyActivities.code
 
 
 def parse_rank(stream: ByteStream, *, name: str, index: int = 0, limit: int | None = None) -> RankTrace:
@@ -512,6 +511,10 @@ def _events(
     trace.names, trace.name_categories, name_index = columns.finish()
     trace.folded_names = columns.folded
     start, dur = columns.take_times()
+    if not in_time_order(start):
+        weight = (LAUNCH_WEIGHT if columns.launches else 1.0) + OUT_OF_ORDER_EXTRA
+        if len(columns) * weight > columns.limit:
+            raise TooManyActivities(profile_data.MAX_ACTIVITIES)
     return GpuEvents(
         start=start,
         dur=dur,

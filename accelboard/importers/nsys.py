@@ -12,6 +12,9 @@ after another, each under a line ``** <title> (<report>):``. Both are read. Repo
 - ``cuda_gpu_trace`` (``gputrace``): one row per kernel or copy with its start, duration and
   stream: a real timeline, used instead of the sums when present.
 
+A ``cuda_gpu_trace`` report of more than ``profile_data.MAX_ACTIVITIES`` rows is refused
+(``profile_data.TooLarge``, code ``too_large``) before its rows are read.
+
 Summaries carry no timeline: the analysis knows totals, not idle time or overlap. Column units are
 read from the header (``Total Time (ns)``; older reports without a unit are nanoseconds). Kernel
 names are quoted and may contain commas (the ``csv`` module handles them). The GPU model is not in
@@ -29,6 +32,7 @@ from typing import IO
 
 import numpy as np
 
+from . import profile_data
 from .base import ParseError
 from .profile_data import (
     KERNEL,
@@ -39,6 +43,7 @@ from .profile_data import (
     GpuEvents,
     ProfileData,
     RankTrace,
+    check_activities,
 )
 
 NAME = "nsys-stats"
@@ -188,6 +193,8 @@ def _parse_block(trace: RankTrace, kind: str, lines: list[str], file: str, first
         if len(row) != len(header):
             raise ParseError(file, f"{len(row)} columns where the header has {len(header)}", line=line)
     if kind == "gpu_trace":
+        # One row an activity: refused before any is read past the limit (``TooLarge``).
+        check_activities(file, len(body), profile_data.MAX_ACTIVITIES)
         _gpu_trace(trace, table, body, first_line)
         return kind
     if name_key is None or count_key is None or total_key is None:

@@ -4,7 +4,10 @@
 Read with the standard library's ``sqlite3``, read-only; an upload (bytes or a stream) is first
 copied to a temporary file. Rows are read with cursors and appended to typed columns
 (``profile_data.EventColumns``), CPU-side rows are summed by name as they come: memory grows with
-the number of GPU activities (about 40 bytes each), not with the file.
+the number of GPU activities (about 40 bytes each), not with the file. A profile (all its files)
+of more than ``profile_data.MAX_ACTIVITIES`` GPU activities, each counting ``LAUNCH_WEIGHT`` (its
+launch time and duration are joined), is refused (``profile_data.TooLarge``, code ``too_large``)
+at the first batch of rows past it.
 
 Tables used (nsys creates a table only when it has rows; times are integer nanoseconds):
 
@@ -43,8 +46,19 @@ from typing import IO, Any
 
 import numpy as np
 
+from . import profile_data
 from .base import ParseError
-from .profile_data import KERNEL, MEMCPY, MEMSET, GpuEvents, ProfileData, RankTrace, Step
+from .profile_data import (
+    KERNEL,
+    LAUNCH_WEIGHT,
+    MEMCPY,
+    MEMSET,
+    GpuEvents,
+    ProfileData,
+    RankTrace,
+    Step,
+    check_activities,
+)
 
 NAME = "nsys-sqlite"
 LABEL = "Nsight Systems SQLite export"
@@ -174,8 +188,13 @@ class _Columns:
 
 
 class _Reader:
-    def __init__(self, name: str, connection: sqlite3.Connection):
+    def __init__(
+        self, name: str, connection: sqlite3.Connection, *, before: int = 0, limit: int | None = None
+    ):
         self.name = name
+        # Activities of the profile's earlier files, and the limit of all together.
+        self.before = before
+        self.limit = profile_data.activity_limit(limit)
         self.db = connection
         self.tables: dict[str, set[str]] = {}
         self.columns = _Columns()
@@ -272,6 +291,9 @@ class _Reader:
         first = len(self.columns.dur)
         for batch in self.batches(table, sql):
             self.columns.extend(batch, kind)
+            # Launch times and their durations are always joined: an activity counts as Kineto's
+            # with launch times (``TooLarge`` at the first batch past the limit).
+            check_activities(self.name, (self.before + len(self.columns.dur)) * LAUNCH_WEIGHT, self.limit)
         if len(self.columns.dur) > first and self.columns.numpy("dur", np.float64)[first:].min() < 0:
             self.check_times(table)
 
@@ -463,11 +485,13 @@ def _launches(
     return launch, launch_dur
 
 
-def parse_file(name: str, source: Source) -> list[RankTrace]:
-    """The ranks (one per GPU with activity) of one export. Raises ParseError naming the file."""
+def parse_file(name: str, source: Source, *, before: int = 0, limit: int | None = None) -> list[RankTrace]:
+    """The ranks (one per GPU with activity) of one export. Raises ParseError naming the file;
+    ``TooLarge`` when its GPU activities and ``before`` (those of the profile's earlier files) are
+    past ``limit`` (default ``profile_data.MAX_ACTIVITIES``)."""
     try:
         with _database(name, source) as connection:
-            reader = _Reader(name, connection)
+            reader = _Reader(name, connection, before=before, limit=limit)
             reader.schema()
             reader.activities()
             reader.runtime()
@@ -481,8 +505,10 @@ def parse(sources: list[tuple[str, Source]]) -> ProfileData:
     """Read one export, or several (one per node or per process), as one profile: the ranks of
     the second file follow those of the first."""
     ranks: list[RankTrace] = []
+    read = 0
     for name, source in sources:
-        for trace in parse_file(name, source):
+        for trace in parse_file(name, source, before=read):
+            read += len(trace.events) if trace.events is not None else 0
             trace.rank = len(ranks)
             ranks.append(trace)
     if len(ranks) > 1:

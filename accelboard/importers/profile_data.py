@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .base import ParseError
+
 # What a GPU activity is (``GpuEvents.kind``).
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 KIND_LABELS = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
@@ -41,6 +43,12 @@ MAX_CPU_NAMES = 5_000
 # activity: 6 million is a trace of 1-1.5 GB of kernels alone.
 MAX_ACTIVITIES = 6_000_000
 LAUNCH_WEIGHT = 1.6
+# A timeline out of time order is analysed on a sorted copy (``analysis.rank_analyse``): its
+# 32-bit order, the start and duration columns again and the priority (21 bytes an activity),
+# and the launch times again when there are some (29): beside the 25 above, such an activity
+# counts this much more against the limit (29 / 25, from those sizes, not measured), checked
+# once the start column is decoded.
+OUT_OF_ORDER_EXTRA = 1.2
 
 
 class TooManyActivities(ValueError):
@@ -55,6 +63,24 @@ class TooManyActivities(ValueError):
             "that is read, to keep the reading under 300 MB; profile fewer steps "
             "(torch.profiler's schedule: active=1-2) or split the trace"
         )
+
+
+class TooLarge(ParseError):
+    """A profile beyond ``MAX_ACTIVITIES`` GPU activities, naming the file (``code``: for the
+    API's answer). Raised by every importer with a timeline (Kineto, nsys CSV, nsys SQLite)."""
+
+    code = TooManyActivities.code
+
+
+def activity_limit(limit: int | None) -> int:
+    """``limit``, or ``MAX_ACTIVITIES`` as it is now (tests lower it)."""
+    return MAX_ACTIVITIES if limit is None else limit
+
+
+def check_activities(file: str, count: float, limit: int) -> None:
+    """``TooLarge`` naming ``file`` when ``count`` (weighted) activities are past ``limit``."""
+    if count > limit:
+        raise TooLarge(file, str(TooManyActivities(limit)))
 
 
 # The category of an activity name, used to fold names by category (the breakdown stays right
@@ -440,6 +466,16 @@ def _widened(column: array, value: int) -> array:
     except OverflowError:
         column.append(-1)
     return column
+
+
+def in_time_order(start: np.ndarray) -> bool:
+    """Whether ``start`` never decreases (compared in chunks of ``PACK_CHUNK``: no whole-column
+    temporaries)."""
+    for a in range(0, start.size - 1, PACK_CHUNK):
+        b = min(start.size, a + PACK_CHUNK + 1)
+        if not bool((start[a + 1 : b] >= start[a : b - 1]).all()):
+            return False
+    return True
 
 
 def column_array(column: array) -> np.ndarray:

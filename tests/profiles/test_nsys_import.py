@@ -93,3 +93,18 @@ def test_a_report_with_a_header_and_no_rows_is_refused_not_read_as_no_activity()
         profile_parse(
             [("k_cuda_gpu_kern_sum.csv", KERN_SUM.encode()), ("m.csv", MEM_SUM.splitlines()[0].encode())]
         )
+
+
+def test_a_gpu_trace_beyond_the_activity_limit_is_refused_naming_the_file(monkeypatch) -> None:
+    from accelboard.importers import profile_data
+
+    header = "Start (ns),Duration (ns),CorrId,Strm,Name\n"
+    rows = "".join(f"{1000 * i},500,{i},7,kernel_{i % 3}\n" for i in range(1, 6))
+    source = [("r_cuda_gpu_trace.csv", (header + rows).encode())]
+    monkeypatch.setattr(profile_data, "MAX_ACTIVITIES", 5)
+    assert len(profile_parse(source).ranks[0].events or []) == 5
+    monkeypatch.setattr(profile_data, "MAX_ACTIVITIES", 4)
+    with pytest.raises(profile_data.TooLarge) as refused:
+        profile_parse(source)
+    assert refused.value.code == "too_large" and refused.value.file == "r_cuda_gpu_trace.csv"
+    assert "more than 4 GPU activities" in str(refused.value)

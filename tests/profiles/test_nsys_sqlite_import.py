@@ -337,3 +337,64 @@ def test_the_upload_page_and_the_profile_tab_take_an_export(
     refused = client.post(reverse("profiles:attach", args=[run_id]), {"profile": broken})
     assert refused.status_code == 400 and "cut.sqlite" in refused.content.decode()
     assert Profile.objects.get(run_id=run_id).pk == profile.pk
+
+
+def test_an_export_beyond_the_activity_limit_is_refused_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from accelboard.importers import profile_data
+
+    path = write_export(tmp_path / "big.sqlite", kernels=100)
+    count = len(profile_parse([(path.name, str(path))]).ranks[0].events or [])
+    assert count > 100
+    # An activity counts 1.6 (its launch time and duration are joined): read at the limit ...
+    monkeypatch.setattr(profile_data, "MAX_ACTIVITIES", int(count * profile_data.LAUNCH_WEIGHT) + 1)
+    assert len(profile_parse([(path.name, str(path))]).ranks[0].events or []) == count
+    # ... refused one below it, naming the file and the limit, with the API's code.
+    limit = int(count * profile_data.LAUNCH_WEIGHT) - 1
+    monkeypatch.setattr(profile_data, "MAX_ACTIVITIES", limit)
+    with pytest.raises(profile_data.TooLarge) as refused:
+        profile_parse([(path.name, str(path))])
+    assert refused.value.code == "too_large" and refused.value.file == "big.sqlite"
+    assert f"more than {limit:,} GPU activities" in str(refused.value)
+
+
+def test_the_activity_limit_counts_every_export_of_the_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from accelboard.importers import profile_data
+
+    first = write_export(tmp_path / "node0.sqlite", kernels=100)
+    second = write_export(tmp_path / "node1.sqlite", kernels=100, seed=1)
+    count = len(profile_parse([(first.name, str(first))]).ranks[0].events or [])
+    # Each export alone is under the limit; the two together are past it: the second is named.
+    monkeypatch.setattr(profile_data, "MAX_ACTIVITIES", int(1.5 * count * profile_data.LAUNCH_WEIGHT))
+    assert profile_parse([(second.name, str(second))]).ranks
+    with pytest.raises(profile_data.TooLarge) as refused:
+        profile_parse([(first.name, str(first)), (second.name, str(second))])
+    assert refused.value.file == "node1.sqlite"
+
+
+@pytest.mark.django_db
+def test_the_api_refuses_an_export_beyond_the_limit_storing_nothing(
+    ingest_token: str, export: Path, settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from accelboard.importers import profile_data
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    accelerator_type_from(H100)
+    monkeypatch.setattr(profile_data, "MAX_ACTIVITIES", 2)
+    response = Client().post(
+        "/api/v1/runs",
+        data={
+            "file": [_named("vllm_2025.json", (FIXTURES / "vllm_2025.json").read_bytes())],
+            "profile": [_named("report.sqlite", export.read_bytes())],
+            "accelerator": "H100 SXM 80GB",
+        },
+        HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
+    )
+    assert response.status_code == 422, response.json()
+    error = response.json()["error"]
+    assert error["code"] == "too_large" and "report.sqlite" in error["message"]
+    assert "more than 2 GPU activities" in error["message"]
+    assert not BenchmarkRun.objects.exists() and not Profile.objects.exists()

@@ -219,3 +219,32 @@ def test_launch_times_count_against_the_limit(monkeypatch) -> None:
     assert read is not None and len(read) == 62 and not np.isnan(read.launch).any()
     with pytest.raises(kineto.TooLarge, match="more than 100 GPU activities"):
         profile_parse([("rank0.json", launched(63))])
+
+
+def test_a_trace_out_of_time_order_counts_its_sorted_copy_against_the_limit(monkeypatch) -> None:
+    monkeypatch.setattr(profile_data, "PACK_CHUNK", 16)
+    monkeypatch.setattr(profile_data, "MAX_ACTIVITIES", 100)
+
+    def kernels(count: int, swap: bool) -> bytes:
+        starts = [float(i) for i in range(count)]
+        if swap:  # two neighbours in different packed chunks out of order
+            starts[16], starts[17] = starts[17], starts[16]
+        events = [kineto_event(f"k{i % 5}", "kernel", t, 0.5, correlation=i) for i, t in enumerate(starts)]
+        return json.dumps(kineto_document(events)).encode()
+
+    # In order, 60 count 60; out of order an activity counts 2.2: 45 count 99, 46 count 101.2.
+    assert len(profile_parse([("rank0.json", kernels(60, False))]).ranks[0].events) == 60
+    assert len(profile_parse([("rank0.json", kernels(45, True))]).ranks[0].events) == 45
+    with pytest.raises(kineto.TooLarge, match="more than 100 GPU activities"):
+        profile_parse([("rank0.json", kernels(46, True))])
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 15, 16, 17, 33, 100])
+def test_in_time_order_finds_any_decrease_across_chunks(monkeypatch, size: int) -> None:
+    monkeypatch.setattr(profile_data, "PACK_CHUNK", 16)
+    values = np.arange(size, dtype=np.float64)
+    assert profile_data.in_time_order(values)
+    for at in range(1, size):
+        swapped = values.copy()
+        swapped[at - 1], swapped[at] = swapped[at], swapped[at - 1]
+        assert not profile_data.in_time_order(swapped), at
