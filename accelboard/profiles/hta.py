@@ -153,13 +153,23 @@ def _stream_index(events: GpuEvents, value: int) -> np.ndarray:
     """Indices of the stream's activities, in start order (stable: ties keep the file's order, as
     one stable sort by (stream, start) gives)."""
     index = np.flatnonzero(events.stream == value)
-    starts = events.start[index]
+    if index.size < 2**31:  # 32-bit while held: 4 bytes an activity less
+        index = index.astype(np.int32)
+    starts = _gather(events.start, index)
     if not _sorted_column(starts):
         order = np.argsort(starts, kind="stable")
-        index = index[order]
+        del starts
+        index = _gather(index, order.astype(np.int32) if order.size < 2**31 else order)
         del order
-    del starts
     return index
+
+
+def _gather(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``values[index]`` piece by piece: numpy would first copy a 32-bit index to 64 bits whole."""
+    out = np.empty(index.size, dtype=values.dtype)
+    for a, b in _pieces(index.size):
+        out[a:b] = values[index[a:b]]
+    return out
 
 
 def _stream_gaps(
