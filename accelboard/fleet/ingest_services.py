@@ -100,7 +100,12 @@ def telemetry_batch_ingest(*, team_id: int, payload: object, merge: bool = False
 
 
 def telemetry_batches_ingest(
-    *, team_id: int, payloads: Sequence[object], merge: bool = False, keyed_by_body: bool = False
+    *,
+    team_id: int,
+    payloads: Sequence[object],
+    merge: bool = False,
+    keyed_by_body: bool = False,
+    locked: bool = False,
 ) -> list[dict[str, Any]]:
     """``telemetry_batch_ingest`` of several batches (one per host: a Prometheus remote-write
     request's) in one transaction and one pass: one claim statement for all their batch ids, one
@@ -111,6 +116,9 @@ def telemetry_batches_ingest(
     ``keyed_by_body``: each batch id is already a digest of the request's body (remote-write), so
     no body digest is kept with its claim (a retry may carry other attribution, read from the
     database, and is still a retry).
+    ``locked``: the caller holds the batches' merge locks in its transaction already
+    (``telemetry_merge_lock``, as ``telemetry_batches_store`` would take them), so they are not
+    taken again (a round trip a request).
     """
     received_at = datetime.now(UTC)
     parsed: list[tuple[TelemetryBatch, Attribution | None]] = []
@@ -169,6 +177,7 @@ def telemetry_batches_ingest(
                     received_at=received_at,
                     merge=merge,
                     indexes=fresh,
+                    locked=locked,
                 )
                 if any(count["accepted"] for count in counts):
                     transaction.on_commit(telemetry_rollups_request, robust=True)
@@ -314,7 +323,9 @@ SELECT
     ARRAY(SELECT h FROM unnest(%s::int8[]) AS h
           WHERE NOT EXISTS (SELECT 1 FROM fleet_host WHERE id = h AND team_id = %s)),
     ARRAY(SELECT DISTINCT p.host_id FROM unnest(%s::int8[], %s::int8[]) AS p(host_id, id)
-          WHERE NOT EXISTS (SELECT 1 FROM fleet_accelerator WHERE id = p.id AND host_id = p.host_id))
+          WHERE NOT EXISTS (SELECT 1 FROM fleet_accelerator WHERE id = p.id AND host_id = p.host_id)),
+    ARRAY(SELECT id FROM host),
+    ARRAY(SELECT id FROM state)
 """
 
 _MERGED = "(a.last_state || v.state::jsonb)"
@@ -383,6 +394,7 @@ def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, 
     seens: list[datetime] = []
     pair_hosts: list[int] = []
     pair_ids: list[int] = []
+    cutoff = received_at - HOST_SEEN_SLACK
     for entry in stored:
         batch = entry.batch
         starts.append(batch.start)
@@ -395,6 +407,8 @@ def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, 
         newest = order[np.r_[sorted_codes[1:] != sorted_codes[:-1], True]]
         for index in newest.tolist():
             seen = entry.times[index]
+            if not merge and _written.state_fresh(entry.accelerator_ids[index], seen - LAST_STATE_SLACK):
+                continue  # the statement would not write it
             state = {**batch.samples[index], "time": seen.isoformat()}
             if merge:
                 state = {name: value for name, value in state.items() if value is not None}
@@ -404,18 +418,64 @@ def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, 
         distinct = sorted({*entry.accelerator_ids, *entry.also})
         pair_hosts.extend(repeat(entry.host_id, len(distinct)))
         pair_ids.extend(distinct)
-    [(foreign, moved)] = _execute(
+    seen_hosts = hosts if merge else [host for host in hosts if not _written.host_fresh(host, cutoff)]
+    [(foreign, moved, hosts_written, states_written)] = _execute(
         _FINAL_SQL_MERGE if merge else _FINAL_SQL_REPLACE,
         [
             starts, ends, hosts,
-            received_at, hosts, team_id, received_at - HOST_SEEN_SLACK,
-            *([hosts, received_at - HOST_SEEN_SLACK] if merge else []),
+            received_at, seen_hosts, team_id, cutoff,
+            *([hosts, cutoff] if merge else []),
             state_ids, states, seens,
             hosts, team_id,
             pair_hosts, pair_ids,
         ],
     )  # fmt: skip
+    if hosts_written or states_written:
+        written_seen = dict(zip(state_ids, seens, strict=True))
+        transaction.on_commit(
+            functools.partial(
+                _written.note,
+                hosts={host: received_at for host in hosts_written},
+                states={gpu: written_seen[gpu] for gpu in states_written},
+            )
+        )
     return {*foreign, *moved}
+
+
+class _Written:
+    """What this process's committed final statements wrote: each host's ``last_seen_at`` and each
+    GPU's ``last_state`` time. The stored values only move forward (each write's condition), so
+    one noted here less than the slack old means the statement would write nothing for it: it is
+    left out of the statement's arrays (a batch within the slack of its host's last write in this
+    process updates no row; one whose last write was another process's sends it, as before)."""
+
+    def __init__(self, *, size: int = 200_000) -> None:
+        self._hosts: dict[int, datetime] = {}
+        self._states: dict[int, datetime] = {}
+        self._size = size
+
+    def host_fresh(self, host_id: int, cutoff: datetime) -> bool:
+        """The host's ``last_seen_at`` is known to be at or after ``cutoff`` (not rewritten)."""
+        noted = self._hosts.get(host_id)
+        return noted is not None and noted >= cutoff
+
+    def state_fresh(self, accelerator_id: int, cutoff: datetime) -> bool:
+        """The GPU's ``last_state`` time is known to be after ``cutoff`` (not rewritten)."""
+        noted = self._states.get(accelerator_id)
+        return noted is not None and noted > cutoff
+
+    def note(self, *, hosts: Mapping[int, datetime], states: Mapping[int, datetime]) -> None:
+        if len(self._hosts) + len(hosts) > self._size or len(self._states) + len(states) > self._size:
+            self.clear()
+        self._hosts.update(hosts)
+        self._states.update(states)
+
+    def clear(self) -> None:
+        self._hosts.clear()
+        self._states.clear()
+
+
+_written = _Written()
 
 
 # Remote-write merge (``telemetry_batches_store(merge=True)``), and the agent's duplicate check
@@ -740,6 +800,7 @@ def telemetry_batches_store(
     received_at: datetime,
     merge: bool = False,
     indexes: Sequence[int] | None = None,
+    locked: bool = False,
 ) -> list[dict[str, int]]:
     """Register each batch's host and GPUs, store its attribution intervals, then for all the
     batches at once: COPY the samples, write their partials, update live state and mark the ranges
@@ -765,11 +826,12 @@ def telemetry_batches_store(
     a sample whose fields the stored row has all already is a duplicate. Without ``merge``, any
     sample at a stored GPU-instant is one (``_stored_instants``, under the same locks).
     ``indexes``: each batch's index for an ``IngestRejected`` (default: its position).
+    ``locked``: the caller took those locks already (``telemetry_batches_ingest``).
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("telemetry_batches_store must run inside a transaction")
     positions = list(indexes) if indexes is not None else list(range(len(batches)))
-    if any(batch.gpus for batch, _ in batches):
+    if not locked and any(batch.gpus for batch, _ in batches):
         telemetry_merge_lock(
             hostnames=[batch.hostname for batch, _ in batches if batch.gpus],
             devices={

@@ -229,7 +229,7 @@ def prometheus_write_ingest(
     stored = duplicates = duplicate_samples = 0
     with transaction.atomic():
         # The merge locks first (the module's docstring, 4): each host's shared, each GPU's
-        # exclusive, the same the telemetry path takes again below; the pods' read of the stored
+        # exclusive, the ones the telemetry path would take (``locked=True`` below: once); the pods' read of the stored
         # intervals and what it writes are then under the lock of each device they are of.
         if mapped.hosts:
             telemetry_merge_lock(
@@ -262,7 +262,7 @@ def prometheus_write_ingest(
         try:
             # The batch ids are the body's digest already: a retry is the same body.
             results = telemetry_batches_ingest(
-                team_id=team_id, payloads=payloads, merge=True, keyed_by_body=True
+                team_id=team_id, payloads=payloads, merge=True, keyed_by_body=True, locked=True
             )
         except IngestRejected as exc:
             if exc.index is None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import gzip
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import orjson
 import pytest
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
@@ -84,6 +85,57 @@ def test_a_gpus_last_state_moves_once_it_is_last_state_slack_older(team: Any) ->
     # A late batch (older samples) never moves it back, however old.
     telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start - 5 * slack))
     assert power(GPU_A) == pytest.approx((402.0, start + slack + 1))
+
+
+def test_a_process_leaves_out_of_the_final_statement_what_it_wrote_within_the_slacks(
+    team: Any, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host or GPU state this process wrote (committed) less than the slack ago is not sent in
+    the final statement (it would write nothing); what a rolled-back transaction wrote is not
+    noted; the stored state is what the statement alone gives."""
+    slack = ingest_services.LAST_STATE_SLACK.total_seconds()
+    start = time.time() - 10 * slack
+    ingest_services._written.clear()
+    sent: list[tuple[list[int], list[int]]] = []  # (hosts, GPUs) each final statement updates
+    execute = ingest_services._execute
+
+    def spy(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        if sql == ingest_services._FINAL_SQL_REPLACE:
+            sent.append((params[4], params[7]))
+        return execute(sql, params)
+
+    monkeypatch.setattr(ingest_services, "_execute", spy)
+
+    def ingest(at: float) -> None:
+        with django_capture_on_commit_callbacks(execute=True):
+            telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=at))
+
+    def state(gpu: str) -> float:
+        return Accelerator.objects.get(uuid=gpu).last_seen_at.timestamp()
+
+    ingest(start)
+    host = Host.objects.get()
+    assert [(hosts, len(gpus)) for hosts, gpus in sent] == [([host.pk], 2)]
+    # Registering the host set its last_seen_at: the statement did not write it, nothing noted.
+    Host.objects.filter(pk=host.pk).update(last_seen_at=host.last_seen_at - timedelta(hours=1))
+    ingest(start + slack - 2)  # the states within the slack of what this process wrote
+    assert sent[-1] == ([host.pk], [])
+    ingest(start + slack - 1)  # the host too (written by the last one): nothing sent
+    assert sent[-1] == ([], [])
+    assert state(GPU_A) == pytest.approx(start + 1)
+    assert Host.objects.get().last_seen_at > host.last_seen_at
+    ingest(start + slack)  # the states are the slack older: sent and written; the host is not
+    assert (sent[-1][0], len(sent[-1][1])) == ([], 2)
+    assert state(GPU_A) == pytest.approx(start + slack + 1)
+    # A transaction rolled back after its statement notes nothing: the next batch sends its states.
+    ingest_services._written.clear()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start + 3 * slack))
+        raise RuntimeError("rolled back")
+    assert len(sent[-1][1]) == 2
+    ingest(start + 3 * slack + 2)
+    assert (sent[-1][0], len(sent[-1][1])) == ([host.pk], 2)
+    assert state(GPU_A) == pytest.approx(start + 3 * slack + 3)
 
 
 def test_it_accepts_rfc3339_times_and_nulls_for_unsupported_signals(
