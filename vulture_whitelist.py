@@ -27,9 +27,10 @@ _.verify_token
 _.get_or_create_user
 _.login_failure
 
-# Called by name by a framework: django-filter's `method="by_metric"`, gunicorn's server hook.
+# Called by name by a framework: django-filter's `method="by_metric"`, gunicorn's server hooks.
 _.by_metric
 _.when_ready
+_.post_request
 
 # Models whose tables are written and read in SQL (fleet's rollups); the migrations create them.
 _.HostRollup
