@@ -374,9 +374,11 @@ def partials_from_raw_sql() -> str:
     table's key (host, time) and kept when their ``xmin`` is the mark's own (the (sub)transaction
     that wrote both): rows another one wrote in the same range are not counted twice. One partial per transaction, GPU
     and minute (as ``partials_compute`` per batch), in a random slot of its own."""
+    # A partial's first row has no previous one: its ``dt_s`` (and ``d_energy_mj``) is NULL, so
+    # neither branch counts it, and it is the row that the first readings come from.
     energy = """CASE
-            WHEN n > 1 AND d_energy_mj >= 0 AND dt_s <= %(max_counter_gap)s THEN d_energy_mj / 1000.0
-            WHEN n > 1 AND energy_mj IS NULL AND power_w IS NOT NULL AND dt_s <= %(max_gap)s THEN power_w * dt_s
+            WHEN d_energy_mj >= 0 AND dt_s <= %(max_counter_gap)s THEN d_energy_mj / 1000.0
+            WHEN energy_mj IS NULL AND power_w IS NOT NULL AND dt_s <= %(max_gap)s THEN power_w * dt_s
         END"""
     signals = [
         ("power", "power_w"),
@@ -394,10 +396,10 @@ def partials_from_raw_sql() -> str:
         "first_time": "min(time)",
         "last_time": "max(time)",
         "samples": "count(*)",
-        # One value per group (the window's), kept by min(): no sort per group.
-        "first_energy_mj": "min(first_energy)",
+        # The first and last rows' readings, each from the one row the window marks: no sort per group.
+        "first_energy_mj": "min(energy_mj) FILTER (WHERE dt_s IS NULL)",
         "last_energy_mj": "min(energy_mj) FILTER (WHERE last)",
-        "first_power_w": "min(first_power)",
+        "first_power_w": "min(power_w) FILTER (WHERE dt_s IS NULL)",
         "energy_j": f"sum({energy})",
         "power_max_w": "max(power_w)",
         "gpu_util_max": "max(gpu_util)",
@@ -438,9 +440,6 @@ s AS (
     SELECT *,
         (energy_mj - lag(energy_mj) OVER w)::float8 AS d_energy_mj,
         date_part('epoch', time - lag(time) OVER w) AS dt_s,
-        row_number() OVER w AS n,
-        first_value(energy_mj) OVER w AS first_energy,
-        first_value(power_w) OVER w AS first_power,
         lead(id) OVER w IS NULL AS last
     FROM rows_
     WINDOW w AS (PARTITION BY xid, host_id, accelerator_id, bucket ORDER BY time, id)
