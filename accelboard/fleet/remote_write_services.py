@@ -190,13 +190,19 @@ def _pods_attribution(*, team_id: int, hosts: list[HostBatch]) -> dict[str, list
                 for row_id, uuid, low, high, kind, uid, share, basis in cursor.fetchall()
             ]
             stored: dict[str, list[tuple[int, int]]] = {}
+            rows_of: dict[str, list[StoredInterval]] = {}
             for row in rows:
                 stored.setdefault(row.gpu, []).append((row.start_ms, row.end_ms))
+                rows_of.setdefault(row.gpu, []).append(row)
             extended: list[tuple[StoredInterval, int]] = []
             for name in names:
                 if name in host_ids and rows:
+                    left = pod_intervals_trim(by_host[name], stored=stored)
+                    # Only the rows of the host's own devices: an interval extends a row of its
+                    # device alone, and all the request's rows for each host made the loop
+                    # quadratic in the request's hosts (~1 ms of a 54-host request, 2026-12-07).
                     more, by_host[name] = pod_intervals_extend(
-                        pod_intervals_trim(by_host[name], stored=stored), stored=rows
+                        left, stored=[row for gpu in {i.gpu for i in left} for row in rows_of.get(gpu, ())]
                     )
                     extended += more
             attribution_extend(
