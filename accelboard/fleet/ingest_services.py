@@ -556,7 +556,7 @@ merged AS (
     UPDATE fleet_telemetrysample AS s SET {assign}
     FROM v
     WHERE s.accelerator_id = v.id AND s.time = v.time AND s.time >= %s AND s.time <= %s
-      AND ({fills})
+      AND s.accelerator_id = ANY(%b::int8[]) AND ({fills})
     RETURNING v.n, s.time
 ),
 raw AS (
@@ -567,6 +567,7 @@ SELECT DISTINCT n, true FROM merged
 UNION ALL
 SELECT DISTINCT v.n, false FROM v JOIN fleet_telemetrysample AS s
     ON s.accelerator_id = v.id AND s.time = v.time AND s.time >= %s AND s.time <= %s
+    AND s.accelerator_id = ANY(%b::int8[])
 WHERE NOT ({fills})
 """
 # The framebuffer's parts and total go together: the total's assignment reads all four.
@@ -611,7 +612,8 @@ def _merge_stored(
         ]
         for name in fields
     ]
-    rows = _execute(_merge_sql(fields), [accelerator_ids, times, *arrays, start, end, start, end])
+    gpus = sorted(set(accelerator_ids))
+    rows = _execute(_merge_sql(fields), [accelerator_ids, times, *arrays, start, end, gpus, start, end, gpus])
     merged = {int(n) - 1 for n, filled in rows if filled}
     return merged, {int(n) - 1 for n, filled in rows if not filled}
 
