@@ -543,7 +543,9 @@ _MERGED_TOTAL = """mem_total_bytes = CASE
             + COALESCE(s.mem_reserved_bytes, v.mem_reserved_bytes, 0)
         ELSE COALESCE(s.mem_total_bytes, v.mem_total_bytes) END"""
 # One statement: fill the stored rows of the batches' GPU-instants where the sample brings a field
-# the row lacks (the range bounds prune the partitions), record their range as raw-only (the
+# the row lacks (the range bounds prune the partitions; ``accelerator_id = ANY`` of the request's
+# GPUs, the same rows, lets each join read them by the (accelerator_id, time) index where the
+# planner hash-joined a scan of the day's partition: 1.8 → 0.9 ms, docs/scaling.md), record their range as raw-only (the
 # partials written with the stored part no longer describe these rows: rollups near them read raw
 # rows, ``TelemetryRawRange``), and return which samples were merged (true) and which brought
 # nothing the stored row lacks (false: duplicates, a request sent again; no write, no raw range).
