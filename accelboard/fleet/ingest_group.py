@@ -114,7 +114,7 @@ class IngestGroups:
                 self._store(group, leader=member)
             finally:
                 for other in group:
-                    if not other.answered:  # interrupted (a worker's timeout): none was stored
+                    if not other.answered:  # interrupted (a worker's timeout) before answering them
                         _answer(other, error=GroupFailed("the telemetry group was interrupted"))
                 with self._lock:
                     if member.answered or not self._queue:
