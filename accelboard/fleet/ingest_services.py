@@ -99,13 +99,33 @@ def telemetry_batch_ingest(*, team_id: int, payload: object, merge: bool = False
     return telemetry_batches_ingest(team_id=team_id, payloads=[payload], merge=merge)[0]
 
 
+@dataclass(frozen=True)
+class PreparedBatch:
+    """An agent's batch validated (``telemetry_batch_prepare``), ready for
+    ``telemetry_batches_ingest(prepared=...)``: what storing it needs of its payload."""
+
+    batch: TelemetryBatch
+    attribution: Attribution | None
+    digest: str  # ``_batch_digest``: the claim's body digest
+
+
+def telemetry_batch_prepare(*, payload: object, received_at: datetime | None = None) -> PreparedBatch:
+    """Validate one agent's batch without the database (``telemetry_batch_attribution_parse``)
+    and digest its body for its claim; raises ``IngestRejected`` (its 4xx) for a bad batch. What
+    ``telemetry_batches_ingest`` does first for each payload, so that a caller storing several
+    requests' batches together (``ingest_group``) validates each in its own request."""
+    batch, attribution = telemetry_batch_attribution_parse(payload, now=received_at or datetime.now(UTC))
+    return PreparedBatch(batch=batch, attribution=attribution, digest=_batch_digest(batch, payload))
+
+
 def telemetry_batches_ingest(
     *,
     team_id: int,
-    payloads: Sequence[object],
+    payloads: Sequence[object] = (),
     merge: bool = False,
     keyed_by_body: bool = False,
     locked: bool = False,
+    prepared: Sequence[PreparedBatch] | None = None,
 ) -> list[dict[str, Any]]:
     """``telemetry_batch_ingest`` of several batches (one per host: a Prometheus remote-write
     request's) in one transaction and one pass: one claim statement for all their batch ids, one
@@ -119,10 +139,14 @@ def telemetry_batches_ingest(
     ``locked``: the caller holds the batches' merge locks in its transaction already
     (``telemetry_merge_lock``, as ``telemetry_batches_store`` would take them), so they are not
     taken again (a round trip a request).
+    ``prepared``: the batches validated already (``telemetry_batch_prepare``), in place of
+    ``payloads`` (agents' batches of several requests stored together, ``ingest_group``).
     """
     received_at = datetime.now(UTC)
     parsed: list[tuple[TelemetryBatch, Attribution | None]] = []
-    for index, payload in enumerate(payloads):
+    if prepared is not None:
+        parsed = [(entry.batch, entry.attribution) for entry in prepared]
+    for index, payload in enumerate(payloads if prepared is None else ()):
         try:
             parsed.append(telemetry_batch_attribution_parse(payload, now=received_at))
         except IngestRejected as exc:
@@ -141,7 +165,9 @@ def telemetry_batches_ingest(
             "accepted": len(batch.gpus),
             "duplicate_samples": 0,
         }
-        if not keyed_by_body:
+        if prepared is not None:
+            digests.append(prepared[len(knowns)].digest)
+        elif not keyed_by_body:
             digests.append(_batch_digest(batch, payloads[len(knowns)]))
         if batch.start is not None and batch.end is not None:
             ranges.add((batch.start, batch.end))
@@ -183,10 +209,15 @@ def telemetry_batches_ingest(
                     transaction.on_commit(telemetry_rollups_request, robust=True)
                 results: list[dict[str, Any]] = []
                 written = dict(zip(fresh, counts, strict=True))
+                firsts: dict[str, int] = {}  # each fresh batch id's index
                 for index, (stored, known) in enumerate(zip(claims, knowns, strict=True)):
                     if stored is not None:
+                        first = firsts.get(known["batch_id"])
+                        if first is not None:  # listed before in this call: a retry of that one
+                            stored = {k: v for k, v in results[first].items() if k != "duplicate"}
                         results.append({**stored, "duplicate": True})
                         continue
+                    firsts[known["batch_id"]] = index
                     result = {"batch_id": known["batch_id"], **written[index]}
                     if result["accepted"] + result["duplicate_samples"] != known["accepted"]:
                         raise AssertionError(
