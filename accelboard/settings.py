@@ -407,6 +407,9 @@ if not 0 < ROUTE_TIMEOUT_S <= 120:
 TELEMETRY_RETENTION_DAYS = env_int("TELEMETRY_RETENTION_DAYS", 30, minimum=1)
 # Partitions are created this many days ahead by the scheduled job.
 TELEMETRY_PARTITIONS_AHEAD_DAYS = env_int("TELEMETRY_PARTITIONS_AHEAD_DAYS", 3, minimum=1)
+# Agents' batches arriving together at a web process are stored in one transaction
+# (``fleet.ingest_group``); off, each batch has its own.
+TELEMETRY_GROUP_COMMIT = env_bool("TELEMETRY_GROUP_COMMIT", True)
 # Prometheus remote-write (POST /api/v1/prometheus/write, docs/api.md): the largest body, compressed
 # and decompressed (413 beyond), and the labels dcgm-exporter names hosts and GPUs with (its
 # versions and relabelling differ; an ``exported_`` prefix is read without being named here).

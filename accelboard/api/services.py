@@ -30,7 +30,7 @@ from accelboard.benchmarks.arrival_services import (
 from accelboard.core.choices import BatchKind
 from accelboard.core.idempotency_services import IdempotencyKeyReused, body_digest, ingest_batch_write
 from accelboard.core.models import Team
-from accelboard.fleet import ingest_services, remote_write_services
+from accelboard.fleet import ingest_group, remote_write_services
 from accelboard.fleet.ingest_services import idempotency_key_reused
 from accelboard.fleet.ingest_validation import IngestRejected
 from accelboard.profiles.upload_services import UPLOAD_PROFILES
@@ -161,9 +161,10 @@ def telemetry_batch_ingest(*, team: Team, payload: Any) -> dict[str, Any]:
 
     Fleet does the whole ingest (``fleet.ingest_services.telemetry_batch_ingest``: validation,
     registration, partitions and their retry, the idempotency claim, COPY, the rollup mark and the
-    drain request).
+    drain request), with the batches other threads of this process store at the same time
+    (``fleet.ingest_group``: one transaction for them all, each answered once it commits).
     """
-    return ingest_services.telemetry_batch_ingest(team_id=team.pk, payload=payload)
+    return ingest_group.telemetry_batch_ingest_grouped(team_id=team.pk, payload=payload)
 
 
 def prometheus_write_ingest(*, team: Team, body: bytes) -> dict[str, Any]:
