@@ -9,7 +9,7 @@ check or header the endpoint's answers carry: the request limits (414/431), the 
 headers and HTTPS redirect, the readiness gate (503 until migrated), ``X-Frame-Options`` and the
 Content-Security-Policy. After the chain, the endpoint's view is called directly
 (``views.telemetry_direct``): no URL resolution and no ninja dispatch, the same token check,
-body limits, service, answer and error shapes (~0.3-0.5 ms of web CPU a batch less,
+body limits, service, answer and error shapes (~0.25 ms of web CPU a batch less,
 docs/scaling.md). ``ingest_dispatch`` sends only this method and path there, every other request
 to the full chain.
 """
