@@ -16,8 +16,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
-from django.http import Http404
+from django.http import Http404, HttpRequest
+from django.http.response import HttpResponseBase
 from ninja import NinjaAPI, Path, Query
+from ninja.errors import AuthenticationError
 from ninja.pagination import paginate
 from ninja.responses import Status
 from pydantic import BaseModel
@@ -109,6 +111,26 @@ def _body_schema(model: type[BaseModel], description: str) -> dict[str, Any]:
 )
 def telemetry_post(request: TokenRequest) -> dict[str, Any]:
     return services.telemetry_batch_ingest(team=request.auth.team, payload=request_json(request))
+
+
+def telemetry_direct(request: HttpRequest) -> HttpResponseBase:
+    """``telemetry_post`` without URL resolution and ninja's dispatch (``api/lean.py``): the same
+    token check (``WRITE_AUTH``), body, service and rendering of the answer through the response
+    schema, and every error through the API's own handlers (``api.on_exception``: the same shapes,
+    and the 500 that logs and sends ``got_request_exception``)."""
+    try:
+        token = WRITE_AUTH[0](request)
+    except Exception as exc:  # ninja hands an authenticator's error to the API's handlers too
+        return api.on_exception(request, exc)
+    if not token:
+        return api.on_exception(request, AuthenticationError())
+    request.auth = token  # type: ignore[attr-defined]  # as ninja sets it
+    try:
+        result = services.telemetry_batch_ingest(team=token.team, payload=request_json(request))
+        answer = TelemetryAccepted.model_validate(result).model_dump(exclude_none=True)
+    except Exception as exc:  # as ninja's ``Operation.run``
+        return api.on_exception(request, exc)
+    return api.create_response(request, answer, status=200)
 
 
 @api.post(

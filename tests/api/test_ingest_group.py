@@ -55,7 +55,7 @@ def _grouped(groups: IngestGroups, members: list[tuple[int, dict[str, Any]]]) ->
     flight, then led by the first queued: their answers (a result, or the exception raised)."""
     answers: list[Any] = [None] * len(members)
     with groups._lock:
-        groups._leading = True  # a leader in flight: every thread below queues and waits
+        groups._leaders = groups._max_leaders  # leaders in flight: every thread below queues and waits
 
     def send(index: int, team_id: int, payload: dict[str, Any]) -> None:
         try:
@@ -73,14 +73,14 @@ def _grouped(groups: IngestGroups, members: list[tuple[int, dict[str, Any]]]) ->
         threads.append(thread)
         while len(groups._queue) < index + 1:  # queued in this order
             time.sleep(0.001)
-    with groups._lock:  # the leader in flight is done: it hands the lead to the first queued
+    with groups._lock:  # a leader in flight is done: it hands the lead to the first queued
         first = groups._queue[0]
         first.lead = True
         first.done.set()
     for thread in threads:
         thread.join(timeout=60)
         assert not thread.is_alive()
-    assert not groups._leading and not groups._queue
+    assert groups._leaders == groups._max_leaders - 1 and not groups._queue
     return answers
 
 
@@ -271,3 +271,45 @@ def test_concurrent_posts_are_each_answered_and_stored_once(
     groups, batches = ingest_group.groups.stats.groups, ingest_group.groups.stats.batches
     assert batches - before[1] == 8 and 1 <= groups - before[0] <= 8
     assert _samples() == 8 * 40
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("leaders", [1, 2, 3])
+def test_threads_posting_back_to_back_are_each_answered_once_with_several_leaders(
+    team: Any, leaders: int
+) -> None:
+    """Twelve threads, each posting three batches of its host in turn (with one leader, groups
+    form behind it; with more, groups are written while others commit): every batch answered with
+    its own result, stored once, and no lead left held."""
+    groups = IngestGroups(leaders=leaders)
+    answers: dict[tuple[int, int], Any] = {}
+    barrier = threading.Barrier(12)
+
+    def send(host: int) -> None:
+        try:
+            barrier.wait()
+            for turn in range(3):
+                payload = _payload(host, n=4, start=time.time() - 600 + 60 * turn)
+                try:
+                    answers[host, turn] = (
+                        payload["batch_id"],
+                        groups.ingest(team_id=team.pk, prepared=telemetry_batch_prepare(payload=payload)),
+                    )
+                except Exception as exc:
+                    answers[host, turn] = (payload["batch_id"], exc)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(host,)) for host in range(1, 13)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+        assert not thread.is_alive()
+    assert len(answers) == 36
+    for batch_id, answer in answers.values():
+        assert answer == {"batch_id": batch_id, "accepted": 4, "duplicate_samples": 0, "duplicate": False}
+    assert groups._leaders == 0 and not groups._queue
+    assert groups.stats.batches == 36 and groups.stats.groups <= 36
+    assert _samples() == 36 * 4
