@@ -108,7 +108,14 @@ def bench_lock(server: str, what: str) -> Iterator[None]:
         ).fetchone()
         if not row or not row[0]:
             sys.exit(f"bench: another run is using {what} on this server; wait for it to end")
-        yield  # the lock goes with the connection
+        try:
+            yield
+        finally:
+            # Released here, not left to the connection's close: the server ends a closed
+            # connection's backend (and frees its locks) a moment later, and a run started right
+            # after this one could still find the lock held.
+            if not conn.closed:
+                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", [f"accelboard bench: {what}"])
 
 
 @contextlib.contextmanager
