@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import os
+from typing import Any
 
 
 def _cores() -> int:
@@ -44,10 +45,19 @@ bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 timeout = 60
 graceful_timeout = 20
 keepalive = 5
-# A worker that grew (a large upload, a big export) is replaced after a while, so memory goes
-# back to its baseline after a burst; jitter keeps the workers from restarting together.
-max_requests = _int("GUNICORN_MAX_REQUESTS", 5000)
-max_requests_jitter = 500
+# A worker that grew (a large upload, a big export, a burst of full batches) is replaced once its
+# resident memory is ``GUNICORN_MAX_WORKER_GROWTH_MB`` (256) above what it had when it forked, so
+# memory goes back to its baseline after a burst (``post_request`` below). Not after a count of
+# requests: a new worker starts cold (its PostgreSQL connections, their backends' caches, each
+# host's registration on its first batch), and at 2,000 hosts 5,000 requests were 75 s of a
+# worker's life: a restart every 25 s on the node, with the slowest posts around them (90 s runs
+# back to back, docs/scaling.md: p99 344 against 209 ms, 109 posts over 500 ms against 1). The
+# request count stays as a backstop; jitter keeps the workers from restarting together.
+max_requests = _int("GUNICORN_MAX_REQUESTS", 200_000)
+max_requests_jitter = max_requests // 10
+MAX_WORKER_GROWTH_MB = _int("GUNICORN_MAX_WORKER_GROWTH_MB", 256)
+# The resident memory is read every this many requests of a worker (a read of /proc is ~10 µs).
+GROWTH_CHECK_EVERY = 32
 # gunicorn answers a request past these limits itself, with an HTML page; they are set a little
 # above the limits that ``core.middleware.RequestLimits`` enforces (gunicorn's defaults: a
 # 4,094-byte request line, 100 header fields of 8,190 bytes), so that a client gets its 414 or
@@ -87,10 +97,41 @@ def when_ready(server: object) -> None:
     gc.freeze()
 
 
-def post_request(worker: object, req: object, environ: object, resp: object) -> None:
+def _resident_mb() -> float:
+    """This process's resident memory (Linux ``/proc/self/statm``; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def post_fork(server: object, worker: Any) -> None:
+    """In a new worker: its resident memory at birth (the master's pages it shares included), the
+    baseline its growth is measured from."""
+    worker.accelboard_resident_mb = _resident_mb()
+    worker.accelboard_requests = 0
+
+
+def post_request(worker: Any, req: object, environ: object, resp: object) -> None:
     """In a worker, after each request: freeze the remote-write label cache's new entries once
     it has grown (``remote_write.label_cache_freeze``), so that full collections do not walk its
-    ~288,000 series (each one ~0.4 s of CPU at that size, one request in ~100)."""
+    ~288,000 series (each one ~0.4 s of CPU at that size, one request in ~100); and every
+    ``GROWTH_CHECK_EVERY`` requests, end the worker once it has grown ``MAX_WORKER_GROWTH_MB``
+    (after the requests it is serving, as gunicorn ends one at ``max_requests``; the master
+    forks a new one)."""
     from accelboard.fleet.remote_write import label_cache_freeze
 
     label_cache_freeze()
+    worker.accelboard_requests = getattr(worker, "accelboard_requests", 0) + 1
+    if worker.accelboard_requests % GROWTH_CHECK_EVERY:
+        return
+    grown = _resident_mb() - getattr(worker, "accelboard_resident_mb", 0.0)
+    if grown > MAX_WORKER_GROWTH_MB and worker.alive:
+        worker.log.info(
+            "Replacing worker after %d requests: it grew %.0f MB (GUNICORN_MAX_WORKER_GROWTH_MB=%d)",
+            worker.accelboard_requests,
+            grown,
+            MAX_WORKER_GROWTH_MB,
+        )
+        worker.alive = False

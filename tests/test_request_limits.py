@@ -1,9 +1,11 @@
 """A request line or header fields past the limits: 414 and 431 from a real gunicorn run with
 the image's configuration, in the API's JSON error shape on /api/ and as plain text elsewhere
-(gunicorn's own limits sit above the application's, whose answers a client can read)."""
+(gunicorn's own limits sit above the application's, whose answers a client can read); and its
+workers replaced when they grow, not after a count of requests."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -42,6 +44,12 @@ def _database_url() -> str:
 @pytest.fixture
 def gunicorn(transactional_db: None, tmp_path: Path) -> Iterator[tuple[str, int]]:
     """gunicorn serving ``accelboard.wsgi`` with ``accelboard.gunicorn_conf`` on loopback."""
+    with _serving(tmp_path) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def _serving(tmp_path: Path, **settings: str) -> Iterator[tuple[str, int]]:
     port = _free_port()
     env = {
         **os.environ,
@@ -49,6 +57,7 @@ def gunicorn(transactional_db: None, tmp_path: Path) -> Iterator[tuple[str, int]
         "GUNICORN_BIND": f"127.0.0.1:{port}",
         "WEB_CONCURRENCY": "1",
         "GUNICORN_THREADS": "2",
+        **settings,
     }
     log = (tmp_path / "gunicorn.log").open("w")
     command = [
@@ -154,3 +163,32 @@ def test_the_request_line_limit_is_a_setting_and_zero_turns_it_off(settings: Any
     assert Client().get(long_query).status_code == 414
     settings.REQUEST_LINE_LIMIT = 0
     assert Client().get(long_query).status_code == 401  # answered: the token is missing
+
+
+def _workers_booted(tmp_path: Path) -> int:
+    return (tmp_path / "gunicorn.log").read_text().count("Booting worker with pid")
+
+
+def _pages(server: tuple[str, int], count: int) -> None:
+    for _ in range(count):
+        status, _kind, _body = _get(server, "/accounts/login/")
+        assert status == 200
+
+
+def test_a_worker_that_grew_past_the_bound_is_replaced(transactional_db: None, tmp_path: Path) -> None:
+    # A bound of 1 MB: the first pages (templates compiled, a database connection) grow the
+    # worker past it within the first checks; the master forks a new one, which serves on.
+    with _serving(tmp_path, GUNICORN_MAX_WORKER_GROWTH_MB="1") as server:
+        _pages(server, 200)
+        log = (tmp_path / "gunicorn.log").read_text()
+        assert "Replacing worker after" in log and "GUNICORN_MAX_WORKER_GROWTH_MB=1" in log
+        assert _workers_booted(tmp_path) >= 2
+        _pages(server, 5)
+
+
+def test_a_worker_that_stays_within_the_bound_serves_on(transactional_db: None, tmp_path: Path) -> None:
+    # The defaults: 200 pages grow no worker by 256 MB, and the request count (200,000) is far.
+    with _serving(tmp_path) as server:
+        _pages(server, 200)
+        assert _workers_booted(tmp_path) == 1
+        assert "Replacing worker" not in (tmp_path / "gunicorn.log").read_text()
