@@ -2,13 +2,18 @@
 (the image's CMD). Not named gunicorn.conf.py: gunicorn would read that from the working
 directory for every server started there (the demo's, the benches').
 
-Workers from the CPU count: ``cores + 1`` processes of ``GUNICORN_THREADS`` (4) threads, capped
+Workers from the CPU count: ``cores + 1`` processes of ``GUNICORN_THREADS`` (16) threads, capped
 at ``GUNICORN_MAX_WORKERS`` (12). A telemetry batch spends about half its time waiting on
 PostgreSQL; the threads cover the wait, and fewer processes than the usual ``2 × cores + 1`` (of
 2 threads) cost less CPU per request on a busy node (fewer processes to switch between, one poll
 loop per process): at 2,000 hosts on 2 cores, 4.3-4.7 ms against 4.6-5.1 ms of web CPU a batch,
-p99 447-714 ms against 850-1,229 ms (docs/scaling.md), and ~40 MB less memory. Connections:
-workers × threads of PostgreSQL's ``max_connections`` (on 2 cores: 3 workers, 12 connections).
+p99 447-714 ms against 850-1,229 ms (docs/scaling.md), and ~40 MB less memory. 16 threads rather
+than 4: the agents' batches that a process holds at once are stored in one transaction
+(``fleet.ingest_group``), so more threads make bigger groups where the node is saturated: at
+4,000 hosts, 306 and 196 against 173 and 120 batches a second kept, 4.23 and 5.45 against 5.98
+and 7.27 ms of CPU a batch (runs alternated 4, 16, 16, 4; docs/scaling.md). Connections:
+workers × threads of PostgreSQL's ``max_connections`` (on 2 cores: 3 workers, 48 connections;
+docker-compose's PostgreSQL allows 250).
 ``WEB_CONCURRENCY`` overrides the count.
 """
 
@@ -37,7 +42,7 @@ def _int(name: str, default: int) -> int:
 
 
 workers = _int("WEB_CONCURRENCY", min(_cores() + 1, _int("GUNICORN_MAX_WORKERS", 12)))
-threads = _int("GUNICORN_THREADS", 4)
+threads = _int("GUNICORN_THREADS", 16)
 worker_class = "gthread"
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 # The largest telemetry batch (10,000 samples) is stored in well under a second; 60 s is for
