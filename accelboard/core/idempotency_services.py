@@ -87,7 +87,7 @@ def ingest_batch_claim(
 _CLAIM_MANY_SQL = """
 INSERT INTO api_ingestbatch (team_id, kind, client_id, result, digest, created_at)
 SELECT %s::int8, %s::text, c.client_id, c.result::jsonb, c.digest, now()
-FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS c(client_id, result, digest, n)
+FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS c(client_id, result, digest, n){gate}
 ORDER BY c.n
 ON CONFLICT (team_id, kind, client_id) DO NOTHING
 RETURNING client_id
@@ -130,11 +130,23 @@ def ingest_batches_claim_sql(
     client_ids: Sequence[str],
     results: Sequence[dict[str, Any]],
     digests: Sequence[str] | None = None,
+    gate: tuple[str, Sequence[Any]] | None = None,
 ) -> tuple[str, list[Any]]:
     """The claim statement of ``ingest_batches_claim`` and its parameters (client ids, not
     empty), for a caller that sends it itself (in a pipeline with others); its rows, the client
-    ids claimed now, go to ``ingest_batches_claimed``."""
-    return _CLAIM_MANY_SQL, [
+    ids claimed now, go to ``ingest_batches_claimed``. ``gate``: a query of one row and its
+    parameters, run in the same statement before any id is claimed (its row is joined to every
+    claimed one, and all of them are sorted before the first is inserted): the writes' locks."""
+    if gate is not None:
+        return _CLAIM_MANY_SQL.format(gate=f", ({gate[0]}) AS gate"), [
+            team_id,
+            kind,
+            list(client_ids),
+            [orjson.dumps(result).decode() for result in results],
+            list(digests) if digests is not None else [""] * len(client_ids),
+            *gate[1],
+        ]
+    return _CLAIM_MANY_SQL.format(gate=""), [
         team_id,
         kind,
         list(client_ids),

@@ -275,15 +275,15 @@ def _claim_lock_check(
     results: Sequence[dict[str, Any]],
     digests: Sequence[str] | None,
 ) -> tuple[list[dict[str, Any] | None], _Instants | None]:
-    """An agent's batches' claim (``ingest_batches_claim``), their hosts' locks (as
-    ``telemetry_batches_store`` takes them) and, when every host's registration is cached (no
-    statement of its own: the agent's steady state), the stored-instants check
-    (``_STORED_INSTANTS_SQL``) over all their GPUs and times: three statements in one round trip
-    (psycopg's pipeline mode), in that order. The server runs them one after the other, each
-    with its own snapshot, so the check sees what a lock's last holder committed, as when it ran
-    after the registration; and the claim still comes before the lock (a retry of a batch in
-    flight waits on its claim, holding no lock). The check covers batches the claim finds
-    stored, whose rows ``_stored_instants`` just does not look up."""
+    """An agent's batches' hosts' locks (as ``telemetry_batches_store`` takes them) and their
+    claim (``ingest_batches_claim``) in one statement, the locks first (the claim's ``gate``:
+    all taken before any id is claimed, the order remote-write's requests take them in), then,
+    when every host's registration is cached (no statement of its own: the agent's steady
+    state), the stored-instants check (``_STORED_INSTANTS_SQL``) over all their GPUs and times:
+    two statements in one round trip (psycopg's pipeline mode). The server runs them one after
+    the other, the check with a snapshot of its own, taken once the locks are held: it sees what
+    a lock's last holder committed, as when it ran after the registration. The check covers
+    batches the claim finds stored too, whose rows ``_stored_instants`` just does not look up."""
     client_ids = [batch.batch_id for batch, _ in parsed]
     hostnames = [batch.hostname for batch, _ in parsed if batch.gpus]
     plan = _instants_plan(team_id=team_id, parsed=parsed)
@@ -291,7 +291,7 @@ def _claim_lock_check(
     pg = connection.connection
     # The pipeline's exit sends the statements and reads their results (psycopg syncs the
     # transaction's BEGIN on its own first: two round trips where there were four).
-    with connection.wrap_database_errors, pg.cursor() as claim, pg.cursor() as lock, pg.cursor() as check:
+    with connection.wrap_database_errors, pg.cursor() as claim, pg.cursor() as check:
         with pg.pipeline():
             claim.execute(
                 *ingest_batches_claim_sql(
@@ -300,11 +300,10 @@ def _claim_lock_check(
                     client_ids=client_ids,
                     results=results,
                     digests=digests,
+                    gate=(_LOCK_SQL, [_ADVISORY_MERGE, _merge_keys(hostnames)]) if hostnames else None,
                 ),
                 prepare=True,
             )
-            if hostnames:
-                lock.execute(_LOCK_SQL, [_ADVISORY_MERGE, _merge_keys(hostnames)], prepare=True)
             if plan is not None:
                 check.execute(_STORED_INSTANTS_SQL, [sorted(plan[0]), plan[1], plan[2]], prepare=True)
         claimed = {row[0] for row in claim.fetchall()}
