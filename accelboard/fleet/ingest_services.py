@@ -305,7 +305,9 @@ def _claim_lock_check(
                 prepare=True,
             )
             if plan is not None:
-                check.execute(_STORED_INSTANTS_SQL, [sorted(plan[0]), plan[1], plan[2]], prepare=True)
+                check.execute(
+                    _STORED_INSTANTS_SQL, [_ints_literal(sorted(plan[0])), plan[1], plan[2]], prepare=True
+                )
         claimed = {row[0] for row in claim.fetchall()}
         instants = None if plan is None else _Instants(plan[0], plan[1], plan[2], frozenset(check.fetchall()))
     claims = ingest_batches_claimed(
@@ -494,6 +496,19 @@ def _execute(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         return cursor.fetchall()
 
 
+def _ints_literal(values: Iterable[int]) -> str:
+    """An ``int8[]`` parameter as PostgreSQL's array literal: psycopg dumps a list's elements one
+    by one in Python (about a third of the final statement's web CPU, docs/scaling.md); the
+    server reads the same array from either."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _times_literal(values: Iterable[datetime]) -> str:
+    """A ``timestamptz[]`` parameter as an array literal (``_ints_literal``): each aware datetime
+    in ISO 8601 with its offset and microseconds, read back exactly."""
+    return "{" + ",".join(value.isoformat() for value in values) + "}"
+
+
 @dataclass
 class _Stored:
     """One batch of a ``telemetry_batches_store`` call, registered: what the one-pass write needs."""
@@ -546,12 +561,12 @@ def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, 
     [(foreign, moved, hosts_written, states_written)] = _execute(
         _FINAL_SQL_MERGE if merge else _FINAL_SQL_REPLACE,
         [
-            starts, ends, hosts,
-            received_at, seen_hosts, team_id, cutoff,
-            *([hosts, cutoff] if merge else []),
-            state_ids, states, seens,
-            hosts, team_id,
-            pair_hosts, pair_ids,
+            _times_literal(starts), _times_literal(ends), _ints_literal(hosts),
+            received_at, _ints_literal(seen_hosts), team_id, cutoff,
+            *([_ints_literal(hosts), cutoff] if merge else []),
+            _ints_literal(state_ids), states, _times_literal(seens),
+            _ints_literal(hosts), team_id,
+            _ints_literal(pair_hosts), _ints_literal(pair_ids),
         ],
     )  # fmt: skip
     if hosts_written or states_written:
@@ -1096,7 +1111,7 @@ def _stored_instants(
     if instants is not None and gpus <= instants.ids and instants.start <= start and end <= instants.end:
         rows: Iterable[tuple[Any, ...]] = instants.rows
     else:
-        rows = _execute(_STORED_INSTANTS_SQL, [sorted(gpus), start, end])
+        rows = _execute(_STORED_INSTANTS_SQL, [_ints_literal(sorted(gpus)), start, end])
     if rows:
         have = set(rows)
         duplicates.update(i for i, key in enumerate(zip(accelerator_ids, times, strict=True)) if key in have)

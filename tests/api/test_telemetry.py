@@ -100,8 +100,8 @@ def test_a_process_leaves_out_of_the_final_statement_what_it_wrote_within_the_sl
     execute = ingest_services._execute
 
     def spy(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-        if sql == ingest_services._FINAL_SQL_REPLACE:
-            sent.append((params[4], params[7]))
+        if sql == ingest_services._FINAL_SQL_REPLACE:  # int8[] parameters as array literals
+            sent.append(tuple([int(i) for i in params[n].strip("{}").split(",") if i] for n in (4, 7)))  # type: ignore[arg-type]
         return execute(sql, params)
 
     monkeypatch.setattr(ingest_services, "_execute", spy)
