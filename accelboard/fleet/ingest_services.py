@@ -300,7 +300,9 @@ def _claim_lock_check(
                     client_ids=client_ids,
                     results=results,
                     digests=digests,
-                    gate=(_LOCK_SQL, [_ADVISORY_MERGE, _merge_keys(hostnames)]) if hostnames else None,
+                    gate=(_LOCK_SQL, [_ADVISORY_MERGE, _ints_literal(_merge_keys(hostnames))])
+                    if hostnames
+                    else None,
                 ),
                 prepare=True,
             )
@@ -497,9 +499,9 @@ def _execute(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
 
 
 def _ints_literal(values: Iterable[int]) -> str:
-    """An ``int8[]`` parameter as PostgreSQL's array literal: psycopg dumps a list's elements one
-    by one in Python (about a third of the final statement's web CPU, docs/scaling.md); the
-    server reads the same array from either."""
+    """An integer array parameter (``int8[]``, ``int4[]``) as PostgreSQL's array literal:
+    psycopg dumps a list's elements one by one in Python (about a third of the final
+    statement's web CPU, docs/scaling.md); the server reads the same array from either."""
     return "{" + ",".join(map(str, values)) + "}"
 
 
