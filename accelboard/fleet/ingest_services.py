@@ -9,7 +9,9 @@ per host, ``remote_write_services``):
    ``CREATE TABLE ... PARTITION OF`` would otherwise lock the parent table for the whole batch.
 3. In one transaction: the idempotency claims of the batch ids, in one statement
    (``core.idempotency_services.ingest_batches_claim``: a retry of a stored batch gets its stored
-   result back; a stored batch id with another body is a 409, ``idempotency_key_reused``), then ``telemetry_batches_store``: per batch, refuse a host or GPU owned by another
+   result back; a stored batch id with another body is a 409, ``idempotency_key_reused``; an
+   agent's batches take their hosts' locks in the same statement and, their registration cached,
+   send the stored-instants check with it: one round trip, ``_claim_lock_check``), then ``telemetry_batches_store``: per batch, refuse a host or GPU owned by another
    team and register the host and GPUs (by UUID; ``host_services``; none of it for a host this
    process registered the same way, ``RegistrationCache``); then for all the batches at once,
    binary-COPY the rows, and in one statement move each GPU's ``last_state`` to its newest sample
@@ -505,10 +507,10 @@ def _ints_literal(values: Iterable[int]) -> str:
     return "{" + ",".join(map(str, values)) + "}"
 
 
-def _times_literal(values: Iterable[datetime]) -> str:
+def _times_literal(values: Iterable[datetime | None]) -> str:
     """A ``timestamptz[]`` parameter as an array literal (``_ints_literal``): each aware datetime
-    in ISO 8601 with its offset and microseconds, read back exactly."""
-    return "{" + ",".join(value.isoformat() for value in values) + "}"
+    in ISO 8601 with its offset and microseconds, read back exactly; None as NULL."""
+    return "{" + ",".join("NULL" if value is None else value.isoformat() for value in values) + "}"
 
 
 @dataclass

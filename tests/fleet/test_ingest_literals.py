@@ -36,3 +36,4 @@ def test_the_literals_read_back_exactly(seed: int) -> None:
     assert _read("SELECT %s::timestamptz[]", _times_literal(times)) == times
     assert _read("SELECT %s::int8[]", _ints_literal([])) == []
     assert _read("SELECT %s::timestamptz[]", _times_literal([])) == []
+    assert _read("SELECT %s::timestamptz[]", _times_literal([base, None])) == [base, None]
