@@ -86,8 +86,8 @@ def ingest_batch_claim(
 
 _CLAIM_MANY_SQL = """
 INSERT INTO api_ingestbatch (team_id, kind, client_id, result, digest, created_at)
-SELECT %s, %s, c.client_id, c.result::jsonb, c.digest, now()
-FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS c(client_id, result, digest, n)
+SELECT %s::int8, %s::text, c.client_id, c.result::jsonb, c.digest, now()
+FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS c(client_id, result, digest, n){gate}
 ORDER BY c.n
 ON CONFLICT (team_id, kind, client_id) DO NOTHING
 RETURNING client_id
@@ -107,22 +107,65 @@ def ingest_batches_claim(
     second statement, only when there is one). A client id listed twice is claimed by its first
     listing; the second gets the first's result. Raises ``IdempotencyKeyReused`` (its ``index``
     the write's) for a client id stored, or listed before, with another digest. Call it inside
-    the writes' transaction."""
+    the writes' transaction. ``ingest_batches_claim_sql`` and ``ingest_batches_claimed``: the
+    same in two halves, for a caller sending more statements in the same round trip."""
     if not client_ids:
         return []
-    digests = list(digests) if digests is not None else [""] * len(client_ids)
     with connection.cursor() as cursor:
         cursor.execute(
-            _CLAIM_MANY_SQL,
-            [
-                team_id,
-                kind,
-                list(client_ids),
-                [orjson.dumps(result).decode() for result in results],
-                digests,
-            ],
+            *ingest_batches_claim_sql(
+                team_id=team_id, kind=kind, client_ids=client_ids, results=results, digests=digests
+            )
         )
         claimed = {row[0] for row in cursor.fetchall()}
+    return ingest_batches_claimed(
+        team_id=team_id, kind=kind, client_ids=client_ids, digests=digests, claimed=claimed
+    )
+
+
+def ingest_batches_claim_sql(
+    *,
+    team_id: int,
+    kind: str,
+    client_ids: Sequence[str],
+    results: Sequence[dict[str, Any]],
+    digests: Sequence[str] | None = None,
+    gate: tuple[str, Sequence[Any]] | None = None,
+) -> tuple[str, list[Any]]:
+    """The claim statement of ``ingest_batches_claim`` and its parameters (client ids, not
+    empty), for a caller that sends it itself (in a pipeline with others); its rows, the client
+    ids claimed now, go to ``ingest_batches_claimed``. ``gate``: a query of one row and its
+    parameters, run in the same statement before any id is claimed (its row is joined to every
+    claimed one, and all of them are sorted before the first is inserted): the writes' locks."""
+    if gate is not None:
+        return _CLAIM_MANY_SQL.format(gate=f", ({gate[0]}) AS gate"), [
+            team_id,
+            kind,
+            list(client_ids),
+            [orjson.dumps(result).decode() for result in results],
+            list(digests) if digests is not None else [""] * len(client_ids),
+            *gate[1],
+        ]
+    return _CLAIM_MANY_SQL.format(gate=""), [
+        team_id,
+        kind,
+        list(client_ids),
+        [orjson.dumps(result).decode() for result in results],
+        list(digests) if digests is not None else [""] * len(client_ids),
+    ]
+
+
+def ingest_batches_claimed(
+    *,
+    team_id: int,
+    kind: str,
+    client_ids: Sequence[str],
+    digests: Sequence[str] | None,
+    claimed: set[str],
+) -> list[dict[str, Any] | None]:
+    """``ingest_batches_claim``'s answer from the client ids its statement claimed
+    (``ingest_batches_claim_sql``): reads the stored results of the others."""
+    digests = list(digests) if digests is not None else [""] * len(client_ids)
     taken: dict[str, str] = {}
     answer: list[dict[str, Any] | None] = []
     for index, (client_id, digest) in enumerate(zip(client_ids, digests, strict=True)):

@@ -9,7 +9,9 @@ per host, ``remote_write_services``):
    ``CREATE TABLE ... PARTITION OF`` would otherwise lock the parent table for the whole batch.
 3. In one transaction: the idempotency claims of the batch ids, in one statement
    (``core.idempotency_services.ingest_batches_claim``: a retry of a stored batch gets its stored
-   result back; a stored batch id with another body is a 409, ``idempotency_key_reused``), then ``telemetry_batches_store``: per batch, refuse a host or GPU owned by another
+   result back; a stored batch id with another body is a 409, ``idempotency_key_reused``; an
+   agent's batches take their hosts' locks in the same statement and, their registration cached,
+   send the stored-instants check with it: one round trip, ``_claim_lock_check``), then ``telemetry_batches_store``: per batch, refuse a host or GPU owned by another
    team and register the host and GPUs (by UUID; ``host_services``; none of it for a host this
    process registered the same way, ``RegistrationCache``); then for all the batches at once,
    binary-COPY the rows, and in one statement move each GPU's ``last_state`` to its newest sample
@@ -62,6 +64,8 @@ from accelboard.core.idempotency_services import (
     body_digest,
     ingest_batch_result_set,
     ingest_batches_claim,
+    ingest_batches_claim_sql,
+    ingest_batches_claimed,
 )
 
 from .attribution_services import HostAttribution, attribution_range, attributions_store
@@ -184,14 +188,20 @@ def telemetry_batches_ingest(
             telemetry_partitions_ensure(start=start, end=end, remembered=True)
         try:
             with transaction.atomic():
+                instants: _Instants | None = None
                 try:
-                    claims = ingest_batches_claim(
-                        team_id=team_id,
-                        kind=BatchKind.TELEMETRY,
-                        client_ids=[batch.batch_id for batch, _ in parsed],
-                        results=knowns,
-                        digests=digests or None,
-                    )
+                    if merge or locked:
+                        claims = ingest_batches_claim(
+                            team_id=team_id,
+                            kind=BatchKind.TELEMETRY,
+                            client_ids=[batch.batch_id for batch, _ in parsed],
+                            results=knowns,
+                            digests=digests or None,
+                        )
+                    else:
+                        claims, instants = _claim_lock_check(
+                            team_id=team_id, parsed=parsed, results=knowns, digests=digests or None
+                        )
                 except IdempotencyKeyReused as exc:
                     rejected = idempotency_key_reused(exc, field="batch_id")
                     rejected.index = exc.index
@@ -203,7 +213,8 @@ def telemetry_batches_ingest(
                     received_at=received_at,
                     merge=merge,
                     indexes=fresh,
-                    locked=locked,
+                    locked=locked or not merge,
+                    instants=instants,
                 )
                 if any(count["accepted"] for count in counts):
                     transaction.on_commit(telemetry_rollups_request, robust=True)
@@ -245,6 +256,94 @@ def telemetry_batches_ingest(
             continue
         return results
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class _Instants:
+    """The stored rows (GPU id, time) of the GPUs ``ids`` over [``start``, ``end``], read under
+    the batches' locks (``_claim_lock_check``): what ``_stored_instants`` would read for batches
+    within them."""
+
+    ids: frozenset[int]
+    start: datetime
+    end: datetime
+    rows: frozenset[tuple[int, datetime]]
+
+
+def _claim_lock_check(
+    *,
+    team_id: int,
+    parsed: Sequence[tuple[TelemetryBatch, Attribution | None]],
+    results: Sequence[dict[str, Any]],
+    digests: Sequence[str] | None,
+) -> tuple[list[dict[str, Any] | None], _Instants | None]:
+    """An agent's batches' hosts' locks (as ``telemetry_batches_store`` takes them) and their
+    claim (``ingest_batches_claim``) in one statement, the locks first (the claim's ``gate``:
+    all taken before any id is claimed, the order remote-write's requests take them in), then,
+    when every host's registration is cached (no statement of its own: the agent's steady
+    state), the stored-instants check (``_STORED_INSTANTS_SQL``) over all their GPUs and times:
+    two statements in one round trip (psycopg's pipeline mode). The server runs them one after
+    the other, the check with a snapshot of its own, taken once the locks are held: it sees what
+    a lock's last holder committed, as when it ran after the registration. The check covers
+    batches the claim finds stored too, whose rows ``_stored_instants`` just does not look up."""
+    client_ids = [batch.batch_id for batch, _ in parsed]
+    hostnames = [batch.hostname for batch, _ in parsed if batch.gpus]
+    plan = _instants_plan(team_id=team_id, parsed=parsed)
+    connection.ensure_connection()
+    pg = connection.connection
+    # The pipeline's exit sends the statements and reads their results (psycopg syncs the
+    # transaction's BEGIN on its own first: two round trips where there were four).
+    with connection.wrap_database_errors, pg.cursor() as claim, pg.cursor() as check:
+        with pg.pipeline():
+            claim.execute(
+                *ingest_batches_claim_sql(
+                    team_id=team_id,
+                    kind=BatchKind.TELEMETRY,
+                    client_ids=client_ids,
+                    results=results,
+                    digests=digests,
+                    gate=(_LOCK_SQL, [_ADVISORY_MERGE, _ints_literal(_merge_keys(hostnames))])
+                    if hostnames
+                    else None,
+                ),
+                prepare=True,
+            )
+            if plan is not None:
+                check.execute(
+                    _STORED_INSTANTS_SQL, [_ints_literal(sorted(plan[0])), plan[1], plan[2]], prepare=True
+                )
+        claimed = {row[0] for row in claim.fetchall()}
+        instants = None if plan is None else _Instants(plan[0], plan[1], plan[2], frozenset(check.fetchall()))
+    claims = ingest_batches_claimed(
+        team_id=team_id, kind=BatchKind.TELEMETRY, client_ids=client_ids, digests=digests, claimed=claimed
+    )
+    return claims, instants
+
+
+def _instants_plan(
+    *, team_id: int, parsed: Sequence[tuple[TelemetryBatch, Attribution | None]]
+) -> tuple[frozenset[int], datetime, datetime] | None:
+    """The GPU ids and time range the stored-instants check of these batches covers, when each
+    batch with samples has its host's registration cached (``_batch_register`` will find the
+    same); else None (the check runs after the registration)."""
+    ids: set[int] = set()
+    first = last = None
+    for batch, _ in parsed:
+        if not batch.gpus:
+            continue
+        cached = registrations.get(team_id=team_id, hostname=batch.hostname, parts=_registration_parts(batch))
+        if cached is None:
+            return None
+        try:
+            ids.update(map(cached.accelerators.__getitem__, set(batch.gpus)))
+        except KeyError:
+            return None
+        low, high = min(batch.epochs), max(batch.epochs)
+        first = low if first is None else min(first, low)
+        last = high if last is None else max(last, high)
+    if first is None or last is None:
+        return None
+    return frozenset(ids), datetime.fromtimestamp(first, UTC), datetime.fromtimestamp(last, UTC)
 
 
 def _batch_digest(batch: TelemetryBatch, payload: object) -> str:
@@ -401,6 +500,19 @@ def _execute(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         return cursor.fetchall()
 
 
+def _ints_literal(values: Iterable[int]) -> str:
+    """An integer array parameter (``int8[]``, ``int4[]``) as PostgreSQL's array literal:
+    psycopg dumps a list's elements one by one in Python (about a third of the final
+    statement's web CPU, docs/scaling.md); the server reads the same array from either."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _times_literal(values: Iterable[datetime | None]) -> str:
+    """A ``timestamptz[]`` parameter as an array literal (``_ints_literal``): each aware datetime
+    in ISO 8601 with its offset and microseconds, read back exactly; None as NULL."""
+    return "{" + ",".join("NULL" if value is None else value.isoformat() for value in values) + "}"
+
+
 @dataclass
 class _Stored:
     """One batch of a ``telemetry_batches_store`` call, registered: what the one-pass write needs."""
@@ -453,12 +565,12 @@ def _final_write(*, stored: list[_Stored], team_id: int, received_at: datetime, 
     [(foreign, moved, hosts_written, states_written)] = _execute(
         _FINAL_SQL_MERGE if merge else _FINAL_SQL_REPLACE,
         [
-            starts, ends, hosts,
-            received_at, seen_hosts, team_id, cutoff,
-            *([hosts, cutoff] if merge else []),
-            state_ids, states, seens,
-            hosts, team_id,
-            pair_hosts, pair_ids,
+            _times_literal(starts), _times_literal(ends), _ints_literal(hosts),
+            received_at, _ints_literal(seen_hosts), team_id, cutoff,
+            *([_ints_literal(hosts), cutoff] if merge else []),
+            _ints_literal(state_ids), states, _times_literal(seens),
+            _ints_literal(hosts), team_id,
+            _ints_literal(pair_hosts), _ints_literal(pair_ids),
         ],
     )  # fmt: skip
     if hosts_written or states_written:
@@ -836,6 +948,7 @@ def telemetry_batches_store(
     merge: bool = False,
     indexes: Sequence[int] | None = None,
     locked: bool = False,
+    instants: _Instants | None = None,
 ) -> list[dict[str, int]]:
     """Register each batch's host and GPUs, store its attribution intervals, then for all the
     batches at once: COPY the samples, write their partials, update live state and mark the ranges
@@ -862,6 +975,7 @@ def telemetry_batches_store(
     sample at a stored GPU-instant is one (``_stored_instants``, under the same locks).
     ``indexes``: each batch's index for an ``IngestRejected`` (default: its position).
     ``locked``: the caller took those locks already (``telemetry_batches_ingest``).
+    ``instants``: the stored-instants check's rows, read under those locks (``_claim_lock_check``).
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("telemetry_batches_store must run inside a transaction")
@@ -923,7 +1037,7 @@ def telemetry_batches_store(
     if merge:
         done, duplicates = _merge_stored(accelerator_ids=ids, times=times, columns=columns)
     else:
-        duplicates = _stored_instants(stored=stored, accelerator_ids=ids, times=times)
+        duplicates = _stored_instants(stored=stored, accelerator_ids=ids, times=times, instants=instants)
     if duplicates:
         _duplicates_count(stored=stored, slots=slots, duplicates=duplicates, results=results)
     if done or duplicates:
@@ -981,17 +1095,27 @@ WHERE accelerator_id = ANY(%s::int8[]) AND time >= %s AND time <= %s
 """
 
 
-def _stored_instants(*, stored: list[_Stored], accelerator_ids: list[int], times: list[datetime]) -> set[int]:
+def _stored_instants(
+    *,
+    stored: list[_Stored],
+    accelerator_ids: list[int],
+    times: list[datetime],
+    instants: _Instants | None = None,
+) -> set[int]:
     """The indexes of the samples that are not to be stored: at a GPU-instant with a stored row
-    (one query for all the batches, ``_STORED_INSTANTS_SQL``), or at one an earlier sample of the
-    call has. Run under the batches' host locks, so a concurrent copy of the same samples is
-    seen."""
+    (one query for all the batches, ``_STORED_INSTANTS_SQL``, unless ``instants`` read it already
+    for these GPUs and times), or at one an earlier sample of the call has. Run under the
+    batches' host locks, so a concurrent copy of the same samples is seen."""
     codes = np.fromiter(accelerator_ids, dtype=np.int64, count=len(accelerator_ids))
     epochs = np.concatenate([np.asarray(entry.batch.epochs, dtype=np.float64) for entry in stored])
     order = np.lexsort((epochs, codes))
     repeated = (codes[order][1:] == codes[order][:-1]) & (epochs[order][1:] == epochs[order][:-1])
     duplicates = set(order[1:][repeated].tolist()) if repeated.any() else set()
-    rows = _execute(_STORED_INSTANTS_SQL, [sorted(set(accelerator_ids)), min(times), max(times)])
+    gpus, start, end = set(accelerator_ids), min(times), max(times)
+    if instants is not None and gpus <= instants.ids and instants.start <= start and end <= instants.end:
+        rows: Iterable[tuple[Any, ...]] = instants.rows
+    else:
+        rows = _execute(_STORED_INSTANTS_SQL, [_ints_literal(sorted(gpus)), start, end])
     if rows:
         have = set(rows)
         duplicates.update(i for i, key in enumerate(zip(accelerator_ids, times, strict=True)) if key in have)

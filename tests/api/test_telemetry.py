@@ -100,8 +100,8 @@ def test_a_process_leaves_out_of_the_final_statement_what_it_wrote_within_the_sl
     execute = ingest_services._execute
 
     def spy(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-        if sql == ingest_services._FINAL_SQL_REPLACE:
-            sent.append((params[4], params[7]))
+        if sql == ingest_services._FINAL_SQL_REPLACE:  # int8[] parameters as array literals
+            sent.append(tuple([int(i) for i in params[n].strip("{}").split(",") if i] for n in (4, 7)))  # type: ignore[arg-type]
         return execute(sql, params)
 
     monkeypatch.setattr(ingest_services, "_execute", spy)
@@ -424,6 +424,68 @@ def test_it_stores_one_copy_when_two_retries_race(team: Any, make_token: Any) ->
     assert IngestBatch.objects.filter(client_id=payload["batch_id"]).count() == 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_resent_batch_waits_for_the_host_lock_and_then_sees_the_rows(team: Any) -> None:
+    """The claim, the host's lock and the stored-samples check are one pipeline
+    (``ingest_services._claim_lock_check``, the host's registration cached): the check's snapshot
+    is still taken after the lock is granted, so the same samples sent again under another batch
+    id while the first transaction holds the lock are counted as stored once it commits."""
+    start = time.time() - 120
+    warm = telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start - 60))
+    assert warm["accepted"] == 4  # the host's registration is cached from here
+    first, again = telemetry_payload(n=8, start=start), telemetry_payload(n=8, start=start)
+    holding, release = threading.Event(), threading.Event()
+    results: dict[str, Any] = {}
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                results["first"] = telemetry_batch_ingest(team_id=team.pk, payload=first)
+                holding.set()
+                assert release.wait(30)
+        finally:
+            connection.close()
+
+    def resend() -> None:
+        try:
+            results["again"] = telemetry_batch_ingest(team_id=team.pk, payload=again)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(30)
+    sender = threading.Thread(target=resend)
+    sender.start()
+    waited = False
+    for _ in range(300):  # until the resent batch waits for the host's advisory lock
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'"
+            )
+            if cursor.fetchone()[0]:
+                waited = True
+                break
+        time.sleep(0.02)
+    release.set()
+    holder.join(30)
+    sender.join(30)
+    assert waited
+    assert results["first"] == {
+        "batch_id": first["batch_id"],
+        "accepted": 8,
+        "duplicate_samples": 0,
+        "duplicate": False,
+    }
+    assert results["again"] == {
+        "batch_id": again["batch_id"],
+        "accepted": 0,
+        "duplicate_samples": 8,
+        "duplicate": False,
+    }
+    assert len(_samples_stored()) == 12
+
+
 def test_it_marks_each_batch_dirty_for_its_host_and_asks_for_one_drain_per_burst(
     client: Client,
     team: Any,
@@ -545,6 +607,15 @@ def test_an_agent_batch_runs_no_merge_statement(
         return execute(sql, params)
 
     monkeypatch.setattr(ingest_services, "_execute", spy)
+    # The agent's claim, host lock and stored-samples query go in one pipeline, beside both.
+    pipelined: list[str] = []
+    claim_lock_check = ingest_services._claim_lock_check
+
+    def pipeline_spy(**kwargs: Any) -> Any:
+        pipelined.append("claim, lock, check")
+        return claim_lock_check(**kwargs)
+
+    monkeypatch.setattr(ingest_services, "_claim_lock_check", pipeline_spy)
 
     def statements(captured: CaptureQueriesContext) -> list[str]:
         found = [q["sql"] for q in captured.captured_queries if "pg_inherits" not in q["sql"]] + bound
@@ -557,12 +628,15 @@ def test_an_agent_batch_runs_no_merge_statement(
     with CaptureQueriesContext(connection) as merging:
         telemetry_batch_ingest(team_id=team.pk, payload=telemetry_payload(n=4, start=start + 4), merge=True)
     merging_sql = statements(merging)
-    # The savepoint, the batch claim, the host's lock, the stored-samples query, the final
-    # statement, the release (COPY and the partials' prepared statement bypass Django's cursor).
-    assert len(plain_sql) == 6
+    # The savepoint, the final statement, the release (the claim, lock and stored-samples query
+    # pipelined, COPY: both beside Django's cursor).
+    assert len(plain_sql) == 3
     assert not any("UPDATE fleet_telemetrysample" in sql for sql in plain_sql)
-    assert sum("pg_advisory" in sql for sql in plain_sql) == 1
-    assert len(merging_sql) == len(plain_sql)
+    # The merge: the savepoint, the batch claim, the lock, the merge in place of the
+    # stored-samples query, the final statement, the release; no pipeline.
+    assert len(merging_sql) == 6
+    assert pipelined == ["claim, lock, check"]
+    assert sum("pg_advisory" in sql for sql in merging_sql) == 1
     assert sum("UPDATE fleet_telemetrysample" in sql for sql in merging_sql) == 1
 
 
