@@ -15,11 +15,12 @@
    partials ordered by time): counter deltas, resets, ``MAX_COUNTER_GAP_S`` and power
    integration over at most ``MAX_INTEGRATION_GAP_S`` exactly as from raw rows.
 3. Stitching is exact only where a GPU's partials do not overlap in time. A GPU whose partials
-   in the refresh (with the minute after it, and the two partials that end last in the minute
-   before it: the one holding the last sample before the range, and the next, which ties or
-   overlaps with it when that last sample is not the only one at its instant) overlap or touch (two
-   batches with samples at the same instant: the raw order is by row id, unknown here) is rolled
-   up from raw rows instead, by the same statement as before.
+   in the refresh overlap or touch (two batches with samples at the same instant: the raw order
+   is by row id, unknown here) is rolled up from raw rows instead, by the same statement as
+   before. Read with them: every partial of the GPU's minute after the range, and of its minute
+   before the range the two that end last (the first delta needs only the last sample before the
+   range; the second partial overlaps or touches the last one when that sample's place is not
+   known from them; an overlap earlier in that minute cannot reach the range).
 4. Rows copied by anything but ingest (backfills, the demo loader, tests' factories) have no
    partials: ``partition_services.telemetry_copy`` records their time range in ``fleet_telemetryrawrange``
    and a refresh within ``MAX_COUNTER_GAP_S`` of such a range reads raw rows, as it always did.
