@@ -47,6 +47,7 @@ ROLLUP_CHUNK_SAMPLES = 250_000
 ROLLUP_FIRST_CHUNK = timedelta(hours=1)
 ROLLUP_WORK_MEM = "64MB"
 
+
 def _any_id(column: str, param: str) -> str:
     """``column = ANY(%(param)s)`` with the list behind a one-row subquery (an InitPlan): a drain
     names its 1,000 hosts' 8,000 GPUs, and with the list written into the statement the planner
@@ -197,10 +198,10 @@ def _host_scope(prefix: str) -> str:
     # named in the range (a GPU's rows keep the host it was on when sampled).
     return f"""
     {prefix}width_s = %(width)s AND {prefix}bucket >= %(start)s AND {prefix}bucket < %(end)s
-    AND (%(all_hosts)s OR {_any_id(prefix + 'host_id', 'hosts')} OR {prefix}host_id IN (
+    AND (%(all_hosts)s OR {_any_id(prefix + "host_id", "hosts")} OR {prefix}host_id IN (
         SELECT DISTINCT host_id FROM fleet_telemetryrollup
         WHERE width_s = %(width)s AND bucket >= %(start)s AND bucket < %(end)s
-          AND {_any_id('accelerator_id', 'host_gpus')}))
+          AND {_any_id("accelerator_id", "host_gpus")}))
 """
 
 
