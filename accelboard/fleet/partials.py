@@ -15,9 +15,12 @@
    partials ordered by time): counter deltas, resets, ``MAX_COUNTER_GAP_S`` and power
    integration over at most ``MAX_INTEGRATION_GAP_S`` exactly as from raw rows.
 3. Stitching is exact only where a GPU's partials do not overlap in time. A GPU whose partials
-   in the refresh (with the minute before and after it) overlap or touch (two batches with
-   samples at the same instant: the raw order is by row id, unknown here) is rolled up from raw
-   rows instead, by the same statement as before.
+   in the refresh overlap or touch (two batches with samples at the same instant: the raw order
+   is by row id, unknown here) is rolled up from raw rows instead, by the same statement as
+   before. Read with them: every partial of the GPU's minute after the range, and of its minute
+   before the range the two that end last (the first delta needs only the last sample before the
+   range; the second partial overlaps or touches the last one when that sample's place is not
+   known from them; an overlap earlier in that minute cannot reach the range).
 4. Rows copied by anything but ingest (backfills, the demo loader, tests' factories) have no
    partials: ``partition_services.telemetry_copy`` records their time range in ``fleet_telemetryrawrange``
    and a refresh within ``MAX_COUNTER_GAP_S`` of such a range reads raw rows, as it always did.
@@ -287,14 +290,16 @@ parts AS (
     SELECT {_PARTS} FROM {PARTIAL_TABLE} p
     WHERE p.bucket >= %(start)s AND p.bucket < %(end)s {{part_filter}}
     UNION ALL
-    -- Per GPU: every partial of its last minute before the range (the first delta of the range
-    -- needs its last sample; all of them, to see an overlap) and of its first minute after it.
+    -- Per GPU: the two partials that end last in its last minute before the range (the first
+    -- delta of the range needs the last sample before it; the second partial shows a tie or an
+    -- overlap with it) and every partial of its first minute after it.
     SELECT x.* FROM gpus g CROSS JOIN LATERAL (
         (SELECT {_PARTS} FROM {PARTIAL_TABLE} p
          WHERE p.accelerator_id = g.id AND p.bucket = (
             SELECT q.bucket FROM {PARTIAL_TABLE} q
             WHERE q.accelerator_id = g.id AND q.bucket < %(start)s AND q.bucket >= %(lookback)s
-            ORDER BY q.bucket DESC LIMIT 1))
+            ORDER BY q.bucket DESC LIMIT 1)
+         ORDER BY p.last_time DESC LIMIT 2)
         UNION ALL
         (SELECT {_PARTS} FROM {PARTIAL_TABLE} p
          WHERE p.accelerator_id = g.id AND p.bucket = (

@@ -69,3 +69,51 @@ def test_the_drain_takes_a_partials_first_readings_from_its_first_sample(team: A
     # no counter before it in the partial either, so eight. Nothing for the first sample itself.
     assert energy_a == pytest.approx(900.0 if first_read else 800.0)
     assert energy_b == pytest.approx(900.0 if first_read else 800.0)
+
+
+def _hot_updates() -> tuple[int, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'fleet_telemetryrollup'"
+        )
+        return cursor.fetchone()
+
+
+def test_a_drain_rewrites_the_current_minutes_rollups_in_place(team: Any) -> None:
+    """200 GPUs fill a dozen pages of minute and hour rollups; a second drain in the same minute
+    rewrites every one of those rows, and every rewrite is a HOT update (the new version on the
+    old one's page, no new index entries): the table keeps room on each page for it (migration
+    0017). With 70 % of each page filled, about half of them moved to another page."""
+    minute = (datetime.now(UTC) - timedelta(hours=1)).replace(second=0, microsecond=0)
+    hosts = [f"node-{h}" for h in range(25)]
+
+    def send(first_second: int) -> None:
+        for host in hosts:
+            gpus = [f"GPU-{host}-{g}" for g in range(8)]
+            telemetry_batch_ingest(
+                team=team,
+                payload={
+                    "batch_id": f"{host}-{first_second}",
+                    "host": {"hostname": host},
+                    "accelerators": [{"uuid": gpu, "index": g} for g, gpu in enumerate(gpus)],
+                    "samples": [
+                        {
+                            "time": minute.timestamp() + s,
+                            "gpu": gpu,
+                            "power_w": 300.0 + s,
+                            "energy_mj": 10**9 + s,
+                        }
+                        for s in range(first_second, first_second + 10)
+                        for gpu in gpus
+                    ],
+                },
+            )
+
+    send(0)
+    rollup_services.telemetry_rollups_drain()
+    before = _hot_updates()
+    send(10)
+    rollup_services.telemetry_rollups_drain()
+    updates, hot = (after - was for after, was in zip(_hot_updates(), before, strict=True))
+    assert updates == 2 * 200  # each GPU's minute and hour rows
+    assert hot == updates

@@ -464,3 +464,49 @@ def test_batches_committed_one_by_one_roll_up_from_the_drains_partials_as_from_r
         start=start - timedelta(hours=1), end=start + timedelta(hours=1)
     )
     _assert_equal(from_partials, _rollups())
+
+
+@pytest.mark.parametrize("last_two_overlap", [False, True])
+def test_a_minute_reads_the_two_partials_that_end_last_in_the_minute_before(
+    team: Any, last_two_overlap: bool
+) -> None:
+    """A drain reads, of the GPU's minute before its range, only the two partials that end last.
+    Two batches overlapping early in that minute are out of reach of the range's first delta:
+    the next minute is rolled up from its partials, and equals the raw rows' rollup. When the two
+    that end last overlap, the last sample before the range is not known from them: raw rows."""
+    start = (datetime.now(UTC) - timedelta(hours=2)).replace(second=0, microsecond=0).timestamp()
+    counter = 10**9
+
+    def send(batch_id: str, seconds: list[float]) -> None:
+        nonlocal counter
+        samples = []
+        for moment in seconds:
+            counter += 250_000
+            samples.append({"time": start + moment, "gpu": "GPU-a0", "power_w": 250.0, "energy_mj": counter})
+        telemetry_batch_ingest(
+            team=team,
+            payload={
+                "batch_id": batch_id,
+                "host": {"hostname": "node-a"},
+                "accelerators": [{"uuid": "GPU-a0"}],
+                "samples": samples,
+            },
+        )
+
+    send("early", [float(s) for s in range(10)])
+    send("early-overlapping", [s + 5.5 for s in range(10)])
+    send("late", [float(s) for s in range(30, 40)])
+    send("last", [s + (38.5 if last_two_overlap else 40) for s in range(10)])
+    assert rollup_services.telemetry_rollups_drain().partial_rows == 0  # its overlap: raw rows
+    send("next-minute", [float(s) for s in range(60, 70)])
+    result = rollup_services.telemetry_rollups_drain()
+    assert result.minute_rows == 1
+    assert result.partial_rows == (0 if last_two_overlap else 1)
+    from_partials = _rollups()
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
+    TelemetryRawRange.objects.create(start=datetime.now(UTC) - timedelta(days=1), end=datetime.now(UTC))
+    rollup_services.telemetry_rollups_refresh(
+        start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(start + 120, UTC)
+    )
+    _assert_equal(from_partials, _rollups())
