@@ -133,7 +133,7 @@ def post_request(worker: Any, req: object, environ: object, resp: object) -> Non
         return
     grown = _resident_mb() - getattr(worker, "accelboard_resident_mb", 0.0)
     if grown > MAX_WORKER_GROWTH_MB and worker.alive:
-        worker.log.info(
+        worker.log.warning(
             "Replacing worker after %d requests: it grew %.0f MB (GUNICORN_MAX_WORKER_GROWTH_MB=%d)",
             worker.accelboard_requests,
             grown,
