@@ -9,14 +9,16 @@ where a GPU has no counter.
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
 import pandas as pd
+import psycopg
 import pytest
-from django.db import IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, OperationalError, connection, connections, transaction
 
 from accelboard.core.access import EVERY_TEAM
 from accelboard.fleet import partition_services, rollup_services, selectors
@@ -27,6 +29,7 @@ from accelboard.fleet.models import (
     TelemetryRollup,
     TelemetrySample,
 )
+from accelboard.fleet.partials import PARTIAL_TABLE
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -374,6 +377,81 @@ def test_it_gives_the_same_rows_when_two_refreshes_run_at_once(team: Any) -> Non
         with connection.cursor() as cursor:
             for day in partition_services.telemetry_partition_days():
                 cursor.execute(f"DROP TABLE {partition_services.TABLE}_p{day:%Y%m%d}")
+
+
+def _partition_tables_drop(day: date) -> None:
+    with connection.cursor() as cursor:
+        for table in (partition_services.TABLE, PARTIAL_TABLE, partition_services.ATTRIBUTION_TABLE):
+            cursor.execute(f"DROP TABLE IF EXISTS {table}_p{day:%Y%m%d}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_creating_a_partition_behind_a_long_reader_does_not_hold_up_the_others() -> None:
+    """A long transaction reading the raw table (a rollup drain under a full fleet) holds its
+    parent; creating a day's partition needs the parent exclusively, and a request waiting for that
+    lock queues every later reader and writer behind it. Creating takes it in short tries, so the
+    others go on while the long reader lasts, and the day is made once it ends."""
+    day = date(2033, 5, 17)
+    moment = datetime(2033, 5, 17, 12, tzinfo=UTC)
+    holder = connections.create_connection("default")
+    reader = connections.create_connection("default")
+    outcome: list[object] = []
+
+    def ensure() -> None:
+        try:
+            outcome.append(
+                partition_services.telemetry_partitions_ensure(start=moment, end=moment, lock_wait_s=60)
+            )
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute(f"SELECT count(*) FROM {partition_services.TABLE}")
+        creator = threading.Thread(target=ensure)
+        creator.start()
+        # Each read waits at most 5 s for its lock: behind a creator waiting on the holder without
+        # tries it would wait until the holder ends, and fail.
+        with reader.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '5s'")
+            for _ in range(6):
+                time.sleep(0.3)
+                cursor.execute(f"SELECT count(*) FROM {partition_services.TABLE}")
+                assert cursor.fetchone() == (0,)
+        assert creator.is_alive() and outcome == []  # still trying: the holder holds
+        with holder.cursor() as cursor:
+            cursor.execute("COMMIT")
+        creator.join(timeout=60)
+        assert outcome == [[day]]
+        assert day in partition_services.telemetry_partition_days()
+    finally:
+        holder.close()
+        reader.close()
+        _partition_tables_drop(day)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_creating_gives_up_after_its_wait_and_creates_nothing() -> None:
+    day = date(2033, 5, 18)
+    moment = datetime(2033, 5, 18, 12, tzinfo=UTC)
+    holder = connections.create_connection("default")
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute(f"SELECT count(*) FROM {PARTIAL_TABLE}")
+        with pytest.raises(OperationalError) as raised:
+            partition_services.telemetry_partitions_ensure(start=moment, end=moment, lock_wait_s=1)
+        assert isinstance(raised.value.__cause__, psycopg.errors.LockNotAvailable)
+        assert day not in partition_services.telemetry_partition_days()
+        with connection.cursor() as cursor:  # the connection's own lock_timeout is back
+            cursor.execute("SHOW lock_timeout")
+            assert cursor.fetchone() == ("0",)
+    finally:
+        holder.close()
+        _partition_tables_drop(day)
 
 
 # --- Selectors --------------------------------------------------------------------------------

@@ -17,19 +17,22 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 
 from .models import TELEMETRY_COLUMNS
 from .partials import PARTIAL_COLUMNS, PARTIAL_TABLE, partials_compute
 from .rollup_services import MAX_COUNTER_GAP_S, MAX_INTEGRATION_GAP_S, THROTTLE_MASK, telemetry_rollups_drain
 
 TABLE = "fleet_telemetrysample"
+_T = TypeVar("_T")
 # Attribution intervals (docs/attribution.md) are partitioned by the same days and kept as long.
 ATTRIBUTION_TABLE = "fleet_gpuattribution"
 _PARTITION_RE = re.compile(r"^fleet_telemetrysample_p(\d{8})$")
@@ -37,6 +40,11 @@ _PARTITION_RE = re.compile(r"^fleet_telemetrysample_p(\d{8})$")
 # twenty thousand tables. Ingest rejects such timestamps before they get here.
 MAX_PARTITION_DAYS_PER_CALL = 400
 _ADVISORY_PARTITIONS = 7_310_001
+# How long one try at a parent's exclusive lock waits (``_partitions_create``), and how long the
+# tries go on. The scheduled job makes days ahead (``TELEMETRY_PARTITIONS_AHEAD_DAYS``), so a job
+# that gives up leaves the next run plenty of time.
+PARTITION_LOCK_TRY = "250ms"
+PARTITION_LOCK_WAIT_S = 120.0
 
 
 def _partition_name(day: date) -> str:
@@ -64,7 +72,9 @@ def telemetry_partition_days() -> list[date]:
     return sorted(days)
 
 
-def telemetry_partitions_ensure(*, start: datetime, end: datetime, remembered: bool = False) -> list[date]:
+def telemetry_partitions_ensure(
+    *, start: datetime, end: datetime, remembered: bool = False, lock_wait_s: float = PARTITION_LOCK_WAIT_S
+) -> list[date]:
     """Create the daily partitions covering [start, end] (UTC days); return the days created.
 
     Safe to call from concurrent requests: the check is repeated under an advisory lock, so each
@@ -72,6 +82,8 @@ def telemetry_partitions_ensure(*, start: datetime, end: datetime, remembered: b
     days this process saw exist (no query); for callers that recover from a missing partition
     (telemetry ingest retries after ``telemetry_partitions_forget``): a database dropped and
     created again under the same process (a bench, a test) would otherwise fail their COPY.
+    Creating takes each parent's lock in short tries (``_partitions_create``), paused between
+    them, for at most ``lock_wait_s``; then ``LockNotAvailable`` (as ``OperationalError``).
     """
     first = start.astimezone(UTC).date()
     last = end.astimezone(UTC).date()
@@ -91,9 +103,45 @@ def telemetry_partitions_ensure(*, start: datetime, end: datetime, remembered: b
     _partitions_remember_on_commit(existing)
     if not set(wanted) - existing:
         return []
+    created = _in_lock_tries(lambda: _partitions_create(wanted), wait_s=lock_wait_s)
+    _partitions_remember_on_commit(set(wanted))
+    return created
+
+
+def _in_lock_tries(work: Callable[[], _T], *, wait_s: float) -> _T:
+    """``work()`` (a transaction that takes its tables' locks through ``_lock_timeout_short``),
+    again after a pause while it gets ``LockNotAvailable``, for at most ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.05
+    while True:
+        try:
+            return work()
+        except OperationalError as exc:
+            if not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
+def _lock_timeout_short(cursor: Any) -> str:
+    """Set the transaction's ``lock_timeout`` to ``PARTITION_LOCK_TRY``; return the one before."""
+    cursor.execute(
+        "SELECT current_setting('lock_timeout'), set_config('lock_timeout', %s, true)", [PARTITION_LOCK_TRY]
+    )
+    return str(cursor.fetchone()[0])
+
+
+def _partitions_create(wanted: list[date]) -> list[date]:
+    """Create the ``wanted`` days that do not exist yet; return them. Each ``CREATE ... PARTITION
+    OF`` waits for its parent's ``ACCESS EXCLUSIVE`` lock at most ``PARTITION_LOCK_TRY``: a waiting
+    request for that lock queues every later writer and reader of the parent behind it, so one
+    that waited for a long rollup drain (seconds under a full fleet) held up every telemetry post
+    with it (timed out at the agent's 10 s, seen at 4,000 hosts). ``LockNotAvailable`` when it did
+    not get it: the caller tries again a moment later."""
     created = []
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_PARTITIONS])
+        previous = _lock_timeout_short(cursor)
         existing = set(telemetry_partition_days())
         for day in wanted:
             if day in existing:
@@ -121,7 +169,7 @@ def telemetry_partitions_ensure(*, start: datetime, end: datetime, remembered: b
                 f"{bounds} WITH (fillfactor = 50)"
             )
             created.append(day)
-    _partitions_remember_on_commit(set(wanted))
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
     return created
 
 
@@ -148,21 +196,32 @@ def _partitions_remember(days: set[date]) -> None:
     _partitions_seen.update(day for day in days if day >= floor)
 
 
-def telemetry_partitions_drop_older(*, before: date) -> list[date]:
+def telemetry_partitions_drop_older(
+    *, before: date, lock_wait_s: float = PARTITION_LOCK_WAIT_S
+) -> list[date]:
     """Drop whole raw partitions (and their partial aggregates and GPU attribution intervals) for
-    days before ``before``. Rollups and workloads are untouched."""
+    days before ``before``. Rollups and workloads are untouched. Dropping a partition locks its
+    parent exclusively, as creating one does: taken in short tries (``_in_lock_tries``)."""
+    dropped = _in_lock_tries(lambda: _partitions_drop(before), wait_s=lock_wait_s)
+    for day in dropped:
+        _partitions_seen.discard(day)
+    return dropped
+
+
+def _partitions_drop(before: date) -> list[date]:
     dropped = []
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_PARTITIONS])
+        previous = _lock_timeout_short(cursor)
         for day in telemetry_partition_days():
             if day < before:
                 cursor.execute(f"DROP TABLE IF EXISTS {_partition_name(day)}")
                 cursor.execute(f"DROP TABLE IF EXISTS {PARTIAL_TABLE}_p{day:%Y%m%d}")
                 cursor.execute(f"DROP TABLE IF EXISTS {ATTRIBUTION_TABLE}_p{day:%Y%m%d}")
                 dropped.append(day)
-                _partitions_seen.discard(day)
         lower = datetime(before.year, before.month, before.day, tzinfo=UTC)
         cursor.execute('DELETE FROM fleet_telemetryrawrange WHERE "end" < %s', [lower])
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
     return dropped
 
 
