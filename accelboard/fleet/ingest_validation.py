@@ -386,17 +386,24 @@ def _samples_parse(value: object, now: datetime) -> tuple[list[str], list[float]
         return [], [], {name: [] for name in SAMPLE_FIELDS}
     if set(map(type, samples)) != {dict}:
         raise _sample_error(samples, now)
-    # The keys any sample carries: all known exactly when each sample's are.
-    carried = set().union(*samples)
-    if not carried <= SAMPLE_KEYS:
-        raise _sample_error(samples, now)
-    names = [name for name in SAMPLE_FIELDS if name in carried]
+    # An agent's samples all carry the same keys: then their columns are taken in one C pass
+    # (``itemgetter`` and ``zip``) instead of a ``sample.get`` per field and sample. Each sample as
+    # long as the first holds exactly its keys when it holds them all (else a ``KeyError``).
+    keys = tuple(samples[0])
+    carried = set(keys)
     given: dict[str, list[Any]] = {}
-    if {"gpu", "time"} <= carried and set(map(len, samples)) == {len(carried)}:
-        # Every sample carries the same keys (an agent's batch): its columns in one C pass
-        # (``itemgetter`` and ``zip``) instead of a ``sample.get`` per field and sample.
-        columns_in = zip(*map(itemgetter("gpu", "time", *names), samples), strict=True)
-        given = dict(zip(("gpu", "time", *names), map(list, columns_in), strict=True))
+    if len(keys) > 1 and carried <= SAMPLE_KEYS and set(map(len, samples)) == {len(keys)}:
+        try:
+            rows = list(map(itemgetter(*keys), samples))
+        except KeyError:
+            pass
+        else:
+            given = dict(zip(keys, map(list, zip(*rows, strict=True)), strict=True))
+    if not given:
+        # The keys any sample carries: all known exactly when each sample's are.
+        carried = set().union(*samples)
+        if not carried <= SAMPLE_KEYS:
+            raise _sample_error(samples, now)
 
     gpus = given.get("gpu") or [sample.get("gpu") for sample in samples]
     gpu_types = set(map(type, gpus))

@@ -185,6 +185,8 @@ def test_one_bad_value_of_a_uniform_batch_is_named_by_its_sample_and_field(
         ([{"time": 1.7e9, "gpu": "GPU-a", "power_w": 1.0}, {"time": 1.7e9, "gpu": "GPU-b", "power_w": True}],
          "samples[1].power_w", "type"),
         ([{"time": 1.7e9, "gpu": "GPU-a"}, ["time", "gpu"]], "samples[1]", "type"),
+        ([{"time": 1.7e9, "gpu": "GPU-a", "watts": 1.0}, {"time": 1.7e9, "gpu": "GPU-b", "watts": 1.0}],
+         "samples[0].watts", "unknown_field"),
     ],
 )  # fmt: skip
 def test_samples_with_the_same_keys_or_not_are_refused_at_the_first_bad_field(
@@ -194,3 +196,16 @@ def test_samples_with_the_same_keys_or_not_are_refused_at_the_first_bad_field(
     with pytest.raises(IngestRejected) as raised:
         telemetry_batch_parse(payload, now=NOW)
     assert (raised.value.path, raised.value.code) == (path, code)
+
+
+def test_samples_as_long_as_each_other_with_other_fields_come_out_sample_by_sample() -> None:
+    samples = [
+        {"time": 1.7e9, "gpu": "GPU-a", "power_w": 1.0},
+        {"gpu": "GPU-b", "time": 1.7e9 + 1, "gpu_util": 2.0},  # as many keys, one of them another
+        {"gpu_util": 3.0, "time": 1.7e9 + 2, "gpu": "GPU-a"},  # the same keys in another order
+    ]
+    batch = telemetry_batch_parse({"batch_id": "b", "host": {"hostname": "h"}, "samples": samples}, now=NOW)
+    assert (batch.gpus, batch.epochs) == (["GPU-a", "GPU-b", "GPU-a"], [1.7e9, 1.7e9 + 1, 1.7e9 + 2])
+    assert batch.columns["power_w"] == [1.0, None, None]
+    assert batch.columns["gpu_util"] == [None, 2.0, 3.0]
+    assert batch.columns["energy_mj"] == [None, None, None]
