@@ -31,6 +31,7 @@ _.login_failure
 _.by_metric
 _.when_ready
 _.post_request
+_.post_fork
 
 # Models whose tables are written and read in SQL (fleet's rollups); the migrations create them.
 _.HostRollup

@@ -150,17 +150,31 @@ def request_json(request: HttpRequest) -> Any:
         compact = _compact_within(data)
         if compact is None:  # nested deeper than MAX_JSON_NESTING
             data = _loads_or_why(raw)
-    # The substring test first: the regex scans every position of the body (1.4 ms of an
-    # 80-sample batch's ~9 ms of CPU), the substring search is ~100x faster and almost always
-    # says no.
-    if b"\\u0000" in raw and _NUL_ESCAPE.search(raw):
+    # The substring tests first: the regexes scan every position of the body (1.4 ms of an
+    # 80-sample batch's ~9 ms of CPU), a substring search is ~100x faster and almost always says
+    # no; one search for both escapes they look for (NUL, a colon), each ~12 µs of a 27 KB body.
+    escapes = b"\\u00" in raw
+    if escapes and b"\\u0000" in raw and _NUL_ESCAPE.search(raw):
         path = _nul_path(data)
         if path is not None:
             raise IngestRejected(
                 "text may not contain the NUL character (\\u0000)", path=path, code="invalid"
             )
-    _unique_keys(raw, data, compact)
+    if compact is None or not _written_as_is(raw, compact):
+        _unique_keys(raw, data, compact, escapes=escapes)
     return data
+
+
+_WRAPPING = _ORJSON_WRITE_NESTING - MAX_JSON_NESTING
+
+
+def _written_as_is(raw: bytes | bytearray, compact: bytes) -> bool:
+    """Whether ``raw`` is byte for byte the compact encoding of what it parsed to (``compact``, inside
+    ``_compact_within``'s arrays): an agent writes its body compactly, so it usually is. Then it
+    names no key twice (each object's members are those of a parsed dict), without the two colon
+    counts of ``_unique_keys`` (~25 µs of an 80-sample batch)."""
+    # A slice and memcmp: ~1 µs for 27 KB (a memoryview compares byte by byte, ~40 µs).
+    return len(compact) == len(raw) + 2 * _WRAPPING and compact[_WRAPPING:-_WRAPPING] == raw
 
 
 def _compact_within(data: Any) -> bytes | None:
@@ -208,7 +222,9 @@ def _loads_or_why(raw: bytes | bytearray) -> Any:
 _COLON_ESCAPE = re.compile(rb"\\u003[aA]")
 
 
-def _unique_keys(raw: bytes | bytearray, data: Any, compact: bytes | None = None) -> None:
+def _unique_keys(
+    raw: bytes | bytearray, data: Any, compact: bytes | None = None, *, escapes: bool = True
+) -> None:
     """Refuse an object that names a key twice (JSON parsers keep the last one, silently).
 
     Exact and cheap: every member of an object in ``raw`` has one colon outside strings, and
@@ -217,7 +233,7 @@ def _unique_keys(raw: bytes | bytearray, data: Any, compact: bytes | None = None
     member was dropped; a body that writes a colon as ``\\u003a`` takes the slow exact path."""
     if compact is None:  # nested at most MAX_JSON_NESTING deep: orjson writes up to 254
         compact = orjson.dumps(data)
-    escaped = b"\\u003" in raw and _COLON_ESCAPE.search(raw) is not None
+    escaped = escapes and b"\\u003" in raw and _COLON_ESCAPE.search(raw) is not None
     if compact and not escaped and raw.count(b":") == compact.count(b":"):
         return
     path = _duplicate_key_path(raw)

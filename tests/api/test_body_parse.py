@@ -63,3 +63,33 @@ def test_only_a_body_long_enough_to_hold_too_many_values_is_counted() -> None:
     with pytest.raises(IngestRejected) as refused:
         _read(many)
     assert (refused.value.code, refused.value.status) == ("too_large", 413)
+
+
+@pytest.mark.parametrize(
+    ("raw", "path", "code"),
+    [
+        (b'{"a":1,"a":1}', "a", "duplicate_key"),  # the same member twice: not the text orjson writes
+        (b'{"a":{"b":1},"a":{"b":1}}', "a", "duplicate_key"),
+        (b'{"a":"x\\u003ay","a\\u003a":1,"a:":2}', "a:", "duplicate_key"),  # a colon escaped
+        (b'{"a":"\\u0000"}', "a", "invalid"),  # NUL, in the text orjson writes
+        (b'{"k\\u0000":1}', "k\x00", "invalid"),
+    ],
+)
+def test_a_body_is_refused_for_its_keys_and_nul_whether_written_as_orjson_writes_it_or_not(
+    raw: bytes, path: str, code: str
+) -> None:
+    with pytest.raises(IngestRejected) as refused:
+        _read(raw)
+    assert (refused.value.path, refused.value.code) == (path, code)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a":1,"b":[1.5,"x:y",{"c":null}]}',  # as orjson writes it: read without counting colons
+        b'{"a": 1, "b": [1.5, "x:y", {"c": null}]}',  # spaced: the colons counted
+        b'{"a":1,"b":[1.5,"x\\u003ay",{"c":null}]}',  # an escaped colon: the exact, slow path
+    ],
+)
+def test_bodies_without_duplicate_keys_are_read_however_written(raw: bytes) -> None:
+    assert _read(raw) == {"a": 1, "b": [1.5, "x:y", {"c": None}]}

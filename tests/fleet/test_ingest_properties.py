@@ -125,3 +125,87 @@ def test_facts_nested_too_deep_are_rejected_without_recursing(depth: int) -> Non
         facts = {"a": facts}
     result = _parse({"batch_id": "b", "host": {"hostname": "h", "facts": facts}})
     assert isinstance(result, IngestRejected) and (result.path, result.code) == ("host.facts", "too_deep")
+
+
+@st.composite
+def uniform_batches(draw: Any) -> dict[str, Any]:
+    """Batches whose samples all carry the same fields (an agent's: the columns' fast path),
+    values None or not."""
+    payload = draw(batches().filter(lambda b: b["samples"]))
+    names = draw(st.lists(st.sampled_from(sorted(SAMPLE_FIELDS)), unique=True, max_size=len(SAMPLE_FIELDS)))
+    payload["samples"] = [
+        {"time": sample["time"], "gpu": sample["gpu"], **{name: draw(_value(name)) for name in names}}
+        for sample in payload["samples"]
+    ]
+    return payload
+
+
+@settings(max_examples=150, deadline=None)
+@given(payload=uniform_batches())
+def test_a_uniform_batch_comes_out_as_sample_by_sample(payload: dict[str, Any]) -> None:
+    # The columns taken in one pass (every sample carries the same keys) are those read sample by
+    # sample, as the parser read every batch before; and so are a batch's whose samples differ.
+    batch = telemetry_batch_parse(payload, now=NOW)
+    samples = payload["samples"]
+    assert batch.gpus == [s["gpu"] for s in samples]
+    for name in SAMPLE_FIELDS:
+        assert batch.columns[name] == [s.get(name) for s in samples]
+    ragged = [dict(sample) for sample in samples]
+    carried = [name for name in SAMPLE_FIELDS if name in ragged[0]]
+    if carried:  # the first sample without a field the others carry
+        del ragged[0][carried[0]]
+    else:  # or with one they do not
+        ragged[0]["ecc_errors"] = None
+    other = telemetry_batch_parse({**payload, "samples": ragged}, now=NOW)
+    assert (other.gpus, other.epochs) == (batch.gpus, batch.epochs)
+    for name in SAMPLE_FIELDS:
+        assert other.columns[name] == [s.get(name) for s in ragged]
+
+
+@settings(max_examples=150, deadline=None)
+@given(payload=uniform_batches(), data=st.data())
+def test_one_bad_value_of_a_uniform_batch_is_named_by_its_sample_and_field(
+    payload: dict[str, Any], data: Any
+) -> None:
+    index = data.draw(st.integers(min_value=0, max_value=len(payload["samples"]) - 1))
+    name = data.draw(st.sampled_from(sorted(set(BAD) & set(payload["samples"][0]))))
+    payload["samples"][index][name] = BAD[name]
+    with pytest.raises(IngestRejected) as raised:
+        telemetry_batch_parse(payload, now=NOW)
+    assert raised.value.path == f"samples[{index}].{name}"
+
+
+@pytest.mark.parametrize(
+    ("samples", "path", "code"),
+    [
+        ([{"time": 1.7e9, "gpu": "GPU-a", "power_w": 1.0}, {"time": 1.7e9, "gpu": "GPU-b", "watts": 1.0}],
+         "samples[1].watts", "unknown_field"),
+        ([{"time": 1.7e9, "power_w": 1.0}, {"time": 1.7e9, "power_w": 2.0}], "samples[0].gpu", "type"),
+        ([{"gpu": "GPU-a", "power_w": 1.0}, {"gpu": "GPU-b", "power_w": 2.0}], "samples[0].time", "missing"),
+        ([{"time": 1.7e9, "gpu": "GPU-a", "power_w": 1.0}, {"time": 1.7e9, "gpu": "GPU-b", "power_w": True}],
+         "samples[1].power_w", "type"),
+        ([{"time": 1.7e9, "gpu": "GPU-a"}, ["time", "gpu"]], "samples[1]", "type"),
+        ([{"time": 1.7e9, "gpu": "GPU-a", "watts": 1.0}, {"time": 1.7e9, "gpu": "GPU-b", "watts": 1.0}],
+         "samples[0].watts", "unknown_field"),
+    ],
+)  # fmt: skip
+def test_samples_with_the_same_keys_or_not_are_refused_at_the_first_bad_field(
+    samples: list[Any], path: str, code: str
+) -> None:
+    payload = {"batch_id": "b", "host": {"hostname": "h"}, "samples": samples}
+    with pytest.raises(IngestRejected) as raised:
+        telemetry_batch_parse(payload, now=NOW)
+    assert (raised.value.path, raised.value.code) == (path, code)
+
+
+def test_samples_as_long_as_each_other_with_other_fields_come_out_sample_by_sample() -> None:
+    samples = [
+        {"time": 1.7e9, "gpu": "GPU-a", "power_w": 1.0},
+        {"gpu": "GPU-b", "time": 1.7e9 + 1, "gpu_util": 2.0},  # as many keys, one of them another
+        {"gpu_util": 3.0, "time": 1.7e9 + 2, "gpu": "GPU-a"},  # the same keys in another order
+    ]
+    batch = telemetry_batch_parse({"batch_id": "b", "host": {"hostname": "h"}, "samples": samples}, now=NOW)
+    assert (batch.gpus, batch.epochs) == (["GPU-a", "GPU-b", "GPU-a"], [1.7e9, 1.7e9 + 1, 1.7e9 + 2])
+    assert batch.columns["power_w"] == [1.0, None, None]
+    assert batch.columns["gpu_util"] == [None, 2.0, 3.0]
+    assert batch.columns["energy_mj"] == [None, None, None]
