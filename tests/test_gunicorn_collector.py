@@ -13,7 +13,7 @@ def test_the_master_freezes_what_it_loaded_and_raises_the_young_threshold_for_it
         gunicorn_conf.collector_settle()
         assert gc.get_freeze_count() > 0
         assert gc.get_threshold() == (gunicorn_conf.GC_YOUNG_THRESHOLD, *before[1:])
-        assert gunicorn_conf.GC_YOUNG_THRESHOLD > before[0]
+        assert before[0] < gunicorn_conf.GC_YOUNG_THRESHOLD
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)

@@ -43,7 +43,9 @@ def _payloads(series: list[tuple[dict[str, str], list[tuple[int, float]]]]) -> l
         ]
         for batch in batches
     }
-    return host_payloads(batches, digest="ab" * 16, pods={name: items for name, items in pods.items() if items})
+    return host_payloads(
+        batches, digest="ab" * 16, pods={name: items for name, items in pods.items() if items}
+    )
 
 
 def _fleet(hosts: int = 3, scrapes: int = 2) -> list[tuple[dict[str, str], list[tuple[int, float]]]]:
@@ -114,7 +116,9 @@ def test_what_the_telemetry_validation_refuses_it_leaves_to_it(bad: str) -> None
     elif bad == "future":
         series.append(({"__name__": "DCGM_FI_DEV_POWER_USAGE", **_gpu(1, 0)}, [(NOW_MS + 3_600_000, 1.0)]))
     elif bad == "model_name":
-        series.append(({"__name__": "DCGM_FI_DEV_POWER_USAGE", **_gpu(7, 0, modelName="H" * 121)}, [(NOW_MS, 1.0)]))
+        series.append(
+            ({"__name__": "DCGM_FI_DEV_POWER_USAGE", **_gpu(7, 0, modelName="H" * 121)}, [(NOW_MS, 1.0)])
+        )
     payloads = _payloads(series)
     if bad == "attribution":
         payloads[1]["attribution"] = [{"gpu": "GPU-1-0", "start": "yesterday"}]
@@ -125,13 +129,15 @@ def test_what_the_telemetry_validation_refuses_it_leaves_to_it(bad: str) -> None
 def test_a_host_over_the_batch_limits_is_left_to_the_telemetry_validation() -> None:
     now = datetime.now(UTC)
     many_instants = [
-        ({"__name__": "DCGM_FI_DEV_POWER_USAGE", **_gpu(0, 0)}, [(NOW_MS - i, 1.0)]) for i in range(MAX_SAMPLES + 1)
+        ({"__name__": "DCGM_FI_DEV_POWER_USAGE", **_gpu(0, 0)}, [(NOW_MS - i, 1.0)])
+        for i in range(MAX_SAMPLES + 1)
     ]
     payloads = _payloads(many_instants)
     assert host_batches_prepare(payloads, now=now) is None
     assert _refused_by_parse(payloads, now).path == "samples"
     many_gpus = [
-        ({"__name__": "DCGM_FI_DEV_POWER_USAGE", **_gpu(0, g)}, [(NOW_MS, 1.0)]) for g in range(MAX_ACCELERATORS + 1)
+        ({"__name__": "DCGM_FI_DEV_POWER_USAGE", **_gpu(0, g)}, [(NOW_MS, 1.0)])
+        for g in range(MAX_ACCELERATORS + 1)
     ]
     payloads = _payloads(many_gpus)
     assert host_batches_prepare(payloads, now=now) is None
