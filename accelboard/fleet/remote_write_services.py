@@ -3,8 +3,9 @@
 ``prometheus_write_ingest``:
 1. Decode (``remote_write``: snappy, the protobuf WriteRequest) and map dcgm-exporter's series into
    one telemetry batch per host (``remote_write.dcgm_map``), all without the database.
-2. The hosts' batches go through ``ingest_services.telemetry_batches_ingest`` together (validation,
-   registration, the idempotency claims, COPY, the rollup marks: one pass, set-based statements for
+2. The hosts' batches go through ``ingest_services.telemetry_batches_ingest`` together, validated
+   once for the whole request (``host_batches_prepare``; the telemetry path's own validation where
+   a check fails, for its error) (registration, the idempotency claims, COPY, the rollup marks: one pass, set-based statements for
    the whole request), in one transaction: a request with one bad series stores nothing. A refusal of the telemetry path names the series
    that gave the refused field (``samples[3].power_w`` becomes that series' labels) and is a 400
    (Prometheus drops a 4xx, retries a 5xx: data that fails validation fails again).
