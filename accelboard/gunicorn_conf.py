@@ -95,11 +95,28 @@ def when_ready(server: object) -> None:
     import scipy.stats  # noqa: F401
 
     connections.close_all()
-    # What the master loaded (Django, the views, their libraries: ~290,000 objects the cyclic
-    # collector tracks) lives as long as the workers: frozen before they fork, a worker's full
-    # collections do not walk it (nor write to its pages, which stay shared).
+    collector_settle()
+
+
+# The cyclic collector's first threshold (Python's default 700): a remote-write request of 2,000
+# series holds ~6,000 new container objects at its peak (a ``Series``, its list and tuple each),
+# so at 700 each one ran ~10 young collections, ~1 middle one and every ~12th request a full one
+# of all the worker's objects since the fork (the label cache's among them): 3.1-3.5 ms of its
+# ~23 ms of web CPU. Its objects are freed by their reference counts as it ends, so at 10,000 a
+# request starts and ends below the threshold and the collector rarely runs (0-0.15 ms a request,
+# docs/scaling.md, 2026-12-07); the garbage of a cycle waits a little longer for its collection.
+GC_YOUNG_THRESHOLD = 10_000
+
+
+def collector_settle() -> None:
+    """In the master before the workers fork (``when_ready``): what it loaded (Django, the views,
+    their libraries: ~290,000 objects the cyclic collector tracks) lives as long as the workers:
+    frozen, a worker's full collections do not walk it (nor write to its pages, which stay
+    shared); and the young generation's threshold raised (``GC_YOUNG_THRESHOLD``), inherited by
+    the workers."""
     gc.collect()
     gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def _resident_mb() -> float:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 from django.db import connection, transaction
 
 from .attribution_validation import Attribution, WorkloadKey, attribution_conflict
@@ -476,13 +477,13 @@ def _fresh(
 _EXTEND_SQL = f"""
 WITH extended AS (
     UPDATE {ATTRIBUTION_TABLE} AS g SET "end" = v.new_end
-    FROM unnest(%s::int8[], %s::timestamptz[], %s::timestamptz[]) AS v(id, start, new_end)
+    FROM unnest(%b::int8[], %b::timestamptz[], %b::timestamptz[]) AS v(id, start, new_end)
     WHERE g.id = v.id AND g.start = v.start AND g."end" < v.new_end
     RETURNING g.workload_id, g."end"
 )
 UPDATE fleet_workload AS w SET last_seen_at = e.last
 FROM (SELECT workload_id, max("end") AS last FROM extended GROUP BY workload_id) AS e
-WHERE w.id = e.workload_id AND w.last_seen_at < e.last - make_interval(secs => %s)
+WHERE w.id = e.workload_id AND w.last_seen_at < e.last - make_interval(secs => %b::float8)
 """
 
 
@@ -493,8 +494,12 @@ def attribution_extend(*, rows: list[tuple[int, datetime, datetime]]) -> None:
     remote-write's steady pods (``remote_write_pods.pod_intervals_extend``)."""
     if not rows:
         return
-    with connection.cursor() as cursor:
+    # Bound on the server, its arrays in binary, prepared once per connection: Django's cursor
+    # quoted each id and timestamp of the arrays in Python (docs/scaling.md, 2026-12-07).
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(
             _EXTEND_SQL,
-            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], WORKLOAD_SEEN_S],
+            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], float(WORKLOAD_SEEN_S)],
+            prepare=True,
         )
