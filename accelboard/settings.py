@@ -410,6 +410,8 @@ TELEMETRY_PARTITIONS_AHEAD_DAYS = env_int("TELEMETRY_PARTITIONS_AHEAD_DAYS", 3, 
 # Agents' batches arriving together at a web process are stored in one transaction
 # (``fleet.ingest_group``); off, each batch has its own.
 TELEMETRY_GROUP_COMMIT = env_bool("TELEMETRY_GROUP_COMMIT", True)
+# How long a group's first batch waits for others before its transaction starts (0: no wait).
+TELEMETRY_GROUP_LINGER_MS = env_int("TELEMETRY_GROUP_LINGER_MS", 25, minimum=0)
 # Prometheus remote-write (POST /api/v1/prometheus/write, docs/api.md): the largest body, compressed
 # and decompressed (413 beyond), and the labels dcgm-exporter names hosts and GPUs with (its
 # versions and relabelling differ; an ``exported_`` prefix is read without being named here).

@@ -12,8 +12,11 @@ request), and each request is answered only after that transaction commits, with
    waits (it never touches the database: followers hold no connection's work). Two leaders let
    the next group form and write while the last one commits (with one, a process had one
    transaction in flight and posted back to back stored 12-20 % fewer batches a second).
-3. A leader takes a group of its own batch and what is queued behind it (natural batching, no
-   timer): its batch's team, one batch per host (two batches of one host would register it twice in
+3. A leader first lingers: it waits until ``TELEMETRY_GROUP_LINGER_MS`` after its batch arrived
+   (or until a group's worth is queued) for the batches that arrive meanwhile, which queue behind
+   it instead of leading (as a Kafka producer's ``linger.ms``: where the node keeps up, batches
+   rarely meet in a process without it). Then it takes a group of its own batch and what is queued
+   behind it: its batch's team, one batch per host (two batches of one host would register it twice in
    one transaction; the later waits for the next group), at most ``GROUP_BATCHES`` batches and
    ``GROUP_SAMPLES`` samples. It stores the group in its own thread's connection and hands each
    member its result, or its error:
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +69,7 @@ class _Member:
     team_id: int
     prepared: PreparedBatch
     done: threading.Event = field(default_factory=threading.Event)
+    arrived: float = field(default_factory=time.monotonic)
     lead: bool = False  # leads (or was handed the lead while waiting): never taken into another group
     answered: bool = False
     result: dict[str, Any] | None = None
@@ -83,9 +88,17 @@ class IngestGroups:
     """The queue of one process's waiting batches and its leader (see the module's docstring)."""
 
     def __init__(
-        self, *, batches: int = GROUP_BATCHES, samples: int = GROUP_SAMPLES, leaders: int = GROUP_LEADERS
+        self,
+        *,
+        batches: int = GROUP_BATCHES,
+        samples: int = GROUP_SAMPLES,
+        leaders: int = GROUP_LEADERS,
+        linger_s: float | None = None,
     ) -> None:
         self._lock = threading.Lock()
+        self._arrivals = threading.Condition(self._lock)
+        self._linger_s = linger_s  # None: settings.TELEMETRY_GROUP_LINGER_MS, read at each lead
+        self._lingering = 0  # leaders waiting for company now
         self._queue: deque[_Member] = deque()
         self._leaders = 0  # threads leading now
         self._max_leaders = leaders
@@ -99,10 +112,13 @@ class IngestGroups:
         member = _Member(team_id=team_id, prepared=prepared)
         with self._lock:
             self._queue.append(member)
-            leads = self._leaders < self._max_leaders
+            # While a leader lingers, a new batch joins its group rather than leading its own.
+            leads = self._leaders < self._max_leaders and not self._lingering
             if leads:
                 self._leaders += 1
                 member.lead = True
+            elif self._lingering and len(self._queue) >= self._batches:
+                self._arrivals.notify_all()  # a lingering leader's group is full
         if not leads:
             member.done.wait()
             if not member.answered:  # handed the lead
@@ -115,7 +131,21 @@ class IngestGroups:
         return member.result
 
     def _lead(self, member: _Member) -> None:
+        linger = self._linger_s if self._linger_s is not None else settings.TELEMETRY_GROUP_LINGER_MS / 1000
         with self._lock:
+            # Linger: wait for company until ``linger`` after this batch arrived (a batch handed the
+            # lead has waited already), or until the queue would fill a group.
+            if linger > 0:
+                self._lingering += 1
+                try:
+                    deadline = member.arrived + linger
+                    while len(self._queue) < self._batches:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._arrivals.wait(left)
+                finally:
+                    self._lingering -= 1
             group = self._take(member)
         try:
             self._store(group, leader=member)

@@ -313,3 +313,84 @@ def test_threads_posting_back_to_back_are_each_answered_once_with_several_leader
     assert groups._leaders == 0 and not groups._queue
     assert groups.stats.batches == 36 and groups.stats.groups <= 36
     assert _samples() == 36 * 4
+
+
+def _ingest_in_threads(
+    groups: IngestGroups, team_id: int, payloads: list[dict[str, Any]], *, first_lingers: bool
+) -> tuple[list[Any], list[threading.Thread]]:
+    """The first payload's thread leads; once it lingers, the others' threads start, one by one."""
+    answers: list[Any] = [None] * len(payloads)
+
+    def send(index: int) -> None:
+        try:
+            prepared = telemetry_batch_prepare(payload=payloads[index])
+            answers[index] = groups.ingest(team_id=team_id, prepared=prepared)
+        except Exception as exc:
+            answers[index] = exc
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(payloads))]
+    threads[0].start()
+    give_up = time.monotonic() + 10
+    while first_lingers and not groups._lingering:
+        assert time.monotonic() < give_up, "the leader did not linger"
+        time.sleep(0.001)
+    for index, thread in enumerate(threads[1:], start=1):
+        thread.start()
+        # Queued behind the lingering leader, not leading (or the group it filled is taken).
+        while len(groups._queue) < index + 1 and not groups.stats.groups:
+            assert time.monotonic() < give_up, "the batch did not queue"
+            time.sleep(0.001)
+    return answers, threads
+
+
+def _accepted(payload: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "batch_id": payload["batch_id"],
+        "accepted": len(payload["samples"]),
+        "duplicate_samples": 0,
+        "duplicate": False,
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_leader_lingers_for_the_batches_that_arrive_meanwhile(team: Any) -> None:
+    groups = IngestGroups(linger_s=1.0)
+    payloads = [_payload(host, n=6) for host in range(1, 4)]
+    answers, threads = _ingest_in_threads(groups, team.pk, payloads, first_lingers=True)
+    assert groups._leaders == 1  # the later two queued behind the lingering leader
+    for thread in threads:
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+    assert answers == [_accepted(payload) for payload in payloads]
+    assert (groups.stats.groups, groups.stats.batches) == (1, 3)
+    xids = set(
+        IngestBatch.objects.filter(team=team).extra(select={"x": "xmin::text"}).values_list("x", flat=True)
+    )
+    assert len(xids) == 1
+    assert groups._leaders == 0 and not groups._queue and not groups._lingering
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_full_group_ends_the_linger(team: Any) -> None:
+    # A linger of a minute, a group of three: the third batch's arrival starts the transaction.
+    groups = IngestGroups(linger_s=60.0, batches=3)
+    payloads = [_payload(host, n=6) for host in range(1, 4)]
+    answers, threads = _ingest_in_threads(groups, team.pk, payloads, first_lingers=True)
+    for thread in threads:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+    assert answers == [_accepted(payload) for payload in payloads]
+    assert (groups.stats.groups, groups.stats.batches) == (1, 3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_linger_a_leader_writes_alone(team: Any) -> None:
+    groups = IngestGroups(linger_s=0.0)
+    payload = _payload(1, n=6)
+    answers, threads = _ingest_in_threads(groups, team.pk, [payload], first_lingers=False)
+    threads[0].join(timeout=30)
+    assert answers == [_accepted(payload)] and (groups.stats.groups, groups.stats.batches) == (1, 1)
+    assert groups._lingering == 0
