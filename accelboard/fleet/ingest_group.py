@@ -15,7 +15,8 @@ request), and each request is answered only after that transaction commits, with
 3. A leader first lingers: it waits until ``TELEMETRY_GROUP_LINGER_MS`` after its batch arrived
    (or until a group's worth is queued) for the batches that arrive meanwhile, which queue behind
    it instead of leading (as a Kafka producer's ``linger.ms``: where the node keeps up, batches
-   rarely meet in a process without it). Then it takes a group of its own batch and what is queued
+   rarely meet in a process without it); only when another batch arrived shortly before its own
+   (``LINGER_COMPANY``), so that a batch alone is not kept waiting for nobody. Then it takes a group of its own batch and what is queued
    behind it: its batch's team, one batch per host (two batches of one host would register it twice in
    one transaction; the later waits for the next group), at most ``GROUP_BATCHES`` batches and
    ``GROUP_SAMPLES`` samples. It stores the group in its own thread's connection and hands each
@@ -56,6 +57,8 @@ GROUP_BATCHES = 32
 GROUP_SAMPLES = 10_000
 # Groups of a process in flight at once (each its own thread's connection and transaction).
 GROUP_LEADERS = 2
+# A batch lingers only when another arrived at its process within this many lingers before it.
+LINGER_COMPANY = 4
 # The groups' mean size is logged (INFO) every this many groups of a process.
 STATS_EVERY = 1_000
 
@@ -70,6 +73,7 @@ class _Member:
     prepared: PreparedBatch
     done: threading.Event = field(default_factory=threading.Event)
     arrived: float = field(default_factory=time.monotonic)
+    linger: float = 0.0  # how long it may wait for company if it leads (``IngestGroups._linger_for``)
     lead: bool = False  # leads (or was handed the lead while waiting): never taken into another group
     answered: bool = False
     result: dict[str, Any] | None = None
@@ -99,6 +103,7 @@ class IngestGroups:
         self._arrivals = threading.Condition(self._lock)
         self._linger_s = linger_s  # None: settings.TELEMETRY_GROUP_LINGER_MS, read at each lead
         self._lingering = 0  # leaders waiting for company now
+        self._last_arrival = float("-inf")
         self._queue: deque[_Member] = deque()
         self._leaders = 0  # threads leading now
         self._max_leaders = leaders
@@ -111,6 +116,7 @@ class IngestGroups:
         result once their transaction has committed."""
         member = _Member(team_id=team_id, prepared=prepared)
         with self._lock:
+            member.linger = self._linger_for(member.arrived)
             self._queue.append(member)
             # While a leader lingers, a new batch joins its group rather than leading its own.
             leads = self._leaders < self._max_leaders and not self._lingering
@@ -130,15 +136,23 @@ class IngestGroups:
         assert member.result is not None
         return member.result
 
-    def _lead(self, member: _Member) -> None:
+    def _linger_for(self, now: float) -> float:
+        """How long a batch arriving ``now`` may wait for company (under ``_lock``): the linger
+        when another batch arrived at this process less than ``LINGER_COMPANY`` lingers before it,
+        else none (a batch alone, a small fleet or a quiet hour, is written at once)."""
         linger = self._linger_s if self._linger_s is not None else settings.TELEMETRY_GROUP_LINGER_MS / 1000
+        company = now - self._last_arrival < LINGER_COMPANY * linger
+        self._last_arrival = now
+        return linger if company else 0.0
+
+    def _lead(self, member: _Member) -> None:
         with self._lock:
-            # Linger: wait for company until ``linger`` after this batch arrived (a batch handed the
-            # lead has waited already), or until the queue would fill a group.
-            if linger > 0:
+            # Linger: wait for company until ``member.linger`` after this batch arrived (a batch
+            # handed the lead has waited already), or until the queue would fill a group.
+            if member.linger > 0:
                 self._lingering += 1
                 try:
-                    deadline = member.arrived + linger
+                    deadline = member.arrived + member.linger
                     while len(self._queue) < self._batches:
                         left = deadline - time.monotonic()
                         if left <= 0:

@@ -332,6 +332,8 @@ def _ingest_in_threads(
             connection.close()
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(len(payloads))]
+    if first_lingers:  # as if another batch had just arrived: company is likely
+        groups._last_arrival = time.monotonic()
     threads[0].start()
     give_up = time.monotonic() + 10
     while first_lingers and not groups._lingering:
@@ -394,3 +396,14 @@ def test_without_a_linger_a_leader_writes_alone(team: Any) -> None:
     threads[0].join(timeout=30)
     assert answers == [_accepted(payload)] and (groups.stats.groups, groups.stats.batches) == (1, 1)
     assert groups._lingering == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_alone_does_not_linger(team: Any) -> None:
+    # A minute's linger, but no batch arrived before this one: it is written at once.
+    groups = IngestGroups(linger_s=60.0)
+    payload = _payload(1, n=6)
+    answers, threads = _ingest_in_threads(groups, team.pk, [payload], first_lingers=False)
+    threads[0].join(timeout=30)
+    assert not threads[0].is_alive()
+    assert answers == [_accepted(payload)]
