@@ -15,8 +15,8 @@ request), and each request is answered only after that transaction commits, with
 3. A leader first lingers: it waits until ``TELEMETRY_GROUP_LINGER_MS`` after its batch arrived
    (or until a group's worth is queued) for the batches that arrive meanwhile, which queue behind
    it instead of leading (as a Kafka producer's ``linger.ms``: where the node keeps up, batches
-   rarely meet in a process without it); only when another batch arrived shortly before its own
-   (``LINGER_COMPANY``), so that a batch alone is not kept waiting for nobody. Then it takes a group of its own batch and what is queued
+   rarely meet in a process without it); only when batches met in the process within the last
+   second (``LINGER_WINDOW_S``), so that a batch alone is not kept waiting for nobody. Then it takes a group of its own batch and what is queued
    behind it: its batch's team, one batch per host (two batches of one host would register it twice in
    one transaction; the later waits for the next group), at most ``GROUP_BATCHES`` batches and
    ``GROUP_SAMPLES`` samples. It stores the group in its own thread's connection and hands each
@@ -57,8 +57,9 @@ GROUP_BATCHES = 32
 GROUP_SAMPLES = 10_000
 # Groups of a process in flight at once (each its own thread's connection and transaction).
 GROUP_LEADERS = 2
-# A batch lingers only when another arrived at its process within this many lingers before it.
-LINGER_COMPANY = 4
+# A batch lingers only when batches met in its process (one arrived while another was in
+# flight) within this many seconds before it.
+LINGER_WINDOW_S = 1.0
 # The groups' mean size is logged (INFO) every this many groups of a process.
 STATS_EVERY = 1_000
 
@@ -103,7 +104,7 @@ class IngestGroups:
         self._arrivals = threading.Condition(self._lock)
         self._linger_s = linger_s  # None: settings.TELEMETRY_GROUP_LINGER_MS, read at each lead
         self._lingering = 0  # leaders waiting for company now
-        self._last_arrival = float("-inf")
+        self._met_at = float("-inf")  # when a batch last arrived while another was in flight
         self._queue: deque[_Member] = deque()
         self._leaders = 0  # threads leading now
         self._max_leaders = leaders
@@ -138,12 +139,14 @@ class IngestGroups:
 
     def _linger_for(self, now: float) -> float:
         """How long a batch arriving ``now`` may wait for company (under ``_lock``): the linger
-        when another batch arrived at this process less than ``LINGER_COMPANY`` lingers before it,
-        else none (a batch alone, a small fleet or a quiet hour, is written at once)."""
-        linger = self._linger_s if self._linger_s is not None else settings.TELEMETRY_GROUP_LINGER_MS / 1000
-        company = now - self._last_arrival < LINGER_COMPANY * linger
-        self._last_arrival = now
-        return linger if company else 0.0
+        when batches met in this process (one arrived while another was in flight) less than
+        ``LINGER_WINDOW_S`` ago, else none: a batch alone (a small fleet, a quiet hour, posts one
+        after another) is written at once."""
+        if self._queue or self._leaders:
+            self._met_at = now
+        if now - self._met_at >= LINGER_WINDOW_S:
+            return 0.0
+        return self._linger_s if self._linger_s is not None else settings.TELEMETRY_GROUP_LINGER_MS / 1000
 
     def _lead(self, member: _Member) -> None:
         with self._lock:

@@ -332,8 +332,8 @@ def _ingest_in_threads(
             connection.close()
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(len(payloads))]
-    if first_lingers:  # as if another batch had just arrived: company is likely
-        groups._last_arrival = time.monotonic()
+    if first_lingers:  # as if batches had just met in this process: company is likely
+        groups._met_at = time.monotonic()
     threads[0].start()
     give_up = time.monotonic() + 10
     while first_lingers and not groups._lingering:
@@ -400,10 +400,16 @@ def test_without_a_linger_a_leader_writes_alone(team: Any) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_batch_alone_does_not_linger(team: Any) -> None:
-    # A minute's linger, but no batch arrived before this one: it is written at once.
+    # A minute's linger, but no batches met in this process: it is written at once, and so is the
+    # next one posted after it (one after another, as the bench's reference posts).
     groups = IngestGroups(linger_s=60.0)
     payload = _payload(1, n=6)
     answers, threads = _ingest_in_threads(groups, team.pk, [payload], first_lingers=False)
     threads[0].join(timeout=30)
     assert not threads[0].is_alive()
     assert answers == [_accepted(payload)]
+    second = _payload(2, n=6)
+    answers, threads = _ingest_in_threads(groups, team.pk, [second], first_lingers=False)
+    threads[0].join(timeout=30)
+    assert not threads[0].is_alive()
+    assert answers == [_accepted(second)] and groups.stats.groups == 2
