@@ -400,16 +400,13 @@ def test_without_a_linger_a_leader_writes_alone(team: Any) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_batch_alone_does_not_linger(team: Any) -> None:
-    # A minute's linger, but no batches met in this process: it is written at once, and so is the
-    # next one posted after it (one after another, as the bench's reference posts).
+    # A minute's linger, but no batches met in this process: each is written at once, the first
+    # and the next one posted after it (one after another, as the bench's reference posts).
     groups = IngestGroups(linger_s=60.0)
-    payload = _payload(1, n=6)
-    answers, threads = _ingest_in_threads(groups, team.pk, [payload], first_lingers=False)
-    threads[0].join(timeout=30)
-    assert not threads[0].is_alive()
-    assert answers == [_accepted(payload)]
-    second = _payload(2, n=6)
-    answers, threads = _ingest_in_threads(groups, team.pk, [second], first_lingers=False)
-    threads[0].join(timeout=30)
-    assert not threads[0].is_alive()
-    assert answers == [_accepted(second)] and groups.stats.groups == 2
+    for host in (1, 2):
+        payload = _payload(host, n=6)
+        answers, threads = _ingest_in_threads(groups, team.pk, [payload], first_lingers=False)
+        threads[0].join(timeout=30)
+        assert not threads[0].is_alive()
+        assert answers == [_accepted(payload)]
+    assert groups.stats.groups == 2
