@@ -51,7 +51,7 @@ timeout = 60
 graceful_timeout = 20
 keepalive = 5
 # A worker that grew (a large upload, a big export, a burst of full batches) is replaced once its
-# resident memory is ``GUNICORN_MAX_WORKER_GROWTH_MB`` (256) above what it had when it forked, so
+# resident memory is ``GUNICORN_MAX_WORKER_GROWTH_MB`` (768) above what it had when it forked, so
 # memory goes back to its baseline after a burst (``post_request`` below). Not after a count of
 # requests: a new worker starts cold (its PostgreSQL connections, their backends' caches, each
 # host's registration on its first batch), and at 2,000 hosts 5,000 requests were 75 s of a
@@ -60,7 +60,11 @@ keepalive = 5
 # request count stays as a backstop; jitter keeps the workers from restarting together.
 max_requests = _int("GUNICORN_MAX_REQUESTS", 200_000)
 max_requests_jitter = max_requests // 10
-MAX_WORKER_GROWTH_MB = _int("GUNICORN_MAX_WORKER_GROWTH_MB", 256)
+# Above what a worker holds by design: remote-write's label cache keeps up to 500,000 series
+# (``PROMETHEUS_SERIES_CACHE``, ~500 bytes each); at 256 MB a worker holding a 2,000-host fleet's
+# 288,000 was replaced again and again, each new one decoding every series anew (web CPU 0.62
+# cores in bench/remote_write.py's fleet run against 0.26).
+MAX_WORKER_GROWTH_MB = _int("GUNICORN_MAX_WORKER_GROWTH_MB", 768)
 # The resident memory is read every this many requests of a worker (a read of /proc is ~10 µs).
 GROWTH_CHECK_EVERY = 32
 # gunicorn answers a request past these limits itself, with an HTML page; they are set a little

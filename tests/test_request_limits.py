@@ -187,7 +187,7 @@ def test_a_worker_that_grew_past_the_bound_is_replaced(transactional_db: None, t
 
 
 def test_a_worker_that_stays_within_the_bound_serves_on(transactional_db: None, tmp_path: Path) -> None:
-    # The defaults: 200 pages grow no worker by 256 MB, and the request count (200,000) is far.
+    # The defaults: 200 pages grow no worker by 768 MB, and the request count (200,000) is far.
     with _serving(tmp_path) as server:
         _pages(server, 200)
         assert _workers_booted(tmp_path) == 1
