@@ -136,6 +136,18 @@ def _assert_equal(got: dict[str, Any], want: dict[str, Any]) -> None:
                 assert _same(value, other), (kind, key, name, value, other)
 
 
+def _from_raw_rows(start: float, end: float) -> dict[str, Any]:
+    """The rollups of [start, end) (epoch seconds) refreshed from raw rows alone, the stored ones
+    deleted first: what the partials' rollups must equal."""
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
+    TelemetryRawRange.objects.create(start=datetime.now(UTC) - timedelta(days=1), end=datetime.now(UTC))
+    rollup_services.telemetry_rollups_refresh(
+        start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(end, UTC)
+    )
+    return _rollups()
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_it_rolls_up_partials_exactly_as_raw_rows(team: Any, seed: int) -> None:
     rng = random.Random(seed)
@@ -233,13 +245,7 @@ def test_two_batches_sharing_an_instant_roll_up_from_partials_as_from_raw_rows(t
     result = rollup_services.telemetry_rollups_drain()
     assert result.partial_rows == result.minute_rows == 1  # from the partials
     from_partials = _rollups()
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
-    TelemetryRawRange.objects.create(start=datetime.now(UTC) - timedelta(days=1), end=datetime.now(UTC))
-    rollup_services.telemetry_rollups_refresh(
-        start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(start + 60, UTC)
-    )
-    _assert_equal(from_partials, _rollups())
+    _assert_equal(from_partials, _from_raw_rows(start, start + 60))
 
 
 def test_it_merges_batches_at_the_limits_as_raw_rows_would(team: Any) -> None:
@@ -261,13 +267,7 @@ def test_it_merges_batches_at_the_limits_as_raw_rows_would(team: Any) -> None:
     energies = sorted(TelemetryRollup.objects.filter(width_s=60).values_list("energy_j", flat=True))
     # 30 s (the limit, integrated) and 1 s in the first minute; past the limit, 2 s, 1 s after.
     assert energies == pytest.approx([0.0, 0.0, 250.0 * (2.999999), 250.0 * (gap + 1)], rel=1e-12)
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
-    TelemetryRawRange.objects.create(start=datetime.now(UTC) - timedelta(days=1), end=datetime.now(UTC))
-    rollup_services.telemetry_rollups_refresh(
-        start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(start + 120, UTC)
-    )
-    _assert_equal(from_partials, _rollups())
+    _assert_equal(from_partials, _from_raw_rows(start, start + 120))
 
 
 def test_it_reads_raw_rows_near_rows_copied_without_partials(team: Any) -> None:
@@ -503,10 +503,4 @@ def test_a_minute_reads_the_two_partials_that_end_last_in_the_minute_before(
     assert result.minute_rows == 1
     assert result.partial_rows == (0 if last_two_overlap else 1)
     from_partials = _rollups()
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM fleet_telemetryrollup; DELETE FROM fleet_hostrollup")
-    TelemetryRawRange.objects.create(start=datetime.now(UTC) - timedelta(days=1), end=datetime.now(UTC))
-    rollup_services.telemetry_rollups_refresh(
-        start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(start + 120, UTC)
-    )
-    _assert_equal(from_partials, _rollups())
+    _assert_equal(from_partials, _from_raw_rows(start, start + 120))
