@@ -374,6 +374,64 @@ class RollupHourBacklog(models.Model):
         return f"{len(self.ranges)} hour ranges pending"
 
 
+class RollupHourBase(models.Model):
+    """Per GPU and hour: the minute rollups of the hour before ``upto`` summed, so that the hour
+    pass (``rollup_services.telemetry_rollups_hours_refresh``) reads only the minutes from ``upto``
+    on instead of every minute of the hour so far (issue 37). Averages are kept as weighted sums
+    (``*_wsum``: the sum of each minute's mean times its count), the way the hour's mean is
+    computed. Every row of an hour has the same ``upto``; a refresh that rewrites a minute before
+    it deletes the hour's rows (the next pass reads the whole hour again). Rows of hours older
+    than ``rollup_services.HOUR_BASE_KEEP`` are deleted."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="+", db_constraint=False)
+    accelerator = models.ForeignKey(
+        Accelerator, on_delete=models.CASCADE, related_name="+", db_constraint=False
+    )
+    bucket = models.DateTimeField()  # the hour
+    upto = models.DateTimeField()  # the minutes in [bucket, upto) are summed here
+    samples = models.BigIntegerField()
+    energy_j = models.FloatField(null=True)
+    throttled_samples = models.BigIntegerField()
+    power_max_w = models.FloatField(null=True)
+    gpu_util_max = models.FloatField(null=True)
+    mem_used_max_bytes = models.BigIntegerField(null=True)
+    mem_total_bytes = models.BigIntegerField(null=True)
+    temperature_max_c = models.FloatField(null=True)
+    ecc_errors_max = models.BigIntegerField(null=True)
+    xid_errors_max = models.IntegerField(null=True)
+    power_samples = models.BigIntegerField()
+    power_wsum = models.FloatField(null=True)
+    gpu_util_samples = models.BigIntegerField()
+    gpu_util_wsum = models.FloatField(null=True)
+    mem_util_samples = models.BigIntegerField()
+    mem_util_wsum = models.FloatField(null=True)
+    mem_used_samples = models.BigIntegerField()
+    mem_used_wsum = models.FloatField(null=True)
+    sm_clock_samples = models.BigIntegerField()
+    sm_clock_wsum = models.FloatField(null=True)
+    mem_clock_samples = models.BigIntegerField()
+    mem_clock_wsum = models.FloatField(null=True)
+    gr_engine_active_samples = models.BigIntegerField()
+    gr_engine_active_wsum = models.FloatField(null=True)
+    sm_active_samples = models.BigIntegerField()
+    sm_active_wsum = models.FloatField(null=True)
+    sm_occupancy_samples = models.BigIntegerField()
+    sm_occupancy_wsum = models.FloatField(null=True)
+    tensor_active_samples = models.BigIntegerField()
+    tensor_active_wsum = models.FloatField(null=True)
+    dram_active_samples = models.BigIntegerField()
+    dram_active_wsum = models.FloatField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["host", "accelerator", "bucket"], name="rollup_hour_base_key")
+        ]
+        indexes = [models.Index(fields=["bucket"], name="rollup_hour_base_bucket")]
+
+    def __str__(self) -> str:
+        return f"GPU {self.accelerator_id} hour {self.bucket:%Y-%m-%d %H:%M} up to {self.upto:%H:%M}"
+
+
 class PrometheusUnknownMetric(models.Model):
     """Samples of a metric that Prometheus remote-wrote and accelboard does not map, by name
     (``remote_write_services``): shown by the pipeline status so an operator sees what a

@@ -152,8 +152,9 @@ FROM written
 _PARTIAL_MINUTE_SQL = partial_minute_sql(_UPSERT)
 
 
-def _weighted(column: str, count: str) -> str:
-    return f"sum({column} * {count}) / nullif(sum({count}), 0)"
+def _weighted(column: str, count: str, *, weighted: bool = False) -> str:
+    """The sample-weighted mean of ``column`` (a mean; ``weighted``: already mean x count)."""
+    return f"sum({column}{'' if weighted else f' * {count}'}) / nullif(sum({count}), 0)"
 
 
 # Hour rollups from the minute rollups of the same GPU: sums stay sums, maxima stay maxima and
@@ -188,6 +189,109 @@ WHERE width_s = 60 AND bucket >= %(start)s AND bucket < %(end)s {{gpu_filter}}
 GROUP BY host_id, accelerator_id, hour
 {_UPSERT}
 """
+
+
+# The hour pass from a base (``RollupHourBase``): the hour's minutes before ``upto`` summed once,
+# the minutes from ``upto`` on read each pass. Each average is carried as its weighted sum, so the
+# hour's mean is sum(mean x count) / sum(count) over the same minutes as ``_HOUR_SQL``'s.
+_BASE_SIGNALS = (
+    ("power", "power_avg_w"),
+    ("gpu_util", "gpu_util_avg"),
+    ("mem_util", "mem_util_avg"),
+    ("mem_used", "mem_used_avg_bytes"),
+    ("sm_clock", "sm_clock_avg_mhz"),
+    ("mem_clock", "mem_clock_avg_mhz"),
+    *((name, f"{name}_avg") for name in PROFILING_FIELDS),
+)
+_BASE_SUMS = ("samples", "energy_j", "throttled_samples")
+_BASE_MAXES = (
+    "power_max_w",
+    "gpu_util_max",
+    "mem_used_max_bytes",
+    "mem_total_bytes",
+    "temperature_max_c",
+    "ecc_errors_max",
+    "xid_errors_max",
+)
+_BASE_COLUMNS = (
+    *_BASE_SUMS,
+    *_BASE_MAXES,
+    *(column for name, _ in _BASE_SIGNALS for column in (f"{name}_samples", f"{name}_wsum")),
+)
+_BASE_AGGREGATES = ", ".join(
+    f"sum({c})" if c in _BASE_SUMS or c.endswith(("_samples", "_wsum")) else f"max({c})"
+    for c in _BASE_COLUMNS
+)
+_HOUR_BASE_SQL = f"""
+WITH m AS (
+    SELECT host_id, accelerator_id, bucket, {", ".join((*_BASE_SUMS, *_BASE_MAXES))}{
+    "".join(f", {name}_samples, {avg} * {name}_samples AS {name}_wsum" for name, avg in _BASE_SIGNALS)
+}
+    FROM fleet_telemetryrollup
+    WHERE width_s = 60 AND bucket >= %(from)s AND bucket < %(end)s
+),
+b AS (
+    SELECT host_id, accelerator_id, bucket, {", ".join(_BASE_COLUMNS)}
+    FROM fleet_rolluphourbase WHERE bucket = %(hour)s
+),
+src AS (SELECT * FROM m UNION ALL SELECT * FROM b),
+hours AS (
+    INSERT INTO fleet_telemetryrollup (
+        width_s, bucket, host_id, accelerator_id, samples,
+        power_samples, power_avg_w, power_max_w, energy_j,
+        gpu_util_samples, gpu_util_avg, gpu_util_max, mem_util_samples, mem_util_avg,
+        mem_used_samples, mem_used_avg_bytes, mem_used_max_bytes, mem_total_bytes, temperature_max_c,
+        sm_clock_samples, sm_clock_avg_mhz, mem_clock_samples, mem_clock_avg_mhz,
+        throttled_samples, ecc_errors_max, xid_errors_max{
+    "".join(f", {name}_samples, {name}_avg" for name in PROFILING_FIELDS)
+}
+    )
+    SELECT
+        3600, %(hour)s, host_id, accelerator_id, sum(samples),
+        sum(power_samples), {
+    _weighted("power_wsum", "power_samples", weighted=True)
+}, max(power_max_w), sum(energy_j),
+        sum(gpu_util_samples), {
+    _weighted("gpu_util_wsum", "gpu_util_samples", weighted=True)
+}, max(gpu_util_max),
+        sum(mem_util_samples), {_weighted("mem_util_wsum", "mem_util_samples", weighted=True)},
+        sum(mem_used_samples), {_weighted("mem_used_wsum", "mem_used_samples", weighted=True)},
+        max(mem_used_max_bytes), max(mem_total_bytes), max(temperature_max_c),
+        sum(sm_clock_samples), {_weighted("sm_clock_wsum", "sm_clock_samples", weighted=True)},
+        sum(mem_clock_samples), {_weighted("mem_clock_wsum", "mem_clock_samples", weighted=True)},
+        sum(throttled_samples), max(ecc_errors_max), max(xid_errors_max){
+    "".join(
+        f", sum({name}_samples), {_weighted(f'{name}_wsum', f'{name}_samples', weighted=True)}"
+        for name in PROFILING_FIELDS
+    )
+}
+    FROM src
+    GROUP BY host_id, accelerator_id
+    {_UPSERT}
+    RETURNING 1
+)@advance
+SELECT (SELECT count(*) FROM hours)
+"""
+# Moving ``upto`` on: the base again, with the minutes in [from, upto) added. Every row of the
+# hour's base is in ``b``, so every one gets the new ``upto``.
+_HOUR_BASE_ADVANCE = f""",
+advanced AS (
+    INSERT INTO fleet_rolluphourbase (host_id, accelerator_id, bucket, upto, {", ".join(_BASE_COLUMNS)})
+    SELECT host_id, accelerator_id, %(hour)s, %(upto)s, {_BASE_AGGREGATES}
+    FROM (SELECT * FROM m WHERE bucket < %(upto)s UNION ALL SELECT * FROM b) x
+    GROUP BY host_id, accelerator_id
+    ON CONFLICT (host_id, accelerator_id, bucket) DO UPDATE SET upto = EXCLUDED.upto{
+    "".join(f", {c} = EXCLUDED.{c}" for c in _BASE_COLUMNS)
+}
+)"""
+# A refresh that rewrote minutes before an hour's ``upto`` invalidates the hour's base.
+_HOUR_BASE_INVALIDATE_SQL = (
+    "DELETE FROM fleet_rolluphourbase WHERE bucket >= %(start)s AND bucket < %(end)s AND upto > %(first)s"
+)
+# How long an hour's base is kept; its hour later is read whole again. And how far behind the
+# clock ``upto`` stays: the minutes of the batches still on their way change without it.
+HOUR_BASE_KEEP = timedelta(hours=3)
+HOUR_BASE_MARGIN = timedelta(minutes=3)
 
 
 # Host rollups are rebuilt (delete, then insert) rather than upserted: a GPU that changed host or
@@ -395,6 +499,10 @@ def telemetry_rollups_refresh(
             # The next-sample buckets may lie past ``end``: the hours and hosts to redo follow them.
             hour_start = _floor(minute_start, 3600)
             hour_end = _floor(last_minute, 3600) + timedelta(seconds=3600)
+            # Minutes from ``minute_start`` on were rewritten: a base summing any of them is stale.
+            cursor.execute(
+                _HOUR_BASE_INVALIDATE_SQL, {"start": hour_start, "end": hour_end, "first": minute_start}
+            )
             hour_rows, host_rows = 0, 0
             # Hosts' rows to redo: of the hosts named, else of the GPUs named (looked up by their
             # rows: GPUs named on their own, not as a named host's), else of every host.
@@ -442,22 +550,54 @@ def _hour_rollups(
     return hour_rows, _host_rollups(cursor, width=3600, start=start, end=end, scope=scope)
 
 
-def telemetry_rollups_hours_refresh(*, ranges: Sequence[tuple[datetime, datetime]]) -> RollupRefresh:
+def telemetry_rollups_hours_refresh(
+    *, ranges: Sequence[tuple[datetime, datetime]], now: datetime | None = None
+) -> RollupRefresh:
     """Recompute the hour rollups (of every GPU and host) of the hour buckets in ``ranges`` from
-    the minute rollups there; the rollups' lock and settings as ``telemetry_rollups_refresh``."""
+    the minute rollups there; the rollups' lock and settings as ``telemetry_rollups_refresh``.
+    An hour within ``HOUR_BASE_KEEP`` of ``now`` is summed from its base (``RollupHourBase``)
+    and its minutes from the base's ``upto`` on, and its base is moved on to
+    ``HOUR_BASE_MARGIN`` before ``now``: the pass reads a few minutes a GPU, not the whole hour."""
     result = RollupRefresh()
     if not ranges:
         return result
+    now = now or timezone.now()
+    recent = _floor(now, 3600) - HOUR_BASE_KEEP + timedelta(seconds=3600)
     scope = {"all_hosts": True, "hosts": [], "host_gpus": []}
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_ROLLUPS])
+        cursor.execute("DELETE FROM fleet_rolluphourbase WHERE bucket < %s", [recent])
         with _rollup_settings(cursor):
             for start, end in time_ranges_merge(ranges, gap=timedelta(0)):
-                hour_rows, host_rows = _hour_rollups(
-                    cursor, start=_floor(start, 3600), end=_ceil(end, 3600), gpus=(), scope=scope
-                )
+                start, end = _floor(start, 3600), _ceil(end, 3600)
+                hour_rows = 0
+                if start < recent:  # older hours: from all their minutes, as always
+                    older_end = min(end, recent)
+                    hour_rows += _hour_rollups(cursor, start=start, end=older_end, gpus=(), scope=scope)[0]
+                hour = max(start, recent)
+                while hour < end:
+                    hour_rows += _hour_from_base(cursor, hour=hour, now=now)
+                    hour += timedelta(seconds=3600)
+                host_rows = _host_rollups(cursor, width=3600, start=start, end=end, scope=scope)
                 result += RollupRefresh(hour_rows=hour_rows, host_rows=host_rows, ranges=1)
     return result
+
+
+def _hour_from_base(cursor: Any, *, hour: datetime, now: datetime) -> int:
+    """The hour rollups of every GPU in ``hour`` from its base and the minutes from the base's
+    ``upto`` on (every minute when it has none); the base moved on to ``HOUR_BASE_MARGIN``
+    before ``now`` (at most to the hour's end). Returns the hour rows written."""
+    end = hour + timedelta(seconds=3600)
+    cursor.execute("SELECT min(upto), max(upto) FROM fleet_rolluphourbase WHERE bucket = %s", [hour])
+    lowest, highest = cursor.fetchone()
+    if lowest != highest:  # never left so by the code here; read the whole hour again
+        cursor.execute("DELETE FROM fleet_rolluphourbase WHERE bucket = %s", [hour])
+        lowest = None
+    upto_from = lowest or hour
+    upto = min(max(_floor(now - HOUR_BASE_MARGIN, 60), upto_from), end)
+    sql = _HOUR_BASE_SQL.replace("@advance", _HOUR_BASE_ADVANCE if upto > upto_from else "")
+    cursor.execute(sql, {"hour": hour, "from": upto_from, "end": end, "upto": upto})
+    return int(cursor.fetchone()[0])
 
 
 def time_ranges_merge(
