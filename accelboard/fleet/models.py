@@ -426,7 +426,8 @@ class RollupHourBase(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["host", "accelerator", "bucket"], name="rollup_hour_base_key")
         ]
-        indexes = [models.Index(fields=["bucket"], name="rollup_hour_base_bucket")]
+        # A refresh's check (rows of its hours with ``upto`` past its first minute) reads only this.
+        indexes = [models.Index(fields=["bucket", "upto"], name="rollup_hour_base_bucket_upto")]
 
     def __str__(self) -> str:
         return f"GPU {self.accelerator_id} hour {self.bucket:%Y-%m-%d %H:%M} up to {self.upto:%H:%M}"

@@ -43,8 +43,12 @@ def _uptos() -> set[datetime]:
     return set(RollupHourBase.objects.values_list("upto", flat=True))
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_hours_from_their_bases_equal_hours_from_raw_rows(team: Any, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "step"), [(1, 1), (2, 1), (3, 10)])
+def test_hours_from_their_bases_equal_hours_from_raw_rows(
+    team: Any, seed: int, step: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``step``: the least move of ``upto``, in minutes (10 as shipped; 1 moves it every pass)."""
+    monkeypatch.setattr(rollup_services, "HOUR_BASE_STEP", timedelta(minutes=step))
     rng = random.Random(seed)
     # 40 minutes across an hour boundary, both hours recent enough to have bases.
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
@@ -74,7 +78,8 @@ def test_hours_from_their_bases_equal_hours_from_raw_rows(team: Any, seed: int) 
     _hours_pass(hour, newest + 5)
     # The bases moved on minute by minute on both sides of the boundary, and late batches
     # dropped some of them.
-    assert len({u for u in uptos if u <= hour}) > 5 and len({u for u in uptos if u > hour}) > 5
+    moves = 5 if step == 1 else 0
+    assert len({u for u in uptos if u <= hour}) > moves and len({u for u in uptos if u > hour}) > moves
     assert dropped > 0
     from_bases = _rollups()
     from_raw = _from_raw_rows(start - 3600, start + 3 * 3600)

@@ -57,7 +57,7 @@ class Migration(migrations.Migration):
                 ('host', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.host')),
             ],
             options={
-                'indexes': [models.Index(fields=['bucket'], name='rollup_hour_base_bucket')],
+                'indexes': [models.Index(fields=['bucket', 'upto'], name='rollup_hour_base_bucket_upto')],
                 'constraints': [models.UniqueConstraint(fields=('host', 'accelerator', 'bucket'), name='rollup_hour_base_key')],
             },
         ),
