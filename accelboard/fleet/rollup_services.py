@@ -16,6 +16,11 @@
    ``telemetry_rollups_drain`` takes every dirty range at once, merges them and refreshes each
    merged range once, so a burst of small batches costs one recompute. Asking for a drain after a
    batch is ``rollup_request_services``.
+3. The hour pass of a recent hour (``telemetry_rollups_hours_refresh``) sums each GPU's hour from
+   its base (``RollupHourBase``: the minutes before ``upto``, summed when ``upto`` moved on) and
+   the minutes from ``upto`` on, so it reads at most ``HOUR_BASE_MARGIN`` + ``HOUR_BASE_STEP``
+   minutes a GPU instead of the whole hour so far; a refresh that rewrites a minute before an
+   hour's ``upto`` deletes that hour's base.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from .models import Accelerator, RollupHourBacklog, TelemetryDirtyRange
+from .models import Accelerator, RollupHourBacklog, RollupHourBase, TelemetryDirtyRange
 from .partials import PROFILING_FIELDS, ROLLUP_INSERT, partial_minute_sql, partials_from_raw_sql
 
 # A gap longer than this between two samples is a gap, not energy drawn at the last power reading.
@@ -569,7 +574,7 @@ def telemetry_rollups_hours_refresh(
     scope = {"all_hosts": True, "hosts": [], "host_gpus": []}
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_ROLLUPS])
-        cursor.execute("DELETE FROM fleet_rolluphourbase WHERE bucket < %s", [recent])
+        RollupHourBase.objects.filter(bucket__lt=recent).delete()  # one DELETE: nothing refers to it
         with _rollup_settings(cursor):
             for start, end in time_ranges_merge(ranges, gap=timedelta(0)):
                 start, end = _floor(start, 3600), _ceil(end, 3600)
