@@ -66,10 +66,9 @@ from .remote_write import (
     HostBatch,
     LabelNames,
     WriteRejected,
-    dcgm_map,
     labels_text,
     snappy_decode,
-    write_request_decode,
+    write_request_map,
 )
 from .remote_write_pods import StoredInterval, pod_intervals, pod_intervals_extend, pod_intervals_trim
 
@@ -343,8 +342,7 @@ def prometheus_write_ingest(
     for a request that will never be stored; nothing of it is then stored."""
     try:
         raw = snappy_decode(body, max_bytes=settings.PROMETHEUS_WRITE_MAX_BYTES)
-        series = write_request_decode(raw)
-        mapped = dcgm_map(series, names=_label_names())
+        series_count, mapped = write_request_map(raw, names=_label_names())
     except WriteRejected as exc:
         raise IngestRejected(exc.message, code=exc.code, status=exc.status) from None
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
@@ -400,7 +398,7 @@ def prometheus_write_ingest(
     if duplicates < len(mapped.hosts) or not mapped.hosts:  # a request sent again is counted once
         unknown_metrics_count(counts=mapped.unknown + mapped.refused)
     return {
-        "series": len(series),
+        "series": series_count,
         "samples": mapped.samples,
         "stored": stored,
         "duplicate_samples": duplicate_samples,
