@@ -715,6 +715,14 @@ SELECT DISTINCT v.n, false FROM v JOIN fleet_telemetrysample AS s
     AND s.accelerator_id = ANY(%b::int8[])
 WHERE NOT ({fills})
 """
+# Which of the samples' GPU-instants have a stored row (``_merge_stored``'s probe): the merge
+# statement's join alone.
+_MERGE_PROBE_SQL = """
+SELECT v.n FROM unnest(%b::int8[], %b::timestamptz[]) WITH ORDINALITY AS v(id, time, n)
+JOIN fleet_telemetrysample AS s
+    ON s.accelerator_id = v.id AND s.time = v.time AND s.time >= %s AND s.time <= %s
+    AND s.accelerator_id = ANY(%b::int8[])
+"""
 # The framebuffer's parts and total go together: the total's assignment reads all four.
 _MEMORY_FIELDS = ("mem_used_bytes", "mem_total_bytes", "mem_free_bytes", "mem_reserved_bytes")
 
@@ -758,9 +766,25 @@ def _merge_stored(
         for name in fields
     ]
     gpus = sorted(set(accelerator_ids))
+    # Most of a request's GPU-instants have no stored row (the probe: one join of two arrays);
+    # the merge statement then runs for those that have one only, its arrays cut to them (the
+    # same statement, each of its rows' outcomes its own: a row of ``v`` without a stored row
+    # joins nothing in either part).
+    hits = sorted(
+        int(n) - 1 for (n,) in _execute(_MERGE_PROBE_SQL, [accelerator_ids, times, start, end, gpus])
+    )
+    if not hits:
+        return set(), set()
+    if len(hits) < len(accelerator_ids):
+        accelerator_ids = [accelerator_ids[i] for i in hits]
+        times = [times[i] for i in hits]
+        arrays = [[values[i] for i in hits] for values in arrays]
+        gpus = sorted(set(accelerator_ids))
+    else:
+        hits = list(range(len(accelerator_ids)))
     rows = _execute(_merge_sql(fields), [accelerator_ids, times, *arrays, start, end, gpus, start, end, gpus])
-    merged = {int(n) - 1 for n, filled in rows if filled}
-    return merged, {int(n) - 1 for n, filled in rows if not filled}
+    merged = {hits[int(n) - 1] for n, filled in rows if filled}
+    return merged, {hits[int(n) - 1] for n, filled in rows if not filled}
 
 
 class StaleRegistration(Exception):

@@ -675,3 +675,153 @@ def _device_batch(
     for registration in registrations.values():
         batch.accelerators.setdefault(registration["uuid"], {}).update(registration)
     return batch, uuid, _workload_cached(series, names)
+
+
+# --- decoding and mapping in one pass -----------------------------------------------------------
+
+
+# Metric -> (sample field, factor, an integer field): ``DCGM_FIELDS`` with ``INTEGER_FIELDS``.
+_PLANS = {metric: (name, factor, name in INTEGER_FIELDS) for metric, (name, factor) in DCGM_FIELDS.items()}
+
+
+class _Unusual(Exception):
+    """``_fused_map`` met what only the two-pass path handles (a series not decoded before, several
+    samples, a bad value, a field a newer sender adds): that path maps the whole request again."""
+
+
+def write_request_map(data: bytes, *, names: LabelNames) -> tuple[int, Mapped]:
+    """``dcgm_map(write_request_decode(data), names=names)`` and the number of series, in one
+    pass where every series is one Prometheus has sent this process before (``label_cache``) with
+    its one-sample tail: no ``Series``, list and tuple a series, each sample read from the body
+    straight into its row (a request carries ~2,000). Any other request, or one with a value the
+    mapping refuses, goes the two-pass way from the start: the same ``Mapped`` and the same
+    ``WriteRejected`` (the first bad series named) either way (tests/fleet/test_remote_write_fused.py)."""
+    try:
+        return _fused_map(data, names)
+    except _Unusual:
+        pass
+    series = write_request_decode(data)
+    return len(series), dcgm_map(series, names=names)
+
+
+def _fused_map(data: bytes, names: LabelNames) -> tuple[int, Mapped]:
+    """``write_request_map``'s one pass: ``_timeseries_decode``'s fast path and ``dcgm_map``'s
+    loop for a series of one sample, inlined; raises ``_Unusual`` for anything else. Each label
+    set's device is read once a request (``dcgm_map``'s ``devices``), and each of its instants'
+    row found by the bytes of the instant's timestamp (a request's samples share a few instants;
+    the row itself is still keyed by (host, GPU, instant), as ``dcgm_map`` keys it)."""
+    hosts: dict[str, HostBatch] = {}
+    rows: dict[tuple[str, str, int], tuple[dict[str, Any], dict[str, Mapping[str, str]]]] = {}
+    # id(label set) -> (its host's batch, None for a refused host name; its device; its pod;
+    # its rows by the timestamp's bytes)
+    devices: dict[int, tuple[HostBatch | None, str, dict[str, str] | None, dict[bytes, Any]]] = {}
+    unknown: Counter[str] = Counter()
+    refused: Counter[str] = Counter()
+    others: list[Series] = []
+    fields = _PLANS
+    entries = label_cache._entries
+    double = _DOUBLE.unpack_from
+    stamps: dict[bytes, int] = {}
+    read = count = 0
+    position, end = 0, len(data)
+    while position < end:
+        if data[position] != 0x0A:
+            raise _Unusual
+        if position + 2 < end and data[position + 1] & 0x80 and data[position + 2] < 0x80:
+            length, position = (data[position + 1] & 0x7F) | data[position + 2] << 7, position + 3
+        elif position + 1 < end and data[position + 1] < 0x80:
+            length, position = data[position + 1], position + 2
+        else:
+            raise _Unusual
+        stop = position + length
+        tail = stop - _TAIL
+        if not (
+            stop <= end
+            and tail > position
+            and data[tail] == 0x12
+            and data[tail + 1] == 0x10
+            and data[tail + 2] == 0x09
+            and data[tail + 11] == 0x10
+        ):
+            raise _Unusual
+        labels = entries.get(data[position:tail])
+        if labels is None:
+            raise _Unusual
+        raw = data[tail + 12 : stop]
+        position = stop
+        count += 1
+        value = double(data, tail + 3)[0]
+        target = fields.get(labels.name)  # type: ignore[arg-type]
+        if target is None or value - value != 0.0:  # not mapped here, or NaN or ±Inf
+            stamp = stamps.get(raw)
+            if stamp is None:
+                stamp = stamps[raw] = _stamp_read(raw)
+            stale = value != value and _UINT64.unpack_from(data, tail + 3)[0] == STALE_NAN_BITS
+            if target is not None:
+                if stale:
+                    continue
+                raise _Unusual  # refused: by the two-pass path, with its message
+            metric = labels.name or ""
+            if stale:
+                unknown[metric] += 0
+                others.append(Series(labels, [], 1))
+            else:
+                unknown[metric] += 1
+                others.append(Series(labels, [(stamp, value)]))
+            continue
+        held = labels.base
+        device = devices.get(id(held))
+        if device is None:
+            try:
+                device = devices[id(held)] = (*_device_batch(Series(labels), names, hosts), {})
+            except WriteRejected:
+                raise _Unusual from None
+        batch, uuid, workload, by_raw = device
+        if batch is None:
+            refused[refused_key(labels.name or "", names.hostname)] += 1
+            continue
+        row = by_raw.get(raw)
+        if row is None:
+            stamp = stamps.get(raw)
+            if stamp is None:
+                stamp = stamps[raw] = _stamp_read(raw)
+            row = rows.get((batch.hostname, uuid, stamp))
+            if row is None:
+                epoch = stamp / 1000
+                row = rows[(batch.hostname, uuid, stamp)] = ({"time": epoch, "gpu": uuid}, {})
+                batch.samples.append(row[0])
+                batch.sources.append(row[1])
+                batch.epochs.append(epoch)
+            by_raw[raw] = row
+            pod_observe(batch.holders, device=uuid, stamps=[stamp], workload=workload)
+        name, factor, integer = target
+        sample, sources = row
+        sample[name] = round(value * factor) if integer else value * factor
+        sources[name] = labels
+        read += 1
+    for batch in hosts.values():
+        for sample, sources in zip(batch.samples, batch.sources, strict=True):
+            if "mem_used_bytes" in sample and "mem_free_bytes" in sample:
+                sample["mem_total_bytes"] = (
+                    sample["mem_used_bytes"] + sample["mem_free_bytes"] + sample.get("mem_reserved_bytes", 0)
+                )
+                sources["mem_total_bytes"] = sources["mem_used_bytes"]
+    return count, Mapped(
+        hosts=[batch for batch in hosts.values() if batch.samples],
+        samples=read,
+        unknown=unknown,
+        refused=refused,
+        others=others,
+    )
+
+
+def _stamp_read(raw: bytes) -> int:
+    """The timestamp of a fast-path tail's last 6 bytes (one varint, as ``_timeseries_decode``
+    reads it); ``_Unusual`` when they are not one."""
+    try:
+        stamp, after = _uvarint(raw, 0)
+    except ValueError:
+        raise _Unusual from None
+    if after != len(raw):
+        raise _Unusual
+    return stamp - (1 << 64) if stamp >= 1 << 63 else stamp

@@ -66,10 +66,9 @@ from .remote_write import (
     HostBatch,
     LabelNames,
     WriteRejected,
-    dcgm_map,
     labels_text,
     snappy_decode,
-    write_request_decode,
+    write_request_map,
 )
 from .remote_write_pods import StoredInterval, pod_intervals, pod_intervals_extend, pod_intervals_trim
 
@@ -261,6 +260,33 @@ _INTEGER_TYPES = frozenset({int, type(None)})
 _NUMBER_TYPES = frozenset({int, float, type(None)})
 
 
+# A host payload's head (its host and GPUs) as ``telemetry_batch_parse`` validated it, by the host
+# name and its accelerators' ``repr`` (each value with its type): a host's payloads list the same
+# GPUs request after request (a shard's slice of its series), and validating them anew was most of
+# ``host_batches_prepare``'s time. A head that fails is not kept (checked again each time).
+_HEADS: dict[tuple[str, str], tuple[str, dict[str, Any], list[dict[str, Any]]]] = {}
+_HEADS_KEPT = 50_000
+
+
+def _head_parse(
+    payload: dict[str, Any], *, now: datetime
+) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
+    """(hostname, host facts, accelerators) of a ``host_payloads`` payload, validated as
+    ``telemetry_batch_parse`` validates a payload without samples (its batch id is the request's
+    digest and its host's, 60 characters: always valid); copies, so that no caller shares them.
+    Raises ``IngestRejected`` as that does."""
+    key = (payload["host"]["hostname"], repr(payload["accelerators"]))
+    found = _HEADS.get(key)
+    if found is None:
+        head = telemetry_batch_parse({**payload, "samples": [], "attribution": None}, now=now)
+        found = (head.hostname, head.host_facts, head.accelerators)
+        if len(_HEADS) >= _HEADS_KEPT:
+            _HEADS.clear()
+        _HEADS[key] = found
+    hostname, facts, accelerators = found
+    return hostname, dict(facts), [dict(gpu) for gpu in accelerators]
+
+
 def host_batches_prepare(payloads: list[dict[str, Any]], *, now: datetime) -> list[PreparedBatch] | None:
     """The request's host payloads as the telemetry path's validated batches
     (``telemetry_batches_ingest(prepared=...)``), their samples checked once for the whole
@@ -304,12 +330,12 @@ def host_batches_prepare(payloads: list[dict[str, Any]], *, now: datetime) -> li
         for payload in payloads:
             count = len(payload["samples"])
             stop = start + count
-            head = telemetry_batch_parse({**payload, "samples": [], "attribution": None}, now=now)
+            hostname, host_facts, accelerators = _head_parse(payload, now=now)
             batch = TelemetryBatch(
-                batch_id=head.batch_id,
-                hostname=head.hostname,
-                host_facts=head.host_facts,
-                accelerators=head.accelerators,
+                batch_id=payload["batch_id"],
+                hostname=hostname,
+                host_facts=host_facts,
+                accelerators=accelerators,
                 gpus=gpus[start:stop],
                 epochs=epochs[start:stop],
                 columns={
@@ -343,8 +369,7 @@ def prometheus_write_ingest(
     for a request that will never be stored; nothing of it is then stored."""
     try:
         raw = snappy_decode(body, max_bytes=settings.PROMETHEUS_WRITE_MAX_BYTES)
-        series = write_request_decode(raw)
-        mapped = dcgm_map(series, names=_label_names())
+        series_count, mapped = write_request_map(raw, names=_label_names())
     except WriteRejected as exc:
         raise IngestRejected(exc.message, code=exc.code, status=exc.status) from None
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
@@ -400,7 +425,7 @@ def prometheus_write_ingest(
     if duplicates < len(mapped.hosts) or not mapped.hosts:  # a request sent again is counted once
         unknown_metrics_count(counts=mapped.unknown + mapped.refused)
     return {
-        "series": len(series),
+        "series": series_count,
         "samples": mapped.samples,
         "stored": stored,
         "duplicate_samples": duplicate_samples,

@@ -551,3 +551,80 @@ def test_the_same_samples_in_another_request_are_counted_not_stored_nor_merged(
         assert (answer["stored"], answer["duplicate_samples"], answer["duplicate"]) == (0, 8, False)
     assert TelemetryRawRange.objects.count() == ranges
     assert _stored() == (expected_rows, expected_minutes)
+
+
+def _merge_in_one_statement(
+    *, accelerator_ids: list[int], times: list[datetime], columns: dict[str, list[Any]]
+) -> tuple[set[int], set[int]]:
+    """``ingest_services._merge_stored`` as it was before its probe: the merge statement over all
+    the samples (the reference the probe's answers are held to)."""
+    fields_carried = {name for name, values in columns.items() if any(v is not None for v in values)}
+    if fields_carried & set(ingest_services._MEMORY_FIELDS):
+        fields_carried.update(ingest_services._MEMORY_FIELDS)
+    fields = tuple(name for name in ingest_services.SAMPLE_FIELDS if name in fields_carried) or ("power_w",)
+    arrays = [
+        [
+            None
+            if value is None
+            else (int(value) if ingest_services.SAMPLE_FIELDS[name][0] else float(value))
+            for value in columns[name]
+        ]
+        for name in fields
+    ]
+    start, end, gpus = min(times), max(times), sorted(set(accelerator_ids))
+    rows = ingest_services._execute(
+        ingest_services._merge_sql(fields),
+        [accelerator_ids, times, *arrays, start, end, gpus, start, end, gpus],
+    )
+    return {int(n) - 1 for n, filled in rows if filled}, {int(n) - 1 for n, filled in rows if not filled}
+
+
+def test_the_merge_probe_merges_and_counts_as_the_one_statement_did(
+    client: Client, ingest_token: str
+) -> None:
+    """``_merge_stored`` runs its merge statement only for the samples whose GPU-instant has a
+    stored row (its probe): the same samples merged and counted duplicate, the same stored rows
+    and raw ranges as the statement over all of them, on a mix of new instants, instants whose
+    row lacks the sample's fields and instants whose row has them all."""
+    from accelboard.fleet.ingest_validation import SAMPLE_FIELDS
+    from accelboard.fleet.models import TelemetryRawRange
+
+    start = (int(time.time()) // 60 - 3) * 60_000 + 5_000
+    assert _post(client, snappy(write_request(_scrapes(start, _HALF_A))), ingest_token).status_code == 200
+    ids = dict(Accelerator.objects.values_list("uuid", "pk"))
+    accelerator_ids: list[int] = []
+    times: list[datetime] = []
+    columns: dict[str, list[Any]] = {name: [] for name in SAMPLE_FIELDS}
+    for k in (4, 0, 5, 1, 2, 3):  # instants 0-3 stored (half A), 4 and 5 new
+        for uuid in ("GPU-rw-0001", "GPU-rw-0002"):
+            for fields in ({"power_w": 300.0 + k}, {"energy_mj": 5_000_000 + k, "mem_used_bytes": k * MIB}):
+                if k % 2 and "power_w" in fields:
+                    continue  # odd instants: the new fields only
+                accelerator_ids.append(ids[uuid])
+                times.append(datetime.fromtimestamp((start + 15_000 * k) / 1000, UTC))
+                for name in SAMPLE_FIELDS:
+                    columns[name].append(fields.get(name))
+
+    def outcome(merge: Any) -> Any:
+        with transaction.atomic():
+            point = transaction.savepoint()
+            answer = merge(accelerator_ids=accelerator_ids, times=times, columns=columns)
+            rows = list(
+                TelemetrySample.objects.order_by("accelerator_id", "time").values_list(
+                    "accelerator_id", "time", *SAMPLE_FIELDS
+                )
+            )
+            ranges = list(TelemetryRawRange.objects.order_by("start").values_list("start", "end"))
+            transaction.savepoint_rollback(point)
+        return answer, rows, ranges
+
+    expected = outcome(_merge_in_one_statement)
+    (merged, duplicates), _, ranges = expected
+    assert merged and duplicates and len(merged | duplicates) < len(times) and ranges
+    assert outcome(ingest_services._merge_stored) == expected
+    # Nothing stored at any instant: no merge statement, nothing merged.
+    later = [moment.replace(year=moment.year + 1) for moment in times]
+    assert ingest_services._merge_stored(accelerator_ids=accelerator_ids, times=later, columns=columns) == (
+        set(),
+        set(),
+    )

@@ -87,6 +87,31 @@ def test_it_builds_the_batches_the_telemetry_validation_builds() -> None:
         assert entry.digest == ""  # keyed by the body: no digest kept with the claim
 
 
+def test_a_hosts_head_validated_before_is_kept_and_handed_out_as_a_copy() -> None:
+    # The hosts and GPUs of a request's payloads come again in the next (``_head_parse`` keeps
+    # them): the second request's batches still equal the validation's, and a caller changing one
+    # batch's GPUs changes no later batch.
+    now = datetime.now(UTC)
+    payloads = _payloads(_fleet())
+    first = host_batches_prepare(payloads, now=now)
+    assert first is not None
+    first[0].batch.accelerators[0]["name"] = "changed"
+    first[0].batch.host_facts["changed"] = True
+    again = host_batches_prepare(_payloads(_fleet()), now=now)
+    assert again is not None
+    for entry, payload in zip(again, payloads, strict=True):
+        batch, _ = telemetry_batch_attribution_parse(payload, now=now)
+        assert entry.batch == batch
+        assert entry.batch.accelerators == batch.accelerators and entry.batch.host_facts == batch.host_facts
+
+
+def test_a_refused_head_is_refused_again() -> None:
+    now = datetime.now(UTC)
+    series = [({"__name__": "DCGM_FI_DEV_POWER_USAGE", **_gpu(7, 0, modelName="H" * 121)}, [(NOW_MS, 1.0)])]
+    for _ in range(2):
+        assert host_batches_prepare(_payloads(series), now=now) is None
+
+
 def _refused_by_parse(payloads: list[dict[str, Any]], now: datetime) -> IngestRejected:
     for payload in payloads:
         try:
