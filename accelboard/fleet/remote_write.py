@@ -638,6 +638,12 @@ def dcgm_map(series_list: list[Series], *, names: LabelNames) -> Mapped:
                 by_held[(id(held), stamp)] = row
                 pod_observe(batch.holders, device=uuid, stamps=[stamp], workload=workload)
             scaled = value * factor
+            if scaled - scaled != 0.0:  # finite, but not once in the column's unit (1e305 MiB)
+                raise WriteRejected(
+                    f"series {labels_text(labels)} has the value {value} at {stamp} ms, "
+                    f"out of range for {name}",
+                    code="out_of_range",
+                )
             row[0][name] = round(scaled) if integer else scaled
             row[1][name] = labels
         read += len(samples)
@@ -795,8 +801,11 @@ def _fused_map(data: bytes, names: LabelNames) -> tuple[int, Mapped]:
             by_raw[raw] = row
             pod_observe(batch.holders, device=uuid, stamps=[stamp], workload=workload)
         name, factor, integer = target
+        scaled = value * factor
+        if scaled - scaled != 0.0:
+            raise _Unusual  # out of range once scaled: refused by the two-pass path
         sample, sources = row
-        sample[name] = round(value * factor) if integer else value * factor
+        sample[name] = round(scaled) if integer else scaled
         sources[name] = labels
         read += 1
     for batch in hosts.values():

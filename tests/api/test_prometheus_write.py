@@ -189,6 +189,22 @@ def test_it_refuses_a_request_with_one_bad_series_naming_it_and_stores_none_of_i
     assert "names no GPU" in error["message"]
 
 
+def test_a_value_out_of_range_once_scaled_is_refused_on_both_paths(client: Client, ingest_token: str) -> None:
+    """1e305 MiB is finite, its bytes are not: a 400 naming the series (Prometheus does not retry
+    it), not a 500; the first time through the two-pass path, then through the one pass of
+    series already cached."""
+    now = int(time.time() * 1000) - 20_000
+    series = {"__name__": "DCGM_FI_DEV_FB_USED", **GPU}
+    for stamp in (now, now + 1000):
+        body = snappy(write_request([(series, [(stamp, 1e305)])]))
+        error = _refused(client, ingest_token, body, 400)
+        assert error["code"] == "out_of_range" and "mem_used_bytes" in error["message"]
+        assert 'DCGM_FI_DEV_FB_USED{Hostname="prom-node-01"' in error["message"]
+        ok = snappy(write_request([(series, [(stamp, 512.0)])]))
+        assert _post(client, ok, ingest_token).status_code == 200
+    assert sorted(TelemetrySample.objects.values_list("mem_used_bytes", flat=True)) == [512 << 20] * 2
+
+
 def test_it_refuses_a_gpu_of_another_team_but_not_its_host_name(
     client: Client, team: Any, other_team: Any, ingest_token: str, other_token: str
 ) -> None:
