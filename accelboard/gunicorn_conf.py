@@ -43,8 +43,8 @@ def _int(name: str, default: int) -> int:
 
 workers = _int("WEB_CONCURRENCY", min(_cores() + 1, _int("GUNICORN_MAX_WORKERS", 12)))
 threads = _int("GUNICORN_THREADS", 16)
-# gunicorn's gthread worker, less a temporary epoll set per connection and a heartbeat write per
-# loop pass (gunicorn_worker.py): an agent opens a connection for each batch.
+# gunicorn's gthread worker, its heartbeat file written at most once a second instead of on every
+# pass of its loop (gunicorn_worker.py): an agent opens a connection for each batch.
 worker_class = "accelboard.gunicorn_worker.ThreadWorker"
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 # The largest telemetry batch (10,000 samples) is stored in well under a second; 60 s is for

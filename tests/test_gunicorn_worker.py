@@ -1,6 +1,6 @@
-"""The web workers' connection handling (``gunicorn_worker``, ``gunicorn_conf.worker_class``): the
-first bytes peeked instead of a temporary selector, the heartbeat written at most once a second,
-and a real gunicorn with both answering prompt, slow and silent clients as before."""
+"""The web workers' gthread worker (``gunicorn_worker``, ``gunicorn_conf.worker_class``): the
+heartbeat written at most once a second, and a real gunicorn with it and the access logger
+(``gunicorn_logging``) answering prompt, slow and silent clients as before."""
 
 from __future__ import annotations
 
@@ -12,56 +12,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from gunicorn.config import Config
-from gunicorn.workers import gthread
 
 from accelboard import gunicorn_conf, gunicorn_worker
-from accelboard.gunicorn_worker import PeekedConn, ThreadWorker
-
-
-def _no_selector(*args: Any) -> None:
-    raise AssertionError("a temporary selector was made")
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    server, client = socket.socketpair()
-    with server, client:
-        yield server, client
-
-
-def test_it_peeks_at_bytes_already_there(
-    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    server, client = pair
-    client.sendall(b"POST /api/v1/telemetry HTTP/1.1\r\n")
-    monkeypatch.setattr(gthread.selectors, "DefaultSelector", _no_selector)
-    conn = PeekedConn(Config(), server, ("127.0.0.1", 1), ("127.0.0.1", 2))
-    assert conn.wait_for_data(5.0) is True
-    # Peeked, not read: the parser still gets every byte.
-    assert server.recv(64) == b"POST /api/v1/telemetry HTTP/1.1\r\n"
-
-
-def test_a_closed_peer_is_ready_as_before(pair: tuple[socket.socket, socket.socket]) -> None:
-    server, client = pair
-    client.shutdown(socket.SHUT_WR)
-    ours = PeekedConn(Config(), server, ("127.0.0.1", 1), ("127.0.0.1", 2))
-    theirs = gthread.TConn(Config(), server, ("127.0.0.1", 1), ("127.0.0.1", 2))
-    assert ours.wait_for_data(0.1) is theirs.wait_for_data(0.1) is True
-
-
-def test_it_waits_as_gunicorn_does_for_bytes_not_there_yet(pair: tuple[socket.socket, socket.socket]) -> None:
-    server, client = pair
-    conn = PeekedConn(Config(), server, ("127.0.0.1", 1), ("127.0.0.1", 2))
-    began = time.monotonic()
-    assert conn.wait_for_data(0.2) is False  # gunicorn's wait, to its timeout
-    assert time.monotonic() - began >= 0.15
-    assert conn.data_ready is False
-    client.sendall(b"G")
-    assert conn.wait_for_data(0.2) is True
+from accelboard.gunicorn_worker import ThreadWorker
 
 
 class _Tmp:
@@ -159,7 +115,7 @@ def test_a_real_gunicorn_answers_prompt_slow_and_silent_clients(server: tuple[in
     silent = socket.create_connection(("127.0.0.1", port))
     time.sleep(0.2)
     silent.close()
-    # A client whose request comes after a pause (not there to peek at): gunicorn's wait.
+    # A client whose request comes after a pause: gunicorn's wait for its first bytes.
     with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
         time.sleep(0.3)
         slow.sendall(b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc")
