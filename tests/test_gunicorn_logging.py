@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import logging
 import socket
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +37,17 @@ REQUESTS = [
 ]
 # (status as the application gave it, body bytes written: None when nothing was sent)
 ANSWERS = [("200 OK", 123), ("401 Unauthorized", 0), ("503 Service Unavailable", None)]
+
+
+@pytest.fixture(autouse=True)
+def _access_log_as_found() -> Iterator[None]:
+    """gunicorn's access log is one logging logger (``gunicorn.access``) for every ``Logger``
+    made: each test starts it bare and leaves it as it found it."""
+    access = logging.getLogger("gunicorn.access")
+    handlers, propagate = access.handlers[:], access.propagate
+    access.handlers = []
+    yield
+    access.handlers, access.propagate = handlers, propagate
 
 
 class _Lines(logging.Handler):
@@ -133,3 +146,61 @@ def test_nothing_is_written_without_an_access_log() -> None:
     ours.access_log.handlers = [lines]
     ours.access(resp, req, environ, timedelta(milliseconds=12))
     assert lines.lines == []
+
+
+def _file_lines(cls: type[Logger], path: Path, resp: Any, req: Any, environ: dict[str, Any]) -> bytes:
+    """What ``cls`` writes to an access log file (gunicorn's own handler and formatter)."""
+    cfg = Config()
+    cfg.set("accesslog", str(path))
+    log = cls(cfg)
+    log.now = lambda: "[08/Dec/2026:00:10:00 +0000]"  # type: ignore[method-assign]
+    try:
+        for _ in range(3):
+            log.access(resp, req, environ, timedelta(milliseconds=12))
+    finally:
+        for handler in log.access_log.handlers:
+            handler.close()
+        log.access_log.handlers = []
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("raw", REQUESTS)
+def test_it_writes_the_same_bytes_to_the_access_file(raw: bytes, tmp_path: Path) -> None:
+    req, resp, environ = _request(raw)
+    resp.status, resp.sent = "200 OK", 45
+    resp.headers = [("Content-Type", "application/json")]
+    theirs = _file_lines(Logger, tmp_path / "theirs.log", resp, req, environ)
+    ours = _file_lines(AccessLogger, tmp_path / "ours.log", resp, req, environ)
+    assert ours == theirs
+    assert ours.count(b"\n") == 3
+
+
+def test_it_writes_the_file_without_a_log_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    req, resp, environ = _request(REQUESTS[0])
+    resp.status, resp.sent = "200 OK", 45
+
+    def make_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        raise AssertionError("a LogRecord made")
+
+    monkeypatch.setattr(logging.getLogger("gunicorn.access"), "makeRecord", make_record)
+    written = _file_lines(AccessLogger, tmp_path / "ours.log", resp, req, environ)
+    assert written.count(b'"POST /api/v1/telemetry HTTP/1.1" 200 45') == 3
+
+
+def test_a_filtered_access_log_goes_through_logging(tmp_path: Path) -> None:
+    req, resp, environ = _request(REQUESTS[0])
+    resp.status, resp.sent = "200 OK", 45
+    seen: list[str] = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        seen.append(record.getMessage())
+        return False  # and drops it
+
+    access = logging.getLogger("gunicorn.access")
+    access.addFilter(keep)
+    try:
+        written = _file_lines(AccessLogger, tmp_path / "ours.log", resp, req, environ)
+    finally:
+        access.removeFilter(keep)
+    assert written == b""
+    assert len(seen) == 3
