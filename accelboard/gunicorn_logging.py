@@ -2,12 +2,13 @@
 
 gunicorn's ``Logger.access`` builds a dict of every atom a format could name for each request:
 ~20 fixed ones, one per request header, one per response header and one per environ variable
-(~60 for an agent's post), then copies it through ``SafeAtoms``, escaping each string. The
-default format names nine of them. For an agent's telemetry post that was ~0.2 ms of a worker's
-CPU, about a twentieth of the batch's (docs/scaling.md, issue 37). ``AccessLogger`` writes the
-same line from those nine alone when the format is gunicorn's default, with the same values and
-the same escaping, straight to the access log's stream when that is all its handler would do
-(``_plain_handler``); any other ``access_log_format`` goes through gunicorn's own ``access``.
+(~80 for an agent's post), then copies it through ``SafeAtoms``, escaping each string, and
+writes the line through ``logging`` (a ``LogRecord``). The default format names nine atoms. For
+an agent's telemetry post that was ~0.2 ms of a worker's CPU, about a twentieth of the batch's
+(docs/scaling.md, issue 37). ``AccessLogger`` writes the same line from those nine alone when the
+format is gunicorn's default, with the same values and the same escaping, straight to the access
+log's stream when that is all its handler would do (``_plain_handler``); any other
+``access_log_format`` goes through gunicorn's own ``access``.
 """
 
 from __future__ import annotations
