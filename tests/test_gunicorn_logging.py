@@ -204,3 +204,9 @@ def test_a_filtered_access_log_goes_through_logging(tmp_path: Path) -> None:
         access.removeFilter(keep)
     assert written == b""
     assert len(seen) == 3
+
+
+def test_the_production_access_log_on_stdout_is_written_directly() -> None:
+    cfg = Config()
+    cfg.set("accesslog", gunicorn_conf.accesslog)  # "-": stdout
+    assert AccessLogger(cfg)._plain_handler() is not None
