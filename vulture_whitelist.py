@@ -32,6 +32,8 @@ _.by_metric
 _.when_ready
 _.post_request
 _.post_fork
+# Named by dotted path in accelboard/gunicorn_conf.py (logger_class, worker_class).
+_.AccessLogger
 
 # Models whose tables are written and read in SQL (fleet's rollups); the migrations create them.
 _.HostRollup
