@@ -292,8 +292,11 @@ def _claim_lock_check(
     connection.ensure_connection()
     pg = connection.connection
     # The pipeline's exit sends the statements and reads their results (psycopg syncs the
-    # transaction's BEGIN on its own first: two round trips where there were four).
-    with connection.wrap_database_errors, pg.cursor() as claim, pg.cursor() as check:
+    # transaction's BEGIN on its own first: two round trips where there were four). psycopg's own
+    # cursors bind on the server, so both statements are prepared once a connection (Django's
+    # cursors bind on the client: each statement, its values written in, was parsed and planned
+    # every time).
+    with connection.wrap_database_errors, psycopg.Cursor(pg) as claim, psycopg.Cursor(pg) as check:
         with pg.pipeline():
             claim.execute(
                 *ingest_batches_claim_sql(
