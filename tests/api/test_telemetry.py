@@ -632,12 +632,19 @@ def test_an_agent_batch_runs_no_merge_statement(
     # pipelined, COPY: both beside Django's cursor).
     assert len(plain_sql) == 3
     assert not any("UPDATE fleet_telemetrysample" in sql for sql in plain_sql)
-    # The merge: the savepoint, the batch claim, the lock, the merge in place of the
-    # stored-samples query, the final statement, the release; no pipeline.
+    # The merge: the savepoint, the batch claim, the lock, the merge's probe (which instants are
+    # stored) in place of the stored-samples query, the final statement, the release; no
+    # pipeline; no merge statement where nothing is stored at the batch's instants.
     assert len(merging_sql) == 6
     assert pipelined == ["claim, lock, check"]
     assert sum("pg_advisory" in sql for sql in merging_sql) == 1
-    assert sum("UPDATE fleet_telemetrysample" in sql for sql in merging_sql) == 1
+    assert sum("WITH ORDINALITY AS v(id, time, n)" in sql for sql in merging_sql) == 1
+    assert not any("UPDATE fleet_telemetrysample" in sql for sql in merging_sql)
+    # The same instants again under another batch id: the probe finds them, the merge runs.
+    again = telemetry_payload(n=4, start=start + 4, batch_id="merged-again")
+    with CaptureQueriesContext(connection) as merging_again:
+        telemetry_batch_ingest(team_id=team.pk, payload=again, merge=True)
+    assert sum("UPDATE fleet_telemetrysample" in sql for sql in statements(merging_again)) == 1
 
 
 def test_several_batches_are_stored_in_one_call_each_claimed_on_its_own(team: Any) -> None:
