@@ -94,9 +94,9 @@ def keepalive_server():
     server.stop()
 
 
-def _post(url: str, batch_id: str) -> tuple[int, str]:
+def _post(url: str, batch_id: str, token: str = "t") -> tuple[int, str]:
     payload = json.dumps({"batch_id": batch_id, "samples": []})
-    return http_post(url + "/api/v1/telemetry", token="t", payload=payload, timeout=5.0)
+    return http_post(url + "/api/v1/telemetry", token=token, payload=payload, timeout=5.0)
 
 
 @pytest.fixture(autouse=True)
@@ -197,3 +197,21 @@ def test_https_is_verified_as_urllib_verifies_it(monkeypatch):
 
     context = opened[0]
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+
+
+@pytest.mark.parametrize("forced", [None, 422, 401, 503])
+def test_the_answer_is_the_same_as_urllibs(server, monkeypatch, forced):
+    """(status, body) on the kept connection equal urllib's for the same answer (urllib is
+    reached through the environment's proxy: here the same server)."""
+    answers = []
+    for via_proxy in (False, True):
+        if via_proxy:
+            monkeypatch.setenv("http_proxy", server.url)
+            monkeypatch.setattr(urllib.request, "_opener", None)
+        server.forced = [forced] if forced else []
+        server.accepted.clear()
+        answers.append(_post(server.url, "b1", token="test-token"))
+
+    assert answers[0] == answers[1]
+    assert answers[0][0] == (forced or 200)
+    assert [r["path"] for r in server.requests] == ["/api/v1/telemetry", server.url + "/api/v1/telemetry"]
