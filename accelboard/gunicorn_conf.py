@@ -44,14 +44,23 @@ def _int(name: str, default: int) -> int:
 workers = _int("WEB_CONCURRENCY", min(_cores() + 1, _int("GUNICORN_MAX_WORKERS", 12)))
 threads = _int("GUNICORN_THREADS", 16)
 # gunicorn's gthread worker, its heartbeat file written at most once a second instead of on every
-# pass of its loop (gunicorn_worker.py): an agent opens a connection for each batch.
+# pass of its loop (gunicorn_worker.py).
 worker_class = "accelboard.gunicorn_worker.ThreadWorker"
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 # The largest telemetry batch (10,000 samples) is stored in well under a second; 60 s is for
 # the slowest page and an upload's archive.
 timeout = 60
 graceful_timeout = 20
-keepalive = 5
+# An agent keeps one connection to the server and posts on it every 10 s (its sender; an HTTPS
+# connection costs the server a TLS handshake, and a new TCP connection ~1.2 ms of web CPU, per
+# batch): an idle connection is kept ``GUNICORN_KEEPALIVE`` (20) seconds, longer than that
+# interval, else it would be closed between two posts. A proxy in front must keep it as long.
+keepalive = _int("GUNICORN_KEEPALIVE", 20)
+# The gthread worker counts each open connection, idle ones waiting for their next request
+# included, against ``worker_connections`` (gunicorn's default 1,000) and stops accepting at it:
+# a fleet of 4,000 hosts over 3 workers holds ~1,350 a worker. ``GUNICORN_WORKER_CONNECTIONS``
+# (4,096) a worker; the process's open-file limit (``ulimit -n``) must be above it.
+worker_connections = _int("GUNICORN_WORKER_CONNECTIONS", 4096)
 # A worker that grew (a large upload, a big export, a burst of full batches) is replaced once its
 # resident memory is ``GUNICORN_MAX_WORKER_GROWTH_MB`` (768) above what it had when it forked, so
 # memory goes back to its baseline after a burst (``post_request`` below). Not after a count of

@@ -19,7 +19,12 @@ Usage::
    ``--interval`` seconds for ``--duration`` seconds, spread evenly over the interval. Each batch
    is what the agent seals (``accelboard_agent.spool``): batch id ``<host>:<spool id>:<seq>``, the
    host and its GPUs, gzip at level 5; a failed post is retried with the same id, as the agent
-   does, and counted as an error. Requests have the agent's 10 s timeout.
+   does, and counted as an error. Requests have the agent's 10 s timeout. Each host posts on
+   its one kept HTTP/1.1 connection, as the agent does (``accelboard_agent.sender``), and opens a
+   fresh one, the post tried again at once, when the server has closed it (``reconnects``);
+   ``--connection close``: a new connection per post (``Connection: close``), as the agent did
+   before it kept its connection (for A/Bs). The reference's and the burst's posts take a
+   connection each.
    ``--burst N``: halfway through, N more hosts each post the largest batch the API takes
    (``MAX_SAMPLES``: an agent catching up after an outage) at once, on top of the fleet; each
    must be stored within the agent's timeout, and gunicorn's memory is read before, right after
@@ -136,6 +141,13 @@ def parse_args() -> argparse.Namespace:
         "--compare",
         action="store_true",
         help="run twice, without attribution then with it, and compare CPU per request (target <= 1.10x)",
+    )
+    parser.add_argument(
+        "--connection",
+        choices=("keep", "close"),
+        default="keep",
+        help="keep: each host posts on its one kept connection, as the agent does (default); "
+        "close: a new connection per post (Connection: close), as the agent did before",
     )
     parser.add_argument("--log-level", default="warning", help="the Celery workers' and beat's log level")
     parser.add_argument(
@@ -360,21 +372,28 @@ class Load:
         interval: float,
         duration: float,
         attribution: bool = False,
+        connection: str = "keep",
     ) -> None:
         self.port = port
         self.attribution = attribution
-        # The agent's headers (``accelboard_agent.sender.http_post``), and what its urllib adds:
-        # ``Connection: close``, one connection per post. Without it the server kept each client's
-        # connection open after the answer and handled its closing as one more event (0.1-0.2 ms
-        # more of web CPU a post than the agents' posts cost, in two 120 s runs).
+        # The agent's headers (``accelboard_agent.sender.http_post``). ``keep``: as the agent
+        # posts, each host on its one kept HTTP/1.1 connection (``conns``, taken out while a post
+        # uses it), a fresh one when the server has closed it. ``close``: the agent before it
+        # kept its connection (urllib's ``Connection: close``, a connection per post).
+        self.keep = connection == "keep"
         self.headers = {
             "Authorization": f"Bearer {token}",
             "Content-Type": "application/json",
             "Content-Encoding": "gzip",
             "User-Agent": "accelboard-agent/fleet-load",
             "Accept-Encoding": "identity",
-            "Connection": "close",
         }
+        # A post of no host (the reference's, the burst's) on a connection of its own.
+        self.close_headers = {**self.headers, "Connection": "close"}
+        if not self.keep:
+            self.headers = self.close_headers
+        self.conns: dict[int, http.client.HTTPConnection] = {}
+        self.reconnects = 0
         self.interval = interval
         self.seconds = max(1, int(round(interval)))
         self.agents = agents
@@ -419,20 +438,54 @@ class Load:
             heapq.heappush(self.heap, (due + self.interval, index))
             return due, index
 
-    def _post(self, body: bytes) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=AGENT_TIMEOUT_S)
+    def _post(self, body: bytes, host: int = -1) -> tuple[int, bytes]:
+        """One post for agent ``host`` (-1: none, a connection of its own); with ``keep``, on
+        that host's kept connection, and once more at once on a fresh one when the kept one
+        turns out closed before any byte of the answer (as the agent does)."""
+        with self.lock:
+            conn = self.conns.pop(host, None) if self.keep and host >= 0 else None
+        if conn is not None:
+            try:
+                conn.request("POST", "/api/v1/telemetry", body=body, headers=self.headers)
+                response = conn.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                conn.close()
+                with self.lock:
+                    self.reconnects += 1
+                conn = None
+        if conn is None:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=AGENT_TIMEOUT_S)
+            headers = self.headers if host >= 0 else self.close_headers
+            try:
+                conn.request("POST", "/api/v1/telemetry", body=body, headers=headers)
+                response = conn.getresponse()
+            except BaseException:
+                conn.close()
+                raise
         try:
-            conn.request("POST", "/api/v1/telemetry", body=body, headers=self.headers)
-            response = conn.getresponse()
-            return response.status, response.read()
-        finally:
+            text = response.read()
+        except BaseException:
+            conn.close()
+            raise
+        if self.keep and host >= 0 and not response.will_close:
+            with self.lock:
+                self.conns[host] = conn
+        else:
+            conn.close()
+        return response.status, text
+
+    def close(self) -> None:
+        """Close the kept connections."""
+        with self.lock:
+            conns, self.conns = list(self.conns.values()), {}
+        for conn in conns:
             conn.close()
 
-    def _timed_post(self, body: bytes) -> tuple[int, bytes, float]:
+    def _timed_post(self, body: bytes, host: int = -1) -> tuple[int, bytes, float]:
         """One try: HTTP status (0 when the connection failed or timed out), body, seconds."""
         began = time.perf_counter()
         try:
-            status, text = self._post(body)
+            status, text = self._post(body, host)
         except OSError as exc:
             status, text = 0, str(exc).encode()
         return status, text, time.perf_counter() - began
@@ -449,7 +502,7 @@ class Load:
                 time.sleep(wait)
             sent = time.time()
             for attempt in range(1, RETRIES + 1):
-                status, text, elapsed = self._timed_post(sealed.body)
+                status, text, elapsed = self._timed_post(sealed.body, index)
                 with self.lock:
                     self.requests += 1
                     self.latencies.append(elapsed)
@@ -484,7 +537,7 @@ class Load:
                     index = pending.pop()
                 sealed = self.agents[index].batch(time.time() - 60, self.seconds)
                 try:
-                    status, text = self._post(sealed.body)
+                    status, text = self._post(sealed.body, index)
                 except OSError:
                     status = 0
                 if status == 200:
@@ -936,6 +989,7 @@ def fleet_run(args: argparse.Namespace, *, attribution: bool) -> dict[str, Any]:
                 interval=args.interval,
                 duration=args.duration,
                 attribution=attribution,
+                connection=args.connection,
             )
             started = time.perf_counter()
             failures = load.warm(min(args.clients, 16))
@@ -970,6 +1024,7 @@ def fleet_run(args: argparse.Namespace, *, attribution: bool) -> dict[str, Any]:
             elapsed = load.run(args.clients)
             if burster is not None:
                 burster.join()
+            load.close()
             cpu_web = cpu_seconds(stack["web"]) - cpu_before
             parts_after = cpu_by_part(stack)
             own_pg = backends.sample() - own_pg_before
@@ -1052,7 +1107,8 @@ def fleet_run(args: argparse.Namespace, *, attribution: bool) -> dict[str, Any]:
     behind = percentile(load.behind, 0.99)
     offered = args.hosts / args.interval
     print(
-        f"requests: {requests:,} in {elapsed:.0f} s = {req_s:.1f} req/s (offered {offered:.1f}); duplicates {load.duplicates}"
+        f"requests: {requests:,} in {elapsed:.0f} s = {req_s:.1f} req/s (offered {offered:.1f}); duplicates {load.duplicates}; "
+        f"connection {args.connection}, {load.reconnects} kept connections found closed"
     )
     print(
         f"latency: p50 {p50:.0f} ms, p90 {percentile(load.latencies, 0.9) * 1000:.0f} ms, p99 {p99:.0f} ms, max {max(load.latencies, default=0) * 1000:.0f} ms"

@@ -9,11 +9,15 @@
    Any other 4xx: the server said this payload will never be accepted; it is dropped, logged
    and counted (``rejected_batches``).
 3. After a network error the round stops: the next rows would meet the same dead server.
+4. Telemetry is posted on one kept HTTP/1.1 connection to the server (``KeptConnections``), not
+   a new one (and, over HTTPS, a new TLS handshake) every batch; where the environment names a
+   proxy for the server, through urllib as before.
 """
 
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import logging
 import os
@@ -23,6 +27,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from typing import Any
@@ -49,20 +54,123 @@ def backoff_delay(attempt: int, *, base: float, cap: float, rng: random.Random |
     return nominal / 2 + uniform(0, nominal / 2)
 
 
+# A post on a kept connection that fails with one of these, before any byte of the answer, found
+# the connection closed by the server while it was idle (its keep-alive ran out, it restarted).
+_CLOSED_WHILE_IDLE = (
+    http.client.RemoteDisconnected,
+    BrokenPipeError,
+    ConnectionResetError,
+    ConnectionAbortedError,
+)
+
+
+class KeptConnections:
+    """The agent's HTTP/1.1 connections, one per server (scheme, host, port), each kept open
+    between posts (the server keeps an idle one ``GUNICORN_KEEPALIVE`` seconds, longer than the
+    agent's interval). A connection is taken out while a post uses it, so threads never share
+    one. HTTPS is verified as urllib verifies it (``http.client``'s default context: the
+    system's trust store, the host name checked)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[str, str], http.client.HTTPConnection] = {}
+
+    def post(
+        self, scheme: str, netloc: str, path: str, *, body: bytes, headers: dict[str, str], timeout: float
+    ) -> tuple[int, bytes]:
+        """POST on the kept connection to ``netloc`` (a new one if none); return (status, body).
+        Network failures raise ``OSError`` (``http.client.HTTPException`` for a garbled answer,
+        as through urllib)."""
+        key = (scheme, netloc)
+        with self._lock:
+            conn = self._idle.pop(key, None)
+        if conn is not None:
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
+            try:
+                response = self._send(conn, path, body, headers)
+            except _CLOSED_WHILE_IDLE:
+                # The server closed the kept connection before this post reached it: tried once
+                # more, at once, on a new one. Safe even had it been stored: a batch is
+                # idempotent by its batch id (the server answers a repeat "duplicate": true).
+                conn.close()
+                conn = None
+        if conn is None:
+            conn = self._open(scheme, netloc, timeout)
+            response = self._send(conn, path, body, headers)
+        try:
+            answer = response.read()
+        except BaseException:
+            conn.close()
+            raise
+        if response.will_close:
+            conn.close()
+        else:
+            with self._lock:
+                stale = self._idle.pop(key, None)
+                self._idle[key] = conn
+            if stale is not None:
+                stale.close()
+        return response.status, answer
+
+    @staticmethod
+    def _open(scheme: str, netloc: str, timeout: float) -> http.client.HTTPConnection:
+        if scheme == "https":
+            return http.client.HTTPSConnection(netloc, timeout=timeout)
+        return http.client.HTTPConnection(netloc, timeout=timeout)
+
+    @staticmethod
+    def _send(
+        conn: http.client.HTTPConnection, path: str, body: bytes, headers: dict[str, str]
+    ) -> http.client.HTTPResponse:
+        try:
+            conn.request("POST", path, body=body, headers=headers)
+            return conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+
+    def close(self) -> None:
+        """Close every kept connection (the next post opens a new one)."""
+        with self._lock:
+            idle, self._idle = list(self._idle.values()), {}
+        for conn in idle:
+            conn.close()
+
+
+CONNECTIONS = KeptConnections()
+
+
+def _direct(parts: urllib.parse.SplitResult) -> bool:
+    """Whether urllib would reach this URL without a proxy (``*_proxy`` / ``no_proxy``)."""
+    if parts.scheme not in ("http", "https") or "@" in parts.netloc or not parts.hostname:
+        return False
+    proxies = urllib.request.getproxies()
+    return parts.scheme not in proxies or bool(urllib.request.proxy_bypass(parts.netloc))
+
+
 def http_post(url: str, *, token: str, payload: str, timeout: float) -> tuple[int, str]:
-    """POST a JSON document (gzip); return (status, body). Network failures raise ``OSError``."""
+    """POST a JSON document (gzip); return (status, body). Network failures raise ``OSError``.
+    On the kept connection to the server (``CONNECTIONS``), or through urllib where it would use
+    a proxy."""
     body = gzip.compress(payload.encode("utf-8"), compresslevel=5)
-    request = urllib.request.Request(
-        url,
-        data=body,
-        method="POST",
-        headers={
-            "Content-Type": "application/json",
-            "Content-Encoding": "gzip",
-            "Authorization": f"Bearer {token}",
-            "User-Agent": f"accelboard-agent/{__version__}",
-        },
-    )
+    headers = {
+        "Content-Type": "application/json",
+        "Content-Encoding": "gzip",
+        "Authorization": f"Bearer {token}",
+        "User-Agent": f"accelboard-agent/{__version__}",
+    }
+    parts = urllib.parse.urlsplit(url)
+    if _direct(parts):
+        path = parts.path or "/"
+        if parts.query:
+            path += "?" + parts.query
+        status, answer = CONNECTIONS.post(
+            parts.scheme, parts.netloc, path, body=body, headers=headers, timeout=timeout
+        )
+        return status, answer.decode("utf-8", "replace")
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read().decode("utf-8", "replace")

@@ -23,6 +23,8 @@ from typing import Any, Callable
 import pynvml
 import pytest
 
+from accelboard_agent import sender
+
 # -- the stand-in server ----------------------------------------------------------------------
 
 
@@ -139,6 +141,13 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_connections():
+    """No test posts on a connection an earlier test's server kept open."""
+    yield
+    sender.CONNECTIONS.close()
 
 
 @pytest.fixture
