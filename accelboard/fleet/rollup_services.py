@@ -162,10 +162,8 @@ def _weighted(column: str, count: str, *, weighted: bool = False) -> str:
     return f"sum({column}{'' if weighted else f' * {count}'}) / nullif(sum({count}), 0)"
 
 
-# Hour rollups from the minute rollups of the same GPU: sums stay sums, maxima stay maxima and
-# each average is re-weighted by its own count, so the result equals a computation from raw rows.
-_HOUR_SQL = f"""
-INSERT INTO fleet_telemetryrollup (
+# The columns an hour rollup writes (``_HOUR_SQL`` and ``_HOUR_BASE_SQL``).
+_HOUR_COLUMNS = f"""
     width_s, bucket, host_id, accelerator_id, samples,
     power_samples, power_avg_w, power_max_w, energy_j,
     gpu_util_samples, gpu_util_avg, gpu_util_max, mem_util_samples, mem_util_avg,
@@ -174,7 +172,13 @@ INSERT INTO fleet_telemetryrollup (
     throttled_samples, ecc_errors_max, xid_errors_max{
     "".join(f", {name}_samples, {name}_avg" for name in PROFILING_FIELDS)
 }
-)
+"""
+
+
+# Hour rollups from the minute rollups of the same GPU: sums stay sums, maxima stay maxima and
+# each average is re-weighted by its own count, so the result equals a computation from raw rows.
+_HOUR_SQL = f"""
+INSERT INTO fleet_telemetryrollup ({_HOUR_COLUMNS})
 SELECT
     3600, date_bin('3600 seconds', bucket, %(origin)s) AS hour, host_id, accelerator_id, sum(samples),
     sum(power_samples), {_weighted("power_avg_w", "power_samples")}, max(power_max_w), sum(energy_j),
@@ -241,16 +245,7 @@ b AS (
 ),
 src AS (SELECT * FROM m UNION ALL SELECT * FROM b),
 hours AS (
-    INSERT INTO fleet_telemetryrollup (
-        width_s, bucket, host_id, accelerator_id, samples,
-        power_samples, power_avg_w, power_max_w, energy_j,
-        gpu_util_samples, gpu_util_avg, gpu_util_max, mem_util_samples, mem_util_avg,
-        mem_used_samples, mem_used_avg_bytes, mem_used_max_bytes, mem_total_bytes, temperature_max_c,
-        sm_clock_samples, sm_clock_avg_mhz, mem_clock_samples, mem_clock_avg_mhz,
-        throttled_samples, ecc_errors_max, xid_errors_max{
-    "".join(f", {name}_samples, {name}_avg" for name in PROFILING_FIELDS)
-}
-    )
+    INSERT INTO fleet_telemetryrollup ({_HOUR_COLUMNS})
     SELECT
         3600, %(hour)s, host_id, accelerator_id, sum(samples),
         sum(power_samples), {
